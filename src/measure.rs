@@ -1,0 +1,223 @@
+//! Figures derived from a recorded reply: tokens, first-token time, decode rate.
+//!
+//! Pure functions over [`ReplyRecord`]; the verdict calls them on live and archived runs alike.
+
+use serde::{Deserialize, Serialize};
+
+use crate::record::ReplyRecord;
+
+/// Where a reply's token count came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TokenSource {
+    /// `usage.completion_tokens`, as the serve reported it.
+    Usage,
+    /// The number of events that carried text.
+    Chunks,
+    /// Neither: no usage and no text.
+    None,
+}
+
+/// What a reply measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReplyMetrics {
+    /// Tokens generated.
+    pub tokens: f64,
+    /// Where `tokens` came from.
+    pub token_source: TokenSource,
+    /// Events that carried text (answer or reasoning).
+    pub text_chunks: usize,
+    /// Tokens counted for the first text event (decode rate excludes them).
+    pub first_chunk_tokens: f64,
+    /// When the request was sent (ns since the clock base).
+    pub sent_ns: u64,
+    /// Arrival of the first text event.
+    pub first_ns: Option<u64>,
+    /// Arrival of the last text event.
+    pub last_ns: Option<u64>,
+    /// First token minus sent, in ms.
+    pub first_token_ms: Option<f64>,
+    /// Decode rate in tokens per second, from the first to the last text event.
+    pub rate_tok_s: Option<f64>,
+}
+
+/// Measure one reply.
+///
+/// Tokens are `usage.completion_tokens` when reported, else the count of text events. When
+/// only a total is known and events may carry several tokens, the first event counts as
+/// total / events. Decode rate = (tokens - first event's tokens) / (last - first): the wait for
+/// the first token is first-token's business, not the rate's. Fewer than two text events, or
+/// two that arrived in the same read, give no rate.
+pub fn measure(reply: &ReplyRecord) -> ReplyMetrics {
+    let mut text = reply.chunks.iter().filter(|c| c.has_text());
+    let text_chunks = text.clone().count();
+    let first_ns = text.next().map(|c| c.at_ns);
+    let last_ns = text.last().map(|c| c.at_ns).or(first_ns);
+    let (tokens, token_source, first_chunk_tokens) = match reply.usage_completion_tokens {
+        Some(n) => {
+            let n = n as f64;
+            let share = if text_chunks > 0 {
+                n / text_chunks as f64
+            } else {
+                n
+            };
+            (n, TokenSource::Usage, share)
+        }
+        None if text_chunks > 0 => (text_chunks as f64, TokenSource::Chunks, 1.0),
+        None => (0.0, TokenSource::None, 0.0),
+    };
+    let first_token_ms = first_ns.map(|f| f.saturating_sub(reply.sent_ns) as f64 / 1e6);
+    let rate_tok_s = match (first_ns, last_ns) {
+        (Some(f), Some(l)) if text_chunks >= 2 && l > f => {
+            Some((tokens - first_chunk_tokens) / ((l - f) as f64 / 1e9))
+        }
+        _ => None,
+    };
+    ReplyMetrics {
+        tokens,
+        token_source,
+        text_chunks,
+        first_chunk_tokens,
+        sent_ns: reply.sent_ns,
+        first_ns,
+        last_ns,
+        first_token_ms,
+        rate_tok_s,
+    }
+}
+
+/// The tokens each event of `reply` counts as, in event order (0 for events without text).
+pub fn chunk_tokens(reply: &ReplyRecord, m: &ReplyMetrics) -> Vec<f64> {
+    let per = if m.text_chunks > 0 {
+        m.tokens / m.text_chunks as f64
+    } else {
+        0.0
+    };
+    reply
+        .chunks
+        .iter()
+        .map(|c| if c.has_text() { per } else { 0.0 })
+        .collect()
+}
+
+/// The median of `values`: the middle one, or the mean of the middle two. `None` when empty.
+pub fn median(values: &[f64]) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let mid = v.len() / 2;
+    Some(if v.len() % 2 == 1 {
+        v[mid]
+    } else {
+        (v[mid - 1] + v[mid]) / 2.0
+    })
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::record::ChunkArrival;
+
+    const MS: u64 = 1_000_000;
+
+    /// A reply sent at 0 whose text events arrive at `at_ms`, with an optional usage count.
+    pub(crate) fn reply_at(at_ms: &[u64], usage: Option<u64>) -> ReplyRecord {
+        ReplyRecord {
+            index: 1,
+            prompt: "p".into(),
+            expect: None,
+            content: "x".repeat(at_ms.len()),
+            reasoning: String::new(),
+            sent_ns: 0,
+            end_ns: at_ms.last().copied().unwrap_or(0) * MS,
+            chunks: at_ms
+                .iter()
+                .map(|&t| ChunkArrival {
+                    at_ns: t * MS,
+                    content_chars: 1,
+                    reasoning_chars: 0,
+                    tokens: 0.0,
+                })
+                .collect(),
+            usage_completion_tokens: usage,
+            finish_reason: Some("stop".into()),
+            server_timings: None,
+            error: None,
+            metrics: None,
+        }
+    }
+
+    #[test]
+    fn chunk_count_rate_excludes_the_first_token() {
+        // 5 tokens: first at 100 ms, then 4 more over 400 ms: 10 tok/s.
+        let m = measure(&reply_at(&[100, 200, 300, 400, 500], None));
+        assert_eq!(m.token_source, TokenSource::Chunks);
+        assert_eq!(m.tokens, 5.0);
+        assert_eq!(m.first_token_ms, Some(100.0));
+        assert_eq!(m.rate_tok_s, Some(10.0));
+    }
+
+    #[test]
+    fn usage_with_multi_token_chunks_counts_the_first_chunks_share() {
+        // 3 events of 3 tokens each (usage 9): after the first, 6 tokens over 200 ms = 30 tok/s.
+        let m = measure(&reply_at(&[100, 200, 300], Some(9)));
+        assert_eq!(m.token_source, TokenSource::Usage);
+        assert_eq!(m.first_chunk_tokens, 3.0);
+        assert_eq!(m.rate_tok_s, Some(30.0));
+    }
+
+    #[test]
+    fn one_chunk_has_no_rate() {
+        let m = measure(&reply_at(&[100], None));
+        assert_eq!(m.first_token_ms, Some(100.0));
+        assert_eq!(m.rate_tok_s, None);
+    }
+
+    #[test]
+    fn two_chunks_in_one_read_have_no_rate() {
+        assert_eq!(measure(&reply_at(&[100, 100], None)).rate_tok_s, None);
+    }
+
+    #[test]
+    fn role_only_and_empty_events_are_not_the_first_token() {
+        let mut r = reply_at(&[100, 200, 300], None);
+        r.chunks.insert(
+            0,
+            ChunkArrival {
+                at_ns: 5 * MS,
+                content_chars: 0,
+                reasoning_chars: 0,
+                tokens: 0.0,
+            },
+        );
+        let m = measure(&r);
+        assert_eq!(m.first_token_ms, Some(100.0));
+        assert_eq!(m.text_chunks, 3);
+        assert_eq!(chunk_tokens(&r, &m), vec![0.0, 1.0, 1.0, 1.0]);
+    }
+
+    #[test]
+    fn a_reasoning_event_is_the_first_token() {
+        let mut r = reply_at(&[100, 200, 300], None);
+        r.chunks[0].content_chars = 0;
+        r.chunks[0].reasoning_chars = 4;
+        assert_eq!(measure(&r).first_token_ms, Some(100.0));
+    }
+
+    #[test]
+    fn no_text_means_no_figures_never_zero() {
+        let m = measure(&reply_at(&[], None));
+        assert_eq!(m.token_source, TokenSource::None);
+        assert_eq!(m.first_token_ms, None);
+        assert_eq!(m.rate_tok_s, None);
+    }
+
+    #[test]
+    fn median_of_odd_even_and_empty() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
+        assert_eq!(median(&[]), None);
+    }
+}

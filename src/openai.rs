@@ -1,0 +1,106 @@
+//! The fields of an OpenAI-compatible streaming chat chunk that the gate needs, and no others.
+//!
+//! Servers differ: llama-server sends `"content": null` in its first chunk, reasoning models put
+//! their thinking on `reasoning_content`, a final chunk may carry only `usage` with no choices.
+//! Every field is optional here; what a chunk means is decided by the caller.
+
+use serde::Deserialize;
+
+/// One parsed `data:` payload of a chat completion stream.
+#[derive(Debug, Default, Deserialize)]
+pub struct Chunk {
+    #[serde(default)]
+    choices: Vec<Choice>,
+    /// Token counts, when the serve reports them (usually in a final chunk).
+    pub usage: Option<Usage>,
+    /// llama-server's own timings (`predicted_per_second` and friends), kept as it sent them.
+    pub timings: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct Choice {
+    #[serde(default)]
+    delta: Delta,
+    finish_reason: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct Delta {
+    content: Option<String>,
+    reasoning_content: Option<String>,
+}
+
+/// Token counts reported by the serve.
+#[derive(Debug, Clone, Copy, Deserialize)]
+pub struct Usage {
+    /// Tokens the serve says it generated.
+    pub completion_tokens: Option<u64>,
+}
+
+impl Chunk {
+    /// Parse one `data:` payload. The error is serde's, for quoting in a FAIL line.
+    pub fn parse(data: &[u8]) -> Result<Chunk, serde_json::Error> {
+        serde_json::from_slice(data)
+    }
+
+    /// The answer text this chunk adds (first choice), empty when none.
+    pub fn content(&self) -> &str {
+        self.choices
+            .first()
+            .and_then(|c| c.delta.content.as_deref())
+            .unwrap_or("")
+    }
+
+    /// The reasoning text this chunk adds (first choice), empty when none.
+    pub fn reasoning(&self) -> &str {
+        self.choices
+            .first()
+            .and_then(|c| c.delta.reasoning_content.as_deref())
+            .unwrap_or("")
+    }
+
+    /// Why generation stopped, when this chunk says so.
+    pub fn finish_reason(&self) -> Option<&str> {
+        self.choices
+            .first()
+            .and_then(|c| c.finish_reason.as_deref())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn llama_server_first_chunk_with_null_content_has_no_text() {
+        let c = Chunk::parse(br#"{"choices":[{"finish_reason":null,"index":0,"delta":{"role":"assistant","content":null}}],"created":1,"id":"x","model":"m","object":"chat.completion.chunk"}"#).unwrap();
+        assert_eq!(c.content(), "");
+        assert_eq!(c.reasoning(), "");
+        assert_eq!(c.finish_reason(), None);
+    }
+
+    #[test]
+    fn content_reasoning_and_finish_reason_are_read() {
+        let c = Chunk::parse(
+            br#"{"choices":[{"delta":{"content":"Pa","reasoning_content":"hm"},"finish_reason":"stop"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(c.content(), "Pa");
+        assert_eq!(c.reasoning(), "hm");
+        assert_eq!(c.finish_reason(), Some("stop"));
+    }
+
+    #[test]
+    fn a_usage_only_chunk_has_no_choices() {
+        let c = Chunk::parse(br#"{"choices":[],"usage":{"completion_tokens":8,"prompt_tokens":3},"timings":{"predicted_per_second":171.2}}"#).unwrap();
+        assert_eq!(c.content(), "");
+        assert_eq!(c.usage.and_then(|u| u.completion_tokens), Some(8));
+        assert!(c.timings.is_some());
+    }
+
+    #[test]
+    fn non_json_is_an_error_not_a_panic() {
+        assert!(Chunk::parse(b"{garbage").is_err());
+        assert!(Chunk::parse(b"[1,2]").is_err());
+    }
+}

@@ -1,0 +1,132 @@
+//! The fixed prompts a gate sends, built in or from a JSONL file.
+
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+
+/// One prompt, with what its answer must match where that is known.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Prompt {
+    /// The user message.
+    pub prompt: String,
+    /// A regex the answer must match (use `(?i)` for case-insensitive).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect: Option<String>,
+    /// Overrides `--max-tokens` for this prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+}
+
+/// A built-in prompt and the answer the stand-in gives it.
+pub struct BuiltIn {
+    /// The user message.
+    pub prompt: &'static str,
+    /// The pattern its answer must match.
+    pub expect: &'static str,
+    /// The stand-in's answer: right, so `run --stand-in` passes.
+    pub stand_in_answer: &'static str,
+}
+
+/// The three prompts a gate sends when `--prompts` is not given. Short answers that any
+/// instruction-tuned model gets right, each with a pattern that tells a right answer from a
+/// wrong one.
+pub const BUILT_IN: [BuiltIn; 3] = [
+    BuiltIn {
+        prompt: "What is the capital of France? Answer in one word.",
+        expect: "(?i)paris",
+        stand_in_answer: "Paris.",
+    },
+    BuiltIn {
+        prompt: "What is 2 + 2? Answer with a number.",
+        expect: r"\b4\b",
+        stand_in_answer: "2 + 2 = 4.",
+    },
+    BuiltIn {
+        prompt: "What color is a clear daytime sky? Answer in one word.",
+        expect: "(?i)blue",
+        stand_in_answer: "Blue.",
+    },
+];
+
+/// The built-in prompts as [`Prompt`]s.
+pub fn built_in() -> Vec<Prompt> {
+    BUILT_IN
+        .iter()
+        .map(|b| Prompt {
+            prompt: b.prompt.to_string(),
+            expect: Some(b.expect.to_string()),
+            max_tokens: None,
+        })
+        .collect()
+}
+
+/// Read prompts from a JSONL file: one `{"prompt": "...", "expect": "regex", "max_tokens": N}`
+/// per line, the last two optional; blank lines are skipped.
+pub fn load(path: &Path) -> Result<Vec<Prompt>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("failed to read the prompts file {}", path.display()))?;
+    parse(&text).with_context(|| format!("in the prompts file {}", path.display()))
+}
+
+/// Parse prompts from JSONL text, checking every expected pattern compiles.
+pub fn parse(text: &str) -> Result<Vec<Prompt>> {
+    let mut prompts = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let p: Prompt = serde_json::from_str(line)
+            .with_context(|| format!("line {}: not a prompt object", i + 1))?;
+        if p.prompt.trim().is_empty() {
+            bail!("line {}: the prompt is empty", i + 1);
+        }
+        if let Some(e) = &p.expect {
+            Regex::new(e).with_context(|| format!("line {}: bad expect pattern", i + 1))?;
+        }
+        if p.max_tokens == Some(0) {
+            bail!("line {}: max_tokens must be at least 1", i + 1);
+        }
+        prompts.push(p);
+    }
+    if prompts.is_empty() {
+        bail!("no prompts");
+    }
+    Ok(prompts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn built_in_answers_match_their_patterns() {
+        for b in BUILT_IN {
+            assert!(Regex::new(b.expect).unwrap().is_match(b.stand_in_answer));
+        }
+    }
+
+    #[test]
+    fn jsonl_with_optional_fields_parses() {
+        let p = parse(
+            "{\"prompt\": \"a\"}\n\n{\"prompt\": \"b\", \"expect\": \"x\", \"max_tokens\": 5}\n",
+        )
+        .unwrap();
+        assert_eq!(p.len(), 2);
+        assert_eq!(p[1].expect.as_deref(), Some("x"));
+        assert_eq!(p[1].max_tokens, Some(5));
+    }
+
+    #[test]
+    fn bad_lines_name_their_line_number() {
+        let e = parse("{\"prompt\": \"a\"}\nnot json\n").unwrap_err();
+        assert!(format!("{e:#}").contains("line 2"), "{e:#}");
+        let e = parse("{\"prompt\": \"a\", \"expect\": \"(\"}").unwrap_err();
+        assert!(format!("{e:#}").contains("bad expect pattern"), "{e:#}");
+        assert!(parse("{\"prompt\": \"a\", \"typo\": 1}").is_err());
+        assert!(parse("\n\n").is_err());
+        assert!(parse("{\"prompt\": \"  \"}").is_err());
+    }
+}

@@ -1,0 +1,903 @@
+//! The verdict: a pure function from a recorded run and its floors to the lines a user reads.
+//!
+//! No I/O here. `run` calls [`judge`] on what it just recorded; `judge DIR` calls it on what an
+//! archive holds; both print the same lines for the same evidence and floors.
+
+use std::fmt;
+
+use anyhow::{bail, Context, Result};
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+
+use crate::measure::{measure, median, ReplyMetrics};
+use crate::record::{LoadSnapshot, ReplyRecord, Startup};
+
+/// Floors, limits and route patterns: what a run is judged against.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Floors {
+    /// Lowest acceptable median decode rate, tok/s.
+    pub floor: f64,
+    /// Highest acceptable median first-token time, ms.
+    pub first_token_ms: f64,
+    /// A regex the serve log must match: it names the fast route.
+    pub fast_route: Option<String>,
+    /// A regex the serve log must not match: it names the slow fallback.
+    pub slow_route: Option<String>,
+}
+
+/// [`Floors`], checked and with the route patterns compiled.
+#[derive(Debug, Clone)]
+pub struct Criteria {
+    floors: Floors,
+    fast: Option<Regex>,
+    slow: Option<Regex>,
+}
+
+impl Criteria {
+    /// Check the floors make sense and compile the route patterns.
+    pub fn new(floors: Floors) -> Result<Self> {
+        if !floors.floor.is_finite() || floors.floor < 0.0 {
+            bail!(
+                "--floor must be a number of tok/s, 0 or more (got {})",
+                floors.floor
+            );
+        }
+        if !floors.first_token_ms.is_finite() || floors.first_token_ms <= 0.0 {
+            bail!(
+                "--first-token-ms must be a number of ms above 0 (got {})",
+                floors.first_token_ms
+            );
+        }
+        let compile = |flag: &str, p: &Option<String>| -> Result<Option<Regex>> {
+            p.as_deref()
+                .map(|p| Regex::new(p).with_context(|| format!("{flag} is not a valid regex")))
+                .transpose()
+        };
+        Ok(Criteria {
+            fast: compile("--fast-route", &floors.fast_route)?,
+            slow: compile("--slow-route", &floors.slow_route)?,
+            floors,
+        })
+    }
+
+    /// The floors these criteria were built from.
+    pub fn floors(&self) -> &Floors {
+        &self.floors
+    }
+}
+
+/// Everything a verdict is a function of, besides the criteria.
+#[derive(Debug, Clone, Copy)]
+pub struct Evidence<'a> {
+    /// The replies made, in order.
+    pub replies: &'a [ReplyRecord],
+    /// How many replies were to be made.
+    pub replies_planned: usize,
+    /// How the serve came up.
+    pub startup: &'a Startup,
+    /// The serve's log; `None` when there is none to judge (attached without `--serve-log`).
+    pub serve_log: Option<&'a str>,
+    /// The box's load before the serve started; `None` when not recorded.
+    pub load: Option<&'a LoadSnapshot>,
+    /// The signal that interrupted the run, e.g. `SIGTERM`.
+    pub interrupted: Option<&'a str>,
+}
+
+/// How a line came out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Status {
+    /// The check passed.
+    #[serde(rename = "ok")]
+    Ok,
+    /// The check failed.
+    #[serde(rename = "FAIL")]
+    Fail,
+    /// Information only; never changes the result.
+    #[serde(rename = "info")]
+    Info,
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(match self {
+            Status::Ok => "ok",
+            Status::Fail => "FAIL",
+            Status::Info => "info",
+        })
+    }
+}
+
+/// One line of the verdict: a check, how it came out, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Line {
+    /// `serve`, `route`, `rate`, `first-token`, `content` or `load`.
+    pub check: String,
+    /// How it came out.
+    pub status: Status,
+    /// What a reader needs to know.
+    pub text: String,
+}
+
+impl Line {
+    fn new(check: &str, status: Status, text: impl Into<String>) -> Self {
+        Line {
+            check: check.to_string(),
+            status,
+            text: text.into(),
+        }
+    }
+}
+
+impl fmt::Display for Line {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:<12} {:<5} {}", self.check, self.status, self.text)
+    }
+}
+
+/// The run's result. Interrupted is not failed: nobody judged the serve to the end.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "result", rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Outcome {
+    /// Every line that is not info is ok.
+    Pass,
+    /// At least one line failed.
+    Fail,
+    /// The gate decided not to judge.
+    Skip {
+        /// Why.
+        reason: String,
+    },
+    /// A signal stopped the run.
+    Interrupted {
+        /// Which signal, e.g. `SIGTERM`.
+        signal: String,
+    },
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Outcome::Pass => f.write_str("PASS"),
+            Outcome::Fail => f.write_str("FAIL"),
+            Outcome::Skip { reason } => write!(f, "SKIP ({reason})"),
+            Outcome::Interrupted { signal } => write!(f, "INTERRUPTED (by {signal})"),
+        }
+    }
+}
+
+/// The lines and the result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    /// One line per check, in a fixed order.
+    pub lines: Vec<Line>,
+    /// The result.
+    #[serde(flatten)]
+    pub outcome: Outcome,
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for line in &self.lines {
+            writeln!(f, "{line}")?;
+        }
+        writeln!(f, "RESULT: {}", self.outcome)
+    }
+}
+
+/// Judge a run. RESULT is PASS exactly when every line that is not info is ok (and nothing
+/// interrupted the run).
+pub fn judge(e: &Evidence<'_>, c: &Criteria) -> Verdict {
+    let mut lines = Vec::new();
+    if let Some(line) = serve_line(e) {
+        lines.push(line);
+    }
+    lines.push(route_line(e.serve_log, c));
+    if e.startup.is_ready() {
+        let metrics: Vec<ReplyMetrics> = e.replies.iter().map(measure).collect();
+        lines.push(rate_line(&metrics, c.floors.floor));
+        lines.push(first_token_line(&metrics, c.floors.first_token_ms));
+        lines.push(content_line(e.replies, e.replies_planned));
+    }
+    if let Some(load) = e.load {
+        lines.push(Line::new(
+            "load",
+            Status::Info,
+            format!(
+                "1-minute load average {:.1} on {} CPUs",
+                load.load1, load.ncpu
+            ),
+        ));
+    }
+    let outcome = if let Some(signal) = e.interrupted {
+        Outcome::Interrupted {
+            signal: signal.to_string(),
+        }
+    } else if lines.iter().any(|l| l.status == Status::Fail) {
+        Outcome::Fail
+    } else {
+        Outcome::Pass
+    };
+    Verdict { lines, outcome }
+}
+
+fn serve_line(e: &Evidence<'_>) -> Option<Line> {
+    let tail = || log_tail(e.serve_log.unwrap_or(""), 5);
+    let text = match e.startup {
+        Startup::Ready { .. } => return None,
+        Startup::Exited { status } => {
+            format!("the serve exited ({status}) before it was ready; {}", tail())
+        }
+        Startup::NotReady { timeout_s } => format!(
+            "the serve was not ready after {timeout_s} s (neither /health nor /v1/models answered 200); {}",
+            tail()
+        ),
+        Startup::SpawnFailed { error } => format!("the serve could not be started: {error}"),
+    };
+    Some(Line::new("serve", Status::Fail, text))
+}
+
+/// The last `n` non-blank lines of a log, quoted, for a FAIL line.
+fn log_tail(log: &str, n: usize) -> String {
+    let lines: Vec<&str> = log.lines().filter(|l| !l.trim().is_empty()).collect();
+    if lines.is_empty() {
+        return "its log is empty".to_string();
+    }
+    let start = lines.len().saturating_sub(n);
+    let quoted: Vec<String> = lines[start..].iter().map(|l| quote(l, 200)).collect();
+    format!("last log lines: {}", quoted.join(" | "))
+}
+
+fn route_line(log: Option<&str>, c: &Criteria) -> Line {
+    if c.fast.is_none() && c.slow.is_none() {
+        return Line::new(
+            "route",
+            Status::Info,
+            "no route patterns given (--fast-route, --slow-route)",
+        );
+    }
+    let Some(log) = log else {
+        return Line::new(
+            "route",
+            Status::Info,
+            "no serve log to judge the route by (attached to a running serve: give --serve-log FILE)",
+        );
+    };
+    let mut problems = Vec::new();
+    if let Some(fast) = &c.fast {
+        if !fast.is_match(log) {
+            problems.push(format!(
+                "the serve log does not name the fast route /{}/",
+                fast.as_str()
+            ));
+        }
+    }
+    if let Some(slow) = &c.slow {
+        if let Some(line) = matching_line(log, slow) {
+            problems.push(format!(
+                "the serve log names the slow route /{}/: {}",
+                slow.as_str(),
+                quote(line, 120)
+            ));
+        }
+    }
+    if !problems.is_empty() {
+        return Line::new("route", Status::Fail, problems.join("; "));
+    }
+    let text = match (&c.fast, &c.slow) {
+        (Some(_), Some(_)) => "the serve log names the fast route, not the slow one",
+        (Some(_), None) => "the serve log names the fast route",
+        _ => "the serve log does not name the slow route",
+    };
+    Line::new("route", Status::Ok, text)
+}
+
+/// The whole line of `log` where `re` first matches.
+fn matching_line<'a>(log: &'a str, re: &Regex) -> Option<&'a str> {
+    let m = re.find(log)?;
+    let start = log[..m.start()].rfind('\n').map_or(0, |i| i + 1);
+    let end = log[m.end()..].find('\n').map_or(log.len(), |i| m.end() + i);
+    Some(&log[start..end])
+}
+
+fn rate_line(metrics: &[ReplyMetrics], floor: f64) -> Line {
+    let rates: Vec<Option<f64>> = metrics.iter().map(|m| m.rate_tok_s).collect();
+    let have: Vec<f64> = rates.iter().flatten().copied().collect();
+    let each: Vec<String> = rates
+        .iter()
+        .map(|r| r.map_or("-".to_string(), |r| format!("{r:.1}")))
+        .collect();
+    let Some(med) = median(&have) else {
+        let text = if metrics.is_empty() {
+            "no replies to measure".to_string()
+        } else {
+            format!("no reply has a rate: each needs at least two timed chunks (floor {floor:.1})")
+        };
+        return Line::new("rate", Status::Fail, text);
+    };
+    let status = if med >= floor {
+        Status::Ok
+    } else {
+        Status::Fail
+    };
+    let (shown, floor_shown) = distinct(med, floor, 1);
+    let over = over_some(have.len(), metrics.len());
+    let missing: Vec<String> = rates
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.is_none())
+        .map(|(i, _)| (i + 1).to_string())
+        .collect();
+    let why_missing = if missing.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; no rate for reply {}: fewer than two timed chunks",
+            missing.join(", ")
+        )
+    };
+    Line::new(
+        "rate",
+        status,
+        format!(
+            "median {shown} tok/s{over} (floor {floor_shown}; each: {}{why_missing})",
+            each.join(", ")
+        ),
+    )
+}
+
+fn first_token_line(metrics: &[ReplyMetrics], limit_ms: f64) -> Line {
+    let have: Vec<f64> = metrics.iter().filter_map(|m| m.first_token_ms).collect();
+    let Some(med) = median(&have) else {
+        let text = if metrics.is_empty() {
+            "no replies to measure".to_string()
+        } else {
+            format!("no reply produced a token (limit {limit_ms:.0})")
+        };
+        return Line::new("first-token", Status::Fail, text);
+    };
+    let status = if med <= limit_ms {
+        Status::Ok
+    } else {
+        Status::Fail
+    };
+    let (shown, limit_shown) = distinct(med, limit_ms, 0);
+    let over = over_some(have.len(), metrics.len());
+    Line::new(
+        "first-token",
+        status,
+        format!("median {shown} ms{over} (limit {limit_shown})"),
+    )
+}
+
+/// " over N of M replies" when a figure rests on fewer replies than were made.
+fn over_some(have: usize, of: usize) -> String {
+    if have < of {
+        format!(" over {have} of {of} replies")
+    } else {
+        String::new()
+    }
+}
+
+/// `value` and `bound` formatted with `decimals`, or with more where rounding would show them
+/// equal though they differ: "median 60.0 tok/s (floor 60.0)" on a FAIL would read as a bug.
+fn distinct(value: f64, bound: f64, decimals: usize) -> (String, String) {
+    let mut d = decimals;
+    loop {
+        let (v, b) = (format!("{value:.d$}"), format!("{bound:.d$}"));
+        if v != b || value == bound || d >= decimals + 6 {
+            return (v, b);
+        }
+        d += 1;
+    }
+}
+
+fn content_line(replies: &[ReplyRecord], planned: usize) -> Line {
+    if replies.is_empty() {
+        return Line::new("content", Status::Fail, "no replies were made");
+    }
+    let mut problems = Vec::new();
+    let mut expected = 0;
+    for r in replies {
+        let said = quote(&r.content, 80);
+        if let Some(err) = &r.error {
+            let so_far = if r.content.is_empty() {
+                String::new()
+            } else {
+                format!(" after saying {said}")
+            };
+            problems.push(format!("reply {} failed{so_far}: {err}", r.index));
+        } else if r.content.trim().is_empty() {
+            let only = if r.reasoning.trim().is_empty() {
+                ""
+            } else {
+                " (only reasoning)"
+            };
+            problems.push(format!("reply {} has no content{only}", r.index));
+        } else if let Some(pattern) = &r.expect {
+            expected += 1;
+            match Regex::new(pattern) {
+                Ok(re) if re.is_match(&r.content) => {}
+                Ok(_) => problems.push(format!(
+                    "reply {} said {said}, which does not match /{pattern}/",
+                    r.index
+                )),
+                Err(_) => problems.push(format!(
+                    "reply {}: the expected pattern /{pattern}/ is not a valid regex",
+                    r.index
+                )),
+            }
+        }
+    }
+    if replies.len() < planned {
+        problems.push(format!(
+            "only {} of {planned} replies were made",
+            replies.len()
+        ));
+    }
+    if !problems.is_empty() {
+        return Line::new("content", Status::Fail, problems.join("; "));
+    }
+    let n = replies.len();
+    let all = if n == 1 {
+        "1 reply, with content".to_string()
+    } else {
+        format!("{n} replies, all with content")
+    };
+    let text = match expected {
+        0 => all,
+        e if e == n => format!("{all} and the expected answer"),
+        e => format!("{all}; {e} with the expected answer"),
+    };
+    Line::new("content", Status::Ok, text)
+}
+
+/// `s` in double quotes, cut to `max` characters (marked with …), newlines shown as `\n`.
+pub fn quote(s: &str, max: usize) -> String {
+    let mut out = String::from("\"");
+    for (i, ch) in s.chars().enumerate() {
+        if i == max {
+            out.push('…');
+            break;
+        }
+        match ch {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '"' => out.push_str("\\\""),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::tests::reply_at;
+
+    const READY: Startup = Startup::Ready {
+        after_ms: 1.0,
+        probe: String::new(),
+    };
+
+    fn floors() -> Floors {
+        Floors {
+            floor: 60.0,
+            first_token_ms: 600.0,
+            fast_route: Some("route: npu-fast".into()),
+            slow_route: Some("route: cpu-fallback".into()),
+        }
+    }
+
+    fn criteria(f: Floors) -> Criteria {
+        Criteria::new(f).unwrap()
+    }
+
+    const LOAD: LoadSnapshot = LoadSnapshot {
+        load1: 3.1,
+        load5: 2.0,
+        load15: 1.0,
+        ncpu: 32,
+        taken: String::new(),
+    };
+
+    /// Replies at 100 tok/s with first token at 200 ms: 11 tokens, 10 ms apart after the first.
+    fn good() -> ReplyRecord {
+        let times: Vec<u64> = (0..11).map(|i| 200 + 10 * i).collect();
+        reply_at(&times, None)
+    }
+
+    fn judge_with(replies: &[ReplyRecord], log: Option<&str>, f: Floors) -> Verdict {
+        let e = Evidence {
+            replies,
+            replies_planned: replies.len(),
+            startup: &READY,
+            serve_log: log,
+            load: Some(&LOAD),
+            interrupted: None,
+        };
+        judge(&e, &criteria(f))
+    }
+
+    fn line<'a>(v: &'a Verdict, check: &str) -> &'a Line {
+        v.lines
+            .iter()
+            .find(|l| l.check == check)
+            .unwrap_or_else(|| panic!("no {check} line in {v}"))
+    }
+
+    const LOG: &str = "loading\nroute: npu-fast\nready\n";
+
+    #[test]
+    fn a_good_run_reads_as_the_card_shows() {
+        let v = judge_with(&[good(), good(), good()], Some(LOG), floors());
+        assert_eq!(
+            v.to_string(),
+            "\
+route        ok    the serve log names the fast route, not the slow one
+rate         ok    median 100.0 tok/s (floor 60.0; each: 100.0, 100.0, 100.0)
+first-token  ok    median 200 ms (limit 600)
+content      ok    3 replies, all with content
+load         info  1-minute load average 3.1 on 32 CPUs
+RESULT: PASS
+"
+        );
+    }
+
+    #[test]
+    fn rate_exactly_at_the_floor_is_ok_and_just_under_fails() {
+        let at = Floors {
+            floor: 100.0,
+            ..floors()
+        };
+        assert_eq!(
+            line(&judge_with(&[good()], Some(LOG), at), "rate").status,
+            Status::Ok
+        );
+        let over = Floors {
+            floor: 100.001,
+            ..floors()
+        };
+        let v = judge_with(&[good()], Some(LOG), over);
+        assert_eq!(line(&v, "rate").status, Status::Fail);
+        assert_eq!(v.outcome, Outcome::Fail);
+        // Rounding must not show a failing median equal to its floor.
+        assert!(
+            line(&v, "rate")
+                .text
+                .contains("median 100.000 tok/s (floor 100.001"),
+            "{v}"
+        );
+    }
+
+    #[test]
+    fn rate_is_the_median_not_the_mean_or_the_best() {
+        let slow: Vec<u64> = (0..11).map(|i| 200 + 100 * i).collect(); // 10 tok/s
+        let replies = [reply_at(&slow, None), reply_at(&slow, None), good()];
+        let v = judge_with(&replies, Some(LOG), floors());
+        assert_eq!(line(&v, "rate").status, Status::Fail);
+        assert!(
+            line(&v, "rate").text.starts_with("median 10.0 tok/s"),
+            "{v}"
+        );
+    }
+
+    #[test]
+    fn first_token_exactly_at_the_limit_is_ok_and_just_over_fails() {
+        let at = Floors {
+            first_token_ms: 200.0,
+            ..floors()
+        };
+        let v = judge_with(&[good()], Some(LOG), at);
+        assert_eq!(line(&v, "first-token").status, Status::Ok);
+        let under = Floors {
+            first_token_ms: 199.9,
+            ..floors()
+        };
+        let v = judge_with(&[good()], Some(LOG), under);
+        assert_eq!(line(&v, "first-token").status, Status::Fail);
+        assert_eq!(v.outcome, Outcome::Fail);
+    }
+
+    #[test]
+    fn an_empty_reply_fails_content_and_is_never_a_zero_latency() {
+        let empty = reply_at(&[], None);
+        let v = judge_with(&[good(), empty, good()], Some(LOG), floors());
+        let content = line(&v, "content");
+        assert_eq!(content.status, Status::Fail);
+        assert_eq!(content.text, "reply 1 has no content");
+        assert!(
+            line(&v, "first-token").text.contains("over 2 of 3 replies"),
+            "{v}"
+        );
+        assert_eq!(v.outcome, Outcome::Fail);
+    }
+
+    #[test]
+    fn only_empty_replies_fail_every_timing_line() {
+        let v = judge_with(&[reply_at(&[], None)], Some(LOG), floors());
+        assert_eq!(line(&v, "rate").status, Status::Fail);
+        assert_eq!(line(&v, "first-token").status, Status::Fail);
+    }
+
+    #[test]
+    fn a_one_chunk_reply_has_no_rate_and_the_line_says_so() {
+        let v = judge_with(&[good(), reply_at(&[150], None)], Some(LOG), floors());
+        let rate = line(&v, "rate");
+        assert_eq!(rate.status, Status::Ok);
+        assert!(rate.text.contains("over 1 of 2 replies"), "{rate:?}");
+        assert!(rate.text.contains("each: 100.0, -"), "{rate:?}");
+        assert!(rate.text.contains("no rate for reply 2"), "{rate:?}");
+        let v = judge_with(&[reply_at(&[150], None)], Some(LOG), floors());
+        assert_eq!(line(&v, "rate").status, Status::Fail);
+    }
+
+    #[test]
+    fn multi_token_chunks_with_usage_rate_on_the_usage_count() {
+        // 6 events 50 ms apart, 4 tokens each: 20 tokens after the first event over 250 ms.
+        let r = reply_at(&[100, 150, 200, 250, 300, 350], Some(24));
+        let v = judge_with(&[r], Some(LOG), floors());
+        assert!(
+            line(&v, "rate").text.starts_with("median 80.0 tok/s"),
+            "{v}"
+        );
+    }
+
+    #[test]
+    fn a_reasoning_first_reply_times_its_first_reasoning_token() {
+        let mut r = good();
+        r.chunks[0].content_chars = 0;
+        r.chunks[0].reasoning_chars = 5;
+        r.chunks[0].at_ns = 50_000_000;
+        let v = judge_with(&[r], Some(LOG), floors());
+        assert_eq!(line(&v, "first-token").text, "median 50 ms (limit 600)");
+    }
+
+    #[test]
+    fn route_fails_without_the_fast_route_and_with_the_slow_one() {
+        let v = judge_with(&[good()], Some("route: cpu-fallback\n"), floors());
+        let route = line(&v, "route");
+        assert_eq!(route.status, Status::Fail);
+        assert!(
+            route.text.contains("does not name the fast route"),
+            "{route:?}"
+        );
+        assert!(
+            route
+                .text
+                .contains("names the slow route /route: cpu-fallback/: \"route: cpu-fallback\""),
+            "{route:?}"
+        );
+        assert_eq!(v.outcome, Outcome::Fail);
+
+        let both = "route: npu-fast\nlater: route: cpu-fallback for layer 3\n";
+        let v = judge_with(&[good()], Some(both), floors());
+        assert_eq!(line(&v, "route").status, Status::Fail);
+        assert!(line(&v, "route")
+            .text
+            .contains("\"later: route: cpu-fallback for layer 3\""));
+    }
+
+    #[test]
+    fn route_with_one_pattern_or_none() {
+        let fast_only = Floors {
+            slow_route: None,
+            ..floors()
+        };
+        assert_eq!(
+            line(
+                &judge_with(&[good()], Some(LOG), fast_only.clone()),
+                "route"
+            )
+            .status,
+            Status::Ok
+        );
+        assert_eq!(
+            line(&judge_with(&[good()], Some("x"), fast_only), "route").status,
+            Status::Fail
+        );
+        let slow_only = Floors {
+            fast_route: None,
+            ..floors()
+        };
+        let v = judge_with(&[good()], Some("x"), slow_only.clone());
+        assert_eq!(
+            line(&v, "route").text,
+            "the serve log does not name the slow route"
+        );
+        assert_eq!(
+            line(
+                &judge_with(&[good()], Some(LOG), slow_only.clone()),
+                "route"
+            )
+            .status,
+            Status::Ok
+        );
+        let none = Floors {
+            fast_route: None,
+            slow_route: None,
+            ..floors()
+        };
+        let v = judge_with(&[good()], Some("route: cpu-fallback"), none);
+        assert_eq!(line(&v, "route").status, Status::Info);
+        assert_eq!(v.outcome, Outcome::Pass);
+    }
+
+    #[test]
+    fn no_serve_log_makes_route_info_not_ok() {
+        let v = judge_with(&[good()], None, floors());
+        assert_eq!(line(&v, "route").status, Status::Info);
+        assert!(line(&v, "route").text.contains("--serve-log"));
+    }
+
+    #[test]
+    fn a_wrong_answer_fails_content_quoting_it() {
+        let mut r = good();
+        r.content = "The capital of France is London, and it has been for a very long time indeed, they say.".into();
+        r.expect = Some("(?i)paris".into());
+        let v = judge_with(&[r], Some(LOG), floors());
+        let content = line(&v, "content");
+        assert_eq!(content.status, Status::Fail);
+        assert!(
+            content.text.starts_with(
+                "reply 1 said \"The capital of France is London, and it has been for a very long time indeed, th…\", which does not match /(?i)paris/"
+            ),
+            "{content:?}"
+        );
+    }
+
+    #[test]
+    fn a_right_answer_passes_content() {
+        let mut r = good();
+        r.content = "Paris.".into();
+        r.expect = Some("(?i)paris".into());
+        let v = judge_with(&[r], Some(LOG), floors());
+        assert_eq!(
+            line(&v, "content").text,
+            "1 reply, with content and the expected answer"
+        );
+    }
+
+    #[test]
+    fn a_reply_that_errored_fails_content_even_with_text() {
+        let mut r = good();
+        r.error = Some("the stream ended before [DONE]".into());
+        let v = judge_with(&[r], Some(LOG), floors());
+        let content = line(&v, "content");
+        assert_eq!(content.status, Status::Fail);
+        assert!(
+            content.text.contains("reply 1 failed after saying"),
+            "{content:?}"
+        );
+        assert!(
+            content.text.ends_with("the stream ended before [DONE]"),
+            "{content:?}"
+        );
+    }
+
+    #[test]
+    fn fewer_replies_than_planned_fail_content() {
+        let replies = [good()];
+        let e = Evidence {
+            replies: &replies,
+            replies_planned: 3,
+            startup: &READY,
+            serve_log: Some(LOG),
+            load: None,
+            interrupted: None,
+        };
+        let v = judge(&e, &criteria(floors()));
+        assert_eq!(line(&v, "content").text, "only 1 of 3 replies were made");
+    }
+
+    #[test]
+    fn a_serve_that_exited_fails_with_its_status_and_log_tail() {
+        let startup = Startup::Exited {
+            status: "exit status: 3".into(),
+        };
+        let log = "a\nb\n\nc\nd\ne\nf\nerror: no device\n";
+        let e = Evidence {
+            replies: &[],
+            replies_planned: 3,
+            startup: &startup,
+            serve_log: Some(log),
+            load: Some(&LOAD),
+            interrupted: None,
+        };
+        let v = judge(&e, &criteria(floors()));
+        assert_eq!(v.outcome, Outcome::Fail);
+        assert_eq!(
+            line(&v, "serve").text,
+            "the serve exited (exit status: 3) before it was ready; last log lines: \"c\" | \"d\" | \"e\" | \"f\" | \"error: no device\""
+        );
+        assert!(v.lines.iter().all(|l| l.check != "rate"));
+    }
+
+    #[test]
+    fn a_serve_never_ready_fails() {
+        let startup = Startup::NotReady { timeout_s: 2.0 };
+        let e = Evidence {
+            replies: &[],
+            replies_planned: 3,
+            startup: &startup,
+            serve_log: Some(""),
+            load: None,
+            interrupted: None,
+        };
+        let v = judge(&e, &criteria(floors()));
+        assert_eq!(v.outcome, Outcome::Fail);
+        assert!(line(&v, "serve").text.contains("not ready after 2 s"));
+        assert!(line(&v, "serve").text.contains("its log is empty"));
+    }
+
+    #[test]
+    fn the_load_line_is_info_and_absent_without_a_load() {
+        let v = judge_with(&[good()], Some(LOG), floors());
+        assert_eq!(line(&v, "load").status, Status::Info);
+        let replies = [good()];
+        let e = Evidence {
+            replies: &replies,
+            replies_planned: 1,
+            startup: &READY,
+            serve_log: Some(LOG),
+            load: None,
+            interrupted: None,
+        };
+        let v = judge(&e, &criteria(floors()));
+        assert!(v.lines.iter().all(|l| l.check != "load"));
+        assert_eq!(v.outcome, Outcome::Pass);
+    }
+
+    #[test]
+    fn an_interrupted_run_is_interrupted_not_passed() {
+        let replies = [good()];
+        let e = Evidence {
+            replies: &replies,
+            replies_planned: 1,
+            startup: &READY,
+            serve_log: Some(LOG),
+            load: None,
+            interrupted: Some("SIGTERM"),
+        };
+        let v = judge(&e, &criteria(floors()));
+        assert_eq!(
+            v.outcome,
+            Outcome::Interrupted {
+                signal: "SIGTERM".into()
+            }
+        );
+        assert!(v
+            .to_string()
+            .ends_with("RESULT: INTERRUPTED (by SIGTERM)\n"));
+    }
+
+    #[test]
+    fn bad_floors_and_patterns_are_errors() {
+        assert!(Criteria::new(Floors {
+            floor: -1.0,
+            ..floors()
+        })
+        .is_err());
+        assert!(Criteria::new(Floors {
+            floor: f64::NAN,
+            ..floors()
+        })
+        .is_err());
+        assert!(Criteria::new(Floors {
+            first_token_ms: 0.0,
+            ..floors()
+        })
+        .is_err());
+        assert!(Criteria::new(Floors {
+            fast_route: Some("(".into()),
+            ..floors()
+        })
+        .is_err());
+    }
+
+    #[test]
+    fn quote_cuts_and_escapes() {
+        assert_eq!(quote("a\"b\nc", 80), "\"a\\\"b\\nc\"");
+        assert_eq!(quote("abcdef", 3), "\"abc…\"");
+    }
+}
