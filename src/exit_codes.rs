@@ -22,3 +22,17 @@ Exit codes:
   2  the gate could not run as asked (bad arguments, unreadable files, serve binary not found)
   3  SKIP: the gate did not judge (reserved for the hold and busy-box policies)
   128+N  interrupted by signal N";
+
+use crate::verdict::Outcome;
+
+/// The exit code for a result.
+pub fn for_outcome(outcome: &Outcome) -> u8 {
+    match outcome {
+        Outcome::Pass => PASS,
+        Outcome::Fail => FAIL,
+        Outcome::Skip { .. } => SKIP,
+        Outcome::Interrupted { signal } => signal
+            .parse::<nix::sys::signal::Signal>()
+            .map_or(FAIL, |s| INTERRUPTED_BASE.saturating_add(s as u8)),
+    }
+}

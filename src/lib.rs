@@ -1,9 +1,33 @@
 //! npu-serve-smoke: a release gate for LLM inference servers.
+//!
+//! # Layout
+//! - [`cli`]: the command line and the dispatch to each command.
+//! - [`gate`]: `run`, the live gate, from checked arguments to a judged, archived run.
+//! - [`judge`]: `judge DIR`, re-judging an archive.
+//! - [`serve`]: launching and stopping the serve (process group, PDEATHSIG, grace).
+//! - [`client`]: the HTTP client: readiness probes and streamed replies, timed as bytes arrive.
+//! - [`sse`]: the SSE parser, pure over bytes.
+//! - [`openai`]: the fields of a streaming chat chunk the gate needs.
+//! - [`measure`]: tokens, first-token time and decode rate of a recorded reply.
+//! - [`verdict`]: the pure verdict: recorded run + floors -> lines and RESULT.
+//! - [`record`]: what a run records; [`rundir`]: the run directory, written atomically, read back.
+//! - [`conditions`]: the box's load.
+//! - [`prompts`]: the fixed prompts; [`standin`]: the scripted stand-in serve.
+//! - [`clock`]: CLOCK_MONOTONIC; [`exit_codes`]: the exit codes.
+
+pub mod cli;
+pub mod client;
 pub mod clock;
+pub mod conditions;
 pub mod exit_codes;
+pub mod gate;
+pub mod judge;
 pub mod measure;
 pub mod openai;
 pub mod prompts;
 pub mod record;
+pub mod rundir;
+pub mod serve;
 pub mod sse;
+pub mod standin;
 pub mod verdict;

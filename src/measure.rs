@@ -52,7 +52,7 @@ pub fn measure(reply: &ReplyRecord) -> ReplyMetrics {
     let mut text = reply.chunks.iter().filter(|c| c.has_text());
     let text_chunks = text.clone().count();
     let first_ns = text.next().map(|c| c.at_ns);
-    let last_ns = text.last().map(|c| c.at_ns).or(first_ns);
+    let last_ns = text.next_back().map(|c| c.at_ns).or(first_ns);
     let (tokens, token_source, first_chunk_tokens) = match reply.usage_completion_tokens {
         Some(n) => {
             let n = n as f64;

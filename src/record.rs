@@ -195,4 +195,7 @@ pub struct RunManifest {
     pub startup: Option<Startup>,
     /// How the serve was stopped (absent when nothing was launched).
     pub stop: Option<StopRecord>,
+    /// The signal that interrupted the run, e.g. `SIGTERM`.
+    #[serde(default)]
+    pub interrupted: Option<String>,
 }

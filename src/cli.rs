@@ -1,0 +1,190 @@
+//! The command line: what a user can ask for, parsed by clap, and the dispatch to each command.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Result;
+use clap::{Args, Parser, Subcommand};
+
+use crate::standin::StandInArgs;
+use crate::{exit_codes, gate, judge, standin};
+
+/// Default floor for the median decode rate, tok/s.
+pub const DEFAULT_FLOOR: f64 = 60.0;
+/// Default limit for the median first-token time, ms.
+pub const DEFAULT_FIRST_TOKEN_MS: f64 = 600.0;
+
+const EXAMPLES: &str = "\
+Examples:
+  # A real gate against the built-in stand-in serve (no hardware needed):
+  npu-serve-smoke run --stand-in
+
+  # Gate a serve binary; {port} becomes a free loopback port:
+  npu-serve-smoke run --out runs/rc3 --floor 60 --first-token-ms 600 \\
+      --fast-route 'route: npu-fast' --slow-route 'route: cpu-fallback' \\
+      -- ./serve --model ~/models/Qwen3-0.6B --port {port}
+
+  # Re-judge an archived run with another floor:
+  npu-serve-smoke judge runs/rc3 --floor 80";
+
+/// npu-serve-smoke: a release gate for LLM inference servers. It launches a serve, streams
+/// fixed prompts over its OpenAI-compatible chat API, and judges route, rate, first-token and
+/// content against floors, archiving everything in a run directory.
+#[derive(Debug, Parser)]
+#[command(name = "npu-serve-smoke", version, propagate_version = true)]
+#[command(after_help = format!("{EXAMPLES}\n\n{}", exit_codes::HELP))]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Launch a serve, stream the prompts, judge and archive the run.
+    #[command(after_help = format!("{EXAMPLES}\n\n{}", exit_codes::HELP))]
+    Run(RunArgs),
+    /// Re-judge an archived run from its files alone (also spelled --judge DIR).
+    #[command(long_flag = "judge")]
+    Judge(JudgeArgs),
+    /// An OpenAI-compatible stand-in serve on 127.0.0.1, with scripted timing.
+    StandIn(StandInArgs),
+}
+
+/// `run`: gate a serve.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The run directory (default: runs/<UTC time>); it must be new or empty.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Lowest acceptable median decode rate, tok/s.
+    #[arg(long, default_value_t = DEFAULT_FLOOR, value_name = "TOK_S")]
+    pub floor: f64,
+    /// Highest acceptable median time to the first token, ms.
+    #[arg(long, default_value_t = DEFAULT_FIRST_TOKEN_MS, value_name = "MS")]
+    pub first_token_ms: f64,
+    /// A regex the serve log must match: the line that names the fast route.
+    #[arg(long, value_name = "REGEX")]
+    pub fast_route: Option<String>,
+    /// A regex the serve log must not match: the line that names the slow fallback.
+    #[arg(long, value_name = "REGEX")]
+    pub slow_route: Option<String>,
+    /// The serve's base URL, instead of http://127.0.0.1:{port}. With no serve command, the
+    /// gate measures a serve that is already running (nothing is launched or stopped).
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// The log of an already running serve, to judge the route by (with --url and no serve
+    /// command).
+    #[arg(long, value_name = "FILE", requires = "url")]
+    pub serve_log: Option<PathBuf>,
+    /// Gate the built-in stand-in serve; arguments after -- go to the stand-in.
+    #[arg(long, conflicts_with = "url")]
+    pub stand_in: bool,
+    /// Prompts as JSONL: {"prompt": "...", "expect": "regex", "max_tokens": N} per line.
+    #[arg(long, value_name = "FILE")]
+    pub prompts: Option<PathBuf>,
+    /// Replies to make, cycling the prompts.
+    #[arg(long, default_value_t = 3, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub replies: u32,
+    /// max_tokens of each request (a prompt's own max_tokens wins).
+    #[arg(long, default_value_t = 64, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_tokens: u32,
+    /// The model name to request (default: the first id from /v1/models, else "default").
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Seconds to wait for the serve to answer GET /health (or /v1/models) with 200.
+    #[arg(long, default_value = "120", value_name = "S", value_parser = parse_seconds)]
+    pub ready_timeout: Duration,
+    /// Seconds between SIGTERM and SIGKILL when stopping the serve.
+    #[arg(long, default_value = "10", value_name = "S", value_parser = parse_seconds)]
+    pub grace: Duration,
+    /// Seconds a reply's stream may go without any bytes before it is abandoned.
+    #[arg(long, default_value = "60", value_name = "S", value_parser = parse_seconds)]
+    pub reply_timeout: Duration,
+    /// The serve command, run directly (no shell); {port} becomes the port the gate picked.
+    #[arg(last = true, value_name = "SERVE")]
+    pub serve: Vec<String>,
+}
+
+/// `judge`: re-judge an archive.
+#[derive(Debug, Args)]
+pub struct JudgeArgs {
+    /// The run directory to judge. Nothing is written into it.
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+    /// Override the recorded rate floor, tok/s.
+    #[arg(long, value_name = "TOK_S")]
+    pub floor: Option<f64>,
+    /// Override the recorded first-token limit, ms.
+    #[arg(long, value_name = "MS")]
+    pub first_token_ms: Option<f64>,
+    /// Override the recorded fast-route pattern.
+    #[arg(long, value_name = "REGEX")]
+    pub fast_route: Option<String>,
+    /// Override the recorded slow-route pattern.
+    #[arg(long, value_name = "REGEX")]
+    pub slow_route: Option<String>,
+}
+
+fn parse_seconds(s: &str) -> Result<Duration, String> {
+    let secs: f64 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    if !secs.is_finite() || secs <= 0.0 || secs > 86_400.0 {
+        return Err(format!("{s} s is out of range (above 0, at most 86400)"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Run what the command line asks for; the exit code on success, an error for exit 2.
+pub fn dispatch(cli: Cli) -> Result<u8> {
+    match cli.command {
+        Command::Run(args) => gate::run(args),
+        Command::Judge(args) => judge::run(args),
+        Command::StandIn(args) => standin::run(args).map(|()| exit_codes::PASS),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_cli_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn judge_is_also_spelled_as_a_flag() {
+        let cli = Cli::try_parse_from(["x", "--judge", "runs/a", "--floor", "50"]).unwrap();
+        match cli.command {
+            Command::Judge(j) => {
+                assert_eq!(j.dir, PathBuf::from("runs/a"));
+                assert_eq!(j.floor, Some(50.0));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_serve_command_comes_after_the_double_dash() {
+        let cli = Cli::try_parse_from([
+            "x", "run", "--floor", "1", "--", "./serve", "--port", "{port}",
+        ])
+        .unwrap();
+        match cli.command {
+            Command::Run(r) => assert_eq!(r.serve, vec!["./serve", "--port", "{port}"]),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn bad_durations_and_counts_are_refused() {
+        assert!(Cli::try_parse_from(["x", "run", "--grace", "-1"]).is_err());
+        assert!(Cli::try_parse_from(["x", "run", "--ready-timeout", "soon"]).is_err());
+        assert!(Cli::try_parse_from(["x", "run", "--replies", "0"]).is_err());
+        assert!(Cli::try_parse_from(["x", "run", "--serve-log", "f"]).is_err());
+    }
+}

@@ -1,0 +1,34 @@
+//! `judge DIR`: re-judge an archived run from its files alone, with floors overridden where
+//! asked. The load line is the run's own load.json, never today's box; nothing is written
+//! into DIR.
+
+use anyhow::Result;
+
+use crate::cli::JudgeArgs;
+use crate::exit_codes;
+use crate::rundir;
+use crate::verdict::Criteria;
+
+/// Judge the archive; the exit code for its result.
+pub fn run(args: JudgeArgs) -> Result<u8> {
+    let archive = rundir::load_archive(&args.dir)?;
+    if let Some(problem) = &archive.load_problem {
+        eprintln!("npu-serve-smoke: {problem}; judging without a load line");
+    }
+    let mut floors = archive.manifest.floors.clone();
+    if let Some(f) = args.floor {
+        floors.floor = f;
+    }
+    if let Some(f) = args.first_token_ms {
+        floors.first_token_ms = f;
+    }
+    if let Some(p) = args.fast_route {
+        floors.fast_route = Some(p);
+    }
+    if let Some(p) = args.slow_route {
+        floors.slow_route = Some(p);
+    }
+    let verdict = archive.judge(&Criteria::new(floors)?);
+    print!("{verdict}");
+    Ok(exit_codes::for_outcome(&verdict.outcome))
+}
