@@ -1,0 +1,9 @@
+//! Integration tests: the real binary, the stand-in as a real child process, real HTTP on
+//! loopback. Timing verdicts are only asserted with scripted delays and 10x margins; plumbing
+//! tests use floors that cannot flip.
+
+mod util;
+
+mod judge;
+mod launch;
+mod run;
