@@ -76,6 +76,12 @@ async fn serve(args: StandInArgs) -> Result<()> {
     let addr = listener.local_addr()?;
     eprintln!("{}", args.route_line);
     eprintln!("stand-in: listening on http://{addr}");
+    serve_on(listener, args).await
+}
+
+/// Serve on `listener` until the process ends. Taking the listener lets tests bind
+/// 127.0.0.1:0 and run the stand-in in-process.
+pub async fn serve_on(listener: tokio::net::TcpListener, args: StandInArgs) -> Result<()> {
     let app = Router::new()
         .route("/health", get(|| async { Json(json!({"status": "ok"})) }))
         .route("/v1/models", get(models))
@@ -240,6 +246,65 @@ mod tests {
         let (t, hit) = reply_tokens(&args(&["--answer", "London is it"]), "x", 2);
         assert_eq!(t.concat(), "London is");
         assert!(hit);
+    }
+
+    fn http() -> reqwest::Client {
+        reqwest::Client::builder().no_proxy().build().unwrap()
+    }
+
+    /// A stand-in on 127.0.0.1:0 in this process; its base URL.
+    async fn start(extra: &[&str]) -> String {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(serve_on(listener, args(extra)));
+        url
+    }
+
+    #[tokio::test]
+    async fn a_non_streaming_completion_is_one_json_answer() {
+        let url = start(&["--tokens", "3", "--ttft-ms", "1"]).await;
+        let body = json!({"messages": [{"role": "user", "content": BUILT_IN[1].prompt}]});
+        let resp = http()
+            .post(format!("{url}/v1/chat/completions"))
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        let v: serde_json::Value = serde_json::from_slice(&resp.bytes().await.unwrap()).unwrap();
+        assert_eq!(v["choices"][0]["message"]["content"], "2 + 2");
+        assert_eq!(v["choices"][0]["finish_reason"], "stop");
+        assert_eq!(v["usage"]["completion_tokens"], 3);
+    }
+
+    #[tokio::test]
+    async fn a_stream_is_role_free_chunks_then_finish_usage_and_done() {
+        let url = start(&["--tokens", "2", "--ttft-ms", "1", "--gaps-ms", "1"]).await;
+        let body = json!({"messages": [{"role": "user", "content": "hi"}], "stream": true,
+                          "max_tokens": 2, "stream_options": {"include_usage": true}});
+        let resp = http()
+            .post(format!("{url}/v1/chat/completions"))
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.headers()["content-type"], "text/event-stream");
+        let text = String::from_utf8(resp.bytes().await.unwrap().to_vec()).unwrap();
+        let events: Vec<&str> = text.split("\n\n").filter(|e| !e.is_empty()).collect();
+        assert_eq!(events.len(), 5, "{text}");
+        assert!(events[0].contains(r#""content":"I""#), "{text}");
+        assert!(events[1].contains(r#""content":" am""#), "{text}");
+        assert!(events[2].contains(r#""finish_reason":"length""#), "{text}");
+        assert!(events[3].contains(r#""completion_tokens":2"#), "{text}");
+        assert_eq!(events[4], "data: [DONE]");
+        let health = http().get(format!("{url}/health")).send().await.unwrap();
+        assert_eq!(health.status(), 200);
+        let models = http().get(format!("{url}/v1/models")).send().await.unwrap();
+        assert!(models.text().await.unwrap().contains(MODEL));
     }
 
     #[test]
