@@ -2,11 +2,17 @@
 //! first gate on a machine with no real serve.
 //!
 //! It knows the built-in prompts and answers them right, so `run --stand-in` passes out of the
-//! box; its timing is scripted (`--ttft-ms`, `--gaps-ms`) so tests can compare what the gate
-//! reports with what was sent.
+//! box. Its timing and its faults are scripted, and with `--trace FILE` it records when each
+//! request arrived and when each SSE event's bytes were written to the socket (stamped in the
+//! socket's `poll_write`, on CLOCK_MONOTONIC), so tests can compare what the gate reports with
+//! what was really sent rather than with what was asked for.
 
-use std::convert::Infallible;
-use std::sync::Arc;
+use std::fs::File;
+use std::io::Write;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -17,9 +23,13 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use clap::Args;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
 
+use crate::clock;
+use crate::openai::Chunk;
 use crate::prompts::BUILT_IN;
 
 /// The model id the stand-in lists.
@@ -34,7 +44,7 @@ pub struct StandInArgs {
     /// Milliseconds from receiving a request to sending its first token.
     #[arg(long, default_value_t = 50, value_name = "MS")]
     pub ttft_ms: u64,
-    /// Milliseconds between tokens, cycled (e.g. 40,10).
+    /// Milliseconds between chunks, cycled (e.g. 40,10).
     #[arg(
         long,
         default_value = "10",
@@ -45,6 +55,45 @@ pub struct StandInArgs {
     /// Tokens a reply has (capped by the request's max_tokens).
     #[arg(long, default_value_t = 32, value_name = "N")]
     pub tokens: usize,
+    /// Tokens a chunk carries.
+    #[arg(long, default_value_t = 1, value_name = "K", value_parser = clap::value_parser!(u32).range(1..))]
+    pub chunk_tokens: u32,
+    /// The first R tokens go on `delta.reasoning_content`, as a reasoning model sends them.
+    #[arg(long, default_value_t = 0, value_name = "R")]
+    pub reasoning_tokens: usize,
+    /// Send an immediate first chunk with the role and empty content, as some servers do.
+    #[arg(long)]
+    pub role_chunk: bool,
+    /// Send a final usage chunk when the request asks for it (the default).
+    #[arg(long, overrides_with = "no_usage")]
+    pub usage: bool,
+    /// Never send a usage chunk.
+    #[arg(long, overrides_with = "usage")]
+    pub no_usage: bool,
+    /// Every chunk's content is empty.
+    #[arg(long)]
+    pub empty: bool,
+    /// Drop the connection after N tokens.
+    #[arg(long, value_name = "N")]
+    pub die_after: Option<usize>,
+    /// Answer completions with this HTTP status and a JSON error body.
+    #[arg(long, value_name = "CODE", value_parser = clap::value_parser!(u16).range(100..=599))]
+    pub http_status: Option<u16>,
+    /// Send a line that is not SSE after N tokens.
+    #[arg(long, value_name = "N")]
+    pub garbage_after: Option<usize>,
+    /// Ignore SIGTERM (a serve that has to be killed).
+    #[arg(long)]
+    pub ignore_term: bool,
+    /// Wait this long before listening.
+    #[arg(long, default_value_t = 0, value_name = "MS")]
+    pub startup_ms: u64,
+    /// Listen, but answer GET /health with 503 forever.
+    #[arg(long)]
+    pub never_ready: bool,
+    /// Append a JSONL trace: each request's arrival and each event's send time.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
     /// A line printed to the log at start, naming the route (for --fast-route/--slow-route).
     #[arg(
         long,
@@ -57,10 +106,98 @@ pub struct StandInArgs {
     pub answer: Option<String>,
 }
 
+/// One line of the stand-in's trace.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum TraceLine {
+    /// A chat completion request reached the handler.
+    Request {
+        /// CLOCK_MONOTONIC ns.
+        received_ns: u64,
+        /// The last user message.
+        prompt: String,
+    },
+    /// An SSE event's last byte was written to the socket.
+    Event {
+        /// CLOCK_MONOTONIC ns, taken right after the write returned.
+        sent_ns: u64,
+        /// Characters of `delta.content`.
+        content_chars: u32,
+        /// Characters of `delta.reasoning_content`.
+        reasoning_chars: u32,
+        /// `usage.completion_tokens`, on a usage event.
+        usage_tokens: Option<u64>,
+        /// `[DONE]`.
+        done: bool,
+        /// Not JSON (the scripted garbage).
+        garbage: bool,
+    },
+}
+
+/// Where trace lines go. Each line is written as it happens: the stand-in is usually ended
+/// by a signal, and a buffered trace would be lost.
+#[derive(Debug)]
+struct Trace(Mutex<File>);
+
+impl Trace {
+    fn write(&self, line: &TraceLine) {
+        if let (Ok(mut f), Ok(mut text)) = (self.0.lock(), serde_json::to_vec(line)) {
+            text.push(b'\n');
+            let _ = f.write_all(&text);
+        }
+    }
+
+    /// Record an event from the bytes between two blank lines, as written.
+    fn event(&self, sent_ns: u64, raw: &[u8]) {
+        let data = raw
+            .windows(6)
+            .rposition(|w| w == b"data: ")
+            .map(|i| raw[i + 6..].trim_ascii_end());
+        let mut line = TraceLine::Event {
+            sent_ns,
+            content_chars: 0,
+            reasoning_chars: 0,
+            usage_tokens: None,
+            done: false,
+            garbage: false,
+        };
+        if let TraceLine::Event {
+            content_chars,
+            reasoning_chars,
+            usage_tokens,
+            done,
+            garbage,
+            ..
+        } = &mut line
+        {
+            match data.map(|d| (d, Chunk::parse(d))) {
+                Some((b"[DONE]", _)) => *done = true,
+                Some((_, Ok(c))) => {
+                    *content_chars = c.content().chars().count() as u32;
+                    *reasoning_chars = c.reasoning().chars().count() as u32;
+                    *usage_tokens = c.usage.and_then(|u| u.completion_tokens);
+                }
+                _ => *garbage = true,
+            }
+        }
+        self.write(&line);
+    }
+}
+
 /// Run the stand-in until it is killed.
 pub fn run(args: StandInArgs) -> Result<()> {
     if args.gaps_ms.is_empty() {
         bail!("--gaps-ms needs at least one number");
+    }
+    if args.ignore_term {
+        // SAFETY: setting a signal's disposition to SIG_IGN installs no handler code.
+        unsafe {
+            nix::sys::signal::signal(
+                nix::sys::signal::Signal::SIGTERM,
+                nix::sys::signal::SigHandler::SigIgn,
+            )
+        }
+        .context("failed to ignore SIGTERM")?;
     }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -70,26 +207,183 @@ pub fn run(args: StandInArgs) -> Result<()> {
 }
 
 async fn serve(args: StandInArgs) -> Result<()> {
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", args.port))
+    eprintln!("{}", args.route_line);
+    if args.startup_ms > 0 {
+        eprintln!("stand-in: starting up for {} ms", args.startup_ms);
+        tokio::time::sleep(Duration::from_millis(args.startup_ms)).await;
+    }
+    let listener = TcpListener::bind(("127.0.0.1", args.port))
         .await
         .with_context(|| format!("failed to listen on 127.0.0.1:{}", args.port))?;
-    let addr = listener.local_addr()?;
-    eprintln!("{}", args.route_line);
-    eprintln!("stand-in: listening on http://{addr}");
+    eprintln!("stand-in: listening on http://{}", listener.local_addr()?);
     serve_on(listener, args).await
 }
 
 /// Serve on `listener` until the process ends. Taking the listener lets tests bind
 /// 127.0.0.1:0 and run the stand-in in-process.
-pub async fn serve_on(listener: tokio::net::TcpListener, args: StandInArgs) -> Result<()> {
+pub async fn serve_on(listener: TcpListener, args: StandInArgs) -> Result<()> {
+    let trace = match &args.trace {
+        Some(path) => Some(Arc::new(Trace(Mutex::new(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .with_context(|| format!("failed to open the trace {}", path.display()))?,
+        )))),
+        None => None,
+    };
+    let never_ready = args.never_ready;
+    let state = Arc::new(Script {
+        args,
+        trace: trace.clone(),
+    });
     let app = Router::new()
-        .route("/health", get(|| async { Json(json!({"status": "ok"})) }))
+        .route(
+            "/health",
+            get(move || async move {
+                if never_ready {
+                    (
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        Json(json!({"error": {"message": "Loading model", "code": 503}})),
+                    )
+                } else {
+                    (StatusCode::OK, Json(json!({"status": "ok"})))
+                }
+            }),
+        )
         .route("/v1/models", get(models))
         .route("/v1/chat/completions", post(chat))
-        .with_state(Arc::new(args));
-    axum::serve(listener, app)
-        .await
-        .context("the stand-in server failed")
+        .with_state(state);
+    axum::serve(
+        TracedListener {
+            inner: listener,
+            trace,
+        },
+        app,
+    )
+    .await
+    .context("the stand-in server failed")
+}
+
+struct Script {
+    args: StandInArgs,
+    trace: Option<Arc<Trace>>,
+}
+
+/// Accepts connections whose writes are traced.
+struct TracedListener {
+    inner: TcpListener,
+    trace: Option<Arc<Trace>>,
+}
+
+impl axum::serve::Listener for TracedListener {
+    type Io = TracedStream;
+    type Addr = std::net::SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            match self.inner.accept().await {
+                Ok((stream, addr)) => {
+                    // Small writes must leave at once, as a real serve's tokens do.
+                    let _ = stream.set_nodelay(true);
+                    let io = TracedStream {
+                        inner: stream,
+                        trace: self.trace.clone(),
+                        event: Vec::new(),
+                    };
+                    return (io, addr);
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        self.inner.local_addr()
+    }
+}
+
+/// A connection that stamps each SSE event when the write holding its last byte returns.
+struct TracedStream {
+    inner: TcpStream,
+    trace: Option<Arc<Trace>>,
+    /// Bytes written since the last event ended (HTTP framing included).
+    event: Vec<u8>,
+}
+
+impl TracedStream {
+    fn written(&mut self, bytes: &[u8]) {
+        let Some(trace) = &self.trace else { return };
+        let now = clock::now_ns();
+        for &b in bytes {
+            self.event.push(b);
+            if b == b'\n' && self.event.ends_with(b"\n\n") {
+                trace.event(now, &self.event);
+                self.event.clear();
+            }
+        }
+        if self.event.len() > 1 << 20 {
+            self.event.clear(); // a large non-SSE body; nothing to trace in it
+        }
+    }
+}
+
+impl AsyncRead for TracedStream {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for TracedStream {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = r {
+            self.written(&buf[..n]);
+        }
+        r
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        if let Poll::Ready(Ok(mut n)) = r {
+            for b in bufs {
+                let take = n.min(b.len());
+                self.written(&b[..take]);
+                n -= take;
+                if n == 0 {
+                    break;
+                }
+            }
+        }
+        r
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
 }
 
 async fn models() -> Json<serde_json::Value> {
@@ -123,8 +417,8 @@ struct StreamOptions {
     include_usage: bool,
 }
 
-/// The tokens of a reply: the answer's words, then filler up to the token count.
-fn reply_tokens(args: &StandInArgs, prompt: &str, max_tokens: usize) -> (Vec<String>, bool) {
+/// The answer's tokens: its words, then filler up to `n`.
+fn answer_tokens(args: &StandInArgs, prompt: &str, n: usize) -> Vec<String> {
     let answer = match &args.answer {
         Some(a) => a.as_str(),
         None => BUILT_IN
@@ -132,7 +426,6 @@ fn reply_tokens(args: &StandInArgs, prompt: &str, max_tokens: usize) -> (Vec<Str
             .find(|b| b.prompt == prompt)
             .map_or("I am the stand-in serve.", |b| b.stand_in_answer),
     };
-    let n = args.tokens.min(max_tokens);
     let words = answer.split_whitespace().enumerate().map(|(i, w)| {
         if i == 0 {
             w.to_string()
@@ -140,22 +433,82 @@ fn reply_tokens(args: &StandInArgs, prompt: &str, max_tokens: usize) -> (Vec<Str
             format!(" {w}")
         }
     });
-    let filler = std::iter::repeat(" ok".to_string());
-    let tokens: Vec<String> = words.chain(filler).take(n).collect();
-    (tokens, n == max_tokens)
+    words
+        .chain(std::iter::repeat(" ok".to_string()))
+        .take(n)
+        .collect()
 }
 
-fn chunk(delta: serde_json::Value, finish: Option<&str>) -> Bytes {
-    let v = json!({
+/// What one chunk of a reply carries.
+#[derive(Debug, Clone, PartialEq)]
+struct ScriptedChunk {
+    reasoning: String,
+    content: String,
+    /// Tokens sent up to and including this chunk.
+    tokens_so_far: usize,
+}
+
+/// A reply's chunks: `n` tokens, the first `reasoning_tokens` of them reasoning, grouped
+/// `chunk_tokens` a chunk without mixing the two channels.
+fn reply_chunks(args: &StandInArgs, prompt: &str, n: usize) -> Vec<ScriptedChunk> {
+    let r = args.reasoning_tokens.min(n);
+    let answer = answer_tokens(args, prompt, n - r);
+    let k = args.chunk_tokens as usize;
+    let mut chunks = Vec::new();
+    let mut sent = 0;
+    for group in std::iter::repeat_n(" think".to_string(), r)
+        .collect::<Vec<_>>()
+        .chunks(k)
+    {
+        sent += group.len();
+        chunks.push(ScriptedChunk {
+            reasoning: group.concat(),
+            content: String::new(),
+            tokens_so_far: sent,
+        });
+    }
+    for group in answer.chunks(k) {
+        sent += group.len();
+        chunks.push(ScriptedChunk {
+            reasoning: String::new(),
+            content: if args.empty {
+                String::new()
+            } else {
+                group.concat()
+            },
+            tokens_so_far: sent,
+        });
+    }
+    chunks
+}
+
+fn sse(v: serde_json::Value) -> Bytes {
+    Bytes::from(format!("data: {v}\n\n"))
+}
+
+fn chunk_json(delta: serde_json::Value, finish: Option<&str>) -> serde_json::Value {
+    json!({
         "id": "chatcmpl-stand-in",
         "object": "chat.completion.chunk",
         "model": MODEL,
         "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-    });
-    Bytes::from(format!("data: {v}\n\n"))
+    })
 }
 
-async fn chat(State(args): State<Arc<StandInArgs>>, Json(req): Json<ChatRequest>) -> Response {
+/// The scripted line that is not SSE.
+const GARBAGE: &[u8] = b"this line is not SSE {\n\n";
+
+/// What the body stream does next.
+enum Step {
+    /// Wait, then send these bytes.
+    Send(Duration, Bytes),
+    /// Wait, then drop the connection.
+    Die(Duration),
+}
+
+async fn chat(State(script): State<Arc<Script>>, Json(req): Json<ChatRequest>) -> Response {
+    let received = tokio::time::Instant::now();
+    let args = &script.args;
     let prompt = req
         .messages
         .iter()
@@ -164,49 +517,116 @@ async fn chat(State(args): State<Arc<StandInArgs>>, Json(req): Json<ChatRequest>
         .and_then(|m| m.content.as_str())
         .unwrap_or("")
         .to_string();
+    if let Some(trace) = &script.trace {
+        trace.write(&TraceLine::Request {
+            received_ns: clock::now_ns(),
+            prompt: prompt.clone(),
+        });
+    }
+    if let Some(code) = args.http_status {
+        let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let body = json!({"error": {"message": "scripted error from the stand-in", "code": code}});
+        return (status, Json(body)).into_response();
+    }
     let max_tokens = req.max_tokens.unwrap_or(usize::MAX);
-    let (tokens, hit_limit) = reply_tokens(&args, &prompt, max_tokens);
-    let finish = if hit_limit { "length" } else { "stop" };
+    let n = args.tokens.min(max_tokens);
+    let finish = if n == max_tokens { "length" } else { "stop" };
+    let chunks = reply_chunks(args, &prompt, n);
     let ttft = Duration::from_millis(args.ttft_ms);
     if !req.stream {
-        tokio::time::sleep(ttft).await;
+        tokio::time::sleep_until(received + ttft).await;
+        let content: String = chunks.iter().map(|c| c.content.as_str()).collect();
         let body = json!({
             "id": "chatcmpl-stand-in",
             "object": "chat.completion",
             "model": MODEL,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": tokens.concat()}, "finish_reason": finish}],
-            "usage": {"prompt_tokens": 1, "completion_tokens": tokens.len(), "total_tokens": tokens.len() + 1},
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": n, "total_tokens": n + 1},
         });
         return Json(body).into_response();
     }
-    let include_usage = req.stream_options.is_some_and(|o| o.include_usage);
-    let mut frames: Vec<(Duration, Bytes)> = Vec::new();
-    for (i, t) in tokens.iter().enumerate() {
-        let wait = if i == 0 {
-            ttft
-        } else {
-            Duration::from_millis(args.gaps_ms[(i - 1) % args.gaps_ms.len()])
-        };
-        frames.push((wait, chunk(json!({"content": t}), None)));
+    let include_usage = req.stream_options.is_some_and(|o| o.include_usage) && !args.no_usage;
+    let mut steps = Vec::new();
+    if args.role_chunk {
+        steps.push(Step::Send(
+            Duration::ZERO,
+            sse(chunk_json(
+                json!({"role": "assistant", "content": ""}),
+                None,
+            )),
+        ));
     }
-    frames.push((Duration::ZERO, chunk(json!({}), Some(finish))));
+    let gap = |i: usize| Duration::from_millis(args.gaps_ms[i % args.gaps_ms.len()]);
+    for (i, c) in chunks.iter().enumerate() {
+        // The first token waits for ttft from the request's arrival, not from this point.
+        let wait = if i == 0 {
+            ttft.saturating_sub(received.elapsed())
+        } else {
+            gap(i - 1)
+        };
+        let mut delta = serde_json::Map::new();
+        if !c.reasoning.is_empty() {
+            delta.insert("reasoning_content".into(), json!(c.reasoning));
+        } else {
+            delta.insert("content".into(), json!(c.content));
+        }
+        steps.push(Step::Send(wait, sse(chunk_json(delta.into(), None))));
+        // "After N tokens": right after the chunk that brings the count to N or past it.
+        let before = if i == 0 {
+            0
+        } else {
+            chunks[i - 1].tokens_so_far
+        };
+        let reaches =
+            |limit: Option<usize>| limit.is_some_and(|l| before < l && l <= c.tokens_so_far);
+        if reaches(args.garbage_after) {
+            steps.push(Step::Send(Duration::ZERO, Bytes::from_static(GARBAGE)));
+        }
+        if reaches(args.die_after) {
+            steps.push(Step::Die(Duration::ZERO));
+        }
+    }
+    // After 0 tokens: in place of the first token.
+    let first = usize::from(args.role_chunk);
+    if args.garbage_after == Some(0) {
+        steps.insert(first, Step::Send(ttft, Bytes::from_static(GARBAGE)));
+    }
+    if args.die_after == Some(0) {
+        steps.insert(first, Step::Die(ttft));
+    }
+    steps.push(Step::Send(
+        Duration::ZERO,
+        sse(chunk_json(json!({}), Some(finish))),
+    ));
     if include_usage {
         let usage = json!({
             "id": "chatcmpl-stand-in",
             "object": "chat.completion.chunk",
             "model": MODEL,
             "choices": [],
-            "usage": {"prompt_tokens": 1, "completion_tokens": tokens.len(), "total_tokens": tokens.len() + 1},
+            "usage": {"prompt_tokens": 1, "completion_tokens": n, "total_tokens": n + 1},
         });
-        frames.push((Duration::ZERO, Bytes::from(format!("data: {usage}\n\n"))));
+        steps.push(Step::Send(Duration::ZERO, sse(usage)));
     }
-    frames.push((Duration::ZERO, Bytes::from_static(b"data: [DONE]\n\n")));
-    let stream = futures_util::stream::unfold(frames.into_iter(), |mut frames| async move {
-        let (wait, bytes) = frames.next()?;
+    steps.push(Step::Send(
+        Duration::ZERO,
+        Bytes::from_static(b"data: [DONE]\n\n"),
+    ));
+    let stream = futures_util::stream::unfold(steps.into_iter(), |mut steps| async move {
+        let (wait, item) = match steps.next()? {
+            Step::Send(wait, bytes) => (wait, Ok(bytes)),
+            Step::Die(wait) => (
+                wait,
+                Err(std::io::Error::other("the stand-in drops the connection")),
+            ),
+        };
         if !wait.is_zero() {
             tokio::time::sleep(wait).await;
         }
-        Some((Ok::<_, Infallible>(bytes), frames))
+        let stop = item.is_err();
+        // After an error the stream ends: hyper aborts the connection mid-body.
+        let rest = if stop { Vec::new().into_iter() } else { steps };
+        Some((item, rest))
     });
     (
         StatusCode::OK,
@@ -234,66 +654,100 @@ mod tests {
         T::parse_from(std::iter::once("t").chain(extra.iter().copied())).a
     }
 
-    #[test]
-    fn built_in_prompts_get_their_right_answer_then_filler() {
-        let (t, hit) = reply_tokens(&args(&["--tokens", "4"]), BUILT_IN[0].prompt, 64);
-        assert_eq!(t.concat(), "Paris. ok ok ok");
-        assert!(!hit);
-    }
-
-    #[test]
-    fn max_tokens_caps_the_reply() {
-        let (t, hit) = reply_tokens(&args(&["--answer", "London is it"]), "x", 2);
-        assert_eq!(t.concat(), "London is");
-        assert!(hit);
-    }
-
     fn http() -> reqwest::Client {
         reqwest::Client::builder().no_proxy().build().unwrap()
     }
 
     /// A stand-in on 127.0.0.1:0 in this process; its base URL.
     async fn start(extra: &[&str]) -> String {
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
-            .await
-            .unwrap();
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         tokio::spawn(serve_on(listener, args(extra)));
         url
+    }
+
+    /// POST a chat request; the status and the whole body.
+    async fn post(url: &str, body: serde_json::Value) -> (u16, String) {
+        let resp = http()
+            .post(format!("{url}/v1/chat/completions"))
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status().as_u16();
+        let text = match resp.bytes().await {
+            Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+            Err(e) => format!("BODY ERROR: {e}"),
+        };
+        (status, text)
+    }
+
+    fn stream_req(prompt: &str, max_tokens: usize) -> serde_json::Value {
+        json!({"messages": [{"role": "user", "content": prompt}], "stream": true,
+               "max_tokens": max_tokens, "stream_options": {"include_usage": true}})
+    }
+
+    #[test]
+    fn built_in_prompts_get_their_right_answer_then_filler() {
+        let a = args(&[]);
+        assert_eq!(
+            answer_tokens(&a, BUILT_IN[0].prompt, 4).concat(),
+            "Paris. ok ok ok"
+        );
+        assert_eq!(
+            answer_tokens(&args(&["--answer", "London is it"]), "x", 2).concat(),
+            "London is"
+        );
+    }
+
+    #[test]
+    fn chunks_group_tokens_and_keep_reasoning_apart() {
+        let a = args(&[
+            "--chunk-tokens",
+            "3",
+            "--reasoning-tokens",
+            "4",
+            "--answer",
+            "a b c d e f",
+        ]);
+        let c = reply_chunks(&a, "x", 10);
+        let shape: Vec<(usize, usize, usize)> = c
+            .iter()
+            .map(|c| {
+                (
+                    c.reasoning.split_whitespace().count(),
+                    c.content.split_whitespace().count(),
+                    c.tokens_so_far,
+                )
+            })
+            .collect();
+        assert_eq!(shape, vec![(3, 0, 3), (1, 0, 4), (0, 3, 7), (0, 3, 10)]);
+    }
+
+    #[test]
+    fn gaps_parse_as_a_list_and_usage_flags_override() {
+        assert_eq!(args(&["--gaps-ms", "40,10"]).gaps_ms, vec![40, 10]);
+        assert!(args(&["--usage", "--no-usage"]).no_usage);
+        assert!(!args(&["--no-usage", "--usage"]).no_usage);
     }
 
     #[tokio::test]
     async fn a_non_streaming_completion_is_one_json_answer() {
         let url = start(&["--tokens", "3", "--ttft-ms", "1"]).await;
         let body = json!({"messages": [{"role": "user", "content": BUILT_IN[1].prompt}]});
-        let resp = http()
-            .post(format!("{url}/v1/chat/completions"))
-            .header("content-type", "application/json")
-            .body(body.to_string())
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), 200);
-        let v: serde_json::Value = serde_json::from_slice(&resp.bytes().await.unwrap()).unwrap();
+        let (status, text) = post(&url, body).await;
+        assert_eq!(status, 200);
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
         assert_eq!(v["choices"][0]["message"]["content"], "2 + 2");
         assert_eq!(v["choices"][0]["finish_reason"], "stop");
         assert_eq!(v["usage"]["completion_tokens"], 3);
     }
 
     #[tokio::test]
-    async fn a_stream_is_role_free_chunks_then_finish_usage_and_done() {
+    async fn a_stream_is_chunks_then_finish_usage_and_done() {
         let url = start(&["--tokens", "2", "--ttft-ms", "1", "--gaps-ms", "1"]).await;
-        let body = json!({"messages": [{"role": "user", "content": "hi"}], "stream": true,
-                          "max_tokens": 2, "stream_options": {"include_usage": true}});
-        let resp = http()
-            .post(format!("{url}/v1/chat/completions"))
-            .header("content-type", "application/json")
-            .body(body.to_string())
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.headers()["content-type"], "text/event-stream");
-        let text = String::from_utf8(resp.bytes().await.unwrap().to_vec()).unwrap();
+        let (_, text) = post(&url, stream_req("hi", 2)).await;
         let events: Vec<&str> = text.split("\n\n").filter(|e| !e.is_empty()).collect();
         assert_eq!(events.len(), 5, "{text}");
         assert!(events[0].contains(r#""content":"I""#), "{text}");
@@ -307,8 +761,128 @@ mod tests {
         assert!(models.text().await.unwrap().contains(MODEL));
     }
 
-    #[test]
-    fn gaps_parse_as_a_list() {
-        assert_eq!(args(&["--gaps-ms", "40,10"]).gaps_ms, vec![40, 10]);
+    #[tokio::test]
+    async fn role_chunk_reasoning_empty_and_no_usage() {
+        let url = start(&[
+            "--tokens",
+            "2",
+            "--ttft-ms",
+            "1",
+            "--gaps-ms",
+            "1",
+            "--role-chunk",
+            "--reasoning-tokens",
+            "1",
+            "--empty",
+            "--no-usage",
+        ])
+        .await;
+        let (_, text) = post(&url, stream_req("hi", 8)).await;
+        let events: Vec<&str> = text.split("\n\n").filter(|e| !e.is_empty()).collect();
+        assert!(events[0].contains(r#""role":"assistant""#), "{text}");
+        assert!(
+            events[1].contains(r#""reasoning_content":" think""#),
+            "{text}"
+        );
+        assert!(events[2].contains(r#""content":"""#), "{text}");
+        assert!(!text.contains("usage"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn scripted_faults() {
+        let url = start(&["--http-status", "503"]).await;
+        let (status, text) = post(&url, stream_req("hi", 8)).await;
+        assert_eq!(status, 503);
+        assert!(text.contains("scripted error"), "{text}");
+
+        let url = start(&[
+            "--tokens",
+            "5",
+            "--ttft-ms",
+            "1",
+            "--gaps-ms",
+            "1",
+            "--garbage-after",
+            "2",
+        ])
+        .await;
+        let (_, text) = post(&url, stream_req("hi", 8)).await;
+        let events: Vec<&str> = text.split("\n\n").collect();
+        assert!(events[2].starts_with("this line is not SSE"), "{text}");
+
+        let url = start(&[
+            "--tokens",
+            "5",
+            "--ttft-ms",
+            "1",
+            "--gaps-ms",
+            "1",
+            "--die-after",
+            "2",
+        ])
+        .await;
+        let (_, text) = post(&url, stream_req("hi", 8)).await;
+        assert!(text.contains("BODY ERROR"), "{text}");
+
+        let url = start(&["--never-ready"]).await;
+        let health = http().get(format!("{url}/health")).send().await.unwrap();
+        assert_eq!(health.status(), 503);
+    }
+
+    #[tokio::test]
+    async fn the_trace_has_the_request_and_every_event_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("trace.jsonl");
+        let p = path.to_str().unwrap();
+        let url = start(&[
+            "--tokens",
+            "3",
+            "--chunk-tokens",
+            "2",
+            "--ttft-ms",
+            "1",
+            "--gaps-ms",
+            "1",
+            "--trace",
+            p,
+        ])
+        .await;
+        post(&url, stream_req("hi", 8)).await;
+        let lines: Vec<TraceLine> = std::fs::read_to_string(&path)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 1 + 2 + 3, "{lines:?}");
+        let TraceLine::Request { received_ns, .. } = lines[0] else {
+            panic!("{lines:?}")
+        };
+        let mut last = received_ns;
+        let mut shape = Vec::new();
+        for l in &lines[1..] {
+            let TraceLine::Event {
+                sent_ns,
+                content_chars,
+                usage_tokens,
+                done,
+                ..
+            } = l
+            else {
+                panic!("{l:?}")
+            };
+            assert!(*sent_ns >= last, "events are stamped in order");
+            last = *sent_ns;
+            shape.push((*content_chars, *usage_tokens, *done));
+        }
+        assert_eq!(
+            shape,
+            vec![
+                (4, None, false),
+                (4, None, false),
+                (0, None, false),
+                (0, Some(3), false),
+                (0, None, true)
+            ]
+        );
     }
 }
