@@ -7,7 +7,7 @@ use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
 
 use crate::standin::StandInArgs;
-use crate::{exit_codes, gate, judge, standin};
+use crate::{exit_codes, gate, judge, selftest, standin};
 
 /// Default floor for the median decode rate, tok/s.
 pub const DEFAULT_FLOOR: f64 = 60.0;
@@ -48,8 +48,11 @@ pub enum Command {
     /// Re-judge an archived run from its files alone (also spelled --judge DIR).
     #[command(long_flag = "judge")]
     Judge(JudgeArgs),
-    /// An OpenAI-compatible stand-in serve on 127.0.0.1, with scripted timing.
+    /// An OpenAI-compatible stand-in serve on 127.0.0.1, with scripted timing and faults.
     StandIn(StandInArgs),
+    /// Prove the gate judges and measures right, without hardware (also spelled --self-test).
+    #[command(long_flag = "self-test")]
+    SelfTest,
 }
 
 /// `run`: gate a serve.
@@ -143,6 +146,7 @@ pub fn dispatch(cli: Cli) -> Result<u8> {
         Command::Run(args) => gate::run(args),
         Command::Judge(args) => judge::run(args),
         Command::StandIn(args) => standin::run(args).map(|()| exit_codes::PASS),
+        Command::SelfTest => selftest::run(),
     }
 }
 

@@ -15,6 +15,7 @@ use crate::prompts::{self, Prompt};
 use crate::record::{BinaryInfo, ClockInfo, Limits, ReplyRecord, RunManifest, Startup, SCHEMA};
 use crate::rundir::{self, Archive, ResultFile, RunDir};
 use crate::serve::{self, ServeProcess};
+use crate::signals::Interrupts;
 use crate::verdict::{Criteria, Floors};
 use crate::{clock, conditions, exit_codes, measure};
 
@@ -144,6 +145,8 @@ pub fn run(args: RunArgs) -> Result<u8> {
 }
 
 async fn execute(plan: Plan) -> Result<u8> {
+    // Registered first, so a signal in any phase is a recorded interruption, not a lost run.
+    let mut interrupts = Interrupts::register()?;
     let base_ns = clock::now_ns();
     let dir = RunDir::create(&plan.out)?;
     eprintln!("npu-serve-smoke: run directory {}", dir.path().display());
@@ -159,6 +162,7 @@ async fn execute(plan: Plan) -> Result<u8> {
             Launch::Spawn { binary, .. } => Some(binary.clone()),
             Launch::Attach { .. } => None,
         },
+        serve_pid: None,
         url: plan.url.clone(),
         model: None,
         prompts: plan.prompts.clone(),
@@ -194,57 +198,42 @@ async fn execute(plan: Plan) -> Result<u8> {
     }
     let client = Client::new(&plan.url)?;
 
+    // The serve and what was recorded live out here, so that an interruption, which drops the
+    // work wherever it is, loses neither.
     let mut serve = None;
-    let startup = match &plan.launch {
-        Launch::Spawn { argv, .. } => {
-            let log = dir.open_serve_log()?;
-            match ServeProcess::spawn(argv, &log) {
-                Ok(p) => {
-                    eprintln!("npu-serve-smoke: started the serve (pid {})", p.pid());
-                    let p = serve.insert(p);
-                    wait_ready(&client, Some(p), plan.ready_timeout).await
-                }
-                Err(e) => Startup::SpawnFailed {
-                    error: format!("{}: {e}", argv[0]),
-                },
-            }
-        }
-        Launch::Attach { .. } => wait_ready(&client, None, plan.ready_timeout).await,
+    let mut progress = Progress::default();
+    let work = measure_serve(&plan, &client, &dir, base_ns, &mut serve, &mut progress);
+    let (recorded, interrupted) = tokio::select! {
+        r = work => (r, None),
+        sig = interrupts.recv() => (Ok(()), Some(sig)),
     };
-    if let Startup::Ready { after_ms, probe } = &startup {
-        eprintln!("npu-serve-smoke: the serve is ready after {after_ms:.0} ms (GET {probe})");
+    if let Some(sig) = interrupted {
+        eprintln!("npu-serve-smoke: {sig}: stopping the serve (a second signal kills it at once)");
     }
-    manifest.startup = Some(startup.clone());
-
-    // Replies are recorded even if writing them fails part way; the serve is stopped whatever
-    // happened, before any error is returned.
-    let mut replies = Vec::new();
-    let recorded = if startup.is_ready() {
-        let model = match &plan.model {
-            Some(m) => m.clone(),
-            None => client
-                .first_model()
-                .await
-                .unwrap_or_else(|| "default".to_string()),
+    manifest.serve_pid = serve.as_ref().map(ServeProcess::pid);
+    if let Some(p) = serve.as_mut() {
+        let record = tokio::select! {
+            r = p.stop(plan.grace) => r,
+            sig = interrupts.recv() => {
+                eprintln!("npu-serve-smoke: {sig} again: killing the serve now");
+                p.kill_now().await
+            }
         };
-        manifest.model = Some(model.clone());
-        make_replies(
-            &plan,
-            &client,
-            &model,
-            base_ns,
-            &dir,
-            &mut serve,
-            &mut replies,
-        )
-        .await
-    } else {
-        Ok(())
-    };
-    if let Some(p) = serve.take() {
-        manifest.stop = Some(p.stop(plan.grace).await);
+        manifest.stop = Some(record);
     }
     recorded?;
+    let Progress {
+        startup,
+        model,
+        replies,
+    } = progress;
+    manifest.startup = Some(match (startup, interrupted) {
+        (Some(s), _) => s,
+        (None, Some(_)) => Startup::Interrupted,
+        (None, None) => bail!("internal error: the run ended with no startup recorded"),
+    });
+    manifest.model = model;
+    manifest.interrupted = interrupted.map(|s| s.to_string());
 
     let serve_log = match &plan.launch {
         Launch::Spawn { .. } => Some(read_lossy(&dir.path().join(rundir::SERVE_LOG))?),
@@ -271,6 +260,68 @@ async fn execute(plan: Plan) -> Result<u8> {
     print!("{verdict}");
     eprintln!("npu-serve-smoke: archived in {}", dir.path().display());
     Ok(exit_codes::for_outcome(&verdict.outcome))
+}
+
+/// What the measuring phase has recorded so far.
+#[derive(Debug, Default)]
+struct Progress {
+    startup: Option<Startup>,
+    model: Option<String>,
+    replies: Vec<ReplyRecord>,
+}
+
+/// Launch (or attach), wait until ready, and make the replies. Everything it learns goes into
+/// `serve` and `progress` as it happens.
+async fn measure_serve(
+    plan: &Plan,
+    client: &Client,
+    dir: &RunDir,
+    base_ns: u64,
+    serve: &mut Option<ServeProcess>,
+    progress: &mut Progress,
+) -> Result<()> {
+    let startup = match &plan.launch {
+        Launch::Spawn { argv, .. } => {
+            let log = dir.open_serve_log()?;
+            match ServeProcess::spawn(argv, &log) {
+                Ok(p) => {
+                    eprintln!("npu-serve-smoke: started the serve (pid {})", p.pid());
+                    let p = serve.insert(p);
+                    wait_ready(client, Some(p), plan.ready_timeout).await
+                }
+                Err(e) => Startup::SpawnFailed {
+                    error: format!("{}: {e}", argv[0]),
+                },
+            }
+        }
+        Launch::Attach { .. } => wait_ready(client, None, plan.ready_timeout).await,
+    };
+    let ready = startup.is_ready();
+    if let Startup::Ready { after_ms, probe } = &startup {
+        eprintln!("npu-serve-smoke: the serve is ready after {after_ms:.0} ms (GET {probe})");
+    }
+    progress.startup = Some(startup);
+    if !ready {
+        return Ok(());
+    }
+    let model = match &plan.model {
+        Some(m) => m.clone(),
+        None => client
+            .first_model()
+            .await
+            .unwrap_or_else(|| "default".to_string()),
+    };
+    progress.model = Some(model.clone());
+    make_replies(
+        plan,
+        client,
+        &model,
+        base_ns,
+        dir,
+        serve,
+        &mut progress.replies,
+    )
+    .await
 }
 
 fn read_lossy(path: &std::path::Path) -> Result<String> {

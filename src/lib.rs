@@ -11,8 +11,10 @@
 //! - [`measure`]: tokens, first-token time and decode rate of a recorded reply.
 //! - [`verdict`]: the pure verdict: recorded run + floors -> lines and RESULT.
 //! - [`record`]: what a run records; [`rundir`]: the run directory, written atomically, read back.
+//! - [`signals`]: TERM, INT and HUP as recorded interruptions.
 //! - [`conditions`]: the box's load.
 //! - [`prompts`]: the fixed prompts; [`standin`]: the scripted stand-in serve.
+//! - [`selftest`]: `self-test`, judging cases and runs against the stand-in.
 //! - [`clock`]: CLOCK_MONOTONIC; [`exit_codes`]: the exit codes.
 
 pub mod cli;
@@ -27,7 +29,9 @@ pub mod openai;
 pub mod prompts;
 pub mod record;
 pub mod rundir;
+pub mod selftest;
 pub mod serve;
+pub mod signals;
 pub mod sse;
 pub mod standin;
 pub mod verdict;

@@ -56,10 +56,11 @@ pub fn measure(reply: &ReplyRecord) -> ReplyMetrics {
     let (tokens, token_source, first_chunk_tokens) = match reply.usage_completion_tokens {
         Some(n) => {
             let n = n as f64;
+            // With no text event there is no first event to hold a share.
             let share = if text_chunks > 0 {
                 n / text_chunks as f64
             } else {
-                n
+                0.0
             };
             (n, TokenSource::Usage, share)
         }
@@ -88,15 +89,17 @@ pub fn measure(reply: &ReplyRecord) -> ReplyMetrics {
 
 /// The tokens each event of `reply` counts as, in event order (0 for events without text).
 pub fn chunk_tokens(reply: &ReplyRecord, m: &ReplyMetrics) -> Vec<f64> {
-    let per = if m.text_chunks > 0 {
-        m.tokens / m.text_chunks as f64
-    } else {
-        0.0
-    };
     reply
         .chunks
         .iter()
-        .map(|c| if c.has_text() { per } else { 0.0 })
+        // A text event exists, so text_chunks is at least 1 here.
+        .map(|c| {
+            if c.has_text() {
+                m.tokens / m.text_chunks as f64
+            } else {
+                0.0
+            }
+        })
         .collect()
 }
 
@@ -211,6 +214,15 @@ pub(crate) mod tests {
         let m = measure(&reply_at(&[], None));
         assert_eq!(m.token_source, TokenSource::None);
         assert_eq!(m.first_token_ms, None);
+        assert_eq!(m.rate_tok_s, None);
+    }
+
+    #[test]
+    fn usage_without_text_has_no_first_chunk_share() {
+        let m = measure(&reply_at(&[], Some(5)));
+        assert_eq!(m.token_source, TokenSource::Usage);
+        assert_eq!(m.tokens, 5.0);
+        assert_eq!(m.first_chunk_tokens, 0.0);
         assert_eq!(m.rate_tok_s, None);
     }
 

@@ -107,6 +107,8 @@ pub enum Startup {
         /// Why.
         error: String,
     },
+    /// A signal stopped the run before the serve was ready.
+    Interrupted,
 }
 
 impl Startup {
@@ -119,8 +121,9 @@ impl Startup {
 /// How the serve was stopped.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StopRecord {
-    /// Whether SIGKILL was needed after the grace period.
-    pub killed_after_grace: bool,
+    /// Whether SIGKILL was sent: the serve outlived the grace period, or a second signal cut
+    /// the grace short.
+    pub killed: bool,
     /// The serve's exit status, as text, when it was reaped.
     pub exit_status: Option<String>,
 }
@@ -169,6 +172,9 @@ pub struct RunManifest {
     pub serve_argv: Option<Vec<String>>,
     /// The serve binary, when one was launched.
     pub serve_binary: Option<BinaryInfo>,
+    /// The serve's process id (and process group id), once launched.
+    #[serde(default)]
+    pub serve_pid: Option<u32>,
     /// The serve's base URL.
     pub url: String,
     /// The model name sent with each request (known once the serve is ready).

@@ -164,31 +164,41 @@ impl ServeProcess {
     /// Stop the serve and everything it started: SIGTERM to its group, SIGKILL after `grace`.
     /// Returns when no process of the group remains (or, for a process that cannot be killed,
     /// after a bounded wait).
-    pub async fn stop(mut self, grace: Duration) -> StopRecord {
+    pub async fn stop(&mut self, grace: Duration) -> StopRecord {
         let _ = killpg(self.pgid, Signal::SIGTERM);
-        let deadline = Instant::now() + grace;
-        let mut killed_after_grace = false;
+        if self.wait_gone(grace).await {
+            return StopRecord {
+                killed: false,
+                exit_status: self.exit.map(|s| s.to_string()),
+            };
+        }
+        self.kill_now().await
+    }
+
+    /// SIGKILL the serve's group now (a second signal during a stop, or the grace ran out).
+    pub async fn kill_now(&mut self) -> StopRecord {
+        let _ = killpg(self.pgid, Signal::SIGKILL);
+        // SIGKILL cannot be ignored, but a process stuck in the kernel (D state) can hold on
+        // for a while: bound this wait too.
+        self.wait_gone(Duration::from_secs(5)).await;
+        StopRecord {
+            killed: true,
+            exit_status: self.exit.map(|s| s.to_string()),
+        }
+    }
+
+    /// Wait until the serve is reaped and its group is empty, at most `limit`.
+    async fn wait_gone(&mut self, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
         loop {
             self.exited();
             if self.exit.is_some() && !self.group_alive() {
-                break;
+                return true;
             }
             if Instant::now() >= deadline {
-                if !killed_after_grace {
-                    killed_after_grace = true;
-                    let _ = killpg(self.pgid, Signal::SIGKILL);
-                }
-                // SIGKILL cannot be ignored; a process stuck in the kernel (D state) can
-                // still hold on for a while, so bound this wait too.
-                if Instant::now() >= deadline + Duration::from_secs(5) {
-                    break;
-                }
+                return false;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        StopRecord {
-            killed_after_grace,
-            exit_status: self.exit.map(|s| s.to_string()),
         }
     }
 }

@@ -233,6 +233,7 @@ pub async fn serve_on(listener: TcpListener, args: StandInArgs) -> Result<()> {
         None => None,
     };
     let never_ready = args.never_ready;
+    let ignore_term = args.ignore_term;
     let state = Arc::new(Script {
         args,
         trace: trace.clone(),
@@ -254,15 +255,26 @@ pub async fn serve_on(listener: TcpListener, args: StandInArgs) -> Result<()> {
         .route("/v1/models", get(models))
         .route("/v1/chat/completions", post(chat))
         .with_state(state);
-    axum::serve(
-        TracedListener {
-            inner: listener,
-            trace,
-        },
-        app,
-    )
-    .await
-    .context("the stand-in server failed")
+    let listener = TracedListener {
+        inner: listener,
+        trace,
+    };
+    let server = axum::serve(listener, app);
+    if ignore_term {
+        return server.await.context("the stand-in server failed");
+    }
+    // SIGTERM is handled, not left to its default action: on this one-thread runtime the
+    // handler runs only between task polls, so a write and its trace line are never split by
+    // the stop (the gate may read the bytes and stop us before we stamp them).
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("failed to handle SIGTERM")?;
+    tokio::select! {
+        r = server => r.context("the stand-in server failed"),
+        _ = term.recv() => {
+            eprintln!("stand-in: SIGTERM, exiting");
+            Ok(())
+        }
+    }
 }
 
 struct Script {

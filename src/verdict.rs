@@ -232,6 +232,13 @@ fn serve_line(e: &Evidence<'_>) -> Option<Line> {
             tail()
         ),
         Startup::SpawnFailed { error } => format!("the serve could not be started: {error}"),
+        Startup::Interrupted => {
+            return Some(Line::new(
+                "serve",
+                Status::Info,
+                "interrupted before the serve was ready",
+            ))
+        }
     };
     Some(Line::new("serve", Status::Fail, text))
 }
@@ -684,14 +691,9 @@ RESULT: PASS
             slow_route: None,
             ..floors()
         };
-        assert_eq!(
-            line(
-                &judge_with(&[good()], Some(LOG), fast_only.clone()),
-                "route"
-            )
-            .status,
-            Status::Ok
-        );
+        let v = judge_with(&[good()], Some(LOG), fast_only.clone());
+        assert_eq!(line(&v, "route").status, Status::Ok);
+        assert_eq!(line(&v, "route").text, "the serve log names the fast route");
         assert_eq!(
             line(&judge_with(&[good()], Some("x"), fast_only), "route").status,
             Status::Fail

@@ -41,7 +41,7 @@ fn a_stand_in_run_passes_and_archives_every_file() {
         "{{port}} filled: {run}"
     );
     assert_eq!(run["startup"]["state"], "ready");
-    assert_eq!(run["stop"]["killed_after_grace"], false);
+    assert_eq!(run["stop"]["killed"], false);
     assert!(run["ended_utc"].as_str().unwrap().ends_with('Z'));
 
     let load = json(&out.join("load.json"));

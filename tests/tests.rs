@@ -7,3 +7,4 @@ mod util;
 mod judge;
 mod launch;
 mod run;
+mod self_test;

@@ -1,8 +1,10 @@
 //! Helpers shared by the integration tests.
 
 use std::io::{BufRead, BufReader};
+use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 use assert_cmd::Command;
@@ -14,11 +16,42 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_npu-serve-smoke");
 /// Floors no timing can flip: plumbing tests must not fail because the box was slow.
 pub const UNFLIPPABLE: [&str; 4] = ["--floor", "0", "--first-token-ms", "600000"];
 
+/// Tests that run gates share this lock; the self-test takes it alone, so its accuracy checks
+/// (a 20 ms tolerance) are not measured against this suite's own load on a 2-core box.
+static GATES: RwLock<()> = RwLock::new(());
+
+/// The gate binary, ready for arguments, holding a shared claim on the box while it lives.
+pub struct Gate {
+    cmd: Command,
+    _shared: RwLockReadGuard<'static, ()>,
+}
+
+impl Deref for Gate {
+    type Target = Command;
+    fn deref(&self) -> &Command {
+        &self.cmd
+    }
+}
+
+impl DerefMut for Gate {
+    fn deref_mut(&mut self) -> &mut Command {
+        &mut self.cmd
+    }
+}
+
 /// The gate binary, ready for arguments.
-pub fn gate() -> Command {
-    let mut c = Command::new(BIN);
-    c.timeout(Duration::from_secs(120));
-    c
+pub fn gate() -> Gate {
+    let mut cmd = Command::new(BIN);
+    cmd.timeout(Duration::from_secs(120));
+    Gate {
+        cmd,
+        _shared: GATES.read().unwrap_or_else(|e| e.into_inner()),
+    }
+}
+
+/// The box to this test alone, until the guard drops.
+pub fn exclusive() -> RwLockWriteGuard<'static, ()> {
+    GATES.write().unwrap_or_else(|e| e.into_inner())
 }
 
 /// A fresh temporary directory and a run directory path inside it (not yet created).

@@ -1,0 +1,626 @@
+//! Runs against the stand-in: the gate as a real child process, the stand-in as its serve,
+//! real HTTP on loopback. Verdict runs use scripted faults whose effect cannot be mistaken;
+//! accuracy runs compare what the gate reports with the stand-in's own send trace.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::measure::{self, TokenSource};
+use crate::record::{ReplyRecord, RunManifest};
+use crate::rundir::{self, ResultFile};
+use crate::standin::TraceLine;
+use crate::verdict::{Outcome, Status};
+
+/// How far a reported time may be from the stand-in's send timestamps. Loopback latency and
+/// scheduler wake-ups on a busy 2-core box stay well under it, and the scripted gaps it must
+/// tell apart differ by 300 ms.
+pub const TOLERANCE_MS: f64 = 20.0;
+
+/// Floors no timing can flip, for runs that test something other than timing.
+const UNFLIPPABLE: [&str; 4] = ["--floor", "0", "--first-token-ms", "600000"];
+
+/// A whole gate run must end within this, or the check fails (and the gate is killed).
+const RUN_LIMIT: Duration = Duration::from_secs(60);
+
+/// What a finished gate run left.
+pub struct GateRun {
+    dir: PathBuf,
+    code: Option<i32>,
+    stderr: String,
+    result: Option<ResultFile>,
+    manifest: Option<RunManifest>,
+    replies: Vec<ReplyRecord>,
+}
+
+impl GateRun {
+    fn line(&self, check: &str) -> Option<(Status, &str)> {
+        let r = self.result.as_ref()?;
+        r.verdict
+            .lines
+            .iter()
+            .find(|l| l.check == check)
+            .map(|l| (l.status, l.text.as_str()))
+    }
+
+    /// A problem, with what the gate said, for the self-test's report.
+    fn problem(&self, what: impl std::fmt::Display) -> String {
+        let lines = self.result.as_ref().map_or_else(
+            || format!("no result.json; stderr: {}", self.stderr.trim()),
+            |r| r.verdict.to_string().replace('\n', " | "),
+        );
+        format!("{what} (exit {:?}; {lines})", self.code)
+    }
+
+    fn expect_line(&self, check: &str, status: Status, fragment: &str) -> Result<(), String> {
+        match self.line(check) {
+            Some((s, text)) if s == status && text.contains(fragment) => Ok(()),
+            _ => Err(self.problem(format!("expected {check} {status} with {fragment:?}"))),
+        }
+    }
+
+    fn expect_code(&self, code: i32) -> Result<(), String> {
+        if self.code == Some(code) {
+            Ok(())
+        } else {
+            Err(self.problem(format!("expected exit {code}")))
+        }
+    }
+
+    fn trace(&self) -> Result<Vec<TraceLine>, String> {
+        let text = std::fs::read_to_string(self.dir.join("trace.jsonl"))
+            .map_err(|e| format!("no trace: {e}"))?;
+        text.lines()
+            .map(|l| serde_json::from_str(l).map_err(|e| format!("bad trace line {l:?}: {e}")))
+            .collect()
+    }
+}
+
+/// Start the gate on the stand-in: `run --stand-in --out DIR <gate> -- <stand-in>`, with the
+/// stand-in tracing into DIR/../NAME/trace.jsonl.
+fn spawn_gate(
+    exe: &Path,
+    tmp: &Path,
+    name: &str,
+    gate: &[&str],
+    stand_in: &[&str],
+) -> Result<(Child, PathBuf), String> {
+    let dir = tmp.join(name);
+    let trace = tmp.join(format!("{name}.trace.jsonl"));
+    let child = Command::new(exe)
+        .args(["run", "--stand-in", "--out"])
+        .arg(&dir)
+        .args(gate)
+        .arg("--")
+        .args(stand_in)
+        .arg("--trace")
+        .arg(&trace)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("failed to start the gate: {e}"))?;
+    Ok((child, dir))
+}
+
+/// Wait for a gate run to end (bounded) and read what it left.
+fn finish(mut child: Child, dir: PathBuf, tmp: &Path) -> Result<GateRun, String> {
+    let start = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break s,
+            Ok(None) if start.elapsed() > RUN_LIMIT => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("the gate ran past {} s", RUN_LIMIT.as_secs()));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => return Err(format!("failed to wait for the gate: {e}")),
+        }
+    };
+    let mut stderr = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        use std::io::Read;
+        let _ = e.read_to_string(&mut stderr);
+    }
+    let read = |name: &str| std::fs::read(dir.join(name)).ok();
+    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned());
+    // The trace sits beside the run directory (the gate refuses a directory that is not empty).
+    if let Some(name) = name {
+        let _ = std::fs::rename(
+            tmp.join(format!("{name}.trace.jsonl")),
+            dir.join("trace.jsonl"),
+        );
+    }
+    Ok(GateRun {
+        code: status.code(),
+        stderr,
+        result: read(rundir::RESULT).and_then(|b| serde_json::from_slice(&b).ok()),
+        manifest: read(rundir::MANIFEST).and_then(|b| rundir::parse_manifest(&b).ok()),
+        replies: read(rundir::REPLIES)
+            .and_then(|b| rundir::parse_replies(&b).ok())
+            .unwrap_or_default(),
+        dir,
+    })
+}
+
+fn gate_run(
+    exe: &Path,
+    tmp: &Path,
+    name: &str,
+    gate: &[&str],
+    stand_in: &[&str],
+) -> Result<GateRun, String> {
+    let (child, dir) = spawn_gate(exe, tmp, name, gate, stand_in)?;
+    // Wait for stderr only after exit: the gate writes little, well under a pipe's buffer.
+    finish(child, dir, tmp)
+}
+
+/// A named check and how it came out.
+pub type Checked = (&'static str, Result<(), String>);
+
+/// The verdict runs: a pass, and one scripted fault per judged line.
+pub fn verdict_runs(exe: &Path, tmp: &Path) -> Vec<Checked> {
+    let with_floors = |extra: &[&'static str]| -> Vec<&'static str> {
+        let mut v = UNFLIPPABLE.to_vec();
+        v.extend_from_slice(extra);
+        v
+    };
+    let mut out: Vec<Checked> = Vec::new();
+
+    out.push((
+        "a passing run",
+        (|| {
+            let r = gate_run(exe, tmp, "pass", &with_floors(&[]), &["--tokens", "6"])?;
+            r.expect_code(0)?;
+            if r.result.as_ref().map(|x| &x.verdict.outcome) != Some(&Outcome::Pass) {
+                return Err(r.problem("expected RESULT: PASS"));
+            }
+            r.expect_line(
+                "content",
+                Status::Ok,
+                "3 replies, all with content and the expected answer",
+            )?;
+            if r.replies.len() != 3 {
+                return Err(r.problem(format!("expected 3 replies, found {}", r.replies.len())));
+            }
+            Ok(())
+        })(),
+    ));
+
+    out.push((
+        "the slow route fails route",
+        (|| {
+            let gate = with_floors(&[
+                "--replies",
+                "1",
+                "--fast-route",
+                "route: npu-fast",
+                "--slow-route",
+                "route: cpu-fallback",
+            ]);
+            let r = gate_run(
+                exe,
+                tmp,
+                "slow-route",
+                &gate,
+                &["--route-line", "route: cpu-fallback", "--tokens", "4"],
+            )?;
+            r.expect_code(1)?;
+            r.expect_line("route", Status::Fail, "names the slow route")?;
+            r.expect_line("content", Status::Ok, "with content")
+        })(),
+    ));
+
+    out.push((
+        "empty content fails content",
+        (|| {
+            let r = gate_run(
+                exe,
+                tmp,
+                "empty",
+                &with_floors(&["--replies", "1"]),
+                &["--empty", "--tokens", "4"],
+            )?;
+            r.expect_code(1)?;
+            r.expect_line("content", Status::Fail, "reply 1 has no content")
+        })(),
+    ));
+
+    out.push((
+        "a wrong answer fails content, quoted",
+        (|| {
+            let r = gate_run(
+                exe,
+                tmp,
+                "wrong",
+                &with_floors(&["--replies", "1"]),
+                &["--answer", "London.", "--tokens", "3"],
+            )?;
+            r.expect_code(1)?;
+            r.expect_line(
+                "content",
+                Status::Fail,
+                "reply 1 said \"London. ok ok\", which does not match /(?i)paris/",
+            )
+        })(),
+    ));
+
+    out.push((
+        "a stand-in under the floor fails rate",
+        (|| {
+            // 50 ms gaps: at most 20 tok/s against a floor of 200, a 10x margin.
+            let gate = [
+                "--replies",
+                "1",
+                "--floor",
+                "200",
+                "--first-token-ms",
+                "600000",
+            ];
+            let r = gate_run(
+                exe,
+                tmp,
+                "under-floor",
+                &gate,
+                &["--gaps-ms", "50", "--tokens", "5"],
+            )?;
+            r.expect_code(1)?;
+            r.expect_line("rate", Status::Fail, "(floor 200.0")?;
+            r.expect_line("content", Status::Ok, "with content")
+        })(),
+    ));
+    out
+}
+
+/// SIGTERM to the gate while a reply is streaming.
+pub fn term_mid_request(exe: &Path, tmp: &Path) -> Result<(), String> {
+    // Replies of about 1 s each; TERM goes in once the first is recorded, so the second is
+    // in flight.
+    let gate = [
+        "--replies",
+        "3",
+        "--floor",
+        "0",
+        "--first-token-ms",
+        "600000",
+    ];
+    let (child, dir) = spawn_gate(
+        exe,
+        tmp,
+        "term",
+        &gate,
+        &["--tokens", "10", "--gaps-ms", "100"],
+    )?;
+    let replies = dir.join(rundir::REPLIES);
+    let start = Instant::now();
+    while !replies.exists() {
+        if start.elapsed() > Duration::from_secs(20) {
+            let _ = finish(child, dir.clone(), tmp);
+            return Err("no reply was recorded within 20 s".into());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM)
+        .map_err(|e| format!("failed to send SIGTERM: {e}"))?;
+    let r = finish(child, dir, tmp)?;
+    r.expect_code(143)?;
+    let interrupted = r.result.as_ref().map(|x| &x.verdict.outcome)
+        == Some(&Outcome::Interrupted {
+            signal: "SIGTERM".into(),
+        });
+    if !interrupted
+        || !r
+            .result
+            .as_ref()
+            .is_some_and(|x| x.summary.starts_with("RESULT: INTERRUPTED"))
+    {
+        return Err(r.problem("result.json should say RESULT: INTERRUPTED"));
+    }
+    if r.replies.is_empty() || r.replies.len() >= 3 || r.replies.iter().any(|x| x.error.is_some()) {
+        return Err(r.problem(format!(
+            "replies.jsonl should keep the finished replies only, found {}",
+            r.replies.len()
+        )));
+    }
+    let serve_pid = r.manifest.as_ref().and_then(|m| m.serve_pid);
+    match serve_pid {
+        None => Err(r.problem("run.json has no serve_pid")),
+        Some(p) => {
+            let cmdline = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
+            if String::from_utf8_lossy(&cmdline).contains("stand-in") {
+                Err(r.problem(format!("the stand-in (pid {p}) is still running")))
+            } else {
+                Ok(())
+            }
+        }
+    }
+}
+
+/// A reply's figures beside the stand-in's trace of it.
+struct Compared {
+    reply: ReplyRecord,
+    reported_first_ms: f64,
+    reference_first_ms: f64,
+    reported_gaps_ms: Vec<f64>,
+    reference_gaps_ms: Vec<f64>,
+    /// The trace's text events: (sent, relative to the request's arrival, ms; reasoning?).
+    reference_text: Vec<(f64, bool)>,
+    /// The trace's events without text (role chunks), sent at ms after the request.
+    reference_silent_ms: Vec<f64>,
+    trace_usage: Option<u64>,
+}
+
+/// Line up a one-reply run with its trace, event by event, and check each arrival is within
+/// the tolerance of its send (both on CLOCK_MONOTONIC). Either may be stamped first: the send
+/// stamp is taken after the write returns, and on another core the gate may already have read
+/// the bytes.
+fn compare(r: &GateRun) -> Result<Compared, String> {
+    let trace = r.trace()?;
+    let [reply] = &r.replies[..] else {
+        return Err(r.problem(format!("expected 1 reply, found {}", r.replies.len())));
+    };
+    let base = r
+        .manifest
+        .as_ref()
+        .map(|m| m.clock.base_ns)
+        .ok_or("no run.json")?;
+    let received = trace
+        .iter()
+        .find_map(|t| match t {
+            TraceLine::Request { received_ns, .. } => Some(*received_ns),
+            _ => None,
+        })
+        .ok_or("the trace has no request")?;
+    let events: Vec<(u64, bool, bool, Option<u64>)> = trace
+        .iter()
+        .filter_map(|t| match t {
+            TraceLine::Event {
+                sent_ns,
+                content_chars,
+                reasoning_chars,
+                usage_tokens,
+                done: false,
+                ..
+            } => Some((
+                *sent_ns,
+                *content_chars + *reasoning_chars > 0,
+                *reasoning_chars > 0,
+                *usage_tokens,
+            )),
+            _ => None,
+        })
+        .collect();
+    if events.len() != reply.chunks.len() {
+        return Err(format!(
+            "the gate recorded {} events, the stand-in sent {}",
+            reply.chunks.len(),
+            events.len()
+        ));
+    }
+    for (i, (chunk, ev)) in reply.chunks.iter().zip(&events).enumerate() {
+        if chunk.has_text() != ev.1 {
+            return Err(format!(
+                "event {i}: the gate and the trace disagree on whether it has text"
+            ));
+        }
+        let arrived = base + chunk.at_ns;
+        let lag_ms = (arrived as f64 - ev.0 as f64) / 1e6;
+        if lag_ms.abs() > TOLERANCE_MS {
+            return Err(format!(
+                "event {i} arrived {lag_ms:.2} ms after it was sent (tolerance {TOLERANCE_MS} ms)"
+            ));
+        }
+    }
+    let m = measure::measure(reply);
+    let ms = |ns: u64| ns as f64 / 1e6;
+    let text_at: Vec<u64> = reply
+        .chunks
+        .iter()
+        .filter(|c| c.has_text())
+        .map(|c| c.at_ns)
+        .collect();
+    let text_sent: Vec<u64> = events.iter().filter(|e| e.1).map(|e| e.0).collect();
+    let gaps = |v: &[u64]| v.windows(2).map(|w| ms(w[1] - w[0])).collect::<Vec<f64>>();
+    Ok(Compared {
+        reported_first_ms: m.first_token_ms.ok_or("no first token reported")?,
+        reference_first_ms: ms(text_sent
+            .first()
+            .ok_or("no text sent")?
+            .saturating_sub(received)),
+        reported_gaps_ms: gaps(&text_at),
+        reference_gaps_ms: gaps(&text_sent),
+        reference_text: events
+            .iter()
+            .filter(|e| e.1)
+            .map(|e| (ms(e.0.saturating_sub(received)), e.2))
+            .collect(),
+        reference_silent_ms: events
+            .iter()
+            .filter(|e| !e.1 && e.3.is_none())
+            .map(|e| ms(e.0.saturating_sub(received)))
+            .collect(),
+        trace_usage: events.iter().find_map(|e| e.3),
+        reply: reply.clone(),
+    })
+}
+
+fn within(what: &str, reported: f64, reference: f64) -> Result<(), String> {
+    if (reported - reference).abs() <= TOLERANCE_MS {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what}: reported {reported:.1} ms, the stand-in's trace says {reference:.1} ms (tolerance {TOLERANCE_MS} ms)"
+        ))
+    }
+}
+
+fn first_and_gaps_match(c: &Compared) -> Result<(), String> {
+    within("first-token", c.reported_first_ms, c.reference_first_ms)?;
+    if c.reported_gaps_ms.len() != c.reference_gaps_ms.len() {
+        return Err("the gate and the trace have different numbers of gaps".into());
+    }
+    for (i, (rep, reference)) in c
+        .reported_gaps_ms
+        .iter()
+        .zip(&c.reference_gaps_ms)
+        .enumerate()
+    {
+        within(&format!("gap {}", i + 1), *rep, *reference)?;
+    }
+    Ok(())
+}
+
+fn accuracy_run(exe: &Path, tmp: &Path, name: &str, stand_in: &[&str]) -> Result<Compared, String> {
+    let gate = [
+        "--replies",
+        "1",
+        "--floor",
+        "0",
+        "--first-token-ms",
+        "600000",
+    ];
+    let r = gate_run(exe, tmp, name, &gate, stand_in)?;
+    r.expect_code(0)?;
+    compare(&r)
+}
+
+/// The metric accuracy checks, each against the stand-in's send trace.
+pub fn accuracy(exe: &Path, tmp: &Path) -> Vec<Checked> {
+    let mut out: Vec<Checked> = Vec::new();
+
+    out.push((
+        "first-token and every gap match the trace; 100 and 400 ms gaps stay distinct",
+        (|| {
+            let c = accuracy_run(
+                exe,
+                tmp,
+                "gaps",
+                &[
+                    "--ttft-ms",
+                    "250",
+                    "--gaps-ms",
+                    "400,100,400,100",
+                    "--tokens",
+                    "5",
+                ],
+            )?;
+            first_and_gaps_match(&c)?;
+            let g = &c.reported_gaps_ms;
+            if g.len() != 4 || g[0].min(g[2]) < g[1].max(g[3]) + 200.0 {
+                return Err(format!(
+                    "the reported gaps {g:?} do not keep 400 ms and 100 ms apart"
+                ));
+            }
+            Ok(())
+        })(),
+    ));
+
+    out.push((
+        "changing --ttft-ms moves first-token by the same amount",
+        (|| {
+            let early = accuracy_run(exe, tmp, "ttft-50", &["--ttft-ms", "50", "--tokens", "2"])?;
+            let late = accuracy_run(exe, tmp, "ttft-300", &["--ttft-ms", "300", "--tokens", "2"])?;
+            within(
+                "first-token at --ttft-ms 50",
+                early.reported_first_ms,
+                early.reference_first_ms,
+            )?;
+            within(
+                "first-token at --ttft-ms 300",
+                late.reported_first_ms,
+                late.reference_first_ms,
+            )?;
+            within(
+                "the first-token shift",
+                late.reported_first_ms - early.reported_first_ms,
+                late.reference_first_ms - early.reference_first_ms,
+            )
+        })(),
+    ));
+
+    out.push(("3-token chunks with usage: usage count, rate neither inflated nor halved, no zero gaps", (|| {
+        let c = accuracy_run(exe, tmp, "chunked", &["--chunk-tokens", "3", "--tokens", "12", "--gaps-ms", "50"])?;
+        first_and_gaps_match(&c)?;
+        let m = measure::measure(&c.reply);
+        if m.token_source != TokenSource::Usage || Some(m.tokens as u64) != c.trace_usage || m.tokens != 12.0 {
+            return Err(format!("tokens {} from {:?}, the stand-in sent usage {:?}", m.tokens, m.token_source, c.trace_usage));
+        }
+        let span_s = c.reference_gaps_ms.iter().sum::<f64>() / 1e3;
+        let reference_rate = (12.0 - 3.0) / span_s;
+        let rate = m.rate_tok_s.ok_or("no rate reported")?;
+        let ratio = rate / reference_rate;
+        if !(0.8..=1.25).contains(&ratio) {
+            return Err(format!("rate {rate:.1} tok/s against {reference_rate:.1} from the trace (ratio {ratio:.2})"));
+        }
+        if let Some(g) = c.reported_gaps_ms.iter().find(|g| **g < 1.0) {
+            return Err(format!("a zero-length gap ({g:.3} ms) between chunks"));
+        }
+        Ok(())
+    })()));
+
+    out.push((
+        "a reasoning channel first: first-token is the first reasoning token",
+        (|| {
+            let c = accuracy_run(
+                exe,
+                tmp,
+                "reasoning",
+                &[
+                    "--reasoning-tokens",
+                    "2",
+                    "--ttft-ms",
+                    "200",
+                    "--gaps-ms",
+                    "300",
+                    "--tokens",
+                    "4",
+                ],
+            )?;
+            first_and_gaps_match(&c)?;
+            let first_content = c
+                .reference_text
+                .iter()
+                .find(|(_, reasoning)| !reasoning)
+                .map(|(t, _)| *t);
+            match (c.reference_text.first(), first_content) {
+                (Some((_, true)), Some(content))
+                    if (c.reported_first_ms - content).abs() > 200.0 =>
+                {
+                    Ok(())
+                }
+                _ => Err(format!(
+                    "first-token {:.1} ms is not anchored to the first reasoning token ({:?})",
+                    c.reported_first_ms, c.reference_text
+                )),
+            }
+        })(),
+    ));
+
+    out.push((
+        "a role-only first chunk is not the first token",
+        (|| {
+            let c = accuracy_run(
+                exe,
+                tmp,
+                "role",
+                &["--role-chunk", "--ttft-ms", "300", "--tokens", "2"],
+            )?;
+            first_and_gaps_match(&c)?;
+            let role = c
+                .reference_silent_ms
+                .first()
+                .copied()
+                .ok_or("the trace has no role chunk")?;
+            if c.reported_first_ms - role < 200.0 {
+                return Err(format!(
+                    "first-token {:.1} ms is the role chunk's ({role:.1} ms)",
+                    c.reported_first_ms
+                ));
+            }
+            Ok(())
+        })(),
+    ));
+    out
+}
