@@ -388,14 +388,15 @@ fn over_some(have: usize, of: usize) -> String {
 /// `value` and `bound` formatted with `decimals`, or with more where rounding would show them
 /// equal though they differ: "median 60.0 tok/s (floor 60.0)" on a FAIL would read as a bug.
 fn distinct(value: f64, bound: f64, decimals: usize) -> (String, String) {
-    let mut d = decimals;
-    loop {
-        let (v, b) = (format!("{value:.d$}"), format!("{bound:.d$}"));
-        if v != b || value == bound || d >= decimals + 6 {
-            return (v, b);
-        }
-        d += 1;
+    let show = |d: usize| (format!("{value:.d$}"), format!("{bound:.d$}"));
+    if value == bound {
+        return show(decimals);
     }
+    let most = decimals + 6;
+    (decimals..=most)
+        .map(show)
+        .find(|(v, b)| v != b)
+        .unwrap_or_else(|| show(most))
 }
 
 fn content_line(replies: &[ReplyRecord], planned: usize) -> Line {
@@ -647,6 +648,31 @@ RESULT: PASS
         assert!(
             line(&v, "rate").text.starts_with("median 80.0 tok/s"),
             "{v}"
+        );
+    }
+
+    #[test]
+    fn a_first_token_just_over_its_limit_shows_the_digits_that_differ() {
+        let f = Floors {
+            first_token_ms: 199.999,
+            ..floors()
+        };
+        let v = judge_with(&[good()], Some(LOG), f);
+        assert_eq!(
+            line(&v, "first-token").text,
+            "median 200.000 ms (limit 199.999)"
+        );
+    }
+
+    #[test]
+    fn content_says_how_many_replies_had_an_expected_answer() {
+        let mut checked = good();
+        checked.content = "Paris.".into();
+        checked.expect = Some("(?i)paris".into());
+        let v = judge_with(&[checked, good()], Some(LOG), floors());
+        assert_eq!(
+            line(&v, "content").text,
+            "2 replies, all with content; 1 with the expected answer"
         );
     }
 
