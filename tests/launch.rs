@@ -109,3 +109,23 @@ fn nothing_to_gate_is_exit_2() {
         .code(2)
         .stderr(predicates::str::contains("nothing to gate"));
 }
+
+#[test]
+fn a_serve_that_listens_late_is_waited_for() {
+    // Connection refused for 300 ms, then ready: readiness polling rides it out.
+    let (_d, out) = scratch();
+    gate()
+        .args(["run", "--stand-in", "--replies", "1", "--out"])
+        .arg(&out)
+        .args(UNFLIPPABLE)
+        .args(["--", "--startup-ms", "300", "--tokens", "3"])
+        .assert()
+        .code(0);
+    let ready_ms = json(&out.join("run.json"))["startup"]["after_ms"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        ready_ms >= 300.0,
+        "ready after {ready_ms} ms, before the stand-in listened"
+    );
+}
