@@ -82,7 +82,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE", requires = "url")]
     pub serve_log: Option<PathBuf>,
     /// Gate the built-in stand-in serve; arguments after -- go to the stand-in.
-    #[arg(long, conflicts_with = "url")]
+    #[arg(long)]
     pub stand_in: bool,
     /// Prompts as JSONL: {"prompt": "...", "expect": "regex", "max_tokens": N} per line.
     #[arg(long, value_name = "FILE")]
@@ -96,6 +96,17 @@ pub struct RunArgs {
     /// The model name to request (default: the first id from /v1/models, else "default").
     #[arg(long)]
     pub model: Option<String>,
+    /// Take an exclusive lock (flock) on FILE before the serve starts and keep it until the
+    /// serve is gone, so gates on one box never share the device.
+    #[arg(long, value_name = "FILE")]
+    pub hold: Option<PathBuf>,
+    /// Seconds to wait for the hold; past it the run is SKIP (exit 3).
+    #[arg(long, default_value = "600", value_name = "S", value_parser = parse_seconds)]
+    pub hold_timeout: Duration,
+    /// Run the serve under an external hold program instead, given as an argv prefix in shell
+    /// quoting, e.g. 'npu-hold --ticket 4s --'.
+    #[arg(long, value_name = "PREFIX")]
+    pub hold_cmd: Option<String>,
     /// Seconds to wait for the serve to answer GET /health (or /v1/models) with 200.
     #[arg(long, default_value = "120", value_name = "S", value_parser = parse_seconds)]
     pub ready_timeout: Duration,

@@ -8,11 +8,15 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{bail, Context, Result};
+use futures_util::FutureExt;
 
 use crate::cli::RunArgs;
 use crate::client::{Client, Probe, ReplyRequest};
+use crate::hold::{self, Hold, Taken};
 use crate::prompts::{self, Prompt};
-use crate::record::{BinaryInfo, ClockInfo, Limits, ReplyRecord, RunManifest, Startup, SCHEMA};
+use crate::record::{
+    BinaryInfo, ClockInfo, Limits, LoadSnapshot, ReplyRecord, RunManifest, Startup, SCHEMA,
+};
 use crate::rundir::{self, Archive, ResultFile, RunDir};
 use crate::serve::{self, ServeProcess};
 use crate::signals::Interrupts;
@@ -22,16 +26,19 @@ use crate::{clock, conditions, exit_codes, measure};
 /// How the gate reaches the serve.
 #[derive(Debug)]
 enum Launch {
-    /// Start this command; it serves at `url`.
+    /// Start this command (the hold program's prefix, if any, then the serve's); it serves on
+    /// `port`.
     Spawn {
         argv: Vec<String>,
         binary: BinaryInfo,
+        port: u16,
     },
     /// A serve already running at `url`; its log, if given, is copied into the run.
     Attach { serve_log: Option<PathBuf> },
 }
 
-/// A run, checked and ready to go: every argument error is found before anything starts.
+/// A run, checked and ready to go: every argument error is found before anything starts or is
+/// held.
 #[derive(Debug)]
 struct Plan {
     out: PathBuf,
@@ -42,6 +49,8 @@ struct Plan {
     model: Option<String>,
     url: String,
     launch: Launch,
+    hold: Option<PathBuf>,
+    hold_timeout: Duration,
     ready_timeout: Duration,
     grace: Duration,
     reply_timeout: Duration,
@@ -72,10 +81,20 @@ impl Plan {
             argv.append(&mut serve_argv);
             serve_argv = argv;
         }
+        let hold_cmd = match &args.hold_cmd {
+            Some(cmd) => match shlex::split(cmd) {
+                Some(prefix) if !prefix.is_empty() => prefix,
+                _ => bail!("--hold-cmd {cmd:?} is not a command (quote it as a shell would)"),
+            },
+            None => Vec::new(),
+        };
         let (url, launch) = if serve_argv.is_empty() {
             let Some(url) = args.url else {
                 bail!("nothing to gate: give a serve command after --, --stand-in, or --url URL");
             };
+            if !hold_cmd.is_empty() {
+                bail!("--hold-cmd runs a serve the gate launches; with --url alone nothing is launched");
+            }
             (
                 url,
                 Launch::Attach {
@@ -96,10 +115,14 @@ impl Plan {
             let url = args
                 .url
                 .unwrap_or_else(|| format!("http://127.0.0.1:{port}"));
-            let argv = serve::fill_port(&serve_argv, port);
-            let path = serve::resolve_binary(&argv[0])?;
-            let binary = serve::fingerprint(&path)?;
-            (url, Launch::Spawn { argv, binary })
+            let serve_argv = serve::fill_port(&serve_argv, port);
+            // Both must be there before anything is held or started.
+            let binary = serve::fingerprint(&serve::resolve_binary(&serve_argv[0])?)?;
+            if let Some(hold_program) = hold_cmd.first() {
+                serve::resolve_binary(hold_program).context("--hold-cmd")?;
+            }
+            let argv = hold_cmd.into_iter().chain(serve_argv).collect();
+            (url, Launch::Spawn { argv, binary, port })
         };
         reqwest::Url::parse(&url).with_context(|| format!("--url {url} is not a URL"))?;
         let out = args.out.unwrap_or_else(default_out);
@@ -112,6 +135,8 @@ impl Plan {
             model: args.model,
             url,
             launch,
+            hold: args.hold,
+            hold_timeout: args.hold_timeout,
             ready_timeout: args.ready_timeout,
             grace: args.grace,
             reply_timeout: args.reply_timeout,
@@ -147,6 +172,9 @@ pub fn run(args: RunArgs) -> Result<u8> {
 async fn execute(plan: Plan) -> Result<u8> {
     // Registered first, so a signal in any phase is a recorded interruption, not a lost run.
     let mut interrupts = Interrupts::register()?;
+    if matches!(plan.launch, Launch::Spawn { .. }) {
+        serve::become_subreaper()?;
+    }
     let base_ns = clock::now_ns();
     let dir = RunDir::create(&plan.out)?;
     eprintln!("npu-serve-smoke: run directory {}", dir.path().display());
@@ -190,53 +218,76 @@ async fn execute(plan: Plan) -> Result<u8> {
         startup: None,
         stop: None,
         interrupted: None,
+        hold: None,
+        serve_died: None,
     };
     dir.write_json(rundir::MANIFEST, &manifest)?;
-    let load = conditions::load_snapshot("before-serve");
-    if let Some(l) = &load {
-        dir.write_json(rundir::LOAD, l)?;
-    }
     let client = Client::new(&plan.url)?;
 
-    // The serve and what was recorded live out here, so that an interruption, which drops the
-    // work wherever it is, loses neither.
+    // The serve, the hold and what was recorded live out here, so that an interruption, which
+    // drops the work wherever it is, loses none of them.
     let mut serve = None;
     let mut progress = Progress::default();
-    let work = measure_serve(&plan, &client, &dir, base_ns, &mut serve, &mut progress);
-    let (recorded, interrupted) = tokio::select! {
+    let work = measure_serve(
+        &plan,
+        &client,
+        &dir,
+        base_ns,
+        &mut manifest,
+        &mut serve,
+        &mut progress,
+    );
+    let (recorded, mut interrupted) = tokio::select! {
         r = work => (r, None),
         sig = interrupts.recv() => (Ok(()), Some(sig)),
     };
     if let Some(sig) = interrupted {
-        eprintln!("npu-serve-smoke: {sig}: stopping the serve (a second signal kills it at once)");
+        eprintln!("npu-serve-smoke: {sig}: stopping (a second signal kills the serve at once)");
     }
-    manifest.serve_pid = serve.as_ref().map(ServeProcess::pid);
     if let Some(p) = serve.as_mut() {
-        let record = tokio::select! {
-            r = p.stop(plan.grace) => r,
-            sig = interrupts.recv() => {
-                eprintln!("npu-serve-smoke: {sig} again: killing the serve now");
-                p.kill_now().await
+        let graceful = {
+            let stop = p.stop(plan.grace);
+            tokio::pin!(stop);
+            loop {
+                tokio::select! {
+                    r = &mut stop => break Some(r),
+                    sig = interrupts.recv() => {
+                        if interrupted.is_none() {
+                            // The first signal while stopping: the stop is what it asks for.
+                            eprintln!("npu-serve-smoke: {sig}: stopping (a second signal kills the serve at once)");
+                            interrupted = Some(sig);
+                        } else {
+                            eprintln!("npu-serve-smoke: {sig} again: killing the serve now");
+                            break None;
+                        }
+                    }
+                }
             }
         };
+        let mut record = match graceful {
+            Some(r) => r,
+            None => p.kill_now(true).await,
+        };
+        record.escaped_killed = serve::kill_orphans(plan.grace).await;
         manifest.stop = Some(record);
     }
+    if let Some(hold) = progress.hold.take() {
+        hold.release();
+        if let Some(h) = manifest.hold.as_mut() {
+            h.released_ns = Some(clock::now_ns());
+        }
+    }
     recorded?;
-    let Progress {
-        startup,
-        model,
-        replies,
-    } = progress;
-    manifest.startup = Some(match (startup, interrupted) {
-        (Some(s), _) => s,
-        (None, Some(_)) => Startup::Interrupted,
-        (None, None) => bail!("internal error: the run ended with no startup recorded"),
-    });
-    manifest.model = model;
+    if interrupted.is_none() {
+        interrupted = interrupts.recv().now_or_never();
+    }
+    if manifest.startup.is_none() && interrupted.is_some() {
+        manifest.startup = Some(Startup::Interrupted);
+    }
     manifest.interrupted = interrupted.map(|s| s.to_string());
 
     let serve_log = match &plan.launch {
-        Launch::Spawn { .. } => Some(read_lossy(&dir.path().join(rundir::SERVE_LOG))?),
+        Launch::Spawn { .. } => read_lossy(&dir.path().join(rundir::SERVE_LOG)).ok(),
         Launch::Attach { serve_log: None } => None,
         Launch::Attach {
             serve_log: Some(path),
@@ -250,9 +301,9 @@ async fn execute(plan: Plan) -> Result<u8> {
     dir.write_json(rundir::MANIFEST, &manifest)?;
     let archive = Archive {
         manifest,
-        replies,
+        replies: progress.replies,
         serve_log,
-        load,
+        load: progress.load,
         load_problem: None,
     };
     let verdict = archive.judge(&plan.criteria);
@@ -262,36 +313,66 @@ async fn execute(plan: Plan) -> Result<u8> {
     Ok(exit_codes::for_outcome(&verdict.outcome))
 }
 
-/// What the measuring phase has recorded so far.
+/// What the measuring phase has that run.json does not hold.
 #[derive(Debug, Default)]
 struct Progress {
-    startup: Option<Startup>,
-    model: Option<String>,
+    hold: Option<Hold>,
+    load: Option<LoadSnapshot>,
     replies: Vec<ReplyRecord>,
 }
 
-/// Launch (or attach), wait until ready, and make the replies. Everything it learns goes into
-/// `serve` and `progress` as it happens.
+/// Take the hold, launch (or attach), wait until ready, and make the replies. What it learns
+/// goes into `manifest`, `serve` and `progress` as it happens, and run.json is rewritten at each
+/// step, so a run killed outright still says how far it got.
 async fn measure_serve(
     plan: &Plan,
     client: &Client,
     dir: &RunDir,
     base_ns: u64,
+    manifest: &mut RunManifest,
     serve: &mut Option<ServeProcess>,
     progress: &mut Progress,
 ) -> Result<()> {
+    if let Some(path) = &plan.hold {
+        let taken = hold::take(path, plan.hold_timeout, &manifest.argv).await?;
+        let acquired = matches!(taken, Taken::Acquired(..));
+        match taken {
+            Taken::Acquired(h, record) => {
+                progress.hold = Some(h);
+                manifest.hold = Some(record);
+            }
+            Taken::TimedOut(record) => manifest.hold = Some(record),
+        }
+        dir.write_json(rundir::MANIFEST, manifest)?;
+        if !acquired {
+            progress.load = record_load(dir)?;
+            return Ok(());
+        }
+    }
+    // The load right before the serve starts: after any wait for the hold.
+    progress.load = record_load(dir)?;
     let startup = match &plan.launch {
-        Launch::Spawn { argv, .. } => {
-            let log = dir.open_serve_log()?;
-            match ServeProcess::spawn(argv, &log) {
-                Ok(p) => {
-                    eprintln!("npu-serve-smoke: started the serve (pid {})", p.pid());
-                    let p = serve.insert(p);
-                    wait_ready(client, Some(p), plan.ready_timeout).await
+        Launch::Spawn { argv, port, .. } => {
+            if !serve::port_is_free(*port) {
+                Startup::SpawnFailed {
+                    error: format!(
+                        "port {port} is already taken by another process; the gate would measure that process, not the serve"
+                    ),
                 }
-                Err(e) => Startup::SpawnFailed {
-                    error: format!("{}: {e}", argv[0]),
-                },
+            } else {
+                let log = dir.open_serve_log()?;
+                match ServeProcess::spawn(argv, &log) {
+                    Ok(p) => {
+                        eprintln!("npu-serve-smoke: started the serve (pid {})", p.pid());
+                        manifest.serve_pid = Some(p.pid());
+                        dir.write_json(rundir::MANIFEST, manifest)?;
+                        let p = serve.insert(p);
+                        wait_ready(client, Some(p), plan.ready_timeout).await
+                    }
+                    Err(e) => Startup::SpawnFailed {
+                        error: format!("{}: {e}", argv[0]),
+                    },
+                }
             }
         }
         Launch::Attach { .. } => wait_ready(client, None, plan.ready_timeout).await,
@@ -300,7 +381,8 @@ async fn measure_serve(
     if let Startup::Ready { after_ms, probe } = &startup {
         eprintln!("npu-serve-smoke: the serve is ready after {after_ms:.0} ms (GET {probe})");
     }
-    progress.startup = Some(startup);
+    manifest.startup = Some(startup);
+    dir.write_json(rundir::MANIFEST, manifest)?;
     if !ready {
         return Ok(());
     }
@@ -311,8 +393,8 @@ async fn measure_serve(
             .await
             .unwrap_or_else(|| "default".to_string()),
     };
-    progress.model = Some(model.clone());
-    make_replies(
+    manifest.model = Some(model.clone());
+    let died = make_replies(
         plan,
         client,
         &model,
@@ -321,7 +403,17 @@ async fn measure_serve(
         serve,
         &mut progress.replies,
     )
-    .await
+    .await?;
+    manifest.serve_died = died;
+    Ok(())
+}
+
+fn record_load(dir: &RunDir) -> Result<Option<LoadSnapshot>> {
+    let load = conditions::load_snapshot("before-serve");
+    if let Some(l) = &load {
+        dir.write_json(rundir::LOAD, l)?;
+    }
+    Ok(load)
 }
 
 fn read_lossy(path: &std::path::Path) -> Result<String> {
@@ -373,7 +465,8 @@ async fn wait_ready(
 }
 
 /// Stream the planned replies one at a time, rewriting replies.jsonl after each. Stops early
-/// when the serve has died: replies are not sent to a dead serve.
+/// when the serve has died: replies are not sent to a dead serve. Returns how it died, if it
+/// did.
 async fn make_replies(
     plan: &Plan,
     client: &Client,
@@ -382,7 +475,7 @@ async fn make_replies(
     dir: &RunDir,
     serve: &mut Option<ServeProcess>,
     replies: &mut Vec<ReplyRecord>,
-) -> Result<()> {
+) -> Result<Option<String>> {
     for i in 0..plan.replies {
         let prompt = &plan.prompts[i % plan.prompts.len()];
         let req = ReplyRequest {
@@ -404,13 +497,18 @@ async fn make_replies(
         replies.push(reply);
         dir.write_replies(replies)?;
         if failed {
-            if let Some(status) = serve.as_mut().and_then(|p| p.exited()) {
-                eprintln!("npu-serve-smoke: the serve exited ({status}); no more replies sent");
-                break;
+            // A dying serve closes its sockets just before the kernel reports its exit.
+            if let Some(status) = match serve.as_mut() {
+                Some(p) => p.wait_exit(Duration::from_millis(500)).await,
+                None => None,
+            } {
+                let died = format!("the serve exited ({status}) during reply {}", i + 1);
+                eprintln!("npu-serve-smoke: {died}; no more replies are sent");
+                return Ok(Some(died));
             }
         }
     }
-    Ok(())
+    Ok(None)
 }
 
 fn progress(r: &ReplyRecord, m: &measure::ReplyMetrics, of: usize) -> String {

@@ -4,7 +4,8 @@
 //! - [`cli`]: the command line and the dispatch to each command.
 //! - [`gate`]: `run`, the live gate, from checked arguments to a judged, archived run.
 //! - [`judge`]: `judge DIR`, re-judging an archive.
-//! - [`serve`]: launching and stopping the serve (process group, PDEATHSIG, grace).
+//! - [`serve`]: launching and stopping the serve (process group, PDEATHSIG, grace, orphans).
+//! - [`hold`]: the device hold (flock), and who holds it.
 //! - [`client`]: the HTTP client: readiness probes and streamed replies, timed as bytes arrive.
 //! - [`sse`]: the SSE parser, pure over bytes.
 //! - [`openai`]: the fields of a streaming chat chunk the gate needs.
@@ -23,6 +24,7 @@ pub mod clock;
 pub mod conditions;
 pub mod exit_codes;
 pub mod gate;
+pub mod hold;
 pub mod judge;
 pub mod measure;
 pub mod openai;

@@ -6,6 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::hold::HoldRecord;
 use crate::measure::ReplyMetrics;
 use crate::prompts::Prompt;
 use crate::verdict::Floors;
@@ -124,6 +125,12 @@ pub struct StopRecord {
     /// Whether SIGKILL was sent: the serve outlived the grace period, or a second signal cut
     /// the grace short.
     pub killed: bool,
+    /// SIGKILL came from a second signal, not from the grace running out.
+    #[serde(default)]
+    pub cut_short: bool,
+    /// Processes that had left the serve's process group and were killed after it stopped.
+    #[serde(default)]
+    pub escaped_killed: usize,
     /// The serve's exit status, as text, when it was reaped.
     pub exit_status: Option<String>,
 }
@@ -204,4 +211,10 @@ pub struct RunManifest {
     /// The signal that interrupted the run, e.g. `SIGTERM`.
     #[serde(default)]
     pub interrupted: Option<String>,
+    /// The device hold, when `--hold` was given.
+    #[serde(default)]
+    pub hold: Option<HoldRecord>,
+    /// The serve's exit during the replies, e.g. `the serve exited (exit status: 3) during reply 2`.
+    #[serde(default)]
+    pub serve_died: Option<String>,
 }

@@ -142,6 +142,18 @@ impl Archive {
     /// Judge this run. The live run and `judge DIR` both come through here, so the same
     /// evidence and criteria always give the same lines.
     pub fn judge(&self, criteria: &Criteria) -> Verdict {
+        let hold_reason = self
+            .manifest
+            .hold
+            .as_ref()
+            .filter(|h| !h.acquired)
+            .map(|h| {
+                format!(
+                    "hold not acquired in {} s; held by {}",
+                    h.timeout_s,
+                    h.waited_for.as_deref().unwrap_or("an unknown process")
+                )
+            });
         let never_started = Startup::SpawnFailed {
             error: "the run recorded no startup: it ended before the serve was launched".into(),
         };
@@ -152,6 +164,13 @@ impl Archive {
             serve_log: self.serve_log.as_deref(),
             load: self.load.as_ref(),
             interrupted: self.manifest.interrupted.as_deref(),
+            hold_not_acquired: hold_reason.as_deref(),
+            stop: self
+                .manifest
+                .stop
+                .as_ref()
+                .map(|s| (s, self.manifest.limits.grace_s)),
+            serve_died: self.manifest.serve_died.as_deref(),
         };
         verdict::judge(&evidence, criteria)
     }

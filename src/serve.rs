@@ -91,6 +91,12 @@ pub fn pick_port() -> Result<u16> {
     Ok(listener.local_addr()?.port())
 }
 
+/// Whether `port` on 127.0.0.1 can be bound now. A launched serve's port must be: a process
+/// already listening there would answer the gate's requests in the serve's place.
+pub fn port_is_free(port: u16) -> bool {
+    std::net::TcpListener::bind(("127.0.0.1", port)).is_ok()
+}
+
 /// `argv` with every `{port}` replaced by `port`.
 pub fn fill_port(argv: &[String], port: u16) -> Vec<String> {
     argv.iter()
@@ -155,6 +161,20 @@ impl ServeProcess {
         self.exit
     }
 
+    /// Wait up to `limit` for the serve to exit on its own; its exit status if it did.
+    pub async fn wait_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.exited() {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
     /// Whether any process of the serve's group is still there (the serve itself once reaped,
     /// or anything it started).
     fn group_alive(&self) -> bool {
@@ -169,20 +189,24 @@ impl ServeProcess {
         if self.wait_gone(grace).await {
             return StopRecord {
                 killed: false,
+                cut_short: false,
+                escaped_killed: 0,
                 exit_status: self.exit.map(|s| s.to_string()),
             };
         }
-        self.kill_now().await
+        self.kill_now(false).await
     }
 
-    /// SIGKILL the serve's group now (a second signal during a stop, or the grace ran out).
-    pub async fn kill_now(&mut self) -> StopRecord {
+    /// SIGKILL the serve's group now: the grace ran out, or (`cut_short`) a second signal came.
+    pub async fn kill_now(&mut self, cut_short: bool) -> StopRecord {
         let _ = killpg(self.pgid, Signal::SIGKILL);
         // SIGKILL cannot be ignored, but a process stuck in the kernel (D state) can hold on
         // for a while: bound this wait too.
         self.wait_gone(Duration::from_secs(5)).await;
         StopRecord {
             killed: true,
+            cut_short,
+            escaped_killed: 0,
             exit_status: self.exit.map(|s| s.to_string()),
         }
     }
@@ -201,6 +225,67 @@ impl ServeProcess {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
+}
+
+/// Make this process the reaper of its orphaned descendants: a process the serve started in a
+/// session or group of its own (out of reach of the group stop) is re-parented here, not to
+/// PID 1, when its parent dies, so [`kill_orphans`] can find it.
+pub fn become_subreaper() -> Result<()> {
+    nix::sys::prctl::set_child_subreaper(true).context("failed to become a child subreaper")
+}
+
+/// This process's children, other than any still-running serve: after the serve's group is
+/// gone, these are its descendants that escaped the group.
+fn children() -> Vec<Pid> {
+    use sysinfo::{ProcessRefreshKind, ProcessesToUpdate, System};
+    let me = sysinfo::Pid::from_u32(std::process::id());
+    let mut sys = System::new();
+    sys.refresh_processes_specifics(ProcessesToUpdate::All, true, ProcessRefreshKind::nothing());
+    sys.processes()
+        .values()
+        .filter(|p| p.parent() == Some(me))
+        .map(|p| Pid::from_raw(p.pid().as_u32() as i32))
+        .collect()
+}
+
+/// Stop every orphaned descendant re-parented here (see [`become_subreaper`]): SIGTERM, then
+/// SIGKILL after `grace`, and reap them. Killing one may orphan its own children, so this
+/// repeats, a bounded number of times. Returns how many it stopped.
+pub async fn kill_orphans(grace: Duration) -> usize {
+    use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+    let mut stopped = 0;
+    for _ in 0..8 {
+        let orphans = children();
+        if orphans.is_empty() {
+            break;
+        }
+        stopped += orphans.len();
+        for &p in &orphans {
+            let _ = nix::sys::signal::kill(p, Signal::SIGTERM);
+        }
+        let deadline = Instant::now() + grace;
+        let mut left = orphans;
+        while !left.is_empty() {
+            left.retain(|&p| {
+                matches!(
+                    waitpid(p, Some(WaitPidFlag::WNOHANG)),
+                    Ok(WaitStatus::StillAlive)
+                )
+            });
+            if left.is_empty() {
+                break;
+            }
+            if Instant::now() >= deadline {
+                for &p in &left {
+                    let _ = nix::sys::signal::kill(p, Signal::SIGKILL);
+                    let _ = waitpid(p, None);
+                }
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    stopped
 }
 
 #[cfg(test)]

@@ -82,6 +82,12 @@ pub struct StandInArgs {
     /// Send a line that is not SSE after N tokens.
     #[arg(long, value_name = "N")]
     pub garbage_after: Option<usize>,
+    /// Send a `data:` event that is not JSON after N tokens.
+    #[arg(long, value_name = "N")]
+    pub bad_json_after: Option<usize>,
+    /// Exit (status 3) after N tokens: a serve that dies mid-stream.
+    #[arg(long, value_name = "N")]
+    pub crash_after: Option<usize>,
     /// Ignore SIGTERM (a serve that has to be killed).
     #[arg(long)]
     pub ignore_term: bool,
@@ -509,6 +515,8 @@ fn chunk_json(delta: serde_json::Value, finish: Option<&str>) -> serde_json::Val
 
 /// The scripted line that is not SSE.
 const GARBAGE: &[u8] = b"this line is not SSE {\n\n";
+/// The scripted event that is not JSON.
+const BAD_JSON: &[u8] = b"data: {\"choices\": [not json\n\n";
 
 /// What the body stream does next.
 enum Step {
@@ -516,6 +524,8 @@ enum Step {
     Send(Duration, Bytes),
     /// Wait, then drop the connection.
     Die(Duration),
+    /// Give the last bytes time to leave, then end the process.
+    Crash,
 }
 
 async fn chat(State(script): State<Arc<Script>>, Json(req): Json<ChatRequest>) -> Response {
@@ -594,6 +604,12 @@ async fn chat(State(script): State<Arc<Script>>, Json(req): Json<ChatRequest>) -
         if reaches(args.garbage_after) {
             steps.push(Step::Send(Duration::ZERO, Bytes::from_static(GARBAGE)));
         }
+        if reaches(args.bad_json_after) {
+            steps.push(Step::Send(Duration::ZERO, Bytes::from_static(BAD_JSON)));
+        }
+        if reaches(args.crash_after) {
+            steps.push(Step::Crash);
+        }
         if reaches(args.die_after) {
             steps.push(Step::Die(Duration::ZERO));
         }
@@ -631,6 +647,11 @@ async fn chat(State(script): State<Arc<Script>>, Json(req): Json<ChatRequest>) -
                 wait,
                 Err(std::io::Error::other("the stand-in drops the connection")),
             ),
+            Step::Crash => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                eprintln!("stand-in: crashing as scripted");
+                std::process::exit(3);
+            }
         };
         if !wait.is_zero() {
             tokio::time::sleep(wait).await;

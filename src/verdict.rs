@@ -10,7 +10,7 @@ use regex::Regex;
 use serde::{Deserialize, Serialize};
 
 use crate::measure::{measure, median, ReplyMetrics};
-use crate::record::{LoadSnapshot, ReplyRecord, Startup};
+use crate::record::{LoadSnapshot, ReplyRecord, Startup, StopRecord};
 
 /// Floors, limits and route patterns: what a run is judged against.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -81,6 +81,12 @@ pub struct Evidence<'a> {
     pub load: Option<&'a LoadSnapshot>,
     /// The signal that interrupted the run, e.g. `SIGTERM`.
     pub interrupted: Option<&'a str>,
+    /// Why the device hold was not acquired (the run is then a SKIP).
+    pub hold_not_acquired: Option<&'a str>,
+    /// How the serve was stopped, and the grace it had (s).
+    pub stop: Option<(&'a StopRecord, f64)>,
+    /// The serve's exit during the replies.
+    pub serve_died: Option<&'a str>,
 }
 
 /// How a line came out.
@@ -188,15 +194,23 @@ impl fmt::Display for Verdict {
 /// interrupted the run).
 pub fn judge(e: &Evidence<'_>, c: &Criteria) -> Verdict {
     let mut lines = Vec::new();
-    if let Some(line) = serve_line(e) {
-        lines.push(line);
-    }
-    lines.push(route_line(e.serve_log, c));
-    if e.startup.is_ready() {
-        let metrics: Vec<ReplyMetrics> = e.replies.iter().map(measure).collect();
-        lines.push(rate_line(&metrics, c.floors.floor));
-        lines.push(first_token_line(&metrics, c.floors.first_token_ms));
-        lines.push(content_line(e.replies, e.replies_planned));
+    if let Some(reason) = e.hold_not_acquired {
+        // Nothing was launched: there is nothing to judge but the wait.
+        lines.push(Line::new("hold", Status::Info, reason));
+    } else {
+        if let Some(line) = serve_line(e) {
+            lines.push(line);
+        }
+        lines.push(route_line(e.serve_log, c));
+        if e.startup.is_ready() {
+            let metrics: Vec<ReplyMetrics> = e.replies.iter().map(measure).collect();
+            lines.push(rate_line(&metrics, c.floors.floor));
+            lines.push(first_token_line(&metrics, c.floors.first_token_ms));
+            lines.push(content_line(e.replies, e.replies_planned, e.serve_died));
+        }
+        if let Some(line) = stop_line(e.stop) {
+            lines.push(line);
+        }
     }
     if let Some(load) = e.load {
         lines.push(Line::new(
@@ -212,12 +226,43 @@ pub fn judge(e: &Evidence<'_>, c: &Criteria) -> Verdict {
         Outcome::Interrupted {
             signal: signal.to_string(),
         }
+    } else if let Some(reason) = e.hold_not_acquired {
+        Outcome::Skip {
+            reason: reason.to_string(),
+        }
     } else if lines.iter().any(|l| l.status == Status::Fail) {
         Outcome::Fail
     } else {
         Outcome::Pass
     };
     Verdict { lines, outcome }
+}
+
+/// An info line when the serve had to be killed: a serve that ignores SIGTERM holds the
+/// device past its stop, and the reader should know.
+fn stop_line(stop: Option<(&StopRecord, f64)>) -> Option<Line> {
+    let (s, grace_s) = stop?;
+    let mut notes = Vec::new();
+    if s.killed && s.cut_short {
+        notes.push(
+            "the serve was killed (SIGKILL) at a second signal, before its grace ran out"
+                .to_string(),
+        );
+    } else if s.killed {
+        notes.push(format!(
+            "the serve did not exit within the {grace_s} s grace after SIGTERM and was killed (SIGKILL)"
+        ));
+    }
+    if s.escaped_killed > 0 {
+        notes.push(format!(
+            "{} process(es) had left the serve's process group and were killed after it stopped",
+            s.escaped_killed
+        ));
+    }
+    if notes.is_empty() {
+        return None;
+    }
+    Some(Line::new("stop", Status::Info, notes.join("; ")))
 }
 
 fn serve_line(e: &Evidence<'_>) -> Option<Line> {
@@ -399,7 +444,7 @@ fn distinct(value: f64, bound: f64, decimals: usize) -> (String, String) {
         .unwrap_or_else(|| show(most))
 }
 
-fn content_line(replies: &[ReplyRecord], planned: usize) -> Line {
+fn content_line(replies: &[ReplyRecord], planned: usize, serve_died: Option<&str>) -> Line {
     if replies.is_empty() {
         return Line::new("content", Status::Fail, "no replies were made");
     }
@@ -435,6 +480,9 @@ fn content_line(replies: &[ReplyRecord], planned: usize) -> Line {
                 )),
             }
         }
+    }
+    if let Some(died) = serve_died {
+        problems.push(died.to_string());
     }
     if replies.len() < planned {
         problems.push(format!(
@@ -523,6 +571,9 @@ mod tests {
             serve_log: log,
             load: Some(&LOAD),
             interrupted: None,
+            hold_not_acquired: None,
+            stop: None,
+            serve_died: None,
         };
         judge(&e, &criteria(f))
     }
@@ -813,6 +864,9 @@ RESULT: PASS
             serve_log: Some(LOG),
             load: None,
             interrupted: None,
+            hold_not_acquired: None,
+            stop: None,
+            serve_died: None,
         };
         let v = judge(&e, &criteria(floors()));
         assert_eq!(line(&v, "content").text, "only 1 of 3 replies were made");
@@ -831,6 +885,9 @@ RESULT: PASS
             serve_log: Some(log),
             load: Some(&LOAD),
             interrupted: None,
+            hold_not_acquired: None,
+            stop: None,
+            serve_died: None,
         };
         let v = judge(&e, &criteria(floors()));
         assert_eq!(v.outcome, Outcome::Fail);
@@ -851,6 +908,9 @@ RESULT: PASS
             serve_log: Some(""),
             load: None,
             interrupted: None,
+            hold_not_acquired: None,
+            stop: None,
+            serve_died: None,
         };
         let v = judge(&e, &criteria(floors()));
         assert_eq!(v.outcome, Outcome::Fail);
@@ -870,6 +930,9 @@ RESULT: PASS
             serve_log: Some(LOG),
             load: None,
             interrupted: None,
+            hold_not_acquired: None,
+            stop: None,
+            serve_died: None,
         };
         let v = judge(&e, &criteria(floors()));
         assert!(v.lines.iter().all(|l| l.check != "load"));
@@ -886,6 +949,9 @@ RESULT: PASS
             serve_log: Some(LOG),
             load: None,
             interrupted: Some("SIGTERM"),
+            hold_not_acquired: None,
+            stop: None,
+            serve_died: None,
         };
         let v = judge(&e, &criteria(floors()));
         assert_eq!(

@@ -4,7 +4,9 @@
 
 mod util;
 
+mod faults;
 mod judge;
 mod launch;
 mod run;
+mod safety;
 mod self_test;

@@ -163,3 +163,146 @@ impl Drop for StandIn {
         let _ = self.child.wait();
     }
 }
+
+/// A gate started in the background, for tests that signal it mid-run. Killed when dropped.
+pub struct Running {
+    child: Child,
+    stderr: std::sync::mpsc::Receiver<String>,
+    /// Everything it wrote to stderr so far.
+    pub said: String,
+    _shared: RwLockReadGuard<'static, ()>,
+}
+
+impl Running {
+    /// Start `npu-serve-smoke <args>`.
+    pub fn start<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Running {
+        let shared = GATES.read().unwrap_or_else(|e| e.into_inner());
+        let mut child = std::process::Command::new(BIN)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let stderr = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Running {
+            child,
+            stderr: rx,
+            said: String::new(),
+            _shared: shared,
+        }
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> nix::unistd::Pid {
+        nix::unistd::Pid::from_raw(self.child.id() as i32)
+    }
+
+    /// Wait (bounded) until it says something containing `text` on stderr.
+    pub fn wait_to_say(&mut self, text: &str, limit: Duration) {
+        let start = Instant::now();
+        while !self.said.contains(text) {
+            let left = limit.saturating_sub(start.elapsed());
+            match self.stderr.recv_timeout(left) {
+                Ok(line) => {
+                    self.said.push_str(&line);
+                    self.said.push('\n');
+                }
+                Err(_) => panic!(
+                    "it did not say {text:?} within {limit:?}; it said:\n{}",
+                    self.said
+                ),
+            }
+        }
+    }
+
+    /// Send it a signal.
+    pub fn signal(&self, sig: nix::sys::signal::Signal) {
+        nix::sys::signal::kill(self.pid(), sig).unwrap();
+    }
+
+    /// Wait (bounded) for it to exit; its exit code (`None` if killed by a signal).
+    pub fn wait(&mut self, limit: Duration) -> Option<i32> {
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                while let Ok(line) = self.stderr.recv_timeout(Duration::from_millis(200)) {
+                    self.said.push_str(&line);
+                    self.said.push('\n');
+                }
+                return status.code();
+            }
+            assert!(
+                start.elapsed() < limit,
+                "it did not exit within {limit:?}; it said:\n{}",
+                self.said
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Wait (bounded) until `path` exists.
+pub fn wait_for_file(path: &Path, limit: Duration) {
+    let start = Instant::now();
+    while !path.exists() {
+        assert!(
+            start.elapsed() < limit,
+            "{} did not appear within {limit:?}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Wait (bounded) until run.json names the serve's pid; the pid.
+pub fn wait_for_serve_pid(out: &Path, limit: Duration) -> i32 {
+    let start = Instant::now();
+    loop {
+        if let Ok(text) = std::fs::read_to_string(out.join("run.json")) {
+            if let Ok(v) = serde_json::from_str::<Value>(&text) {
+                if let Some(pid) = v["serve_pid"].as_i64() {
+                    return pid as i32;
+                }
+            }
+        }
+        assert!(
+            start.elapsed() < limit,
+            "run.json named no serve_pid within {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Whether process `pid` is alive and running the stand-in (not gone, not a zombie).
+pub fn stand_in_alive(pid: i32) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|c| String::from_utf8_lossy(&c).contains("stand-in"))
+        .unwrap_or(false)
+}
+
+/// Whether the hold on `path` is free: this process can take it at once (and lets it go).
+pub fn hold_is_free(path: &Path) -> bool {
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .unwrap();
+    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock).is_ok()
+}

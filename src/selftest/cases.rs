@@ -2,7 +2,7 @@
 //! boundaries, and the load line. Shipped in the binary so `self-test` can run them on any
 //! box; `cargo test` runs the same table.
 
-use crate::record::{ChunkArrival, LoadSnapshot, ReplyRecord, Startup};
+use crate::record::{ChunkArrival, LoadSnapshot, ReplyRecord, Startup, StopRecord};
 use crate::verdict::{self, Criteria, Evidence, Floors, Outcome, Status, Verdict};
 
 const MS: u64 = 1_000_000;
@@ -17,6 +17,9 @@ pub struct Case {
     log: Option<&'static str>,
     load: Option<LoadSnapshot>,
     interrupted: Option<&'static str>,
+    hold_not_acquired: Option<&'static str>,
+    stop: Option<StopRecord>,
+    serve_died: Option<&'static str>,
     floors: Floors,
     /// Lines that must be there: check, status, and a fragment of the text.
     expect: Vec<(&'static str, Status, &'static str)>,
@@ -35,6 +38,9 @@ impl Case {
             serve_log: self.log,
             load: self.load.as_ref(),
             interrupted: self.interrupted,
+            hold_not_acquired: self.hold_not_acquired,
+            stop: self.stop.as_ref().map(|s| (s, 10.0)),
+            serve_died: self.serve_died,
         };
         let criteria = Criteria::new(self.floors.clone()).map_err(|e| format!("{e:#}"))?;
         let v = verdict::judge(&evidence, &criteria);
@@ -149,6 +155,9 @@ fn base(name: &'static str) -> Case {
         log: Some(FAST_LOG),
         load: Some(load()),
         interrupted: None,
+        hold_not_acquired: None,
+        stop: None,
+        serve_died: None,
         floors: floors(),
         expect: vec![
             ("route", Status::Ok, "names the fast route"),
@@ -317,6 +326,45 @@ pub fn all() -> Vec<Case> {
     c.expect = vec![("serve", Fail, "not ready after 120 s")];
     c.absent = vec!["rate"];
     c.outcome = Outcome::Fail;
+    cases.push(c);
+
+    let mut c = base("a serve that died during the replies fails content, saying so");
+    c.replies = numbered(vec![good()]);
+    c.planned = Some(3);
+    c.serve_died = Some("the serve exited (exit status: 3) during reply 2");
+    c.expect = vec![(
+        "content",
+        Fail,
+        "the serve exited (exit status: 3) during reply 2; only 1 of 3 replies were made",
+    )];
+    c.outcome = Outcome::Fail;
+    cases.push(c);
+
+    let mut c = base("a serve killed after its grace is noted, not failed");
+    c.stop = Some(StopRecord {
+        killed: true,
+        cut_short: false,
+        escaped_killed: 0,
+        exit_status: Some("signal: 9 (SIGKILL)".into()),
+    });
+    c.expect = vec![(
+        "stop",
+        Info,
+        "did not exit within the 10 s grace after SIGTERM",
+    )];
+    cases.push(c);
+
+    let mut c = base("a hold not acquired is SKIP, never PASS or FAIL");
+    c.replies = vec![];
+    c.hold_not_acquired = Some("hold not acquired in 600 s; held by PID 4242");
+    c.expect = vec![
+        ("hold", Info, "held by PID 4242"),
+        ("load", Info, "on 32 CPUs"),
+    ];
+    c.absent = vec!["rate", "route", "content"];
+    c.outcome = Outcome::Skip {
+        reason: "hold not acquired in 600 s; held by PID 4242".into(),
+    };
     cases.push(c);
 
     let mut c = base("an interrupted run is INTERRUPTED, never PASS");
