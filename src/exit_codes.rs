@@ -9,7 +9,7 @@ pub const FAIL: u8 = 1;
 /// The gate could not run as asked: bad arguments, unreadable files, serve binary not found,
 /// an output directory that is not empty, an archive that cannot be read.
 pub const COULD_NOT_RUN: u8 = 2;
-/// The gate decided not to judge (reserved for the hold and busy-box policies).
+/// The gate did not judge: the device hold was not acquired in time.
 pub const SKIP: u8 = 3;
 /// Interrupted by a signal: 128 + the signal's number (143 for TERM, 130 for INT, 129 for HUP).
 pub const INTERRUPTED_BASE: u8 = 128;
@@ -20,7 +20,7 @@ Exit codes:
   0  PASS: every judged line is ok
   1  FAIL: at least one judged line failed
   2  the gate could not run as asked (bad arguments, unreadable files, serve binary not found)
-  3  SKIP: the gate did not judge (reserved for the hold and busy-box policies)
+  3  SKIP: the gate did not judge (the device hold was not acquired in time)
   128+N  interrupted by signal N";
 
 use crate::verdict::Outcome;
