@@ -134,9 +134,13 @@ pub async fn take(path: &Path, timeout: Duration, argv: &[String]) -> Result<Tak
                 return Err(e).with_context(|| format!("failed to lock {}", path.display()))
             }
         }
-        let holder = current_holder(path)
-            .map(|h| h.describe())
-            .unwrap_or_else(|| "a process that did not say who it is".to_string());
+        // A holder removes its file just before it unlocks: a missing file while the lock is
+        // still held must not replace the holder already named.
+        let holder = match (current_holder(path), &said) {
+            (Some(h), _) => h.describe(),
+            (None, Some(known)) => known.clone(),
+            (None, None) => "a process that did not say who it is".to_string(),
+        };
         if said.as_deref() != Some(holder.as_str()) {
             eprintln!(
                 "npu-serve-smoke: waiting for the hold on {}, held by {holder}",
@@ -169,6 +173,41 @@ mod tests {
             .enable_all()
             .build()
             .unwrap()
+    }
+
+    #[test]
+    fn the_holder_named_is_kept_while_its_file_goes_just_before_the_unlock() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("npu.hold");
+        let argv = vec!["first".to_string()];
+        let rt = rt();
+        let Taken::Acquired(first, _) = rt
+            .block_on(take(&path, Duration::from_secs(1), &argv))
+            .unwrap()
+        else {
+            panic!("the first taker must get a free hold")
+        };
+        let holder_file = holder_path(&path);
+        let release = async move {
+            // The waiter polls every 200 ms: it names the holder, then sees the file gone
+            // while the lock is still held, then gets the lock.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            std::fs::remove_file(&holder_file).unwrap();
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            drop(first);
+        };
+        let second = vec!["second".to_string()];
+        let (taken, ()) = rt.block_on(async {
+            tokio::join!(take(&path, Duration::from_secs(10), &second), release)
+        });
+        let Taken::Acquired(_, record) = taken.unwrap() else {
+            panic!("the hold was released")
+        };
+        let waited_for = record.waited_for.unwrap();
+        assert!(
+            waited_for.starts_with(&format!("PID {} (first) since", std::process::id())),
+            "{waited_for}"
+        );
     }
 
     #[test]
