@@ -73,6 +73,11 @@ pub struct RunArgs {
     /// A regex the serve log must not match: the line that names the slow fallback.
     #[arg(long, value_name = "REGEX")]
     pub slow_route: Option<String>,
+    /// Busy-box policy: a failure of rate or first-token alone, with the serve's CPU-wait
+    /// fraction (or, where not measurable, the load per CPU) at or above THRESHOLD, is a SKIP
+    /// (exit 3) instead of a FAIL. 0.2 means 20%. Route and content failures stay FAIL.
+    #[arg(long, value_name = "THRESHOLD")]
+    pub busy_skip: Option<f64>,
     /// The serve's base URL, instead of http://127.0.0.1:{port}. With no serve command, the
     /// gate measures a serve that is already running (nothing is launched or stopped).
     #[arg(long, value_name = "URL")]
@@ -139,6 +144,9 @@ pub struct JudgeArgs {
     /// Override the recorded slow-route pattern.
     #[arg(long, value_name = "REGEX")]
     pub slow_route: Option<String>,
+    /// Override the recorded busy-box SKIP policy (see run --busy-skip).
+    #[arg(long, value_name = "THRESHOLD")]
+    pub busy_skip: Option<f64>,
 }
 
 fn parse_seconds(s: &str) -> Result<Duration, String> {

@@ -1,11 +1,77 @@
-//! The box's conditions while a run measures: its load.
+//! The box's conditions while a run measures: its load before the serve starts, and during the
+//! replies the box's load and CPU pressure and the serve's own wait for a CPU.
 //!
 //! A timing figure without the load it was taken under reads as a regression when the box was
-//! merely busy; so every run records the load before the serve starts.
+//! merely busy. The load average is the box as a whole; it does not say whether the serve got a
+//! CPU. The serve's run-queue wait does: of the time its threads were ready to run, how much
+//! they spent waiting for a CPU.
+//!
+//! Sources: sysinfo for the load average, the process tree and the top CPU consumers; /proc for
+//! what sysinfo does not give: CPU pressure (`/proc/pressure/cpu`) and per-thread run-queue wait
+//! (`/proc/PID/task/TID/schedstat`), whose CPU-time field is used beside it so both terms of the
+//! wait fraction come from one source. A figure the kernel does not give is left out, never
+//! guessed.
 
-use sysinfo::{CpuRefreshKind, RefreshKind, System};
+use std::collections::{HashMap, HashSet};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use sysinfo::{CpuRefreshKind, ProcessRefreshKind, ProcessesToUpdate, RefreshKind, System};
 
 use crate::record::LoadSnapshot;
+
+/// How often the sampler looks during the replies.
+pub const INTERVAL_MS: u64 = 250;
+
+/// One look at the box and the serve during the replies.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    /// Milliseconds since the replies began.
+    pub t_ms: f64,
+    /// The box's 1-minute load average.
+    pub load1: f64,
+    /// `/proc/pressure/cpu` `some avg10` (percent), where the kernel has it.
+    pub cpu_some_avg10: Option<f64>,
+    /// CPU time of the serve's threads since the replies began, ns.
+    pub serve_cpu_ns: Option<u64>,
+    /// Run-queue wait of the serve's threads since the replies began, ns.
+    pub serve_wait_ns: Option<u64>,
+}
+
+/// A process name that used CPU during the replies.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TopProcess {
+    /// Process name.
+    pub name: String,
+    /// How many processes of that name.
+    pub count: usize,
+    /// CPU used, percent of one CPU, over the replies.
+    pub cpu_pct: f64,
+}
+
+/// What the replies ran beside.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DuringReplies {
+    /// Sampling interval, ms.
+    pub interval_ms: u64,
+    /// Seconds the replies took.
+    pub seconds: f64,
+    /// Highest 1-minute load average seen.
+    pub load1_max: f64,
+    /// Highest CPU pressure (`some avg10`, percent) seen, where the kernel has it.
+    pub cpu_some_avg10_max: Option<f64>,
+    /// CPU seconds the serve's threads used.
+    pub serve_cpu_s: Option<f64>,
+    /// Seconds the serve's threads waited for a CPU while ready to run.
+    pub serve_wait_s: Option<f64>,
+    /// serve_wait / (serve_wait + serve_cpu): of the time the serve was ready to run, the share
+    /// it spent waiting for a CPU.
+    pub wait_fraction: Option<f64>,
+    /// Other processes that used the most CPU (not the serve, not the gate), most first.
+    pub top: Vec<TopProcess>,
+    /// Every sample.
+    pub samples: Vec<Sample>,
+}
 
 /// The load averages and CPU count now; `None` where the OS gives no CPU count.
 pub fn load_snapshot(taken: &str) -> Option<LoadSnapshot> {
@@ -22,5 +88,276 @@ pub fn load_snapshot(taken: &str) -> Option<LoadSnapshot> {
         load15: avg.fifteen,
         ncpu,
         taken: taken.to_string(),
+        during: None,
     })
+}
+
+/// `some avg10` from the text of /proc/pressure/cpu.
+pub fn parse_pressure(text: &str) -> Option<f64> {
+    let some = text.lines().find(|l| l.starts_with("some "))?;
+    some.split_whitespace()
+        .find_map(|f| f.strip_prefix("avg10="))?
+        .parse()
+        .ok()
+}
+
+/// (CPU time ns, run-queue wait ns) from the text of a schedstat file.
+pub fn parse_schedstat(text: &str) -> Option<(u64, u64)> {
+    let mut fields = text.split_whitespace();
+    let cpu = fields.next()?.parse().ok()?;
+    let wait = fields.next()?.parse().ok()?;
+    Some((cpu, wait))
+}
+
+/// A thread's (CPU time, run-queue wait), ns, from its schedstat.
+type CpuWait = (u64, u64);
+
+/// Samples the box and the serve's threads while the replies run.
+#[derive(Debug)]
+pub struct Sampler {
+    start: Instant,
+    serve_tree: HashSet<u32>,
+    /// Per thread: (cpu, wait) when first seen, and when last seen. Threads that exit keep
+    /// their last reading, so their work is not lost from the sum.
+    threads: HashMap<u32, (CpuWait, CpuWait)>,
+    schedstat_readable: bool,
+    cpu_at_start: HashMap<u32, (String, u64)>,
+    samples: Vec<Sample>,
+}
+
+impl Sampler {
+    /// Start sampling: find the serve's process tree (if a serve was launched) and take the
+    /// baseline of every process's CPU time.
+    pub fn start(serve_pid: Option<u32>) -> Sampler {
+        let procs = process_cpu();
+        let serve_tree = serve_pid.map(|p| tree(&procs, p)).unwrap_or_default();
+        let mut s = Sampler {
+            start: Instant::now(),
+            serve_tree,
+            threads: HashMap::new(),
+            schedstat_readable: false,
+            cpu_at_start: procs
+                .into_iter()
+                .map(|(pid, (name, _, cpu))| (pid, (name, cpu)))
+                .collect(),
+            samples: Vec::new(),
+        };
+        s.read_threads();
+        s
+    }
+
+    fn read_threads(&mut self) {
+        for &pid in &self.serve_tree {
+            let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+                continue;
+            };
+            for task in tasks.flatten() {
+                let Some(tid) = task
+                    .file_name()
+                    .to_str()
+                    .and_then(|t| t.parse::<u32>().ok())
+                else {
+                    continue;
+                };
+                let Some(now) = std::fs::read_to_string(task.path().join("schedstat"))
+                    .ok()
+                    .and_then(|t| parse_schedstat(&t))
+                else {
+                    continue;
+                };
+                self.schedstat_readable = true;
+                self.threads
+                    .entry(tid)
+                    .and_modify(|(_, last)| *last = now)
+                    .or_insert((now, now));
+            }
+        }
+    }
+
+    /// The serve's threads' (cpu, wait) since the start, ns; `None` where not measurable.
+    fn serve_totals(&self) -> Option<(u64, u64)> {
+        if !self.schedstat_readable {
+            return None;
+        }
+        Some(self.threads.values().fold((0, 0), |(c, w), (first, last)| {
+            (
+                c + last.0.saturating_sub(first.0),
+                w + last.1.saturating_sub(first.1),
+            )
+        }))
+    }
+
+    /// Take one sample now.
+    pub fn sample(&mut self) {
+        self.read_threads();
+        let totals = self.serve_totals();
+        self.samples.push(Sample {
+            t_ms: self.start.elapsed().as_secs_f64() * 1e3,
+            load1: System::load_average().one,
+            cpu_some_avg10: std::fs::read_to_string("/proc/pressure/cpu")
+                .ok()
+                .and_then(|t| parse_pressure(&t)),
+            serve_cpu_ns: totals.map(|t| t.0),
+            serve_wait_ns: totals.map(|t| t.1),
+        });
+    }
+
+    /// Stop: a last sample, the top CPU consumers over the window, and the summary.
+    pub fn finish(mut self) -> DuringReplies {
+        self.sample();
+        let window_ms = self.start.elapsed().as_secs_f64() * 1e3;
+        let me = std::process::id();
+        let mut by_name: HashMap<String, (usize, u64)> = HashMap::new();
+        for (pid, (name, _, cpu_ms)) in process_cpu() {
+            if pid == me || self.serve_tree.contains(&pid) {
+                continue;
+            }
+            let before = self.cpu_at_start.get(&pid).map_or(0, |(_, c)| *c);
+            let used = cpu_ms.saturating_sub(before);
+            if used > 0 {
+                let e = by_name.entry(name).or_default();
+                e.0 += 1;
+                e.1 += used;
+            }
+        }
+        let mut top: Vec<TopProcess> = by_name
+            .into_iter()
+            .map(|(name, (count, ms))| TopProcess {
+                name,
+                count,
+                cpu_pct: if window_ms > 0.0 {
+                    ms as f64 / window_ms * 100.0
+                } else {
+                    0.0
+                },
+            })
+            .filter(|t| t.cpu_pct >= 1.0)
+            .collect();
+        top.sort_by(|a, b| b.cpu_pct.total_cmp(&a.cpu_pct));
+        top.truncate(5);
+        let totals = self.serve_totals();
+        summarize(&self.samples, window_ms / 1e3, totals, top)
+    }
+}
+
+/// The summary of a window's samples (pure).
+pub fn summarize(
+    samples: &[Sample],
+    seconds: f64,
+    serve_totals: Option<(u64, u64)>,
+    top: Vec<TopProcess>,
+) -> DuringReplies {
+    let load1_max = samples.iter().map(|s| s.load1).fold(0.0, f64::max);
+    let cpu_some_avg10_max = samples
+        .iter()
+        .filter_map(|s| s.cpu_some_avg10)
+        .reduce(f64::max);
+    let (serve_cpu_s, serve_wait_s, wait_fraction) = match serve_totals {
+        Some((cpu, wait)) if cpu + wait > 0 => (
+            Some(cpu as f64 / 1e9),
+            Some(wait as f64 / 1e9),
+            Some(wait as f64 / (cpu + wait) as f64),
+        ),
+        Some((cpu, wait)) => (Some(cpu as f64 / 1e9), Some(wait as f64 / 1e9), None),
+        None => (None, None, None),
+    };
+    DuringReplies {
+        interval_ms: INTERVAL_MS,
+        seconds,
+        load1_max,
+        cpu_some_avg10_max,
+        serve_cpu_s,
+        serve_wait_s,
+        wait_fraction,
+        top,
+        samples: samples.to_vec(),
+    }
+}
+
+/// Every process: pid -> (name, parent, accumulated CPU ms).
+fn process_cpu() -> HashMap<u32, (String, Option<u32>, u64)> {
+    let mut sys = System::new();
+    sys.refresh_processes_specifics(
+        ProcessesToUpdate::All,
+        true,
+        ProcessRefreshKind::nothing().with_cpu(),
+    );
+    sys.processes()
+        .iter()
+        .filter(|(_, p)| p.thread_kind().is_none())
+        .map(|(pid, p)| {
+            (
+                pid.as_u32(),
+                (
+                    p.name().to_string_lossy().into_owned(),
+                    p.parent().map(|pp| pp.as_u32()),
+                    p.accumulated_cpu_time(),
+                ),
+            )
+        })
+        .collect()
+}
+
+/// `root` and its descendants.
+fn tree(procs: &HashMap<u32, (String, Option<u32>, u64)>, root: u32) -> HashSet<u32> {
+    let mut found: HashSet<u32> = HashSet::from([root]);
+    loop {
+        let before = found.len();
+        for (pid, (_, parent, _)) in procs {
+            if parent.is_some_and(|p| found.contains(&p)) {
+                found.insert(*pid);
+            }
+        }
+        if found.len() == before {
+            return found;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pressure_and_schedstat_parse_and_refuse_garbage() {
+        let psi = "some avg10=12.50 avg60=3.00 avg300=1.00 total=123\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n";
+        assert_eq!(parse_pressure(psi), Some(12.5));
+        assert_eq!(parse_pressure("full avg10=1.00\n"), None);
+        assert_eq!(parse_pressure(""), None);
+        assert_eq!(parse_schedstat("1000 250 7\n"), Some((1000, 250)));
+        assert_eq!(parse_schedstat("1000\n"), None);
+        assert_eq!(parse_schedstat("x y z"), None);
+    }
+
+    #[test]
+    fn the_wait_fraction_is_wait_over_ready_time() {
+        let d = summarize(&[], 1.0, Some((3_000_000_000, 1_000_000_000)), vec![]);
+        assert_eq!(d.wait_fraction, Some(0.25));
+        assert_eq!(d.serve_cpu_s, Some(3.0));
+        let idle = summarize(&[], 1.0, Some((0, 0)), vec![]);
+        assert_eq!(
+            idle.wait_fraction, None,
+            "no ready time, no fraction; never a zero"
+        );
+        assert_eq!(summarize(&[], 1.0, None, vec![]).serve_cpu_s, None);
+    }
+
+    #[test]
+    fn the_sampler_measures_this_process_tree() {
+        // This test process as the "serve": it burns CPU between samples, so its CPU time
+        // must rise (no timing figure is asserted).
+        let mut s = Sampler::start(Some(std::process::id()));
+        let mut x = 0u64;
+        for i in 0..20_000_000u64 {
+            x = x.wrapping_mul(31).wrapping_add(i);
+        }
+        std::hint::black_box(x);
+        s.sample();
+        let d = s.finish();
+        assert_eq!(d.samples.len(), 2);
+        if std::path::Path::new("/proc/self/schedstat").exists() {
+            assert!(d.serve_cpu_s.unwrap() > 0.0, "{d:?}");
+            assert!(d.wait_fraction.is_some());
+        }
+    }
 }

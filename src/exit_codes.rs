@@ -9,7 +9,8 @@ pub const FAIL: u8 = 1;
 /// The gate could not run as asked: bad arguments, unreadable files, serve binary not found,
 /// an output directory that is not empty, an archive that cannot be read.
 pub const COULD_NOT_RUN: u8 = 2;
-/// The gate did not judge: the device hold was not acquired in time.
+/// The gate did not judge: the device hold was not acquired in time, or (with `--busy-skip`)
+/// only timing failed, on a busy box.
 pub const SKIP: u8 = 3;
 /// Interrupted by a signal: 128 + the signal's number (143 for TERM, 130 for INT, 129 for HUP).
 pub const INTERRUPTED_BASE: u8 = 128;
@@ -20,7 +21,7 @@ Exit codes:
   0  PASS: every judged line is ok
   1  FAIL: at least one judged line failed
   2  the gate could not run as asked (bad arguments, unreadable files, serve binary not found)
-  3  SKIP: the gate did not judge (the device hold was not acquired in time)
+  3  SKIP: the hold was not acquired in time, or only timing failed on a busy box (--busy-skip)
   128+N  interrupted by signal N";
 
 use crate::verdict::Outcome;

@@ -12,6 +12,7 @@ use futures_util::FutureExt;
 
 use crate::cli::RunArgs;
 use crate::client::{Client, Probe, ReplyRequest};
+use crate::conditions::Sampler;
 use crate::hold::{self, Hold, Taken};
 use crate::prompts::{self, Prompt};
 use crate::record::{
@@ -63,6 +64,7 @@ impl Plan {
             first_token_ms: args.first_token_ms,
             fast_route: args.fast_route,
             slow_route: args.slow_route,
+            busy_skip: args.busy_skip,
         })?;
         let prompts = match &args.prompts {
             Some(path) => prompts::load(path)?,
@@ -277,6 +279,10 @@ async fn execute(plan: Plan) -> Result<u8> {
             h.released_ns = Some(clock::now_ns());
         }
     }
+    if let (Some(sampler), Some(load)) = (progress.sampler.take(), progress.load.as_mut()) {
+        load.during = Some(sampler.finish());
+        dir.write_json(rundir::LOAD, load)?;
+    }
     recorded?;
     if interrupted.is_none() {
         interrupted = interrupts.recv().now_or_never();
@@ -318,6 +324,7 @@ async fn execute(plan: Plan) -> Result<u8> {
 struct Progress {
     hold: Option<Hold>,
     load: Option<LoadSnapshot>,
+    sampler: Option<Sampler>,
     replies: Vec<ReplyRecord>,
 }
 
@@ -394,7 +401,12 @@ async fn measure_serve(
             .unwrap_or_else(|| "default".to_string()),
     };
     manifest.model = Some(model.clone());
-    let died = make_replies(
+    // The box and the serve are sampled beside the replies, on the same thread: a few /proc
+    // reads every 250 ms, so the gate stays near idle.
+    let sampler = progress
+        .sampler
+        .insert(Sampler::start(serve.as_ref().map(ServeProcess::pid)));
+    let replies = make_replies(
         plan,
         client,
         &model,
@@ -402,9 +414,19 @@ async fn measure_serve(
         dir,
         serve,
         &mut progress.replies,
-    )
-    .await?;
-    manifest.serve_died = died;
+    );
+    let sampling = async {
+        let mut every = tokio::time::interval(Duration::from_millis(conditions::INTERVAL_MS));
+        every.tick().await;
+        loop {
+            every.tick().await;
+            sampler.sample();
+        }
+    };
+    manifest.serve_died = tokio::select! {
+        died = replies => died?,
+        never = sampling => never,
+    };
     Ok(())
 }
 

@@ -28,6 +28,9 @@ pub fn run(args: JudgeArgs) -> Result<u8> {
     if let Some(p) = args.slow_route {
         floors.slow_route = Some(p);
     }
+    if let Some(t) = args.busy_skip {
+        floors.busy_skip = Some(t);
+    }
     let verdict = archive.judge(&Criteria::new(floors)?);
     print!("{verdict}");
     Ok(exit_codes::for_outcome(&verdict.outcome))

@@ -6,6 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::conditions::DuringReplies;
 use crate::hold::HoldRecord;
 use crate::measure::ReplyMetrics;
 use crate::prompts::Prompt;
@@ -80,6 +81,9 @@ pub struct LoadSnapshot {
     pub ncpu: usize,
     /// When it was taken, e.g. `before-serve`.
     pub taken: String,
+    /// The box and the serve during the replies, where they were sampled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub during: Option<DuringReplies>,
 }
 
 /// How the serve came up, or did not.

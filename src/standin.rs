@@ -85,6 +85,9 @@ pub struct StandInArgs {
     /// Send a `data:` event that is not JSON after N tokens.
     #[arg(long, value_name = "N")]
     pub bad_json_after: Option<usize>,
+    /// Burn this much CPU before each chunk, as a serve's host work per token does.
+    #[arg(long, default_value_t = 0, value_name = "MS")]
+    pub work_ms: u64,
     /// Exit (status 3) after N tokens: a serve that dies mid-stream.
     #[arg(long, value_name = "N")]
     pub crash_after: Option<usize>,
@@ -513,6 +516,15 @@ fn chunk_json(delta: serde_json::Value, finish: Option<&str>) -> serde_json::Val
     })
 }
 
+/// Spin on the CPU for `d` of wall time: scripted host work.
+fn burn(d: Duration) {
+    let start = std::time::Instant::now();
+    let mut x = 0u64;
+    while start.elapsed() < d {
+        x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+    }
+}
+
 /// The scripted line that is not SSE.
 const GARBAGE: &[u8] = b"this line is not SSE {\n\n";
 /// The scripted event that is not JSON.
@@ -640,7 +652,8 @@ async fn chat(State(script): State<Arc<Script>>, Json(req): Json<ChatRequest>) -
         Duration::ZERO,
         Bytes::from_static(b"data: [DONE]\n\n"),
     ));
-    let stream = futures_util::stream::unfold(steps.into_iter(), |mut steps| async move {
+    let work = Duration::from_millis(args.work_ms);
+    let stream = futures_util::stream::unfold(steps.into_iter(), move |mut steps| async move {
         let (wait, item) = match steps.next()? {
             Step::Send(wait, bytes) => (wait, Ok(bytes)),
             Step::Die(wait) => (
@@ -655,6 +668,9 @@ async fn chat(State(script): State<Arc<Script>>, Json(req): Json<ChatRequest>) -
         };
         if !wait.is_zero() {
             tokio::time::sleep(wait).await;
+        }
+        if !work.is_zero() {
+            burn(work);
         }
         let stop = item.is_err();
         // After an error the stream ends: hyper aborts the connection mid-body.

@@ -23,6 +23,10 @@ pub struct Floors {
     pub fast_route: Option<String>,
     /// A regex the serve log must not match: it names the slow fallback.
     pub slow_route: Option<String>,
+    /// The busy-box SKIP policy: a timing-only failure with contention at or above this (the
+    /// serve's CPU-wait fraction, or the load per CPU where that is not measurable) is a SKIP.
+    #[serde(default)]
+    pub busy_skip: Option<f64>,
 }
 
 /// [`Floors`], checked and with the route patterns compiled.
@@ -47,6 +51,11 @@ impl Criteria {
                 "--first-token-ms must be a number of ms above 0 (got {})",
                 floors.first_token_ms
             );
+        }
+        if let Some(t) = floors.busy_skip {
+            if !t.is_finite() || t < 0.0 {
+                bail!("--busy-skip must be a number, 0 or more (got {t})");
+            }
         }
         let compile = |flag: &str, p: &Option<String>| -> Result<Option<Regex>> {
             p.as_deref()
@@ -152,6 +161,9 @@ pub enum Outcome {
     Skip {
         /// Why.
         reason: String,
+        /// What to do about it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        advice: Option<String>,
     },
     /// A signal stopped the run.
     Interrupted {
@@ -165,7 +177,14 @@ impl fmt::Display for Outcome {
         match self {
             Outcome::Pass => f.write_str("PASS"),
             Outcome::Fail => f.write_str("FAIL"),
-            Outcome::Skip { reason } => write!(f, "SKIP ({reason})"),
+            Outcome::Skip {
+                reason,
+                advice: None,
+            } => write!(f, "SKIP ({reason})"),
+            Outcome::Skip {
+                reason,
+                advice: Some(advice),
+            } => write!(f, "SKIP ({reason}); {advice}"),
             Outcome::Interrupted { signal } => write!(f, "INTERRUPTED (by {signal})"),
         }
     }
@@ -212,16 +231,42 @@ pub fn judge(e: &Evidence<'_>, c: &Criteria) -> Verdict {
             lines.push(line);
         }
     }
+    // Only a failure of timing alone can be put down to the box; route, content and a serve
+    // that did not come up are never excused.
+    let timing_failed = lines
+        .iter()
+        .any(|l| l.status == Status::Fail && (l.check == "rate" || l.check == "first-token"));
+    let timing_only = timing_failed
+        && lines
+            .iter()
+            .all(|l| l.status != Status::Fail || l.check == "rate" || l.check == "first-token");
+    let contention = e.load.and_then(Contention::of);
     if let Some(load) = e.load {
-        lines.push(Line::new(
-            "load",
-            Status::Info,
-            format!(
-                "1-minute load average {:.1} on {} CPUs",
-                load.load1, load.ncpu
-            ),
-        ));
+        let mut text = format!(
+            "1-minute load average {:.1} on {} CPUs",
+            load.load1, load.ncpu
+        );
+        if let Some(d) = &load.during {
+            if let Some(w) = d.wait_fraction {
+                text.push_str(&format!(
+                    "; during the replies the serve waited for a CPU {:.0}% of the time it was ready to run",
+                    w * 100.0
+                ));
+            } else if let Some(p) = d.cpu_some_avg10_max {
+                text.push_str(&format!(
+                    "; during the replies CPU pressure (some, avg10) peaked at {p:.1}%"
+                ));
+            }
+        }
+        if let (true, Some(c)) = (timing_only, &contention) {
+            text.push_str(&busy_note(c, load));
+        }
+        lines.push(Line::new("load", Status::Info, text));
     }
+    let busy_skip = match (timing_only, &contention, c.floors.busy_skip) {
+        (true, Some(c), Some(threshold)) if c.value() >= threshold => Some(c),
+        _ => None,
+    };
     let outcome = if let Some(signal) = e.interrupted {
         Outcome::Interrupted {
             signal: signal.to_string(),
@@ -229,6 +274,12 @@ pub fn judge(e: &Evidence<'_>, c: &Criteria) -> Verdict {
     } else if let Some(reason) = e.hold_not_acquired {
         Outcome::Skip {
             reason: reason.to_string(),
+            advice: None,
+        }
+    } else if let Some(c) = busy_skip {
+        Outcome::Skip {
+            reason: format!("busy box: {}", c.describe()),
+            advice: Some("re-run on a quiet box".to_string()),
         }
     } else if lines.iter().any(|l| l.status == Status::Fail) {
         Outcome::Fail
@@ -236,6 +287,105 @@ pub fn judge(e: &Evidence<'_>, c: &Criteria) -> Verdict {
         Outcome::Pass
     };
     Verdict { lines, outcome }
+}
+
+/// The serve's CPU-wait fraction at or above which a box counts as busy.
+pub const BUSY_WAIT_FRACTION: f64 = 0.10;
+/// The load per CPU at or above which a box counts as busy, where the wait is not measurable.
+pub const BUSY_LOAD_PER_CPU: f64 = 1.0;
+
+/// How contended the box was, by the best measure the run has.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Contention {
+    /// The serve's CPU-wait fraction during the replies.
+    Wait(f64),
+    /// The highest 1-minute load per CPU, before or during the replies.
+    LoadPerCpu(f64),
+}
+
+impl Contention {
+    fn of(load: &LoadSnapshot) -> Option<Contention> {
+        if let Some(w) = load.during.as_ref().and_then(|d| d.wait_fraction) {
+            return Some(Contention::Wait(w));
+        }
+        if load.ncpu == 0 {
+            return None;
+        }
+        let peak = load
+            .during
+            .as_ref()
+            .map_or(load.load1, |d| d.load1_max.max(load.load1));
+        Some(Contention::LoadPerCpu(peak / load.ncpu as f64))
+    }
+
+    fn value(&self) -> f64 {
+        match *self {
+            Contention::Wait(v) | Contention::LoadPerCpu(v) => v,
+        }
+    }
+
+    fn busy(&self) -> bool {
+        match *self {
+            Contention::Wait(w) => w >= BUSY_WAIT_FRACTION,
+            Contention::LoadPerCpu(l) => l >= BUSY_LOAD_PER_CPU,
+        }
+    }
+
+    fn describe(&self) -> String {
+        match *self {
+            Contention::Wait(w) => format!(
+                "the serve waited for a CPU {:.0}% of the time it was ready to run",
+                w * 100.0
+            ),
+            Contention::LoadPerCpu(l) => format!("the load was {l:.1} per CPU"),
+        }
+    }
+
+    fn level(&self) -> String {
+        match self {
+            Contention::Wait(_) => format!("{:.0}%", BUSY_WAIT_FRACTION * 100.0),
+            Contention::LoadPerCpu(_) => format!("{BUSY_LOAD_PER_CPU:.1} per CPU"),
+        }
+    }
+}
+
+/// What the load line adds when only timing failed: whether the box or the serve is to blame.
+fn busy_note(c: &Contention, load: &LoadSnapshot) -> String {
+    // The wait fraction is already on the line; the load fallback is not.
+    let measure = match c {
+        Contention::Wait(_) => String::new(),
+        Contention::LoadPerCpu(_) => format!("{}, ", c.describe()),
+    };
+    if !c.busy() {
+        return format!(
+            "; the box was quiet ({measure}under the busy level of {}), so the slowness is the serve's own",
+            c.level()
+        );
+    }
+    let mut note = format!(
+        "; a busy box is the likely cause ({measure}at or above the busy level of {}): re-run on a quiet box",
+        c.level()
+    );
+    let top: Vec<String> = load
+        .during
+        .iter()
+        .flat_map(|d| d.top.iter().take(3))
+        .map(|t| {
+            let count = if t.count > 1 {
+                format!(" x{}", t.count)
+            } else {
+                String::new()
+            };
+            format!("{}{count} {:.0}%", t.name, t.cpu_pct)
+        })
+        .collect();
+    if !top.is_empty() {
+        note.push_str(&format!(
+            "; most CPU during the replies: {}",
+            top.join(", ")
+        ));
+    }
+    note
 }
 
 /// An info line when the serve had to be killed: a serve that ignores SIGTERM holds the
@@ -542,6 +692,7 @@ mod tests {
             first_token_ms: 600.0,
             fast_route: Some("route: npu-fast".into()),
             slow_route: Some("route: cpu-fallback".into()),
+            busy_skip: None,
         }
     }
 
@@ -555,6 +706,7 @@ mod tests {
         load15: 1.0,
         ncpu: 32,
         taken: String::new(),
+        during: None,
     };
 
     /// Replies at 100 tok/s with first token at 200 ms: 11 tokens, 10 ms apart after the first.

@@ -4,6 +4,7 @@
 
 mod util;
 
+mod conditions;
 mod faults;
 mod judge;
 mod launch;

@@ -2,6 +2,7 @@
 //! boundaries, and the load line. Shipped in the binary so `self-test` can run them on any
 //! box; `cargo test` runs the same table.
 
+use crate::conditions::{summarize, TopProcess};
 use crate::record::{ChunkArrival, LoadSnapshot, ReplyRecord, Startup, StopRecord};
 use crate::verdict::{self, Criteria, Evidence, Floors, Outcome, Status, Verdict};
 
@@ -25,6 +26,8 @@ pub struct Case {
     expect: Vec<(&'static str, Status, &'static str)>,
     /// Checks that must have no line.
     absent: Vec<&'static str>,
+    /// Lines whose text must not contain a fragment.
+    refuse: Vec<(&'static str, &'static str)>,
     outcome: Outcome,
 }
 
@@ -52,6 +55,11 @@ impl Case {
                     format!("{check} should be {status} with {fragment:?}, got: {l}"),
                 ),
                 Some(_) => {}
+            }
+        }
+        for (check, fragment) in &self.refuse {
+            if let Some(l) = find(&v, check).filter(|l| l.text.contains(fragment)) {
+                problems.push(format!("{check} must not say {fragment:?}, got: {l}"));
             }
         }
         for check in &self.absent {
@@ -123,6 +131,7 @@ fn floors() -> Floors {
         first_token_ms: 600.0,
         fast_route: Some("route: npu-fast".into()),
         slow_route: Some("route: cpu-fallback".into()),
+        busy_skip: None,
     }
 }
 
@@ -135,7 +144,45 @@ fn load() -> LoadSnapshot {
         load15: 1.0,
         ncpu: 32,
         taken: "before-serve".into(),
+        during: None,
     }
+}
+
+/// A load of `per_cpu` per CPU before the serve started, nothing sampled during.
+fn load_per_cpu(per_cpu: f64) -> LoadSnapshot {
+    LoadSnapshot {
+        load1: per_cpu * 32.0,
+        ..load()
+    }
+}
+
+/// A quiet load average, and the serve waiting `per_mille` thousandths of its ready time
+/// during the replies, beside a 10-job build. (Whole numbers of ns, so 100 is exactly 10%.)
+fn serve_waited(per_mille: u64) -> LoadSnapshot {
+    let (cpu, wait_ns) = ((1000 - per_mille) * 1_000_000, per_mille * 1_000_000);
+    let top = vec![
+        TopProcess {
+            name: "cc1plus".into(),
+            count: 10,
+            cpu_pct: 850.0,
+        },
+        TopProcess {
+            name: "ld".into(),
+            count: 1,
+            cpu_pct: 40.0,
+        },
+    ];
+    LoadSnapshot {
+        load1: 0.5,
+        during: Some(summarize(&[], 2.0, Some((cpu, wait_ns)), top)),
+        ..load()
+    }
+}
+
+/// 50 tok/s with the first token at 200 ms: 11 events, 20 ms apart after the first.
+fn slow() -> ReplyRecord {
+    let at: Vec<u64> = (0..11).map(|i| 200 + 20 * i).collect();
+    reply(&at, "Paris.")
 }
 
 fn ready() -> Startup {
@@ -166,6 +213,7 @@ fn base(name: &'static str) -> Case {
             ("content", Status::Ok, "3 replies, all with content"),
         ],
         absent: vec!["serve"],
+        refuse: vec![],
         outcome: Outcome::Pass,
     }
 }
@@ -197,8 +245,8 @@ pub fn all() -> Vec<Case> {
     cases.push(c);
 
     let mut c = base("rate is the median, not the best reply");
-    let slow: Vec<u64> = (0..11).map(|i| 200 + 100 * i).collect();
-    c.replies = numbered(vec![reply(&slow, "a"), reply(&slow, "b"), good()]);
+    let ten_tok_s: Vec<u64> = (0..11).map(|i| 200 + 100 * i).collect();
+    c.replies = numbered(vec![reply(&ten_tok_s, "a"), reply(&ten_tok_s, "b"), good()]);
     c.expect = vec![("rate", Fail, "median 10.0 tok/s")];
     c.outcome = Outcome::Fail;
     cases.push(c);
@@ -364,7 +412,124 @@ pub fn all() -> Vec<Case> {
     c.absent = vec!["rate", "route", "content"];
     c.outcome = Outcome::Skip {
         reason: "hold not acquired in 600 s; held by PID 4242".into(),
+        advice: None,
     };
+    cases.push(c);
+
+    let mut c = base("a pass states the load and blames nothing");
+    c.load = Some(serve_waited(310));
+    c.expect = vec![(
+        "load",
+        Info,
+        "during the replies the serve waited for a CPU 31% of the time it was ready to run",
+    )];
+    c.refuse = vec![("load", "busy box"), ("load", "quiet")];
+    cases.push(c);
+
+    let mut c = base(
+        "the busy-box row is named: fast route, right answers, 50 tok/s under 60, load 10 per CPU",
+    );
+    c.replies = numbered(vec![slow(), slow(), slow()]);
+    c.load = Some(load_per_cpu(10.0));
+    c.expect = vec![
+        ("rate", Fail, "median 50.0 tok/s (floor 60.0"),
+        ("load", Info, "a busy box is the likely cause (the load was 10.0 per CPU, at or above the busy level of 1.0 per CPU): re-run on a quiet box"),
+    ];
+    c.outcome = Outcome::Fail;
+    cases.push(c);
+
+    let mut c = base("a busy box by the serve's own wait names what used the CPU");
+    c.replies = numbered(vec![slow(), slow(), slow()]);
+    c.load = Some(serve_waited(310));
+    c.expect = vec![(
+        "load",
+        Info,
+        "31% of the time it was ready to run; a busy box is the likely cause (at or above the busy level of 10%): re-run on a quiet box; most CPU during the replies: cc1plus x10 850%, ld 40%",
+    )];
+    c.outcome = Outcome::Fail;
+    cases.push(c);
+
+    let mut c = base("the wait level is a boundary: 10% is busy");
+    c.replies = numbered(vec![slow()]);
+    c.load = Some(serve_waited(100));
+    c.expect = vec![("load", Info, "a busy box is the likely cause")];
+    c.outcome = Outcome::Fail;
+    cases.push(c);
+
+    let mut c = base("the wait level is a boundary: 9.9% is quiet");
+    c.replies = numbered(vec![slow()]);
+    c.load = Some(serve_waited(99));
+    c.expect = vec![(
+        "load",
+        Info,
+        "the box was quiet (under the busy level of 10%), so the slowness is the serve's own",
+    )];
+    c.outcome = Outcome::Fail;
+    cases.push(c);
+
+    let mut c = base("first-token alone over its limit counts as timing-only");
+    c.floors.first_token_ms = 150.0;
+    c.load = Some(load_per_cpu(10.0));
+    c.expect = vec![
+        ("first-token", Fail, "median 200 ms (limit 150)"),
+        ("load", Info, "a busy box is the likely cause"),
+    ];
+    c.outcome = Outcome::Fail;
+    cases.push(c);
+
+    let mut c = base("timing alone failing on a quiet box blames the serve");
+    c.replies = numbered(vec![slow(), slow(), slow()]);
+    c.load = Some(load_per_cpu(0.1));
+    c.expect = vec![(
+        "load",
+        Info,
+        "the box was quiet (the load was 0.1 per CPU, under the busy level of 1.0 per CPU), so the slowness is the serve's own",
+    )];
+    c.outcome = Outcome::Fail;
+    cases.push(c);
+
+    let mut c = base("the slow route is never excused by a busy box");
+    c.replies = numbered(vec![slow(), slow(), slow()]);
+    c.log = Some("route: npu-fast\nroute: cpu-fallback\n");
+    c.load = Some(load_per_cpu(10.0));
+    c.floors.busy_skip = Some(0.5);
+    c.expect = vec![("route", Fail, "names the slow route")];
+    c.refuse = vec![("load", "busy box"), ("load", "quiet")];
+    c.outcome = Outcome::Fail;
+    cases.push(c);
+
+    let mut c = base("empty content is never excused by a busy box");
+    c.replies = numbered(vec![slow(), reply(&[], ""), slow()]);
+    c.load = Some(load_per_cpu(10.0));
+    c.floors.busy_skip = Some(0.5);
+    c.expect = vec![("content", Fail, "reply 2 has no content")];
+    c.refuse = vec![("load", "busy box")];
+    c.outcome = Outcome::Fail;
+    cases.push(c);
+
+    let mut c = base("with --busy-skip the busy-box run is SKIP");
+    c.replies = numbered(vec![slow(), slow(), slow()]);
+    c.load = Some(serve_waited(310));
+    c.floors.busy_skip = Some(0.2);
+    c.expect = vec![("rate", Fail, "median 50.0 tok/s")];
+    c.outcome = Outcome::Skip {
+        reason: "busy box: the serve waited for a CPU 31% of the time it was ready to run".into(),
+        advice: Some("re-run on a quiet box".into()),
+    };
+    cases.push(c);
+
+    let mut c = base("with --busy-skip under its threshold a busy-box run stays FAIL");
+    c.replies = numbered(vec![slow(), slow(), slow()]);
+    c.load = Some(serve_waited(310));
+    c.floors.busy_skip = Some(0.5);
+    c.outcome = Outcome::Fail;
+    c.expect = vec![];
+    cases.push(c);
+
+    let mut c = base("with --busy-skip a pass stays a pass");
+    c.load = Some(serve_waited(310));
+    c.floors.busy_skip = Some(0.2);
+    c.expect = vec![];
     cases.push(c);
 
     let mut c = base("an interrupted run is INTERRUPTED, never PASS");

@@ -1,0 +1,164 @@
+//! The conditions a run records: the serve's wait for a CPU rises under contention, and judge
+//! reports the run's recorded conditions and policy, never today's box.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::util::*;
+
+/// Run a one-reply gate whose stand-in burns 4 ms of CPU per token; the recorded wait fraction.
+fn measured_wait(out: &std::path::Path) -> f64 {
+    let o = assert_cmd::Command::new(BIN)
+        .args(["run", "--stand-in", "--replies", "1", "--out"])
+        .arg(out)
+        .args(UNFLIPPABLE)
+        .args(["--", "--tokens", "60", "--gaps-ms", "5", "--work-ms", "4"])
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    let load = json(&out.join("load.json"));
+    load["during"]["wait_fraction"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no wait fraction in {load}"))
+}
+
+#[test]
+fn the_serves_cpu_wait_rises_under_a_cpu_hog() {
+    let _alone = exclusive();
+    let (d, quiet_out) = scratch();
+    let quiet = measured_wait(&quiet_out);
+
+    // A bounded hog: one spinning thread per CPU and one more, for at most 60 s.
+    let stop = Arc::new(AtomicBool::new(false));
+    let hogs: Vec<_> = (0..std::thread::available_parallelism().map_or(2, |n| n.get()) + 1)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let start = Instant::now();
+                let mut x = 0u64;
+                while !stop.load(Ordering::Relaxed) && start.elapsed() < Duration::from_secs(60) {
+                    x = std::hint::black_box(x.wrapping_add(1));
+                }
+            })
+        })
+        .collect();
+    let busy = measured_wait(&d.path().join("busy"));
+    stop.store(true, Ordering::Relaxed);
+    for h in hogs {
+        h.join().unwrap();
+    }
+    // Wide margins: quiet is near 0, busy near 50% (a fair share of the CPUs).
+    assert!(busy > quiet + 0.15, "quiet {quiet:.3}, busy {busy:.3}");
+}
+
+#[test]
+fn judge_reports_the_runs_recorded_contention_and_policy() {
+    let (_d, out) = scratch();
+    gate()
+        .args(["run", "--stand-in", "--replies", "1", "--out"])
+        .arg(&out)
+        .args(UNFLIPPABLE)
+        .args(["--", "--tokens", "4"])
+        .assert()
+        .code(0);
+    // Rewrite the recorded conditions with distinctive figures: a serve that waited 43.21%.
+    let mut load = json(&out.join("load.json"));
+    load["load1"] = serde_json::json!(1.23);
+    load["during"]["wait_fraction"] = serde_json::json!(0.4321);
+    load["during"]["top"] = serde_json::json!([{"name": "hog-xyz", "count": 3, "cpu_pct": 290.0}]);
+    std::fs::write(out.join("load.json"), serde_json::to_vec(&load).unwrap()).unwrap();
+
+    let o = gate().arg("judge").arg(&out).output().unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{stdout}");
+    let l = line(&stdout, "load");
+    assert!(l.contains("1-minute load average 1.2 on"), "{l}");
+    assert!(
+        l.contains("the serve waited for a CPU 43% of the time it was ready to run"),
+        "{l}"
+    );
+    assert!(!l.contains("busy box"), "a pass blames nothing: {l}");
+
+    // A floor the run cannot meet: timing-only FAIL on the recorded busy box, naming the hog.
+    let o = gate()
+        .arg("judge")
+        .arg(&out)
+        .args(["--floor", "1000000"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{stdout}");
+    assert!(
+        line(&stdout, "load").contains("a busy box is the likely cause"),
+        "{stdout}"
+    );
+    assert!(
+        line(&stdout, "load").contains("hog-xyz x3 290%"),
+        "{stdout}"
+    );
+
+    // The policy from the command line turns it into a SKIP, exit 3.
+    let o = gate()
+        .arg("judge")
+        .arg(&out)
+        .args(["--floor", "1000000", "--busy-skip", "0.4"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(3), "{stdout}");
+    assert!(
+        stdout.ends_with("RESULT: SKIP (busy box: the serve waited for a CPU 43% of the time it was ready to run); re-run on a quiet box\n"),
+        "{stdout}"
+    );
+    // Above the recorded wait, the policy does not apply.
+    let o = gate()
+        .arg("judge")
+        .arg(&out)
+        .args(["--floor", "1000000", "--busy-skip", "0.5"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+}
+
+#[test]
+fn the_busy_skip_policy_is_recorded_and_judged_again() {
+    let (_d, out) = scratch();
+    gate()
+        .args([
+            "run",
+            "--stand-in",
+            "--replies",
+            "1",
+            "--busy-skip",
+            "0.25",
+            "--out",
+        ])
+        .arg(&out)
+        .args(UNFLIPPABLE)
+        .args(["--", "--tokens", "4"])
+        .assert()
+        .code(0);
+    assert_eq!(json(&out.join("run.json"))["floors"]["busy_skip"], 0.25);
+    let mut load = json(&out.join("load.json"));
+    load["during"]["wait_fraction"] = serde_json::json!(0.30);
+    std::fs::write(out.join("load.json"), serde_json::to_vec(&load).unwrap()).unwrap();
+    let o = gate()
+        .arg("judge")
+        .arg(&out)
+        .args(["--first-token-ms", "0.001"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+}
