@@ -98,6 +98,10 @@ pub struct RunArgs {
     /// max_tokens of each request (a prompt's own max_tokens wins).
     #[arg(long, default_value_t = 64, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_tokens: u32,
+    /// A JSON object merged into every request body, e.g. '{"cache_prompt": false}' to measure
+    /// llama-server without its prompt cache.
+    #[arg(long, value_name = "JSON")]
+    pub extra_body: Option<String>,
     /// The model name to request (default: the first id from /v1/models, else "default").
     #[arg(long)]
     pub model: Option<String>,

@@ -37,6 +37,8 @@ pub struct ReplyRequest<'a> {
     pub model: &'a str,
     /// `max_tokens`.
     pub max_tokens: u32,
+    /// Fields merged into the request body, over the gate's own (`--extra-body`).
+    pub extra_body: Option<&'a serde_json::Map<String, serde_json::Value>>,
 }
 
 /// A client for one serve.
@@ -99,7 +101,7 @@ impl Client {
         base_ns: u64,
         stall: Duration,
     ) -> ReplyRecord {
-        let body = json!({
+        let mut body = json!({
             "model": req.model,
             "messages": [{"role": "user", "content": req.prompt}],
             "stream": true,
@@ -107,6 +109,9 @@ impl Client {
             "temperature": 0,
             "max_tokens": req.max_tokens,
         });
+        if let (Some(extra), Some(fields)) = (req.extra_body, body.as_object_mut()) {
+            fields.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
         let since_base = |ns: u64| ns.saturating_sub(base_ns);
         let mut rec = ReplyRecord {
             index: req.index,
@@ -120,6 +125,7 @@ impl Client {
             usage_completion_tokens: None,
             finish_reason: None,
             server_timings: None,
+            cached_prompt_tokens: None,
             error: None,
             metrics: None,
         };
@@ -219,6 +225,9 @@ fn record_chunk(rec: &mut ReplyRecord, data: &[u8], at_ns: u64) -> Result<(), St
     }
     if let Some(n) = chunk.usage.and_then(|u| u.completion_tokens) {
         rec.usage_completion_tokens = Some(n);
+    }
+    if let Some(n) = chunk.cached_prompt_tokens() {
+        rec.cached_prompt_tokens = Some(n);
     }
     if chunk.timings.is_some() {
         rec.server_timings = chunk.timings;

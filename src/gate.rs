@@ -52,6 +52,7 @@ struct Plan {
     launch: Launch,
     hold: Option<PathBuf>,
     hold_timeout: Duration,
+    extra_body: Option<serde_json::Map<String, serde_json::Value>>,
     ready_timeout: Duration,
     grace: Duration,
     reply_timeout: Duration,
@@ -127,6 +128,15 @@ impl Plan {
             (url, Launch::Spawn { argv, binary, port })
         };
         reqwest::Url::parse(&url).with_context(|| format!("--url {url} is not a URL"))?;
+        let extra_body = match &args.extra_body {
+            Some(text) => match serde_json::from_str(text) {
+                Ok(serde_json::Value::Object(fields)) => Some(fields),
+                _ => {
+                    bail!("--extra-body must be a JSON object, e.g. '{{\"cache_prompt\": false}}'")
+                }
+            },
+            None => None,
+        };
         let out = args.out.unwrap_or_else(default_out);
         Ok(Plan {
             out,
@@ -139,6 +149,7 @@ impl Plan {
             launch,
             hold: args.hold,
             hold_timeout: args.hold_timeout,
+            extra_body,
             ready_timeout: args.ready_timeout,
             grace: args.grace,
             reply_timeout: args.reply_timeout,
@@ -222,6 +233,8 @@ async fn execute(plan: Plan) -> Result<u8> {
         interrupted: None,
         hold: None,
         serve_died: None,
+        extra_body: plan.extra_body.clone(),
+        gate_cpu_s: None,
     };
     dir.write_json(rundir::MANIFEST, &manifest)?;
     let client = Client::new(&plan.url)?;
@@ -304,6 +317,7 @@ async fn execute(plan: Plan) -> Result<u8> {
         }
     };
     manifest.ended_utc = Some(utc_now());
+    manifest.gate_cpu_s = own_cpu_seconds();
     dir.write_json(rundir::MANIFEST, &manifest)?;
     let archive = Archive {
         manifest,
@@ -385,8 +399,19 @@ async fn measure_serve(
         Launch::Attach { .. } => wait_ready(client, None, plan.ready_timeout).await,
     };
     let ready = startup.is_ready();
-    if let Startup::Ready { after_ms, probe } = &startup {
-        eprintln!("npu-serve-smoke: the serve is ready after {after_ms:.0} ms (GET {probe})");
+    if let Startup::Ready {
+        after_ms,
+        probe,
+        not_ready_answers,
+    } = &startup
+    {
+        let loading = match not_ready_answers {
+            0 => String::new(),
+            n => format!(" after {n} not-ready answers"),
+        };
+        eprintln!(
+            "npu-serve-smoke: the serve is ready after {after_ms:.0} ms (GET {probe}{loading})"
+        );
     }
     manifest.startup = Some(startup);
     dir.write_json(rundir::MANIFEST, manifest)?;
@@ -438,6 +463,14 @@ fn record_load(dir: &RunDir) -> Result<Option<LoadSnapshot>> {
     Ok(load)
 }
 
+/// CPU seconds (user + system) this process has used.
+fn own_cpu_seconds() -> Option<f64> {
+    use nix::sys::resource::{getrusage, UsageWho};
+    let u = getrusage(UsageWho::RUSAGE_SELF).ok()?;
+    let secs = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
+    Some(secs(u.user_time()) + secs(u.system_time()))
+}
+
 fn read_lossy(path: &std::path::Path) -> Result<String> {
     let bytes =
         std::fs::read(path).with_context(|| format!("failed to read {}", path.display()))?;
@@ -455,6 +488,7 @@ async fn wait_ready(
 ) -> Startup {
     let start = Instant::now();
     let mut path = "/health";
+    let mut not_ready_answers = 0;
     loop {
         if let Some(p) = serve.as_deref_mut() {
             if let Some(status) = p.exited() {
@@ -468,13 +502,15 @@ async fn wait_ready(
                 return Startup::Ready {
                     after_ms: start.elapsed().as_secs_f64() * 1e3,
                     probe: path.to_string(),
+                    not_ready_answers,
                 }
             }
             Probe::Status(404) if path == "/health" => {
                 path = "/v1/models";
                 continue;
             }
-            _ => {}
+            Probe::Status(_) => not_ready_answers += 1,
+            Probe::Unreachable => {}
         }
         let elapsed = start.elapsed();
         if elapsed >= timeout {
@@ -506,6 +542,7 @@ async fn make_replies(
             expect: prompt.expect.as_deref(),
             model,
             max_tokens: prompt.max_tokens.unwrap_or(plan.max_tokens),
+            extra_body: plan.extra_body.as_ref(),
         };
         let mut reply = client.stream_reply(&req, base_ns, plan.reply_timeout).await;
         let m = measure::measure(&reply);

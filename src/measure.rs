@@ -12,6 +12,9 @@ use crate::record::ReplyRecord;
 pub enum TokenSource {
     /// `usage.completion_tokens`, as the serve reported it.
     Usage,
+    /// `usage.completion_tokens` less one end-of-generation token that was counted but never
+    /// streamed (llama-server: 7 content chunks, completion_tokens 8, finish_reason "stop").
+    UsageLessEndOfGeneration,
     /// The number of events that carried text.
     Chunks,
     /// Neither: no usage and no text.
@@ -39,6 +42,10 @@ pub struct ReplyMetrics {
     pub first_token_ms: Option<f64>,
     /// Decode rate in tokens per second, from the first to the last text event.
     pub rate_tok_s: Option<f64>,
+    /// The serve's own figure for the same, where it reports one (llama-server's
+    /// `timings.predicted_per_second`), for cross-checking.
+    #[serde(default)]
+    pub server_rate_tok_s: Option<f64>,
 }
 
 /// Measure one reply.
@@ -53,7 +60,19 @@ pub fn measure(reply: &ReplyRecord) -> ReplyMetrics {
     let text_chunks = text.clone().count();
     let first_ns = text.next().map(|c| c.at_ns);
     let last_ns = text.next_back().map(|c| c.at_ns).or(first_ns);
+    // One more token than text events, at a "stop": the end-of-generation token, counted in
+    // usage but never streamed. Counting it would spread it over the streamed events and
+    // inflate the rate (by 1/6 for 7 events). A reply of multi-token events whose count
+    // happens to be one more than its events reads the same way; that rare case is documented.
+    let end_of_generation = reply.finish_reason.as_deref() == Some("stop")
+        && text_chunks > 0
+        && reply.usage_completion_tokens == Some(text_chunks as u64 + 1);
     let (tokens, token_source, first_chunk_tokens) = match reply.usage_completion_tokens {
+        Some(_) if end_of_generation => (
+            text_chunks as f64,
+            TokenSource::UsageLessEndOfGeneration,
+            1.0,
+        ),
         Some(n) => {
             let n = n as f64;
             // With no text event there is no first event to hold a share.
@@ -74,7 +93,13 @@ pub fn measure(reply: &ReplyRecord) -> ReplyMetrics {
         }
         _ => None,
     };
+    let server_rate_tok_s = reply
+        .server_timings
+        .as_ref()
+        .and_then(|t| t.get("predicted_per_second"))
+        .and_then(|v| v.as_f64());
     ReplyMetrics {
+        server_rate_tok_s,
         tokens,
         token_source,
         text_chunks,
@@ -127,29 +152,9 @@ pub(crate) mod tests {
 
     /// A reply sent at 0 whose text events arrive at `at_ms`, with an optional usage count.
     pub(crate) fn reply_at(at_ms: &[u64], usage: Option<u64>) -> ReplyRecord {
-        ReplyRecord {
-            index: 1,
-            prompt: "p".into(),
-            expect: None,
-            content: "x".repeat(at_ms.len()),
-            reasoning: String::new(),
-            sent_ns: 0,
-            end_ns: at_ms.last().copied().unwrap_or(0) * MS,
-            chunks: at_ms
-                .iter()
-                .map(|&t| ChunkArrival {
-                    at_ns: t * MS,
-                    content_chars: 1,
-                    reasoning_chars: 0,
-                    tokens: 0.0,
-                })
-                .collect(),
-            usage_completion_tokens: usage,
-            finish_reason: Some("stop".into()),
-            server_timings: None,
-            error: None,
-            metrics: None,
-        }
+        let mut r = crate::selftest::cases::reply(at_ms, &"x".repeat(at_ms.len()));
+        r.usage_completion_tokens = usage;
+        r
     }
 
     #[test]
@@ -224,6 +229,32 @@ pub(crate) mod tests {
         assert_eq!(m.tokens, 5.0);
         assert_eq!(m.first_chunk_tokens, 0.0);
         assert_eq!(m.rate_tok_s, None);
+    }
+
+    #[test]
+    fn an_unstreamed_end_of_generation_token_is_not_counted() {
+        // llama-server: 7 content chunks, completion_tokens 8, finish "stop".
+        let mut r = reply_at(&[100, 200, 300, 400, 500, 600, 700], Some(8));
+        let m = measure(&r);
+        assert_eq!(m.token_source, TokenSource::UsageLessEndOfGeneration);
+        assert_eq!(m.tokens, 7.0);
+        assert_eq!(m.rate_tok_s, Some(10.0));
+        // Cut off by max_tokens: every counted token was streamed.
+        r.finish_reason = Some("length".into());
+        assert_eq!(measure(&r).token_source, TokenSource::Usage);
+        // Usage equal to the events: nothing unstreamed.
+        let m = measure(&reply_at(&[100, 200, 300], Some(3)));
+        assert_eq!(
+            (m.token_source, m.rate_tok_s),
+            (TokenSource::Usage, Some(10.0))
+        );
+    }
+
+    #[test]
+    fn the_serves_own_rate_is_kept_beside_the_gates() {
+        let mut r = reply_at(&[100, 200], None);
+        r.server_timings = Some(serde_json::json!({"predicted_per_second": 171.5}));
+        assert_eq!(measure(&r).server_rate_tok_s, Some(171.5));
     }
 
     #[test]

@@ -35,6 +35,13 @@ struct Delta {
 pub struct Usage {
     /// Tokens the serve says it generated.
     pub completion_tokens: Option<u64>,
+    /// OpenAI's breakdown of the prompt's tokens.
+    prompt_tokens_details: Option<PromptTokensDetails>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+struct PromptTokensDetails {
+    cached_tokens: Option<u64>,
 }
 
 impl Chunk {
@@ -57,6 +64,15 @@ impl Chunk {
             .first()
             .and_then(|c| c.delta.reasoning_content.as_deref())
             .unwrap_or("")
+    }
+
+    /// Prompt tokens the serve took from its prompt cache, when it says: OpenAI's
+    /// `usage.prompt_tokens_details.cached_tokens`, or llama-server's `timings.cache_n`.
+    pub fn cached_prompt_tokens(&self) -> Option<u64> {
+        self.usage
+            .and_then(|u| u.prompt_tokens_details)
+            .and_then(|d| d.cached_tokens)
+            .or_else(|| self.timings.as_ref()?.get("cache_n")?.as_u64())
     }
 
     /// Why generation stopped, when this chunk says so.
@@ -96,6 +112,17 @@ mod tests {
         assert_eq!(c.content(), "");
         assert_eq!(c.usage.and_then(|u| u.completion_tokens), Some(8));
         assert!(c.timings.is_some());
+    }
+
+    #[test]
+    fn cached_prompt_tokens_from_openai_usage_or_llama_timings() {
+        let openai = Chunk::parse(br#"{"choices":[],"usage":{"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":12}}}"#).unwrap();
+        assert_eq!(openai.cached_prompt_tokens(), Some(12));
+        let llama =
+            Chunk::parse(br#"{"choices":[],"timings":{"cache_n":9,"prompt_n":1}}"#).unwrap();
+        assert_eq!(llama.cached_prompt_tokens(), Some(9));
+        let neither = Chunk::parse(br#"{"choices":[],"usage":{"completion_tokens":3}}"#).unwrap();
+        assert_eq!(neither.cached_prompt_tokens(), None);
     }
 
     #[test]

@@ -61,6 +61,10 @@ pub struct ReplyRecord {
     pub finish_reason: Option<String>,
     /// The serve's own timings (llama-server's `timings`), as sent, for cross-checking.
     pub server_timings: Option<serde_json::Value>,
+    /// Prompt tokens the serve took from its prompt cache, when it said (a cached prompt's
+    /// first token skips prompt processing).
+    #[serde(default)]
+    pub cached_prompt_tokens: Option<u64>,
     /// What went wrong, when the reply did not complete cleanly.
     pub error: Option<String>,
     /// Figures derived from the above when the reply was recorded (informational).
@@ -96,6 +100,9 @@ pub enum Startup {
         after_ms: f64,
         /// The path that answered 200.
         probe: String,
+        /// HTTP answers other than 200 before that (a serve loading its model answers 503).
+        #[serde(default)]
+        not_ready_answers: u32,
     },
     /// The process exited before it was ready.
     Exited {
@@ -221,4 +228,11 @@ pub struct RunManifest {
     /// The serve's exit during the replies, e.g. `the serve exited (exit status: 3) during reply 2`.
     #[serde(default)]
     pub serve_died: Option<String>,
+    /// Fields merged into every request body (`--extra-body`).
+    #[serde(default)]
+    pub extra_body: Option<serde_json::Map<String, serde_json::Value>>,
+    /// CPU seconds the gate itself used (user + system): it must stay near idle beside a serve
+    /// that needs the CPU.
+    #[serde(default)]
+    pub gate_cpu_s: Option<f64>,
 }

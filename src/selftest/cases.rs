@@ -86,7 +86,7 @@ fn find<'a>(v: &'a Verdict, check: &str) -> Option<&'a verdict::Line> {
 }
 
 /// A reply sent at 0 whose text events arrive at `at_ms`, saying `content`.
-fn reply(at_ms: &[u64], content: &str) -> ReplyRecord {
+pub(crate) fn reply(at_ms: &[u64], content: &str) -> ReplyRecord {
     ReplyRecord {
         index: 1,
         prompt: "p".into(),
@@ -107,6 +107,7 @@ fn reply(at_ms: &[u64], content: &str) -> ReplyRecord {
         usage_completion_tokens: None,
         finish_reason: Some("stop".into()),
         server_timings: None,
+        cached_prompt_tokens: None,
         error: None,
         metrics: None,
     }
@@ -189,6 +190,7 @@ fn ready() -> Startup {
     Startup::Ready {
         after_ms: 1.0,
         probe: "/health".into(),
+        not_ready_answers: 0,
     }
 }
 
