@@ -30,9 +30,9 @@ pub struct BuiltIn {
     pub stand_in_answer: &'static str,
 }
 
-/// The three prompts a gate sends when `--prompts` is not given. Short answers that any
-/// instruction-tuned model gets right, each with a pattern that tells a right answer from a
-/// wrong one.
+/// The three prompts a gate sends when `--prompts` is not given. Short answers that even
+/// SmolLM2-135M-Instruct gets right at temperature 0 (checked against llama-server), each
+/// with a pattern that tells a right answer from a wrong one.
 pub const BUILT_IN: [BuiltIn; 3] = [
     BuiltIn {
         prompt: "What is the capital of France? Answer in one word.",
@@ -45,9 +45,9 @@ pub const BUILT_IN: [BuiltIn; 3] = [
         stand_in_answer: "2 + 2 = 4.",
     },
     BuiltIn {
-        prompt: "What color is a clear daytime sky? Answer in one word.",
-        expect: "(?i)blue",
-        stand_in_answer: "Blue.",
+        prompt: "What is the opposite of hot? Answer in one word.",
+        expect: "(?i)cold",
+        stand_in_answer: "Cold.",
     },
 ];
 

@@ -8,6 +8,7 @@ mod conditions;
 mod faults;
 mod judge;
 mod launch;
+mod llama;
 mod run;
 mod safety;
 mod self_test;

@@ -49,7 +49,8 @@ pub fn gate() -> Gate {
     }
 }
 
-/// The box to this test alone, until the guard drops.
+/// The box to this test alone, until the guard drops. While it is held, start gates with
+/// `assert_cmd::Command::new(BIN)`, not [`gate()`], which would wait for this very guard.
 pub fn exclusive() -> RwLockWriteGuard<'static, ()> {
     GATES.write().unwrap_or_else(|e| e.into_inner())
 }

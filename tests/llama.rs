@@ -1,0 +1,323 @@
+//! The gate against a real serve nobody here wrote: llama.cpp's llama-server with
+//! SmolLM2-135M-Instruct, installed by tools/install-llama-server.sh (`.ci/run` exports
+//! LLAMA_SERVER and SMOLLM2_GGUF). Without them these tests say so and pass locally; under
+//! CI=true a missing server is a failure.
+//!
+//! Floors for this box (2 cores, llama-server -t 1): SmolLM2-135M decodes at about 90-95 tok/s
+//! and answers its first token in 100-250 ms, so `--floor 20 --first-token-ms 3000` pass with a
+//! margin of more than 4x on the rate and 10x on first-token, yet fail a serve on its slow path
+//! by a wide margin. docs/servers.md has the figures.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use npu_serve_smoke::client::{Client, Probe};
+
+use crate::util::*;
+
+/// The fast route on this box: the log line that says the model's weights are on the CPU
+/// backend (llama-server writes it only at -lv 4).
+const CPU_ROUTE: &str = "load_tensors: +CPU_Mapped model buffer size";
+
+/// llama-server and the model, or `None` (skip) outside CI.
+fn llama() -> Option<(String, String)> {
+    match (std::env::var("LLAMA_SERVER"), std::env::var("SMOLLM2_GGUF")) {
+        (Ok(server), Ok(model)) if Path::new(&server).is_file() && Path::new(&model).is_file() => {
+            Some((server, model))
+        }
+        _ if std::env::var("CI").as_deref() == Ok("true") => panic!(
+            "LLAMA_SERVER and SMOLLM2_GGUF must name llama-server and the model in CI: \
+             eval \"$(tools/install-llama-server.sh)\""
+        ),
+        _ => {
+            eprintln!("skipped: no llama-server (run: eval \"$(tools/install-llama-server.sh)\")");
+            None
+        }
+    }
+}
+
+/// `run` against llama-server: gate flags, then the serve's own.
+fn llama_run(out: &Path, gate_args: &[&str], serve_args: &[&str]) -> Option<(Option<i32>, String)> {
+    let (server, model) = llama()?;
+    let o = assert_cmd::Command::new(BIN)
+        .args(["run", "--ready-timeout", "120", "--out"])
+        .arg(out)
+        .args(gate_args)
+        .arg("--")
+        .args([
+            server.as_str(),
+            "-m",
+            &model,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "{port}",
+        ])
+        .args(["-t", "1", "-c", "2048", "-np", "1"])
+        .args(serve_args)
+        .timeout(Duration::from_secs(300))
+        .output()
+        .unwrap();
+    Some((
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+    ))
+}
+
+const FLOORS: [&str; 4] = ["--floor", "20", "--first-token-ms", "3000"];
+
+#[test]
+fn llama_server_passes_with_the_floors_for_this_box() {
+    let _alone = exclusive();
+    let (_d, out) = scratch();
+    let gate = [
+        &FLOORS[..],
+        &["--fast-route", CPU_ROUTE, "--slow-route", "CUDA"],
+    ]
+    .concat();
+    let Some((code, stdout)) = llama_run(&out, &gate, &["-lv", "4"]) else {
+        return;
+    };
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(
+        line(&stdout, "route")
+            .contains("ok    the serve log names the fast route, not the slow one"),
+        "{stdout}"
+    );
+    assert!(
+        line(&stdout, "content")
+            .contains("ok    3 replies, all with content and the expected answer"),
+        "the built-in prompts are answered right by SmolLM2-135M: {stdout}"
+    );
+
+    for r in replies(&out) {
+        let m = &r["metrics"];
+        // llama-server's first chunk is the role with "content": null: no text, no token; the
+        // first token is the first chunk with text (often in the same read, so the same time).
+        let chunks = r["chunks"].as_array().unwrap();
+        assert_eq!(chunks[0]["content_chars"], 0, "{r}");
+        assert_eq!(chunks[0]["tokens"], 0.0, "{r}");
+        let first_text = chunks.iter().find(|c| c["content_chars"] != 0).unwrap();
+        assert_eq!(m["first_ns"], first_text["at_ns"], "{r}");
+        // usage counts the end-of-generation token, which is never streamed.
+        let text_chunks = r["chunks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["content_chars"] != 0)
+            .count();
+        assert_eq!(r["finish_reason"], "stop", "{r}");
+        assert_eq!(r["usage_completion_tokens"], text_chunks as u64 + 1, "{r}");
+        assert_eq!(m["token_source"], "usage-less-end-of-generation", "{r}");
+        assert_eq!(m["tokens"], text_chunks as f64, "{r}");
+        assert!(
+            m["server_rate_tok_s"].as_f64().is_some(),
+            "llama's own timings are kept: {r}"
+        );
+    }
+
+    // The gate stays idle beside the serve: a small fraction of the serve's CPU.
+    let gate_cpu = json(&out.join("run.json"))["gate_cpu_s"].as_f64().unwrap();
+    let serve_cpu = json(&out.join("load.json"))["during"]["serve_cpu_s"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        gate_cpu * 4.0 < serve_cpu,
+        "gate {gate_cpu} s of CPU, serve {serve_cpu} s"
+    );
+}
+
+#[test]
+fn the_gates_rate_agrees_with_llama_servers_own() {
+    // Long answers (48 tokens), so both figures rest on a span of about half a second.
+    let _alone = exclusive();
+    let (_d, out) = scratch();
+    let prompts = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/smollm2-long.jsonl");
+    let gate = [&FLOORS[..], &["--prompts", prompts.to_str().unwrap()]].concat();
+    let Some((code, stdout)) = llama_run(&out, &gate, &[]) else {
+        return;
+    };
+    assert_eq!(code, Some(0), "{stdout}");
+    let mut ratios: Vec<f64> = replies(&out)
+        .iter()
+        .map(|r| {
+            let m = &r["metrics"];
+            m["rate_tok_s"].as_f64().unwrap() / m["server_rate_tok_s"].as_f64().unwrap()
+        })
+        .collect();
+    ratios.sort_by(f64::total_cmp);
+    let median = ratios[ratios.len() / 2];
+    assert!(
+        (0.9..=1.1).contains(&median),
+        "gate/llama rate ratios {ratios:?}"
+    );
+}
+
+#[test]
+fn an_impossible_floor_fails_rate_and_nothing_else() {
+    let _alone = exclusive();
+    let (_d, out) = scratch();
+    let gate = [
+        "--floor",
+        "100000",
+        "--first-token-ms",
+        "3000",
+        "--fast-route",
+        CPU_ROUTE,
+    ];
+    let Some((code, stdout)) = llama_run(&out, &gate, &["-lv", "4"]) else {
+        return;
+    };
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(line(&stdout, "rate").contains("FAIL"), "{stdout}");
+    for check in ["route", "first-token", "content"] {
+        assert!(line(&stdout, check).contains(" ok "), "{stdout}");
+    }
+    // Only timing failed: the load line says whether the box or the serve is to blame.
+    let load = line(&stdout, "load");
+    assert!(
+        load.contains("busy box") || load.contains("the box was quiet"),
+        "{load}"
+    );
+
+    // The same run, judged again: --slow-route naming the backend it ran on fails route.
+    let o = gate_judge(
+        &out,
+        &["--floor", "20", "--slow-route", "CPU_Mapped model buffer"],
+    );
+    assert_eq!(o.0, Some(1), "{}", o.1);
+    assert!(
+        line(&o.1, "route").contains("names the slow route"),
+        "{}",
+        o.1
+    );
+}
+
+/// `judge` on an archive (the caller holds the box alone, so not through `gate()`).
+fn gate_judge(out: &Path, args: &[&str]) -> (Option<i32>, String) {
+    let o = assert_cmd::Command::new(BIN)
+        .arg("judge")
+        .arg(out)
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+    )
+}
+
+#[test]
+fn a_fast_route_on_a_backend_that_is_not_there_fails_route() {
+    let _alone = exclusive();
+    let (_d, out) = scratch();
+    let gate = [
+        &FLOORS[..],
+        &["--fast-route", "CUDA[0-9]* model buffer size"],
+    ]
+    .concat();
+    let Some((code, stdout)) = llama_run(&out, &gate, &["-lv", "4"]) else {
+        return;
+    };
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(
+        line(&stdout, "route").contains("FAIL  the serve log does not name the fast route"),
+        "{stdout}"
+    );
+    assert!(line(&stdout, "content").contains(" ok "), "{stdout}");
+}
+
+#[test]
+fn without_lv_4_the_log_does_not_name_the_backend() {
+    // Why the profile asks for -lv 4: at the default verbosity the backend line is not there.
+    let _alone = exclusive();
+    let (_d, out) = scratch();
+    let gate = [&FLOORS[..], &["--fast-route", CPU_ROUTE, "--replies", "1"]].concat();
+    let Some((code, stdout)) = llama_run(&out, &gate, &[]) else {
+        return;
+    };
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(
+        line(&stdout, "route").contains("does not name the fast route"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn the_first_token_line_says_whether_the_prompt_cache_was_used() {
+    let _alone = exclusive();
+    let (d, cached) = scratch();
+    // Three different prompts still share the chat template's prefix: the cache serves it.
+    let Some((code, stdout)) = llama_run(&cached, &FLOORS, &[]) else {
+        return;
+    };
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(
+        line(&stdout, "first-token").contains(" of 3 replies reused a cached prompt"),
+        "{stdout}"
+    );
+
+    let uncached = d.path().join("uncached");
+    let gate = [&FLOORS[..], &["--extra-body", r#"{"cache_prompt": false}"#]].concat();
+    let (code, stdout) = llama_run(&uncached, &gate, &[]).unwrap();
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(
+        line(&stdout, "first-token").contains("; no reply reused a cached prompt"),
+        "{stdout}"
+    );
+    assert_eq!(
+        json(&uncached.join("run.json"))["extra_body"],
+        serde_json::json!({"cache_prompt": false})
+    );
+}
+
+#[test]
+fn llama_server_answers_503_while_it_loads_with_its_socket_open() {
+    // What the gate's readiness is built for: a 503 from an open socket is not ready.
+    let Some((server, model)) = llama() else {
+        return;
+    };
+    let _alone = exclusive();
+    let port = std::net::TcpListener::bind(("127.0.0.1", 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = std::process::Command::new(&server)
+        .args([
+            "-m",
+            &model,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            &port.to_string(),
+            "-t",
+            "1",
+            "-c",
+            "2048",
+            "-np",
+            "1",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // The gate's own client, polled faster than the gate polls, to see every phase.
+    let client = Client::new(&format!("http://127.0.0.1:{port}")).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut answers: Vec<u16> = Vec::new();
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(120) && answers.last() != Some(&200) {
+        if let Probe::Status(status) = rt.block_on(client.probe("/health")) {
+            answers.push(status);
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(answers.first(), Some(&503), "{answers:?}");
+    assert_eq!(answers.last(), Some(&200), "{answers:?}");
+}
