@@ -4,10 +4,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Result;
-use clap::{Args, Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
+use crate::output::OutputArgs;
 use crate::standin::StandInArgs;
-use crate::{exit_codes, gate, judge, selftest, standin};
+use crate::{exit_codes, gate, judge, profile, selftest, standin};
 
 /// Default floor for the median decode rate, tok/s.
 pub const DEFAULT_FLOOR: f64 = 60.0;
@@ -44,7 +46,7 @@ pub struct Cli {
 pub enum Command {
     /// Launch a serve, stream the prompts, judge and archive the run.
     #[command(after_help = format!("{EXAMPLES}\n\n{}", exit_codes::HELP))]
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Re-judge an archived run from its files alone (also spelled --judge DIR).
     #[command(long_flag = "judge")]
     Judge(JudgeArgs),
@@ -56,8 +58,12 @@ pub enum Command {
 }
 
 /// `run`: gate a serve.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct RunArgs {
+    /// A gate profile (TOML): its keys are these flags' names with underscores, and `serve`,
+    /// the serve command as an array. Flags given here override it.
+    #[arg(long, value_name = "FILE")]
+    pub profile: Option<PathBuf>,
     /// The run directory (default: runs/<UTC time>); it must be new or empty.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -125,6 +131,9 @@ pub struct RunArgs {
     /// Seconds a reply's stream may go without any bytes before it is abandoned.
     #[arg(long, default_value = "60", value_name = "S", value_parser = parse_seconds)]
     pub reply_timeout: Duration,
+    /// How to report the verdict.
+    #[command(flatten)]
+    pub output: OutputArgs,
     /// The serve command, run directly (no shell); {port} becomes the port the gate picked.
     #[arg(last = true, value_name = "SERVE")]
     pub serve: Vec<String>,
@@ -151,6 +160,9 @@ pub struct JudgeArgs {
     /// Override the recorded busy-box SKIP policy (see run --busy-skip).
     #[arg(long, value_name = "THRESHOLD")]
     pub busy_skip: Option<f64>,
+    /// How to report the verdict.
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 fn parse_seconds(s: &str) -> Result<Duration, String> {
@@ -163,10 +175,39 @@ fn parse_seconds(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
+/// Parse the command line: the commands, and which `run` flags were given on it (a profile
+/// fills in only the others).
+pub fn parse() -> (Cli, Vec<String>) {
+    let matches = Cli::command().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    let given = matches
+        .subcommand_matches("run")
+        .map(|m| {
+            m.ids()
+                .filter(|id| m.value_source(id.as_str()) == Some(ValueSource::CommandLine))
+                .map(|id| id.as_str().to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    (cli, given)
+}
+
 /// Run what the command line asks for; the exit code on success, an error for exit 2.
-pub fn dispatch(cli: Cli) -> Result<u8> {
+/// `given` names the `run` flags set on the command line.
+pub fn dispatch(cli: Cli, given: &[String]) -> Result<u8> {
     match cli.command {
-        Command::Run(args) => gate::run(args),
+        Command::Run(args) => {
+            let mut args = *args;
+            if let Some(path) = args.profile.clone() {
+                let profile = profile::load(&path)?;
+                let dir = path.parent().unwrap_or(std::path::Path::new("."));
+                args = profile::apply(args, profile, dir, |id| given.iter().any(|g| g == id))?;
+            }
+            gate::run(args)
+        }
         Command::Judge(args) => judge::run(args),
         Command::StandIn(args) => standin::run(args).map(|()| exit_codes::PASS),
         Command::SelfTest => selftest::run(),
@@ -176,7 +217,6 @@ pub fn dispatch(cli: Cli) -> Result<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
 
     #[test]
     fn the_cli_is_well_formed() {

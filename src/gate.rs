@@ -14,6 +14,7 @@ use crate::cli::RunArgs;
 use crate::client::{Client, Probe, ReplyRequest};
 use crate::conditions::Sampler;
 use crate::hold::{self, Hold, Taken};
+use crate::output::{self, OutputArgs};
 use crate::prompts::{self, Prompt};
 use crate::record::{
     BinaryInfo, ClockInfo, Limits, LoadSnapshot, ReplyRecord, RunManifest, Startup, SCHEMA,
@@ -56,10 +57,41 @@ struct Plan {
     ready_timeout: Duration,
     grace: Duration,
     reply_timeout: Duration,
+    settings: serde_json::Value,
+    output: OutputArgs,
+}
+
+/// The settings as the run used them, for run.json.
+fn settings_json(args: &RunArgs) -> serde_json::Value {
+    serde_json::json!({
+        "profile": args.profile,
+        "out": args.out,
+        "floor": args.floor,
+        "first_token_ms": args.first_token_ms,
+        "fast_route": args.fast_route,
+        "slow_route": args.slow_route,
+        "busy_skip": args.busy_skip,
+        "url": args.url,
+        "serve_log": args.serve_log,
+        "stand_in": args.stand_in,
+        "prompts": args.prompts,
+        "replies": args.replies,
+        "max_tokens": args.max_tokens,
+        "extra_body": args.extra_body,
+        "model": args.model,
+        "hold": args.hold,
+        "hold_timeout": args.hold_timeout.as_secs_f64(),
+        "hold_cmd": args.hold_cmd,
+        "ready_timeout": args.ready_timeout.as_secs_f64(),
+        "grace": args.grace.as_secs_f64(),
+        "reply_timeout": args.reply_timeout.as_secs_f64(),
+        "serve": args.serve,
+    })
 }
 
 impl Plan {
     fn new(args: RunArgs) -> Result<Plan> {
+        let settings = settings_json(&args);
         let criteria = Criteria::new(Floors {
             floor: args.floor,
             first_token_ms: args.first_token_ms,
@@ -153,6 +185,8 @@ impl Plan {
             ready_timeout: args.ready_timeout,
             grace: args.grace,
             reply_timeout: args.reply_timeout,
+            settings,
+            output: args.output,
         })
     }
 }
@@ -235,6 +269,7 @@ async fn execute(plan: Plan) -> Result<u8> {
         serve_died: None,
         extra_body: plan.extra_body.clone(),
         gate_cpu_s: None,
+        settings: Some(plan.settings.clone()),
     };
     dir.write_json(rundir::MANIFEST, &manifest)?;
     let client = Client::new(&plan.url)?;
@@ -328,7 +363,8 @@ async fn execute(plan: Plan) -> Result<u8> {
     };
     let verdict = archive.judge(&plan.criteria);
     dir.write_json(rundir::RESULT, &ResultFile::new(verdict.clone()))?;
-    print!("{verdict}");
+    let title = dir.path().display().to_string();
+    output::emit(&verdict, &archive.replies, &title, &plan.output)?;
     eprintln!("npu-serve-smoke: archived in {}", dir.path().display());
     Ok(exit_codes::for_outcome(&verdict.outcome))
 }

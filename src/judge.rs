@@ -6,6 +6,7 @@ use anyhow::Result;
 
 use crate::cli::JudgeArgs;
 use crate::exit_codes;
+use crate::output;
 use crate::rundir;
 use crate::verdict::Criteria;
 
@@ -32,6 +33,7 @@ pub fn run(args: JudgeArgs) -> Result<u8> {
         floors.busy_skip = Some(t);
     }
     let verdict = archive.judge(&Criteria::new(floors)?);
-    print!("{verdict}");
+    let title = args.dir.display().to_string();
+    output::emit(&verdict, &archive.replies, &title, &args.output)?;
     Ok(exit_codes::for_outcome(&verdict.outcome))
 }

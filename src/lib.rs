@@ -1,7 +1,7 @@
 //! npu-serve-smoke: a release gate for LLM inference servers.
 //!
 //! # Layout
-//! - [`cli`]: the command line and the dispatch to each command.
+//! - [`cli`]: the command line and the dispatch to each command; [`profile`]: gate profiles.
 //! - [`gate`]: `run`, the live gate, from checked arguments to a judged, archived run.
 //! - [`judge`]: `judge DIR`, re-judging an archive.
 //! - [`serve`]: launching and stopping the serve (process group, PDEATHSIG, grace, orphans).
@@ -11,6 +11,7 @@
 //! - [`openai`]: the fields of a streaming chat chunk the gate needs.
 //! - [`measure`]: tokens, first-token time and decode rate of a recorded reply.
 //! - [`verdict`]: the pure verdict: recorded run + floors -> lines and RESULT.
+//! - [`report`]: the verdict as text, JUnit XML and Markdown; [`output`]: where they go.
 //! - [`record`]: what a run records; [`rundir`]: the run directory, written atomically, read back.
 //! - [`signals`]: TERM, INT and HUP as recorded interruptions.
 //! - [`conditions`]: the box's load.
@@ -28,8 +29,11 @@ pub mod hold;
 pub mod judge;
 pub mod measure;
 pub mod openai;
+pub mod output;
+pub mod profile;
 pub mod prompts;
 pub mod record;
+pub mod report;
 pub mod rundir;
 pub mod selftest;
 pub mod serve;

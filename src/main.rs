@@ -1,12 +1,11 @@
 use std::process::ExitCode;
 
-use clap::Parser;
-use npu_serve_smoke::cli::{dispatch, Cli};
+use npu_serve_smoke::cli::{dispatch, parse};
 use npu_serve_smoke::exit_codes;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    match dispatch(cli) {
+    let (cli, given) = parse();
+    match dispatch(cli, &given) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("npu-serve-smoke: {e:#}");

@@ -235,4 +235,8 @@ pub struct RunManifest {
     /// that needs the CPU.
     #[serde(default)]
     pub gate_cpu_s: Option<f64>,
+    /// Every `run` setting as the run used it: the command line over the profile over the
+    /// defaults.
+    #[serde(default)]
+    pub settings: Option<serde_json::Value>,
 }

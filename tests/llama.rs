@@ -193,14 +193,8 @@ fn an_impossible_floor_fails_rate_and_nothing_else() {
     );
 }
 
-/// `judge` on an archive (the caller holds the box alone, so not through `gate()`).
 fn gate_judge(out: &Path, args: &[&str]) -> (Option<i32>, String) {
-    let o = assert_cmd::Command::new(BIN)
-        .arg("judge")
-        .arg(out)
-        .args(args)
-        .output()
-        .unwrap();
+    let o = gate().arg("judge").arg(out).args(args).output().unwrap();
     (
         o.status.code(),
         String::from_utf8_lossy(&o.stdout).into_owned(),

@@ -9,6 +9,8 @@ mod faults;
 mod judge;
 mod launch;
 mod llama;
+mod output;
+mod profiles;
 mod run;
 mod safety;
 mod self_test;

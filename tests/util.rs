@@ -1,5 +1,6 @@
 //! Helpers shared by the integration tests.
 
+use std::cell::Cell;
 use std::io::{BufRead, BufReader};
 use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
@@ -16,14 +17,47 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_npu-serve-smoke");
 /// Floors no timing can flip: plumbing tests must not fail because the box was slow.
 pub const UNFLIPPABLE: [&str; 4] = ["--floor", "0", "--first-token-ms", "600000"];
 
-/// Tests that run gates share this lock; the self-test takes it alone, so its accuracy checks
-/// (a 20 ms tolerance) are not measured against this suite's own load on a 2-core box.
+/// Tests that run gates share this lock; timing-sensitive tests (the self-test, llama-server)
+/// take it alone, so they are not measured against this suite's own load on a 2-core box.
 static GATES: RwLock<()> = RwLock::new(());
 
-/// The gate binary, ready for arguments, holding a shared claim on the box while it lives.
+thread_local! {
+    /// Claims this test's thread holds. A thread takes the lock once: a second read lock on
+    /// the same thread would deadlock behind a waiting writer.
+    static CLAIMS: Cell<usize> = const { Cell::new(0) };
+}
+
+/// This thread's claim on the box: shared or alone. Nested claims hold nothing more.
+pub struct Claim {
+    _guard: Option<Guard>,
+}
+
+enum Guard {
+    Shared(#[allow(dead_code)] RwLockReadGuard<'static, ()>),
+    Alone(#[allow(dead_code)] RwLockWriteGuard<'static, ()>),
+}
+
+impl Claim {
+    fn shared() -> Claim {
+        let held = CLAIMS.get();
+        CLAIMS.set(held + 1);
+        Claim {
+            _guard: (held == 0)
+                .then(|| Guard::Shared(GATES.read().unwrap_or_else(|e| e.into_inner()))),
+        }
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        CLAIMS.set(CLAIMS.get() - 1);
+    }
+}
+
+/// The gate binary, ready for arguments, holding a claim on the box while it lives.
 pub struct Gate {
     cmd: Command,
-    _shared: RwLockReadGuard<'static, ()>,
+    _claim: Claim,
 }
 
 impl Deref for Gate {
@@ -45,14 +79,19 @@ pub fn gate() -> Gate {
     cmd.timeout(Duration::from_secs(120));
     Gate {
         cmd,
-        _shared: GATES.read().unwrap_or_else(|e| e.into_inner()),
+        _claim: Claim::shared(),
     }
 }
 
-/// The box to this test alone, until the guard drops. While it is held, start gates with
-/// `assert_cmd::Command::new(BIN)`, not [`gate()`], which would wait for this very guard.
-pub fn exclusive() -> RwLockWriteGuard<'static, ()> {
-    GATES.write().unwrap_or_else(|e| e.into_inner())
+/// The box to this test alone, until the claim drops. Take it before starting any gate.
+pub fn exclusive() -> Claim {
+    assert_eq!(CLAIMS.get(), 0, "take the box alone before starting gates");
+    CLAIMS.set(1);
+    Claim {
+        _guard: Some(Guard::Alone(
+            GATES.write().unwrap_or_else(|e| e.into_inner()),
+        )),
+    }
 }
 
 /// A fresh temporary directory and a run directory path inside it (not yet created).
@@ -171,13 +210,13 @@ pub struct Running {
     stderr: std::sync::mpsc::Receiver<String>,
     /// Everything it wrote to stderr so far.
     pub said: String,
-    _shared: RwLockReadGuard<'static, ()>,
+    _claim: Claim,
 }
 
 impl Running {
     /// Start `npu-serve-smoke <args>`.
     pub fn start<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Running {
-        let shared = GATES.read().unwrap_or_else(|e| e.into_inner());
+        let claim = Claim::shared();
         let mut child = std::process::Command::new(BIN)
             .args(args)
             .stdin(Stdio::null())
@@ -198,7 +237,7 @@ impl Running {
             child,
             stderr: rx,
             said: String::new(),
-            _shared: shared,
+            _claim: claim,
         }
     }
 

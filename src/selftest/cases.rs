@@ -32,8 +32,8 @@ pub struct Case {
 }
 
 impl Case {
-    /// Judge the case; `Err` says what the verdict got wrong.
-    pub fn check(&self) -> Result<(), String> {
+    /// The verdict on this case's hand-made run.
+    pub fn verdict(&self) -> Result<Verdict, String> {
         let evidence = Evidence {
             replies: &self.replies,
             replies_planned: self.planned.unwrap_or(self.replies.len()),
@@ -46,7 +46,12 @@ impl Case {
             serve_died: self.serve_died,
         };
         let criteria = Criteria::new(self.floors.clone()).map_err(|e| format!("{e:#}"))?;
-        let v = verdict::judge(&evidence, &criteria);
+        Ok(verdict::judge(&evidence, &criteria))
+    }
+
+    /// Judge the case; `Err` says what the verdict got wrong.
+    pub fn check(&self) -> Result<(), String> {
+        let v = self.verdict()?;
         let mut problems = Vec::new();
         for (check, status, fragment) in &self.expect {
             match find(&v, check) {
@@ -218,6 +223,11 @@ fn base(name: &'static str) -> Case {
         refuse: vec![],
         outcome: Outcome::Pass,
     }
+}
+
+/// The judging case named `name`.
+pub fn named(name: &str) -> Option<Case> {
+    all().into_iter().find(|c| c.name == name)
 }
 
 /// Every judging case.

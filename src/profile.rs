@@ -1,0 +1,205 @@
+//! Gate profiles: a release gate as one checked-in TOML file.
+//!
+//! Keys are the `run` command's long flags with underscores (`floor`, `first_token_ms`,
+//! `fast_route`, `replies`, `hold`, ...), plus `serve`, the serve command as an array. Flags
+//! given on the command line override the profile; the profile overrides the defaults. Paths
+//! of files a profile ships with (`prompts`, `serve_log`) are relative to the profile's folder.
+//! `${NAME}` in the serve command is the environment variable NAME, so a checked-in profile can
+//! name a binary whose path differs between machines.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use regex::Regex;
+use serde::Deserialize;
+
+use crate::cli::RunArgs;
+
+/// A profile file's contents. Every key is optional.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    out: Option<PathBuf>,
+    floor: Option<f64>,
+    first_token_ms: Option<f64>,
+    fast_route: Option<String>,
+    slow_route: Option<String>,
+    busy_skip: Option<f64>,
+    url: Option<String>,
+    serve_log: Option<PathBuf>,
+    stand_in: Option<bool>,
+    prompts: Option<PathBuf>,
+    replies: Option<u32>,
+    max_tokens: Option<u32>,
+    extra_body: Option<toml::Table>,
+    model: Option<String>,
+    hold: Option<PathBuf>,
+    hold_timeout: Option<f64>,
+    hold_cmd: Option<String>,
+    ready_timeout: Option<f64>,
+    grace: Option<f64>,
+    reply_timeout: Option<f64>,
+    serve: Option<Vec<String>>,
+}
+
+/// Read a profile file.
+pub fn load(path: &Path) -> Result<Profile> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("failed to read the profile {}", path.display()))?;
+    toml::from_str(&text).with_context(|| format!("the profile {} is not valid", path.display()))
+}
+
+/// `args` with every setting the command line left unset taken from `profile`.
+/// `given(flag)` says whether the command line set that flag (its id, e.g. `first_token_ms`).
+pub fn apply(
+    mut args: RunArgs,
+    profile: Profile,
+    dir: &Path,
+    given: impl Fn(&str) -> bool,
+) -> Result<RunArgs> {
+    let seconds = |key: &str, v: f64| -> Result<Duration> {
+        if !v.is_finite() || v <= 0.0 {
+            bail!("{key} in the profile must be a number of seconds above 0 (got {v})");
+        }
+        Ok(Duration::from_secs_f64(v))
+    };
+    macro_rules! take {
+        ($field:ident) => {
+            if !given(stringify!($field)) {
+                if let Some(v) = profile.$field {
+                    args.$field = v;
+                }
+            }
+        };
+        ($field:ident, optional) => {
+            if !given(stringify!($field)) && profile.$field.is_some() {
+                args.$field = profile.$field;
+            }
+        };
+        ($field:ident, seconds) => {
+            if !given(stringify!($field)) {
+                if let Some(v) = profile.$field {
+                    args.$field = seconds(stringify!($field), v)?;
+                }
+            }
+        };
+    }
+    take!(floor);
+    take!(first_token_ms);
+    take!(stand_in);
+    take!(replies);
+    take!(max_tokens);
+    take!(out, optional);
+    take!(fast_route, optional);
+    take!(slow_route, optional);
+    take!(busy_skip, optional);
+    take!(url, optional);
+    take!(model, optional);
+    take!(hold, optional);
+    take!(hold_cmd, optional);
+    take!(hold_timeout, seconds);
+    take!(ready_timeout, seconds);
+    take!(grace, seconds);
+    take!(reply_timeout, seconds);
+    if !given("prompts") {
+        if let Some(p) = profile.prompts {
+            args.prompts = Some(dir.join(p));
+        }
+    }
+    if !given("serve_log") {
+        if let Some(p) = profile.serve_log {
+            args.serve_log = Some(dir.join(p));
+        }
+    }
+    if !given("extra_body") {
+        if let Some(table) = profile.extra_body {
+            args.extra_body = Some(serde_json::to_string(&table)?);
+        }
+    }
+    if !given("serve") {
+        if let Some(serve) = profile.serve {
+            args.serve = serve.iter().map(|a| expand_env(a)).collect::<Result<_>>()?;
+        }
+    }
+    Ok(args)
+}
+
+/// `arg` with each `${NAME}` replaced by the environment variable NAME.
+fn expand_env(arg: &str) -> Result<String> {
+    let var = Regex::new(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}").expect("a valid pattern");
+    let mut missing = None;
+    let out = var.replace_all(arg, |c: &regex::Captures<'_>| {
+        std::env::var(&c[1]).unwrap_or_else(|_| {
+            missing = Some(c[1].to_string());
+            String::new()
+        })
+    });
+    if let Some(name) = missing {
+        bail!("the profile's serve command uses ${{{name}}}, which is not set in the environment");
+    }
+    Ok(out.into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use clap::Parser;
+
+    fn run_args(argv: &[&str]) -> RunArgs {
+        match Cli::parse_from(argv).command {
+            Command::Run(r) => *r,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_command_line_wins_over_the_profile_and_the_profile_over_defaults() {
+        let profile: Profile = toml::from_str(
+            "floor = 80.0\nfirst_token_ms = 250\nreplies = 5\ngrace = 2.5\nprompts = \"p.jsonl\"\n\
+             fast_route = \"route: npu-fast\"\nserve = [\"./serve\", \"--port\", \"{port}\"]\n\
+             [extra_body]\ncache_prompt = false\n",
+        )
+        .unwrap();
+        let args = run_args(&["x", "run", "--floor", "70"]);
+        let given = |id: &str| id == "floor";
+        let merged = apply(args, profile, Path::new("/etc/gates"), given).unwrap();
+        assert_eq!(merged.floor, 70.0, "the command line wins");
+        assert_eq!(merged.first_token_ms, 250.0);
+        assert_eq!(merged.replies, 5);
+        assert_eq!(merged.grace, Duration::from_millis(2500));
+        assert_eq!(merged.prompts, Some(PathBuf::from("/etc/gates/p.jsonl")));
+        assert_eq!(merged.fast_route.as_deref(), Some("route: npu-fast"));
+        assert_eq!(merged.serve, vec!["./serve", "--port", "{port}"]);
+        assert_eq!(
+            merged.extra_body.as_deref(),
+            Some(r#"{"cache_prompt":false}"#)
+        );
+        assert_eq!(merged.max_tokens, 64, "the default where neither says");
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_errors() {
+        assert!(toml::from_str::<Profile>("flor = 60").is_err());
+        assert!(toml::from_str::<Profile>("floor = \"fast\"").is_err());
+        let profile: Profile = toml::from_str("grace = -1").unwrap();
+        let e = apply(run_args(&["x", "run"]), profile, Path::new("."), |_| false).unwrap_err();
+        assert!(e.to_string().contains("grace"), "{e}");
+    }
+
+    #[test]
+    fn environment_variables_in_the_serve_command() {
+        std::env::set_var("NPU_SERVE_SMOKE_TEST_BIN", "/opt/serve");
+        assert_eq!(
+            expand_env("${NPU_SERVE_SMOKE_TEST_BIN}/x").unwrap(),
+            "/opt/serve/x"
+        );
+        assert_eq!(expand_env("{port}").unwrap(), "{port}");
+        let e = expand_env("${NPU_SERVE_SMOKE_SURELY_UNSET}").unwrap_err();
+        assert!(
+            e.to_string().contains("NPU_SERVE_SMOKE_SURELY_UNSET"),
+            "{e}"
+        );
+    }
+}

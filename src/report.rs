@@ -1,0 +1,328 @@
+//! The report: the verdict as people and CI systems read it. Pure renderers (human lines,
+//! JUnit XML, a Markdown summary); the callers do the I/O.
+
+use std::fmt::Write as _;
+
+use anstyle::{AnsiColor, Style};
+use quick_xml::events::{BytesDecl, BytesEnd, BytesStart, BytesText, Event};
+use quick_xml::Writer;
+
+use crate::measure::measure;
+use crate::record::ReplyRecord;
+use crate::verdict::{Line, Outcome, Status, Verdict};
+
+/// Whether to colour the verdict words: stdout is a terminal and NO_COLOR is unset.
+pub fn colour_wanted() -> bool {
+    use std::io::IsTerminal;
+    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// The human lines and the RESULT line, the status words coloured when `colour`.
+pub fn human(v: &Verdict, colour: bool) -> String {
+    if !colour {
+        return v.to_string();
+    }
+    let paint = |style: Style, text: &str| format!("{style}{text}{style:#}");
+    let mut out = String::new();
+    for l in &v.lines {
+        let word = format!("{:<5}", l.status);
+        let style = match l.status {
+            Status::Ok => AnsiColor::Green.on_default(),
+            Status::Fail => AnsiColor::Red.on_default().bold(),
+            Status::Info => Style::new().dimmed(),
+        };
+        let _ = writeln!(out, "{:<12} {} {}", l.check, paint(style, &word), l.text);
+    }
+    let style = match v.outcome {
+        Outcome::Pass => AnsiColor::Green.on_default().bold(),
+        Outcome::Fail => AnsiColor::Red.on_default().bold(),
+        Outcome::Skip { .. } | Outcome::Interrupted { .. } => AnsiColor::Yellow.on_default().bold(),
+    };
+    let _ = writeln!(out, "RESULT: {}", paint(style, &v.outcome.to_string()));
+    out
+}
+
+/// Lines that are judged (ok or FAIL): each is a JUnit testcase. Info lines are properties.
+fn judged(v: &Verdict) -> impl Iterator<Item = &Line> {
+    v.lines.iter().filter(|l| l.status != Status::Info)
+}
+
+/// JUnit XML: one testcase per judged line, and one for the RESULT itself. A FAIL line is a
+/// failure with its text; under a SKIP, failed lines and the result are skipped with the
+/// reason; an interruption is an error; info lines (load, hold, stop) are properties.
+pub fn junit(v: &Verdict, suite: &str) -> Vec<u8> {
+    let cases: Vec<&Line> = judged(v).collect();
+    let skip_reason = match &v.outcome {
+        Outcome::Skip { reason, .. } => Some(reason.as_str()),
+        _ => None,
+    };
+    let failures = if skip_reason.is_some() {
+        0
+    } else {
+        cases.iter().filter(|l| l.status == Status::Fail).count()
+            + usize::from(v.outcome == Outcome::Fail)
+    };
+    let skipped = if skip_reason.is_some() {
+        cases.iter().filter(|l| l.status == Status::Fail).count() + 1
+    } else {
+        0
+    };
+    let errors = usize::from(matches!(v.outcome, Outcome::Interrupted { .. }));
+    let tests = cases.len() + 1;
+    let mut w = Writer::new_with_indent(Vec::new(), b' ', 2);
+    let counts = [
+        ("tests", tests.to_string()),
+        ("failures", failures.to_string()),
+        ("errors", errors.to_string()),
+        ("skipped", skipped.to_string()),
+    ];
+    let _ = w.write_event(Event::Decl(BytesDecl::new("1.0", Some("UTF-8"), None)));
+    let mut suites = BytesStart::new("testsuites");
+    suites.push_attribute(("name", "npu-serve-smoke"));
+    for (k, val) in &counts {
+        suites.push_attribute((*k, val.as_str()));
+    }
+    let _ = w.write_event(Event::Start(suites));
+    let mut suite_el = BytesStart::new("testsuite");
+    suite_el.push_attribute(("name", suite));
+    for (k, val) in &counts {
+        suite_el.push_attribute((*k, val.as_str()));
+    }
+    let _ = w.write_event(Event::Start(suite_el));
+    let _ = w.write_event(Event::Start(BytesStart::new("properties")));
+    let result = format!("RESULT: {}", v.outcome);
+    let info = v
+        .lines
+        .iter()
+        .filter(|l| l.status == Status::Info)
+        .map(|l| (l.check.as_str(), l.text.as_str()))
+        .chain(std::iter::once(("result", result.as_str())));
+    for (name, value) in info {
+        let mut p = BytesStart::new("property");
+        p.push_attribute(("name", name));
+        p.push_attribute(("value", value));
+        let _ = w.write_event(Event::Empty(p));
+    }
+    let _ = w.write_event(Event::End(BytesEnd::new("properties")));
+    let case = |w: &mut Writer<Vec<u8>>, name: &str, inner: Option<(&str, &str)>| {
+        let mut c = BytesStart::new("testcase");
+        c.push_attribute(("classname", "npu-serve-smoke"));
+        c.push_attribute(("name", name));
+        match inner {
+            None => {
+                let _ = w.write_event(Event::Empty(c));
+            }
+            Some((kind, text)) => {
+                let _ = w.write_event(Event::Start(c));
+                let mut el = BytesStart::new(kind);
+                el.push_attribute(("message", text));
+                let _ = w.write_event(Event::Start(el));
+                let _ = w.write_event(Event::Text(BytesText::new(text)));
+                let _ = w.write_event(Event::End(BytesEnd::new(kind)));
+                let _ = w.write_event(Event::End(BytesEnd::new("testcase")));
+            }
+        }
+    };
+    for l in &cases {
+        let inner = match (l.status, skip_reason) {
+            (Status::Fail, Some(reason)) => Some(("skipped", reason)),
+            (Status::Fail, None) => Some(("failure", l.text.as_str())),
+            _ => None,
+        };
+        case(&mut w, &l.check, inner);
+    }
+    let inner = match &v.outcome {
+        Outcome::Pass => None,
+        Outcome::Fail => Some(("failure", result.as_str())),
+        Outcome::Skip { .. } => Some(("skipped", result.as_str())),
+        Outcome::Interrupted { .. } => Some(("error", result.as_str())),
+    };
+    case(&mut w, "result", inner);
+    let _ = w.write_event(Event::End(BytesEnd::new("testsuite")));
+    let _ = w.write_event(Event::End(BytesEnd::new("testsuites")));
+    let mut out = w.into_inner();
+    out.push(b'\n');
+    out
+}
+
+/// A Markdown summary (for GitHub's step summary): the lines, then each reply's figures.
+pub fn markdown(v: &Verdict, replies: &[ReplyRecord], title: &str) -> String {
+    let cell = |s: &str| s.replace('|', "\\|").replace('\n', " ");
+    let mut md = format!(
+        "### {} — RESULT: {}\n\n",
+        cell(title),
+        cell(&v.outcome.to_string())
+    );
+    md.push_str("| check | status | detail |\n| --- | --- | --- |\n");
+    for l in &v.lines {
+        let _ = writeln!(md, "| {} | {} | {} |", l.check, l.status, cell(&l.text));
+    }
+    if !replies.is_empty() {
+        md.push_str("\n| reply | tokens | first token (ms) | rate (tok/s) | finish | error |\n");
+        md.push_str("| --- | --- | --- | --- | --- | --- |\n");
+        for r in replies {
+            let m = measure(r);
+            let opt = |v: Option<f64>, d: usize| v.map_or("-".to_string(), |x| format!("{x:.d$}"));
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {} | {} | {} |",
+                r.index,
+                m.tokens,
+                opt(m.first_token_ms, 0),
+                opt(m.rate_tok_s, 1),
+                r.finish_reason.as_deref().unwrap_or("-"),
+                cell(r.error.as_deref().unwrap_or("")),
+            );
+        }
+    }
+    md.push('\n');
+    md
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::selftest::cases;
+    use quick_xml::events::Event;
+    use quick_xml::Reader;
+
+    fn verdict(case: &str) -> Verdict {
+        cases::named(case)
+            .unwrap_or_else(|| panic!("no case {case:?}"))
+            .verdict()
+            .unwrap()
+    }
+
+    const PASS: &str = "a good run passes";
+    const FAIL: &str =
+        "the busy-box row is named: fast route, right answers, 50 tok/s under 60, load 10 per CPU";
+    const SKIP: &str = "with --busy-skip the busy-box run is SKIP";
+    const INTERRUPTED: &str = "an interrupted run is INTERRUPTED, never PASS";
+
+    #[test]
+    fn human_lines_for_each_result() {
+        insta::assert_snapshot!("pass", human(&verdict(PASS), false));
+        insta::assert_snapshot!("fail", human(&verdict(FAIL), false));
+        insta::assert_snapshot!("skip", human(&verdict(SKIP), false));
+        insta::assert_snapshot!("interrupted", human(&verdict(INTERRUPTED), false));
+    }
+
+    #[test]
+    fn colour_paints_only_the_status_words() {
+        let v = verdict(FAIL);
+        let coloured = human(&v, true);
+        assert!(coloured.contains("\u{1b}["), "{coloured}");
+        let plain: String = strip_ansi(&coloured);
+        assert_eq!(plain, human(&v, false));
+    }
+
+    fn strip_ansi(s: &str) -> String {
+        let mut out = String::new();
+        let mut chars = s.chars();
+        while let Some(c) = chars.next() {
+            if c == '\u{1b}' {
+                for d in chars.by_ref() {
+                    if d == 'm' {
+                        break;
+                    }
+                }
+            } else {
+                out.push(c);
+            }
+        }
+        out
+    }
+
+    /// (testcase name, its failure/skipped/error element, if any).
+    type Case = (String, Option<String>);
+
+    /// Each testcase, and the suite's counts.
+    fn parse_junit(xml: &[u8]) -> (Vec<Case>, Vec<(String, String)>) {
+        let mut reader = Reader::from_reader(xml);
+        let mut cases: Vec<Case> = Vec::new();
+        let mut counts = Vec::new();
+        let mut buf = Vec::new();
+        loop {
+            match reader.read_event_into(&mut buf).expect("well-formed XML") {
+                Event::Eof => break,
+                Event::Start(e) | Event::Empty(e) => {
+                    let attr = |name: &str| {
+                        e.attributes()
+                            .flatten()
+                            .find(|a| a.key.as_ref() == name.as_bytes())
+                            .map(|a| String::from_utf8_lossy(&a.value).into_owned())
+                    };
+                    match e.name().as_ref() {
+                        b"testsuite" => {
+                            for k in ["tests", "failures", "errors", "skipped"] {
+                                counts.push((k.to_string(), attr(k).unwrap()));
+                            }
+                        }
+                        b"testcase" => cases.push((attr("name").unwrap(), None)),
+                        kind @ (b"failure" | b"skipped" | b"error") => {
+                            cases.last_mut().unwrap().1 =
+                                Some(String::from_utf8_lossy(kind).into_owned());
+                        }
+                        _ => {}
+                    }
+                }
+                _ => {}
+            }
+            buf.clear();
+        }
+        (cases, counts)
+    }
+
+    fn counts(t: &str, f: &str, e: &str, s: &str) -> Vec<(String, String)> {
+        [("tests", t), ("failures", f), ("errors", e), ("skipped", s)]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn junit_has_a_testcase_per_judged_line_and_parses_back() {
+        let (cases, c) = parse_junit(&junit(&verdict(PASS), "runs/a"));
+        let names: Vec<&str> = cases.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["route", "rate", "first-token", "content", "result"]);
+        assert!(cases.iter().all(|(_, k)| k.is_none()));
+        assert_eq!(c, counts("5", "0", "0", "0"));
+
+        let (cases, c) = parse_junit(&junit(&verdict(FAIL), "runs/a"));
+        assert_eq!(cases[1], ("rate".to_string(), Some("failure".to_string())));
+        assert_eq!(cases.last().unwrap().1.as_deref(), Some("failure"));
+        assert_eq!(c, counts("5", "2", "0", "0"));
+
+        let (cases, c) = parse_junit(&junit(&verdict(SKIP), "runs/a"));
+        assert_eq!(cases[1], ("rate".to_string(), Some("skipped".to_string())));
+        assert_eq!(c, counts("5", "0", "0", "2"));
+
+        let (cases, c) = parse_junit(&junit(&verdict(INTERRUPTED), "runs/a"));
+        assert_eq!(cases.last().unwrap().1.as_deref(), Some("error"));
+        assert_eq!(c, counts("5", "0", "1", "0"));
+    }
+
+    #[test]
+    fn junit_keeps_info_lines_as_properties_and_escapes_text() {
+        let xml = String::from_utf8(junit(&verdict(FAIL), "runs/<rc3> & \"x\"")).unwrap();
+        assert!(
+            xml.contains("<property name=\"load\" value=\"1-minute load average 320.0 on 32 CPUs"),
+            "{xml}"
+        );
+        assert!(
+            xml.contains("runs/&lt;rc3&gt; &amp; &quot;x&quot;"),
+            "{xml}"
+        );
+        insta::assert_snapshot!("junit_fail", xml);
+    }
+
+    #[test]
+    fn markdown_has_the_lines_and_the_replies() {
+        let md = markdown(&verdict(FAIL), &[], "runs/a|b");
+        assert!(md.starts_with("### runs/a\\|b — RESULT: FAIL\n"), "{md}");
+        assert!(md.contains("| rate | FAIL | median 50.0 tok/s"), "{md}");
+        let replies = [crate::selftest::cases::reply(&[100, 200, 300], "Paris")];
+        let md = markdown(&verdict(PASS), &replies, "r");
+        assert!(md.contains("| 1 | 3 | 100 | 10.0 | stop |  |"), "{md}");
+    }
+}

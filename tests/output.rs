@@ -1,0 +1,109 @@
+//! Results CI systems read: --json (its schema pinned by a strict mirror), --junit, and
+//! GitHub's step summary.
+
+use serde::Deserialize;
+
+use crate::util::*;
+
+/// result.json as docs/result-schema.md documents it; any field added or renamed fails here.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ResultJson {
+    schema: u32,
+    lines: Vec<LineJson>,
+    result: String,
+    #[serde(default)]
+    reason: Option<String>,
+    #[serde(default)]
+    advice: Option<String>,
+    #[serde(default)]
+    signal: Option<String>,
+    summary: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LineJson {
+    check: String,
+    status: String,
+    text: String,
+}
+
+#[test]
+fn json_junit_and_the_step_summary_from_one_run() {
+    let (d, out) = scratch();
+    let junit = d.path().join("gate.xml");
+    let summary = d.path().join("summary.md");
+    std::fs::write(&summary, "earlier step\n").unwrap();
+    let o = gate()
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .args(["run", "--stand-in", "--replies", "2", "--json", "--junit"])
+        .arg(&junit)
+        .arg("--out")
+        .arg(&out)
+        .args(UNFLIPPABLE)
+        .args(["--", "--tokens", "6"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    let printed: ResultJson = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(printed.schema, 1);
+    assert_eq!(printed.result, "PASS");
+    assert_eq!(printed.summary, "RESULT: PASS");
+    assert!(printed.reason.is_none() && printed.advice.is_none() && printed.signal.is_none());
+    let checks: Vec<&str> = printed.lines.iter().map(|l| l.check.as_str()).collect();
+    assert_eq!(checks, ["route", "rate", "first-token", "content", "load"]);
+    assert!(printed
+        .lines
+        .iter()
+        .all(|l| ["ok", "FAIL", "info"].contains(&l.status.as_str()) && !l.text.is_empty()));
+    // The same document as result.json; the human lines went to stderr.
+    let archived: serde_json::Value = json(&out.join("result.json"));
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap(),
+        archived
+    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains("RESULT: PASS"));
+
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(
+        xml.contains("<testcase classname=\"npu-serve-smoke\" name=\"content\"/>"),
+        "{xml}"
+    );
+    let md = std::fs::read_to_string(&summary).unwrap();
+    assert!(
+        md.starts_with("earlier step\n### "),
+        "appended, not replaced: {md}"
+    );
+    assert!(md.contains("| content | ok |"), "{md}");
+    assert!(md.contains("| 2 | 6 |"), "a row per reply: {md}");
+}
+
+#[test]
+fn judge_json_of_a_skip_has_its_reason_and_advice() {
+    let (_d, out) = scratch();
+    gate()
+        .args(["run", "--stand-in", "--replies", "1", "--out"])
+        .arg(&out)
+        .args(UNFLIPPABLE)
+        .args(["--", "--tokens", "4"])
+        .assert()
+        .code(0);
+    let mut load = json(&out.join("load.json"));
+    load["during"]["wait_fraction"] = serde_json::json!(0.5);
+    std::fs::write(out.join("load.json"), serde_json::to_vec(&load).unwrap()).unwrap();
+    let o = gate()
+        .arg("judge")
+        .arg(&out)
+        .args(["--floor", "1000000", "--busy-skip", "0.2", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3));
+    let r: ResultJson = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r.result, "SKIP");
+    assert_eq!(
+        r.reason.as_deref(),
+        Some("busy box: the serve waited for a CPU 50% of the time it was ready to run")
+    );
+    assert_eq!(r.advice.as_deref(), Some("re-run on a quiet box"));
+}
