@@ -7,6 +7,7 @@ use anyhow::Result;
 use clap::parser::ValueSource;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
+use crate::compare::{self, CompareArgs};
 use crate::output::OutputArgs;
 use crate::standin::StandInArgs;
 use crate::{exit_codes, gate, judge, profile, selftest, standin};
@@ -55,6 +56,14 @@ pub enum Command {
     /// Prove the gate judges and measures right, without hardware (also spelled --self-test).
     #[command(long_flag = "self-test")]
     SelfTest,
+    /// Runs side by side, oldest first, with the conditions each ran under.
+    Compare(CompareArgs),
+    /// Print shell completions.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 /// `run`: gate a serve.
@@ -160,6 +169,9 @@ pub struct JudgeArgs {
     /// Override the recorded busy-box SKIP policy (see run --busy-skip).
     #[arg(long, value_name = "THRESHOLD")]
     pub busy_skip: Option<f64>,
+    /// Draw the run's timeline to FILE (SVG); never into the archive.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
     /// How to report the verdict.
     #[command(flatten)]
     pub output: OutputArgs,
@@ -211,6 +223,16 @@ pub fn dispatch(cli: Cli, given: &[String]) -> Result<u8> {
         Command::Judge(args) => judge::run(args),
         Command::StandIn(args) => standin::run(args).map(|()| exit_codes::PASS),
         Command::SelfTest => selftest::run(),
+        Command::Compare(args) => compare::run(args),
+        Command::Completions { shell } => {
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "npu-serve-smoke",
+                &mut std::io::stdout(),
+            );
+            Ok(exit_codes::PASS)
+        }
     }
 }
 

@@ -23,7 +23,7 @@ use crate::rundir::{self, Archive, ResultFile, RunDir};
 use crate::serve::{self, ServeProcess};
 use crate::signals::Interrupts;
 use crate::verdict::{Criteria, Floors};
-use crate::{clock, conditions, exit_codes, measure};
+use crate::{clock, conditions, exit_codes, measure, timeline};
 
 /// How the gate reaches the serve.
 #[derive(Debug)]
@@ -363,6 +363,13 @@ async fn execute(plan: Plan) -> Result<u8> {
     };
     let verdict = archive.judge(&plan.criteria);
     dir.write_json(rundir::RESULT, &ResultFile::new(verdict.clone()))?;
+    let title = format!("{} (RESULT: {})", dir.path().display(), verdict.outcome);
+    let limit = plan.criteria.floors().first_token_ms;
+    // The picture is for people: failing to draw it never changes the verdict.
+    match timeline::svg(&archive.replies, limit, &title) {
+        Ok(svg) => rundir::write_atomic(&dir.path().join(rundir::TIMELINE), svg.as_bytes())?,
+        Err(e) => eprintln!("npu-serve-smoke: no timeline.svg: {e:#}"),
+    }
     let title = dir.path().display().to_string();
     output::emit(&verdict, &archive.replies, &title, &plan.output)?;
     eprintln!("npu-serve-smoke: archived in {}", dir.path().display());
@@ -525,7 +532,19 @@ async fn wait_ready(
     let start = Instant::now();
     let mut path = "/health";
     let mut not_ready_answers = 0;
+    let mut next_word = Duration::from_secs(10);
+    eprintln!(
+        "npu-serve-smoke: waiting for the serve to be ready (GET /health, up to {} s)",
+        timeout.as_secs_f64()
+    );
     loop {
+        if start.elapsed() >= next_word {
+            eprintln!(
+                "npu-serve-smoke: still waiting for the serve after {} s ({not_ready_answers} not-ready answers)",
+                next_word.as_secs()
+            );
+            next_word += Duration::from_secs(10);
+        }
         if let Some(p) = serve.as_deref_mut() {
             if let Some(status) = p.exited() {
                 return Startup::Exited {

@@ -8,6 +8,7 @@ use crate::cli::JudgeArgs;
 use crate::exit_codes;
 use crate::output;
 use crate::rundir;
+use crate::timeline;
 use crate::verdict::Criteria;
 
 /// Judge the archive; the exit code for its result.
@@ -32,7 +33,13 @@ pub fn run(args: JudgeArgs) -> Result<u8> {
     if let Some(t) = args.busy_skip {
         floors.busy_skip = Some(t);
     }
-    let verdict = archive.judge(&Criteria::new(floors)?);
+    let criteria = Criteria::new(floors)?;
+    let verdict = archive.judge(&criteria);
+    if let Some(path) = &args.svg {
+        let title = format!("{} (RESULT: {})", args.dir.display(), verdict.outcome);
+        let svg = timeline::svg(&archive.replies, criteria.floors().first_token_ms, &title)?;
+        rundir::write_atomic(path, svg.as_bytes())?;
+    }
     let title = args.dir.display().to_string();
     output::emit(&verdict, &archive.replies, &title, &args.output)?;
     Ok(exit_codes::for_outcome(&verdict.outcome))

@@ -3,7 +3,8 @@
 //! # Layout
 //! - [`cli`]: the command line and the dispatch to each command; [`profile`]: gate profiles.
 //! - [`gate`]: `run`, the live gate, from checked arguments to a judged, archived run.
-//! - [`judge`]: `judge DIR`, re-judging an archive.
+//! - [`judge`]: `judge DIR`, re-judging an archive; [`compare`]: runs side by side.
+//! - [`timeline`]: timeline.svg, one row per reply.
 //! - [`serve`]: launching and stopping the serve (process group, PDEATHSIG, grace, orphans).
 //! - [`hold`]: the device hold (flock), and who holds it.
 //! - [`client`]: the HTTP client: readiness probes and streamed replies, timed as bytes arrive.
@@ -22,6 +23,7 @@
 pub mod cli;
 pub mod client;
 pub mod clock;
+pub mod compare;
 pub mod conditions;
 pub mod exit_codes;
 pub mod gate;
@@ -40,4 +42,5 @@ pub mod serve;
 pub mod signals;
 pub mod sse;
 pub mod standin;
+pub mod timeline;
 pub mod verdict;

@@ -4,8 +4,10 @@
 //! rewritten whole after each reply), load.json ([`LoadSnapshot`]), result.json ([`ResultFile`]).
 //! Each whole file is replaced by rename, so a reader (or a crash) never sees half a file.
 
+use std::fs::Permissions;
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -24,6 +26,8 @@ pub const REPLIES: &str = "replies.jsonl";
 pub const LOAD: &str = "load.json";
 /// result.json
 pub const RESULT: &str = "result.json";
+/// timeline.svg
+pub const TIMELINE: &str = "timeline.svg";
 
 /// result.json: the verdict's lines and result, and the text a person read.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -115,7 +119,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let mut tmp = tempfile::NamedTempFile::new_in(dir)
         .with_context(|| format!("failed to create a temporary file in {}", dir.display()))?;
+    // A temporary file is created 0600; a run's files are for everyone on the box to read.
     tmp.write_all(bytes)
+        .and_then(|_| tmp.as_file().set_permissions(Permissions::from_mode(0o644)))
         .and_then(|_| tmp.as_file().sync_all())
         .with_context(|| format!("failed to write {}", path.display()))?;
     tmp.persist(path)
@@ -275,6 +281,10 @@ mod tests {
         write_atomic(&p, b"two").unwrap();
         assert_eq!(fs::read(&p).unwrap(), b"two");
         assert_eq!(fs::read_dir(d.path()).unwrap().count(), 1);
+        assert_eq!(
+            fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o644
+        );
     }
 
     #[test]

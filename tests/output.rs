@@ -107,3 +107,118 @@ fn judge_json_of_a_skip_has_its_reason_and_advice() {
     );
     assert_eq!(r.advice.as_deref(), Some("re-run on a quiet box"));
 }
+
+#[test]
+fn a_timeline_is_drawn_for_each_run_and_for_an_archive_elsewhere() {
+    let (d, out) = scratch();
+    gate()
+        .args(["run", "--stand-in", "--replies", "2", "--out"])
+        .arg(&out)
+        .args(UNFLIPPABLE)
+        .args(["--", "--tokens", "6"])
+        .assert()
+        .code(0);
+    let svg = std::fs::read_to_string(out.join("timeline.svg")).unwrap();
+    assert!(
+        svg.starts_with("<svg") && svg.contains("reply 2"),
+        "{}",
+        &svg[..200.min(svg.len())]
+    );
+    assert_eq!(svg.matches("<circle").count(), 12, "a dot per token");
+
+    let before: Vec<_> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    let elsewhere = d.path().join("judged.svg");
+    gate()
+        .arg("judge")
+        .arg(&out)
+        .arg("--svg")
+        .arg(&elsewhere)
+        .args(["--first-token-ms", "1"])
+        .assert()
+        .code(1);
+    assert!(std::fs::read_to_string(&elsewhere)
+        .unwrap()
+        .contains("RESULT: FAIL"));
+    let after: Vec<_> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(before, after, "judge writes nothing into the archive");
+}
+
+#[test]
+fn compare_lists_runs_oldest_first_with_their_conditions() {
+    let (d, first) = scratch();
+    let second = d.path().join("second");
+    for (out, floor) in [(&first, "0"), (&second, "1000000")] {
+        gate()
+            .args([
+                "run",
+                "--stand-in",
+                "--replies",
+                "1",
+                "--first-token-ms",
+                "600000",
+                "--floor",
+                floor,
+                "--out",
+            ])
+            .arg(out)
+            .args(["--", "--tokens", "6"])
+            .output()
+            .unwrap();
+        // Start times are recorded to the second: keep the two runs in distinct seconds.
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+    }
+    let o = gate()
+        .arg("compare")
+        .arg(&second)
+        .arg(&first)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    let table = String::from_utf8_lossy(&o.stdout);
+    let rows: Vec<&str> = table.lines().collect();
+    assert!(
+        rows[0].starts_with("started (UTC)") && rows[0].contains("serve CPU wait"),
+        "{table}"
+    );
+    assert!(
+        rows[1].ends_with("PASS") && rows[2].ends_with("FAIL"),
+        "oldest first: {table}"
+    );
+    assert!(
+        rows[1].contains(" on ") && rows[1].contains("tok/s"),
+        "{table}"
+    );
+
+    let o = gate()
+        .args(["compare", "--json"])
+        .arg(&first)
+        .arg(&second)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v.as_array().unwrap().len(), 2);
+    assert_eq!(v[1]["result"], "FAIL");
+    assert_eq!(v[0]["serve_sha256"].as_str().unwrap().len(), 12);
+    gate()
+        .args(["compare"])
+        .arg(d.path().join("nope"))
+        .assert()
+        .code(2);
+}
+
+#[test]
+fn completions_for_each_shell() {
+    for shell in ["bash", "zsh", "fish"] {
+        gate()
+            .args(["completions", shell])
+            .assert()
+            .code(0)
+            .stdout(predicates::str::contains("npu-serve-smoke"));
+    }
+}
