@@ -51,9 +51,16 @@ pub struct Client {
 impl Client {
     /// A client for the serve at `base` (e.g. `http://127.0.0.1:8080`). Proxies from the
     /// environment are ignored: the serve is on this box.
+    ///
+    /// Every request opens a fresh connection. A serve may close an idle keep-alive connection
+    /// just as a client reuses it (llama-server did, under load: "connection closed before
+    /// message completed"), and a gate never retries a reply, so a pooled connection would turn
+    /// that race into a failed reply. A loopback connect costs far less than a millisecond, the
+    /// same for every reply.
     pub fn new(base: &str) -> Result<Self> {
         let http = reqwest::Client::builder()
             .no_proxy()
+            .pool_max_idle_per_host(0)
             .http1_only()
             .build()
             .context("failed to set up the HTTP client")?;
