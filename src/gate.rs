@@ -269,6 +269,7 @@ async fn execute(plan: Plan) -> Result<u8> {
         serve_died: None,
         extra_body: plan.extra_body.clone(),
         gate_cpu_s: None,
+        gate_max_rss_kib: None,
         settings: Some(plan.settings.clone()),
     };
     dir.write_json(rundir::MANIFEST, &manifest)?;
@@ -352,7 +353,10 @@ async fn execute(plan: Plan) -> Result<u8> {
         }
     };
     manifest.ended_utc = Some(utc_now());
-    manifest.gate_cpu_s = own_cpu_seconds();
+    if let Some((cpu, rss)) = own_usage() {
+        manifest.gate_cpu_s = Some(cpu);
+        manifest.gate_max_rss_kib = Some(rss);
+    }
     dir.write_json(rundir::MANIFEST, &manifest)?;
     let archive = Archive {
         manifest,
@@ -506,12 +510,24 @@ fn record_load(dir: &RunDir) -> Result<Option<LoadSnapshot>> {
     Ok(load)
 }
 
-/// CPU seconds (user + system) this process has used.
-fn own_cpu_seconds() -> Option<f64> {
+/// CPU seconds (user + system) this process has used, and its peak resident set (KiB).
+///
+/// The peak is VmHWM from /proc/self/status, not getrusage's ru_maxrss: ru_maxrss is inherited
+/// across fork and kept across exec, so a gate started by a large parent (a Python CI
+/// script holding its results) would report the parent's peak as its own.
+fn own_usage() -> Option<(f64, u64)> {
     use nix::sys::resource::{getrusage, UsageWho};
     let u = getrusage(UsageWho::RUSAGE_SELF).ok()?;
     let secs = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
-    Some(secs(u.user_time()) + secs(u.system_time()))
+    let peak = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(u.max_rss().max(0) as u64);
+    Some((secs(u.user_time()) + secs(u.system_time()), peak))
 }
 
 fn read_lossy(path: &std::path::Path) -> Result<String> {

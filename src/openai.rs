@@ -4,13 +4,16 @@
 //! their thinking on `reasoning_content`, a final chunk may carry only `usage` with no choices.
 //! Every field is optional here; what a chunk means is decided by the caller.
 
+use std::borrow::Cow;
+
 use serde::Deserialize;
 
-/// One parsed `data:` payload of a chat completion stream.
+/// One parsed `data:` payload of a chat completion stream. Its text borrows from the payload
+/// where it can (no escapes), so a chunk costs no string copies.
 #[derive(Debug, Default, Deserialize)]
-pub struct Chunk {
-    #[serde(default)]
-    choices: Vec<Choice>,
+pub struct Chunk<'a> {
+    #[serde(default, borrow)]
+    choices: Vec<Choice<'a>>,
     /// Token counts, when the serve reports them (usually in a final chunk).
     pub usage: Option<Usage>,
     /// llama-server's own timings (`predicted_per_second` and friends), kept as it sent them.
@@ -18,16 +21,19 @@ pub struct Chunk {
 }
 
 #[derive(Debug, Default, Deserialize)]
-struct Choice {
-    #[serde(default)]
-    delta: Delta,
-    finish_reason: Option<String>,
+struct Choice<'a> {
+    #[serde(default, borrow)]
+    delta: Delta<'a>,
+    #[serde(borrow)]
+    finish_reason: Option<Cow<'a, str>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
-struct Delta {
-    content: Option<String>,
-    reasoning_content: Option<String>,
+struct Delta<'a> {
+    #[serde(borrow)]
+    content: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    reasoning_content: Option<Cow<'a, str>>,
 }
 
 /// Token counts reported by the serve.
@@ -44,9 +50,9 @@ struct PromptTokensDetails {
     cached_tokens: Option<u64>,
 }
 
-impl Chunk {
+impl<'a> Chunk<'a> {
     /// Parse one `data:` payload. The error is serde's, for quoting in a FAIL line.
-    pub fn parse(data: &[u8]) -> Result<Chunk, serde_json::Error> {
+    pub fn parse(data: &'a [u8]) -> Result<Chunk<'a>, serde_json::Error> {
         serde_json::from_slice(data)
     }
 

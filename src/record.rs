@@ -235,6 +235,9 @@ pub struct RunManifest {
     /// that needs the CPU.
     #[serde(default)]
     pub gate_cpu_s: Option<f64>,
+    /// The gate's own peak resident set, KiB.
+    #[serde(default)]
+    pub gate_max_rss_kib: Option<u64>,
     /// Every `run` setting as the run used it: the command line over the profile over the
     /// defaults.
     #[serde(default)]

@@ -51,7 +51,7 @@ pub struct StandInArgs {
         value_delimiter = ',',
         value_name = "MS,..."
     )]
-    pub gaps_ms: Vec<u64>,
+    pub gaps_ms: Vec<f64>,
     /// Tokens a reply has (capped by the request's max_tokens).
     #[arg(long, default_value_t = 32, value_name = "N")]
     pub tokens: usize,
@@ -195,6 +195,9 @@ impl Trace {
 
 /// Run the stand-in until it is killed.
 pub fn run(args: StandInArgs) -> Result<()> {
+    if args.gaps_ms.iter().any(|g| !g.is_finite() || *g < 0.0) {
+        bail!("--gaps-ms takes numbers of ms, 0 or more");
+    }
     if args.gaps_ms.is_empty() {
         bail!("--gaps-ms needs at least one number");
     }
@@ -590,7 +593,7 @@ async fn chat(State(script): State<Arc<Script>>, Json(req): Json<ChatRequest>) -
             )),
         ));
     }
-    let gap = |i: usize| Duration::from_millis(args.gaps_ms[i % args.gaps_ms.len()]);
+    let gap = |i: usize| Duration::from_secs_f64(args.gaps_ms[i % args.gaps_ms.len()] / 1e3);
     for (i, c) in chunks.iter().enumerate() {
         // The first token waits for ttft from the request's arrival, not from this point.
         let wait = if i == 0 {
@@ -666,8 +669,15 @@ async fn chat(State(script): State<Arc<Script>>, Json(req): Json<ChatRequest>) -
                 std::process::exit(3);
             }
         };
-        if !wait.is_zero() {
+        if wait >= Duration::from_millis(1) {
             tokio::time::sleep(wait).await;
+        } else if !wait.is_zero() {
+            // tokio's timer counts whole milliseconds: shorter gaps (a 20,000 tok/s stream)
+            // are kept by spinning, which only the stand-in pays for.
+            let until = std::time::Instant::now() + wait;
+            while std::time::Instant::now() < until {
+                std::hint::spin_loop();
+            }
         }
         if !work.is_zero() {
             burn(work);
@@ -776,7 +786,7 @@ mod tests {
 
     #[test]
     fn gaps_parse_as_a_list_and_usage_flags_override() {
-        assert_eq!(args(&["--gaps-ms", "40,10"]).gaps_ms, vec![40, 10]);
+        assert_eq!(args(&["--gaps-ms", "40,0.05"]).gaps_ms, vec![40.0, 0.05]);
         assert!(args(&["--usage", "--no-usage"]).no_usage);
         assert!(!args(&["--no-usage", "--usage"]).no_usage);
     }

@@ -12,6 +12,26 @@ fn ms(ns: u64) -> f64 {
     ns as f64 / 1e6
 }
 
+/// A row is about 900 pixels wide: more dots than this are drawn on top of one another, and
+/// drawing 20,000 of them costs the gate more than streaming them did.
+const MAX_DOTS_PER_ROW: usize = 1000;
+
+/// At most `max` of `points`: every n-th, always keeping the last (where a stall at the end
+/// shows).
+fn thin(points: &[f64], max: usize) -> Vec<f64> {
+    if points.len() <= max {
+        return points.to_vec();
+    }
+    let step = points.len().div_ceil(max.saturating_sub(1).max(1));
+    let mut kept: Vec<f64> = points.iter().step_by(step).copied().collect();
+    if let Some(&last) = points.last() {
+        if kept.last() != Some(&last) {
+            kept.push(last);
+        }
+    }
+    kept
+}
+
 /// The timeline of `replies` as SVG text.
 pub fn svg(replies: &[ReplyRecord], first_token_limit_ms: f64, title: &str) -> Result<String> {
     let mut out = String::new();
@@ -52,14 +72,16 @@ pub fn svg(replies: &[ReplyRecord], first_token_limit_ms: f64, title: &str) -> R
                     )))
                     .map_err(err)?;
             }
-            let tokens = r.chunks.iter().filter(|c| c.has_text()).map(|c| {
-                Circle::new(
-                    (ms(c.at_ns.saturating_sub(r.sent_ns)), y),
-                    2,
-                    BLACK.filled(),
-                )
-            });
-            chart.draw_series(tokens).map_err(err)?;
+            let arrivals: Vec<f64> = r
+                .chunks
+                .iter()
+                .filter(|c| c.has_text())
+                .map(|c| ms(c.at_ns.saturating_sub(r.sent_ns)))
+                .collect();
+            let dots = thin(&arrivals, MAX_DOTS_PER_ROW)
+                .into_iter()
+                .map(|x| Circle::new((x, y), 2, BLACK.filled()));
+            chart.draw_series(dots).map_err(err)?;
         }
         chart
             .draw_series(LineSeries::new(
@@ -79,6 +101,16 @@ pub fn svg(replies: &[ReplyRecord], first_token_limit_ms: f64, title: &str) -> R
 mod tests {
     use super::*;
     use crate::selftest::cases::reply;
+
+    #[test]
+    fn thinning_keeps_at_most_max_and_the_first_and_last() {
+        let points: Vec<f64> = (0..20_000).map(f64::from).collect();
+        let kept = thin(&points, 1000);
+        assert!(kept.len() <= 1000, "{}", kept.len());
+        assert!(kept.len() > 900, "{}", kept.len());
+        assert_eq!((kept[0], *kept.last().unwrap()), (0.0, 19_999.0));
+        assert_eq!(thin(&points[..5], 1000).len(), 5);
+    }
 
     #[test]
     fn one_row_per_reply_and_a_dot_per_token() {

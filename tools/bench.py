@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""Benchmark the gate's accuracy and its own cost, against targets (docs/performance.md).
+
+Runs over the release binary (built first unless --no-build), on loopback only, about a
+minute on 2 cores:
+
+ (a) accuracy: the gate against the stand-in at --ttft-ms 250 --gaps-ms 40,10;
+     |reported - sent| for first-token and each gap, from the stand-in's send trace;
+ (b) cost at a high rate: one stream of 20,000 tokens at 0.05 ms gaps: the gate's own CPU
+     (user + sys) per 1,000 tokens, its peak RSS, its rate error against the trace;
+ (c) the floor: curl -N streaming the same request, its CPU per 1,000 tokens, so the gate's
+     cost is a ratio to curl's measured in the same run;
+ (d) overhead around the serve: gate wall time minus the serve's time to ready and the
+     replies' time.
+
+Per-token costs subtract a 10-token run of the same client, so start-up is not counted as
+streaming. Each cost figure is the median of --trials runs. Exit 1 when a target is missed.
+"""
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = os.path.join(ROOT, "target", "release", "npu-serve-smoke")
+UNFLIPPABLE = ["--floor", "0", "--first-token-ms", "600000"]
+BIG, SMALL = 20000, 10
+
+TARGETS = {
+    "first_token_error_ms_median": 1.0,
+    "gap_error_ms_median": 1.0,
+    "cpu_ratio_to_curl": 1.5,
+    "peak_rss_mib": 20.0,
+    "rate_error_pct": 1.0,
+    "overhead_ms": 100.0,
+}
+
+
+def load_jsonl(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def run_gate(args, tmp, name):
+    out = os.path.join(tmp, name)
+    start = time.monotonic()
+    subprocess.run([BIN, "run", "--out", out] + args, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wall = time.monotonic() - start
+    with open(os.path.join(out, "run.json")) as f:
+        manifest = json.load(f)
+    return manifest, load_jsonl(os.path.join(out, "replies.jsonl")), wall
+
+
+def trace_events(trace):
+    """[(request received_ns, [(sent_ns, has_text, usage), ...])] per request."""
+    requests = []
+    for t in trace:
+        if t["kind"] == "request":
+            requests.append((t["received_ns"], []))
+        elif not t["done"]:
+            requests[-1][1].append((t["sent_ns"], t["content_chars"] + t["reasoning_chars"] > 0))
+    return requests
+
+
+def accuracy(tmp):
+    trace = os.path.join(tmp, "accuracy.trace.jsonl")
+    manifest, replies, _ = run_gate(
+        ["--stand-in", "--replies", "5", *UNFLIPPABLE, "--",
+         "--ttft-ms", "250", "--gaps-ms", "40,10", "--tokens", "20", "--trace", trace],
+        tmp, "accuracy")
+    first_errors, gap_errors = [], []
+    for reply, (received, events) in zip(replies, trace_events(load_jsonl(trace))):
+        sent = [s for s, text in events if text]
+        arrived = [c["at_ns"] for c in reply["chunks"] if c["content_chars"] + c["reasoning_chars"] > 0]
+        assert len(sent) == len(arrived), "the gate and the trace disagree on the events"
+        reported_first = (arrived[0] - reply["sent_ns"]) / 1e6
+        first_errors.append(abs(reported_first - (sent[0] - received) / 1e6))
+        for i in range(1, len(sent)):
+            gap_errors.append(abs((arrived[i] - arrived[i - 1]) - (sent[i] - sent[i - 1])) / 1e6)
+    return {
+        "first_token_error_ms_median": statistics.median(first_errors),
+        "first_token_error_ms_max": max(first_errors),
+        "gap_error_ms_median": statistics.median(gap_errors),
+        "gap_error_ms_max": max(gap_errors),
+        "gaps": len(gap_errors),
+    }
+
+
+def start_stand_in(tmp, trace):
+    proc = subprocess.Popen([BIN, "stand-in", "--port", "0", "--tokens", str(BIG),
+                             "--gaps-ms", "0.05", "--trace", trace],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    for line in proc.stderr:
+        if line.startswith("stand-in: listening on "):
+            return proc, line.split()[-1]
+    raise RuntimeError("the stand-in did not start")
+
+
+def curl_cpu(url, max_tokens):
+    body = json.dumps({"model": "stand-in", "messages": [{"role": "user", "content": "hi"}],
+                       "stream": True, "stream_options": {"include_usage": True},
+                       "temperature": 0, "max_tokens": max_tokens})
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(["curl", "-sN", url + "/v1/chat/completions", "-H",
+                    "content-type: application/json", "-d", body],
+                   check=True, stdout=subprocess.DEVNULL)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def cost(tmp, trials):
+    trace = os.path.join(tmp, "cost.trace.jsonl")
+    stand_in, url = start_stand_in(tmp, trace)
+    try:
+        gate_big, gate_small, curl_big, curl_small, rss, rate_errors = [], [], [], [], [], []
+        for i in range(trials):
+            attach = ["--url", url, "--replies", "1", *UNFLIPPABLE]
+            open(trace, "w").close()
+            m, replies, _ = run_gate(attach + ["--max-tokens", str(BIG)], tmp, f"big-{i}")
+            gate_big.append(m["gate_cpu_s"])
+            rss.append(m["gate_max_rss_kib"] / 1024)
+            (_, events), = trace_events(load_jsonl(trace))
+            sent = [s for s, text in events if text]
+            reference = (len(sent) - 1) / ((sent[-1] - sent[0]) / 1e9)
+            reported = replies[0]["metrics"]["rate_tok_s"]
+            rate_errors.append(abs(reported - reference) / reference * 100)
+            m, _, _ = run_gate(attach + ["--max-tokens", str(SMALL)], tmp, f"small-{i}")
+            gate_small.append(m["gate_cpu_s"])
+            curl_big.append(curl_cpu(url, BIG))
+            curl_small.append(curl_cpu(url, SMALL))
+    finally:
+        stand_in.terminate()
+        stand_in.wait()
+    per_k = lambda big, small: (statistics.median(big) - statistics.median(small)) / ((BIG - SMALL) / 1000)
+    gate = per_k(gate_big, gate_small)
+    curl = per_k(curl_big, curl_small)
+    return {
+        "gate_cpu_ms_per_1000_tokens": gate * 1e3,
+        "curl_cpu_ms_per_1000_tokens": curl * 1e3,
+        "cpu_ratio_to_curl": gate / curl if curl > 0 else float("inf"),
+        "peak_rss_mib": max(rss),
+        "peak_rss_mib_each": rss,
+        "rate_error_pct": statistics.median(rate_errors),
+        "rate_error_pct_max": max(rate_errors),
+    }
+
+
+def overhead(tmp, trials):
+    results = []
+    for i in range(trials):
+        m, replies, wall = run_gate(["--stand-in", "--replies", "3", *UNFLIPPABLE], tmp, f"overhead-{i}")
+        serve = m["startup"]["after_ms"] + sum((r["end_ns"] - r["sent_ns"]) / 1e6 for r in replies)
+        results.append(wall * 1e3 - serve)
+    return {"overhead_ms": statistics.median(results), "overhead_ms_max": max(results)}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--no-build", action="store_true", help="use the release binary as it is")
+    p.add_argument("--trials", type=int, default=3, help="runs per cost figure (median)")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = p.parse_args()
+    if not args.no_build:
+        subprocess.run(["cargo", "build", "--release", "--locked", "--quiet"], cwd=ROOT, check=True)
+    with tempfile.TemporaryDirectory(prefix="npu-serve-smoke-bench.") as tmp:
+        figures = {**accuracy(tmp), **cost(tmp, args.trials), **overhead(tmp, args.trials)}
+    missed = [k for k, limit in TARGETS.items() if figures[k] > limit]
+    if args.json:
+        print(json.dumps({"figures": figures, "targets": TARGETS, "missed": missed}, indent=2))
+    else:
+        for k, v in figures.items():
+            if isinstance(v, list):
+                print(f"{k:32} {', '.join(f'{x:.1f}' for x in v)}")
+                continue
+            target = f"  (target <= {TARGETS[k]})" if k in TARGETS else ""
+            mark = "  MISSED" if k in missed else ""
+            print(f"{k:32} {v:10.3f}{target}{mark}")
+        print(f"load average at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
