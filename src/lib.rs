@@ -34,6 +34,8 @@ pub mod openai;
 pub mod output;
 pub mod profile;
 pub mod prompts;
+#[cfg(test)]
+mod properties;
 pub mod record;
 pub mod report;
 pub mod rundir;
