@@ -143,6 +143,37 @@ pub fn median(values: &[f64]) -> Option<f64> {
     })
 }
 
+/// The fewest values whose order statistics can cover the median at 95%: with 6, the smallest
+/// and largest do (1 - 2 / 2^6 = 96.9%); with 5 even they do not (93.8%).
+pub const CI_MIN_VALUES: usize = 6;
+
+/// A distribution-free 95% confidence interval for the median of `values`: the order
+/// statistics X(j) and X(n+1-j) for the largest j whose coverage, 1 - 2 P(B <= j - 1) with
+/// B ~ Binomial(n, 1/2), is still at least 95%. `None` under [`CI_MIN_VALUES`] values.
+pub fn median_ci95(values: &[f64]) -> Option<(f64, f64)> {
+    let n = values.len();
+    if n < CI_MIN_VALUES {
+        return None;
+    }
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    // P(B <= i) accumulated in log space: 0.5^n underflows past about a thousand replies.
+    let ln2 = std::f64::consts::LN_2;
+    let mut log_choose = 0.0; // ln C(n, j - 1)
+    let mut cdf = 0.0; // P(B <= j - 1)
+    let mut best = None;
+    for j in 1..=n / 2 {
+        cdf += (log_choose - n as f64 * ln2).exp();
+        if 1.0 - 2.0 * cdf < 0.95 {
+            break;
+        }
+        best = Some(j);
+        log_choose += ((n - (j - 1)) as f64).ln() - (j as f64).ln();
+    }
+    let j = best?;
+    Some((v[j - 1], v[n - j]))
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -255,6 +286,25 @@ pub(crate) mod tests {
         let mut r = reply_at(&[100, 200], None);
         r.server_timings = Some(serde_json::json!({"predicted_per_second": 171.5}));
         assert_eq!(measure(&r).server_rate_tok_s, Some(171.5));
+    }
+
+    #[test]
+    fn the_median_interval_starts_at_six_values_and_narrows_with_more() {
+        let ranks = |n: usize| -> Vec<f64> { (1..=n).map(|i| i as f64).collect() };
+        assert_eq!(median_ci95(&ranks(5)), None);
+        // n = 6..=8: only the extremes cover 95% (j = 1).
+        assert_eq!(median_ci95(&ranks(6)), Some((1.0, 6.0)));
+        assert_eq!(median_ci95(&ranks(8)), Some((1.0, 8.0)));
+        // n = 9: P(B <= 1) = 10/512, coverage of [X(2), X(8)] = 96.1%.
+        assert_eq!(median_ci95(&ranks(9)), Some((2.0, 8.0)));
+        // n = 20: the textbook interval is [X(6), X(15)] (95.9%).
+        assert_eq!(median_ci95(&ranks(20)), Some((6.0, 15.0)));
+        // Large n stays finite and close to n/2 +/- 1.96 sqrt(n)/2.
+        let (lo, hi) = median_ci95(&ranks(10_000)).unwrap();
+        assert!(
+            (4890.0..4910.0).contains(&lo) && (5090.0..5110.0).contains(&hi),
+            "{lo} {hi}"
+        );
     }
 
     #[test]

@@ -9,7 +9,7 @@ use anyhow::{bail, Context, Result};
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 
-use crate::measure::{measure, median, ReplyMetrics};
+use crate::measure::{measure, median, median_ci95, ReplyMetrics, CI_MIN_VALUES};
 use crate::record::{LoadSnapshot, ReplyRecord, Startup, StopRecord};
 
 /// Floors, limits and route patterns: what a run is judged against.
@@ -526,7 +526,8 @@ fn rate_line(metrics: &[ReplyMetrics], floor: f64) -> Line {
         Status::Fail
     };
     let (shown, floor_shown) = distinct(med, floor, 1);
-    let over = over_some(have.len(), metrics.len());
+    let over = over_replies(have.len(), metrics.len());
+    let trust = what_it_rests_on(&have, floor, "floor", 1);
     let missing: Vec<String> = rates
         .iter()
         .enumerate()
@@ -545,8 +546,10 @@ fn rate_line(metrics: &[ReplyMetrics], floor: f64) -> Line {
         "rate",
         status,
         format!(
-            "median {shown} tok/s{over} (floor {floor_shown}; each: {}{why_missing})",
-            each.join(", ")
+            "median {shown} tok/s{over}{} (floor {floor_shown}; each: {}{why_missing}){}",
+            trust.interval,
+            each.join(", "),
+            trust.notes
         ),
     )
 }
@@ -567,12 +570,15 @@ fn first_token_line(metrics: &[ReplyMetrics], limit_ms: f64, replies: &[ReplyRec
         Status::Fail
     };
     let (shown, limit_shown) = distinct(med, limit_ms, 0);
-    let over = over_some(have.len(), metrics.len());
+    let over = over_replies(have.len(), metrics.len());
+    let trust = what_it_rests_on(&have, limit_ms, "limit", 0);
     Line::new(
         "first-token",
         status,
         format!(
-            "median {shown} ms{over} (limit {limit_shown}){}",
+            "median {shown} ms{over}{} (limit {limit_shown}){}{}",
+            trust.interval,
+            trust.notes,
             prompt_cache_note(replies)
         ),
     )
@@ -594,13 +600,48 @@ fn prompt_cache_note(replies: &[ReplyRecord]) -> String {
     }
 }
 
-/// " over N of M replies" when a figure rests on fewer replies than were made.
-fn over_some(have: usize, of: usize) -> String {
-    if have < of {
-        format!(" over {have} of {of} replies")
-    } else {
-        String::new()
+/// " over N replies", or " over N of M replies" when some replies have no figure.
+fn over_replies(have: usize, of: usize) -> String {
+    match (have, of) {
+        (1, 1) => " over 1 reply".to_string(),
+        (h, o) if h == o => format!(" over {o} replies"),
+        (h, o) => format!(" over {h} of {o} replies"),
     }
+}
+
+/// What a median rests on: its 95% interval, and the notes a reader needs before trusting it.
+struct Trust {
+    /// ", 95% interval LO to HI", where there are enough values.
+    interval: String,
+    /// "; marginal: ..." and/or "; thin: ...".
+    notes: String,
+}
+
+/// Fewer timed replies than this make a figure too thin to lean on.
+const THIN_BELOW: usize = 3;
+
+/// The interval of the median of `values` and how `bound` (a floor or a limit) sits in it.
+/// The verdict still follows the median; a bound inside the interval means a re-run may flip
+/// it, and the reader should know.
+fn what_it_rests_on(values: &[f64], bound: f64, bound_name: &str, decimals: usize) -> Trust {
+    let mut notes = String::new();
+    let interval = match median_ci95(values) {
+        Some((lo, hi)) => {
+            if lo <= bound && bound <= hi {
+                notes.push_str(&format!(
+                    "; marginal: the {bound_name} is inside the median's 95% interval, so a re-run may flip this line"
+                ));
+            }
+            format!(", 95% interval {lo:.decimals$} to {hi:.decimals$}")
+        }
+        None => String::new(),
+    };
+    if values.len() < THIN_BELOW {
+        notes.push_str(&format!(
+            "; thin: fewer than {THIN_BELOW} timed replies, use --replies {CI_MIN_VALUES} or more for an interval"
+        ));
+    }
+    Trust { interval, notes }
 }
 
 /// `value` and `bound` formatted with `decimals`, or with more where rounding would show them
@@ -770,8 +811,8 @@ mod tests {
             v.to_string(),
             "\
 route        ok    the serve log names the fast route, not the slow one
-rate         ok    median 100.0 tok/s (floor 60.0; each: 100.0, 100.0, 100.0)
-first-token  ok    median 200 ms (limit 600)
+rate         ok    median 100.0 tok/s over 3 replies (floor 60.0; each: 100.0, 100.0, 100.0)
+first-token  ok    median 200 ms over 3 replies (limit 600)
 content      ok    3 replies, all with content
 load         info  1-minute load average 3.1 on 32 CPUs
 RESULT: PASS
@@ -800,7 +841,7 @@ RESULT: PASS
         assert!(
             line(&v, "rate")
                 .text
-                .contains("median 100.000 tok/s (floor 100.001"),
+                .contains("median 100.000 tok/s over 1 reply (floor 100.001"),
             "{v}"
         );
     }
@@ -844,7 +885,7 @@ RESULT: PASS
         let v = judge_with(&[good()], Some(LOG), f);
         assert_eq!(
             line(&v, "first-token").text,
-            "median 200.000 ms (limit 199.999)"
+            "median 200.000 ms over 1 reply (limit 199.999); thin: fewer than 3 timed replies, use --replies 6 or more for an interval"
         );
     }
 
@@ -869,14 +910,14 @@ RESULT: PASS
         let v = judge_with(&[fresh.clone(), cached, good()], Some(LOG), floors());
         assert_eq!(
             line(&v, "first-token").text,
-            "median 200 ms (limit 600); 1 of 3 replies reused a cached prompt"
+            "median 200 ms over 3 replies (limit 600); 1 of 3 replies reused a cached prompt"
         );
         let v = judge_with(&[fresh], Some(LOG), floors());
         assert!(line(&v, "first-token")
             .text
             .ends_with("; no reply reused a cached prompt"));
         let v = judge_with(&[good()], Some(LOG), floors());
-        assert_eq!(line(&v, "first-token").text, "median 200 ms (limit 600)");
+        assert_eq!(line(&v, "first-token").text, "median 200 ms over 1 reply (limit 600); thin: fewer than 3 timed replies, use --replies 6 or more for an interval");
     }
 
     #[test]
@@ -886,7 +927,7 @@ RESULT: PASS
         r.chunks[0].reasoning_chars = 5;
         r.chunks[0].at_ns = 50_000_000;
         let v = judge_with(&[r], Some(LOG), floors());
-        assert_eq!(line(&v, "first-token").text, "median 50 ms (limit 600)");
+        assert_eq!(line(&v, "first-token").text, "median 50 ms over 1 reply (limit 600); thin: fewer than 3 timed replies, use --replies 6 or more for an interval");
     }
 
     #[test]

@@ -215,8 +215,16 @@ fn base(name: &'static str) -> Case {
         floors: floors(),
         expect: vec![
             ("route", Status::Ok, "names the fast route"),
-            ("rate", Status::Ok, "median 100.0 tok/s (floor 60.0"),
-            ("first-token", Status::Ok, "median 200 ms (limit 600)"),
+            (
+                "rate",
+                Status::Ok,
+                "median 100.0 tok/s over 3 replies (floor 60.0",
+            ),
+            (
+                "first-token",
+                Status::Ok,
+                "median 200 ms over 3 replies (limit 600)",
+            ),
             ("content", Status::Ok, "3 replies, all with content"),
         ],
         absent: vec!["serve"],
@@ -247,12 +255,16 @@ pub fn all() -> Vec<Case> {
 
     let mut c = base("rate exactly at the floor is ok");
     c.floors.floor = 100.0;
-    c.expect = vec![("rate", Ok, "median 100.0 tok/s (floor 100.0")];
+    c.expect = vec![("rate", Ok, "median 100.0 tok/s over 3 replies (floor 100.0")];
     cases.push(c);
 
     let mut c = base("rate under the floor fails");
     c.floors.floor = 100.5;
-    c.expect = vec![("rate", Fail, "median 100.0 tok/s (floor 100.5")];
+    c.expect = vec![(
+        "rate",
+        Fail,
+        "median 100.0 tok/s over 3 replies (floor 100.5",
+    )];
     c.outcome = Outcome::Fail;
     cases.push(c);
 
@@ -265,12 +277,20 @@ pub fn all() -> Vec<Case> {
 
     let mut c = base("first-token exactly at the limit is ok");
     c.floors.first_token_ms = 200.0;
-    c.expect = vec![("first-token", Ok, "median 200 ms (limit 200)")];
+    c.expect = vec![(
+        "first-token",
+        Ok,
+        "median 200 ms over 3 replies (limit 200)",
+    )];
     cases.push(c);
 
     let mut c = base("first-token over the limit fails");
     c.floors.first_token_ms = 199.0;
-    c.expect = vec![("first-token", Fail, "median 200 ms (limit 199)")];
+    c.expect = vec![(
+        "first-token",
+        Fail,
+        "median 200 ms over 3 replies (limit 199)",
+    )];
     c.outcome = Outcome::Fail;
     cases.push(c);
 
@@ -444,7 +464,7 @@ pub fn all() -> Vec<Case> {
     c.replies = numbered(vec![slow(), slow(), slow()]);
     c.load = Some(load_per_cpu(10.0));
     c.expect = vec![
-        ("rate", Fail, "median 50.0 tok/s (floor 60.0"),
+        ("rate", Fail, "median 50.0 tok/s over 3 replies (floor 60.0"),
         ("load", Info, "a busy box is the likely cause (the load was 10.0 per CPU, at or above the busy level of 1.0 per CPU): re-run on a quiet box"),
     ];
     c.outcome = Outcome::Fail;
@@ -483,7 +503,11 @@ pub fn all() -> Vec<Case> {
     c.floors.first_token_ms = 150.0;
     c.load = Some(load_per_cpu(10.0));
     c.expect = vec![
-        ("first-token", Fail, "median 200 ms (limit 150)"),
+        (
+            "first-token",
+            Fail,
+            "median 200 ms over 3 replies (limit 150)",
+        ),
         ("load", Info, "a busy box is the likely cause"),
     ];
     c.outcome = Outcome::Fail;
@@ -542,6 +566,51 @@ pub fn all() -> Vec<Case> {
     c.load = Some(serve_waited(310));
     c.floors.busy_skip = Some(0.2);
     c.expect = vec![];
+    cases.push(c);
+
+    let mut c = base("with 6 replies the rate gives its median's 95% interval");
+    let spread: Vec<ReplyRecord> = [50u64, 40, 30, 20, 15, 10]
+        .iter()
+        .map(|gap| {
+            reply(
+                &(0..11).map(|i| 200 + gap * i).collect::<Vec<_>>(),
+                "Paris.",
+            )
+        })
+        .collect();
+    c.replies = numbered(spread.clone());
+    c.floors.floor = 10.0;
+    c.expect = vec![(
+        "rate",
+        Ok,
+        "median 41.7 tok/s over 6 replies, 95% interval 20.0 to 100.0 (floor 10.0",
+    )];
+    c.refuse = vec![("rate", "marginal")];
+    cases.push(c);
+
+    let mut c = base(
+        "a floor inside the median's interval is marginal; the verdict still follows the median",
+    );
+    c.replies = numbered(spread);
+    c.floors.floor = 45.0;
+    c.expect = vec![(
+        "rate",
+        Fail,
+        "; marginal: the floor is inside the median's 95% interval, so a re-run may flip this line",
+    )];
+    c.outcome = Outcome::Fail;
+    cases.push(c);
+
+    let mut c = base("fewer than 3 timed replies make a thin figure");
+    c.replies = numbered(vec![good(), good()]);
+    c.expect = vec![
+        (
+            "rate",
+            Ok,
+            "over 2 replies (floor 60.0; each: 100.0, 100.0); thin: fewer than 3 timed replies",
+        ),
+        ("first-token", Ok, "; thin: fewer than 3 timed replies"),
+    ];
     cases.push(c);
 
     let mut c = base("an interrupted run is INTERRUPTED, never PASS");
