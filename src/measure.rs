@@ -64,8 +64,8 @@ pub fn measure(reply: &ReplyRecord) -> ReplyMetrics {
     // usage but never streamed. Counting it would spread it over the streamed events and
     // inflate the rate (by 1/6 for 7 events). A reply of multi-token events whose count
     // happens to be one more than its events reads the same way; that rare case is documented.
+    // An empty reply with a count of 1 at a "stop" generated only that token: 0 streamed.
     let end_of_generation = reply.finish_reason.as_deref() == Some("stop")
-        && text_chunks > 0
         && reply.usage_completion_tokens == Some(text_chunks as u64 + 1);
     let (tokens, token_source, first_chunk_tokens) = match reply.usage_completion_tokens {
         Some(_) if end_of_generation => (
@@ -273,6 +273,12 @@ pub(crate) mod tests {
         // Cut off by max_tokens: every counted token was streamed.
         r.finish_reason = Some("length".into());
         assert_eq!(measure(&r).token_source, TokenSource::Usage);
+        // Only the end-of-generation token: nothing was streamed.
+        let m = measure(&reply_at(&[], Some(1)));
+        assert_eq!(
+            (m.token_source, m.tokens),
+            (TokenSource::UsageLessEndOfGeneration, 0.0)
+        );
         // Usage equal to the events: nothing unstreamed.
         let m = measure(&reply_at(&[100, 200, 300], Some(3)));
         assert_eq!(
