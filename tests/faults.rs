@@ -3,27 +3,6 @@
 
 use crate::util::*;
 
-/// Run the gate on the stand-in with a script; exit code and stdout.
-fn stand_in_run(
-    out: &std::path::Path,
-    gate_args: &[&str],
-    script: &[&str],
-) -> (Option<i32>, String) {
-    let o = gate()
-        .args(["run", "--stand-in", "--out"])
-        .arg(out)
-        .args(UNFLIPPABLE)
-        .args(gate_args)
-        .arg("--")
-        .args(script)
-        .output()
-        .unwrap();
-    (
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-    )
-}
-
 #[test]
 fn a_serve_binary_that_is_not_executable_is_exit_2() {
     let (d, out) = scratch();

@@ -89,21 +89,20 @@ fn first_token_is_at_least_the_scripted_wait() {
 #[test]
 fn the_slow_route_in_the_log_fails_route() {
     let (_d, out) = scratch();
-    let o = gate()
-        .args(["run", "--stand-in", "--replies", "1", "--out"])
-        .arg(&out)
-        .args(UNFLIPPABLE)
-        .args([
-            "--fast-route",
-            "route: npu-fast",
-            "--slow-route",
-            "route: cpu-fallback",
-        ])
-        .args(["--", "--route-line", "route: cpu-fallback", "--tokens", "3"])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(o.status.code(), Some(1), "{stdout}");
+    let routes = [
+        "--replies",
+        "1",
+        "--fast-route",
+        "route: npu-fast",
+        "--slow-route",
+        "route: cpu-fallback",
+    ];
+    let (code, stdout) = stand_in_run(
+        &out,
+        &routes,
+        &["--route-line", "route: cpu-fallback", "--tokens", "3"],
+    );
+    assert_eq!(code, Some(1), "{stdout}");
     let route = line(&stdout, "route");
     assert!(route.contains("FAIL"), "{route}");
     assert!(route.contains("does not name the fast route"), "{route}");
@@ -114,21 +113,20 @@ fn the_slow_route_in_the_log_fails_route() {
 #[test]
 fn the_fast_route_in_the_log_passes_route() {
     let (_d, out) = scratch();
-    let o = gate()
-        .args(["run", "--stand-in", "--replies", "1", "--out"])
-        .arg(&out)
-        .args(UNFLIPPABLE)
-        .args([
-            "--fast-route",
-            "route: npu-fast",
-            "--slow-route",
-            "route: cpu-fallback",
-        ])
-        .args(["--", "--route-line", "route: npu-fast", "--tokens", "3"])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(o.status.code(), Some(0), "{stdout}");
+    let routes = [
+        "--replies",
+        "1",
+        "--fast-route",
+        "route: npu-fast",
+        "--slow-route",
+        "route: cpu-fallback",
+    ];
+    let (code, stdout) = stand_in_run(
+        &out,
+        &routes,
+        &["--route-line", "route: npu-fast", "--tokens", "3"],
+    );
+    assert_eq!(code, Some(0), "{stdout}");
     assert!(line(&stdout, "route")
         .contains("ok    the serve log names the fast route, not the slow one"));
 }

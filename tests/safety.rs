@@ -134,8 +134,9 @@ fn sigterm_while_waiting_for_ready() {
     check_interrupted(&mut g, &out, &hold, 143, "SIGTERM", Some(pid));
 }
 
-#[test]
-fn sighup_mid_request() {
+/// A signal while the second of three replies streams: the gate exits 128+N, keeps the
+/// finished reply, and leaves no serve and a free hold.
+fn signal_mid_request(signal: Signal, code: i32, name: &str) {
     let (d, out) = scratch();
     let hold = d.path().join("npu.hold");
     let mut g = Running::start(&run_args(
@@ -146,8 +147,8 @@ fn sighup_mid_request() {
     ));
     let pid = wait_for_serve_pid(&out, LONG);
     wait_for_file(&out.join("replies.jsonl"), LONG);
-    g.signal(Signal::SIGHUP);
-    check_interrupted(&mut g, &out, &hold, 129, "SIGHUP", Some(pid));
+    g.signal(signal);
+    check_interrupted(&mut g, &out, &hold, code, name, Some(pid));
     let kept = replies(&out);
     assert!(
         !kept.is_empty() && kept.len() < 3,
@@ -157,19 +158,13 @@ fn sighup_mid_request() {
 }
 
 #[test]
+fn sighup_mid_request() {
+    signal_mid_request(Signal::SIGHUP, 129, "SIGHUP");
+}
+
+#[test]
 fn sigterm_mid_request() {
-    let (d, out) = scratch();
-    let hold = d.path().join("npu.hold");
-    let mut g = Running::start(&run_args(
-        &out,
-        &hold,
-        &["--replies", "3"],
-        &["--tokens", "10", "--gaps-ms", "100"],
-    ));
-    let pid = wait_for_serve_pid(&out, LONG);
-    wait_for_file(&out.join("replies.jsonl"), LONG);
-    g.signal(Signal::SIGTERM);
-    check_interrupted(&mut g, &out, &hold, 143, "SIGTERM", Some(pid));
+    signal_mid_request(Signal::SIGTERM, 143, "SIGTERM");
 }
 
 #[test]

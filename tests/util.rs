@@ -101,6 +101,27 @@ pub fn scratch() -> (tempfile::TempDir, PathBuf) {
     (d, out)
 }
 
+/// Run the gate on the stand-in with a script; exit code and stdout.
+pub fn stand_in_run(
+    out: &std::path::Path,
+    gate_args: &[&str],
+    script: &[&str],
+) -> (Option<i32>, String) {
+    let o = gate()
+        .args(["run", "--stand-in", "--out"])
+        .arg(out)
+        .args(UNFLIPPABLE)
+        .args(gate_args)
+        .arg("--")
+        .args(script)
+        .output()
+        .unwrap();
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+    )
+}
+
 /// Read a JSON file.
 pub fn json(path: &Path) -> Value {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
