@@ -434,6 +434,32 @@ pub fn all() -> Vec<Case> {
     )];
     cases.push(c);
 
+    let mut c = base("processes that left the serve's group are stopped and noted");
+    c.stop = Some(StopRecord {
+        killed: false,
+        cut_short: false,
+        escaped_killed: 1,
+        exit_status: Some("exit status: 0".into()),
+    });
+    c.expect = vec![(
+        "stop",
+        Info,
+        "1 process(es) had left the serve's process group and were killed after it stopped",
+    )];
+    c.refuse = vec![("stop", "grace")];
+    cases.push(c);
+
+    let mut c = base("a clean stop adds no line");
+    c.stop = Some(StopRecord {
+        killed: false,
+        cut_short: false,
+        escaped_killed: 0,
+        exit_status: Some("exit status: 0".into()),
+    });
+    c.expect = vec![];
+    c.absent = vec!["stop", "serve"];
+    cases.push(c);
+
     let mut c = base("a hold not acquired is SKIP, never PASS or FAIL");
     c.replies = vec![];
     c.hold_not_acquired = Some("hold not acquired in 600 s; held by PID 4242");
