@@ -511,12 +511,22 @@ fn sse(v: serde_json::Value) -> Bytes {
 }
 
 fn chunk_json(delta: serde_json::Value, finish: Option<&str>) -> serde_json::Value {
+    chunk_envelope(json!([{"index": 0, "delta": delta, "finish_reason": finish}]))
+}
+
+/// A streamed chunk with these choices (none, for the usage chunk).
+fn chunk_envelope(choices: serde_json::Value) -> serde_json::Value {
     json!({
         "id": "chatcmpl-stand-in",
         "object": "chat.completion.chunk",
         "model": MODEL,
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        "choices": choices,
     })
+}
+
+/// The usage of a reply of `n` tokens.
+fn usage_json(n: usize) -> serde_json::Value {
+    json!({"prompt_tokens": 1, "completion_tokens": n, "total_tokens": n + 1})
 }
 
 /// Spin on the CPU for `d` of wall time: scripted host work.
@@ -578,7 +588,7 @@ async fn chat(State(script): State<Arc<Script>>, Json(req): Json<ChatRequest>) -
             "object": "chat.completion",
             "model": MODEL,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}],
-            "usage": {"prompt_tokens": 1, "completion_tokens": n, "total_tokens": n + 1},
+            "usage": usage_json(n),
         });
         return Json(body).into_response();
     }
@@ -642,13 +652,8 @@ async fn chat(State(script): State<Arc<Script>>, Json(req): Json<ChatRequest>) -
         sse(chunk_json(json!({}), Some(finish))),
     ));
     if include_usage {
-        let usage = json!({
-            "id": "chatcmpl-stand-in",
-            "object": "chat.completion.chunk",
-            "model": MODEL,
-            "choices": [],
-            "usage": {"prompt_tokens": 1, "completion_tokens": n, "total_tokens": n + 1},
-        });
+        let mut usage = chunk_envelope(json!([]));
+        usage["usage"] = usage_json(n);
         steps.push(Step::Send(Duration::ZERO, sse(usage)));
     }
     steps.push(Step::Send(
