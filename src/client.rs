@@ -119,108 +119,119 @@ impl Client {
         if let (Some(extra), Some(fields)) = (req.extra_body, body.as_object_mut()) {
             fields.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
         }
-        let since_base = |ns: u64| ns.saturating_sub(base_ns);
-        let mut rec = ReplyRecord {
-            index: req.index,
-            prompt: req.prompt.to_string(),
-            expect: req.expect.map(str::to_string),
-            content: String::new(),
-            reasoning: String::new(),
-            sent_ns: 0,
-            end_ns: 0,
-            chunks: Vec::new(),
-            usage_completion_tokens: None,
-            finish_reason: None,
-            server_timings: None,
-            cached_prompt_tokens: None,
-            error: None,
-            metrics: None,
-        };
+        let since_base = move |ns: u64| ns.saturating_sub(base_ns);
+        let mut rec = ReplyRecord::new(req.index, req.prompt, req.expect);
         let request = self
             .http
             .post(format!("{}/v1/chat/completions", self.base))
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .header(reqwest::header::ACCEPT, "text/event-stream")
             .body(body.to_string());
-        rec.sent_ns = since_base(clock::now_ns());
-        let outcome = self.read_stream(request, &mut rec, base_ns, stall).await;
-        rec.end_ns = since_base(clock::now_ns());
-        if let Err(e) = outcome {
-            rec.error = Some(e);
+        // The stream is read in a task of its own. hyper hands each HTTP chunk from its
+        // connection task to the body's reader; were the reader the gate's whole future, every
+        // chunk would poll it all again (signals, the sampler's timer, the serve's watch) and, as
+        // the runtime's `block_on` future, cost a trip to the kernel for each hand-off. In a task
+        // of its own, the hand-off stays in the runtime's queue.
+        let mut reader = AbortOnDrop(tokio::spawn(async move {
+            rec.sent_ns = since_base(clock::now_ns());
+            let outcome = read_stream(request, &mut rec, base_ns, stall).await;
+            rec.end_ns = since_base(clock::now_ns());
+            if let Err(e) = outcome {
+                rec.error = Some(e);
+            }
+            rec
+        }));
+        match (&mut reader.0).await {
+            Ok(rec) => rec,
+            Err(e) => ReplyRecord {
+                error: Some(format!("the reply's reader failed: {e}")),
+                ..ReplyRecord::new(req.index, req.prompt, req.expect)
+            },
         }
-        rec
     }
+}
 
-    async fn read_stream(
-        &self,
-        request: reqwest::RequestBuilder,
-        rec: &mut ReplyRecord,
-        base_ns: u64,
-        stall: Duration,
-    ) -> Result<(), String> {
-        let stall_msg = || format!("the stream stalled: no bytes for {} s", stall.as_secs_f64());
-        let mut resp = match tokio::time::timeout(stall, request.send()).await {
-            Err(_) => return Err(stall_msg()),
-            Ok(Err(e)) => return Err(format!("the request failed: {}", error_chain(&e))),
-            Ok(Ok(resp)) => resp,
-        };
-        let status = resp.status();
-        if !status.is_success() {
-            let head = match tokio::time::timeout(stall, resp.bytes()).await {
-                Ok(Ok(b)) => quote(&String::from_utf8_lossy(&b), 200),
-                _ => "(no body)".to_string(),
-            };
-            return Err(format!("HTTP {}: {head}", status.as_u16()));
-        }
-        let mut parser = SseParser::new();
-        let mut done = false;
-        // One deadline for the whole stream, re-armed only when it fires early: a timer per
-        // read would cost more than the read at 20,000 tokens a second.
-        let mut last_bytes = tokio::time::Instant::now();
-        let deadline = tokio::time::sleep(stall);
-        tokio::pin!(deadline);
-        loop {
-            let read = tokio::select! {
-                biased;
-                r = resp.chunk() => r,
-                () = &mut deadline => {
-                    if last_bytes.elapsed() >= stall {
-                        return Err(stall_msg());
-                    }
-                    deadline.as_mut().reset(last_bytes + stall);
-                    continue;
-                }
-            };
-            let read = match read {
-                Err(e) => return Err(format!("the stream broke: {}", error_chain(&e))),
-                Ok(None) => break,
-                Ok(Some(bytes)) => bytes,
-            };
-            let at_ns = clock::now_ns().saturating_sub(base_ns);
-            last_bytes = tokio::time::Instant::now();
-            parser.feed(&read, &mut |item| match item {
-                SseItem::Data(b"[DONE]") => {
-                    done = true;
-                    Ok(())
-                }
-                SseItem::Data(data) => record_chunk(rec, data, at_ns),
-                SseItem::Malformed(line) => Err(format!(
-                    "a line of the stream is not SSE: {}",
-                    quote(&String::from_utf8_lossy(line), 120)
-                )),
-            })?;
-        }
-        if let Some(rest) = parser.finish() {
-            return Err(format!(
-                "the stream ended mid-event: {}",
-                quote(&String::from_utf8_lossy(&rest), 120)
-            ));
-        }
-        if !done && rec.finish_reason.is_none() {
-            return Err("the stream ended without a finish_reason or [DONE]".to_string());
-        }
-        Ok(())
+/// Aborts the task when dropped: an interrupted gate drops the reply it waits for, and the
+/// stream must close with it, not run on unseen.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
     }
+}
+
+/// Read one streamed reply into `rec`, stamping each read as it returns.
+async fn read_stream(
+    request: reqwest::RequestBuilder,
+    rec: &mut ReplyRecord,
+    base_ns: u64,
+    stall: Duration,
+) -> Result<(), String> {
+    let stall_msg = || format!("the stream stalled: no bytes for {} s", stall.as_secs_f64());
+    let mut resp = match tokio::time::timeout(stall, request.send()).await {
+        Err(_) => return Err(stall_msg()),
+        Ok(Err(e)) => return Err(format!("the request failed: {}", error_chain(&e))),
+        Ok(Ok(resp)) => resp,
+    };
+    let status = resp.status();
+    if !status.is_success() {
+        let head = match tokio::time::timeout(stall, resp.bytes()).await {
+            Ok(Ok(b)) => quote(&String::from_utf8_lossy(&b), 200),
+            _ => "(no body)".to_string(),
+        };
+        return Err(format!("HTTP {}: {head}", status.as_u16()));
+    }
+    let mut parser = SseParser::new();
+    let mut done = false;
+    // One deadline for the whole stream, re-armed only when it fires early: a timer per
+    // read would cost more than the read at 20,000 tokens a second. The stamp each read takes
+    // anyway tells when bytes last came, so the deadline costs no clock reading of its own.
+    let mut last_bytes_ns = clock::now_ns();
+    let deadline = tokio::time::sleep(stall);
+    tokio::pin!(deadline);
+    loop {
+        let read = tokio::select! {
+            biased;
+            r = resp.chunk() => r,
+            () = &mut deadline => {
+                let quiet = Duration::from_nanos(clock::now_ns().saturating_sub(last_bytes_ns));
+                if quiet >= stall {
+                    return Err(stall_msg());
+                }
+                deadline.as_mut().reset(tokio::time::Instant::now() + (stall - quiet));
+                continue;
+            }
+        };
+        let read = match read {
+            Err(e) => return Err(format!("the stream broke: {}", error_chain(&e))),
+            Ok(None) => break,
+            Ok(Some(bytes)) => bytes,
+        };
+        last_bytes_ns = clock::now_ns();
+        let at_ns = last_bytes_ns.saturating_sub(base_ns);
+        parser.feed(&read, &mut |item| match item {
+            SseItem::Data(b"[DONE]") => {
+                done = true;
+                Ok(())
+            }
+            SseItem::Data(data) => record_chunk(rec, data, at_ns),
+            SseItem::Malformed(line) => Err(format!(
+                "a line of the stream is not SSE: {}",
+                quote(&String::from_utf8_lossy(line), 120)
+            )),
+        })?;
+    }
+    if let Some(rest) = parser.finish() {
+        return Err(format!(
+            "the stream ended mid-event: {}",
+            quote(&String::from_utf8_lossy(&rest), 120)
+        ));
+    }
+    if !done && rec.finish_reason.is_none() {
+        return Err("the stream ended without a finish_reason or [DONE]".to_string());
+    }
+    Ok(())
 }
 
 /// Add one parsed data event to the reply.

@@ -72,6 +72,28 @@ pub struct ReplyRecord {
     pub metrics: Option<ReplyMetrics>,
 }
 
+impl ReplyRecord {
+    /// A reply to `prompt` with nothing received yet.
+    pub fn new(index: usize, prompt: &str, expect: Option<&str>) -> Self {
+        ReplyRecord {
+            index,
+            prompt: prompt.to_string(),
+            expect: expect.map(str::to_string),
+            content: String::new(),
+            reasoning: String::new(),
+            sent_ns: 0,
+            end_ns: 0,
+            chunks: Vec::new(),
+            usage_completion_tokens: None,
+            finish_reason: None,
+            server_timings: None,
+            cached_prompt_tokens: None,
+            error: None,
+            metrics: None,
+        }
+    }
+}
+
 /// The box's load, as the kernel's load averages give it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LoadSnapshot {

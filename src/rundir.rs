@@ -6,7 +6,7 @@
 
 use std::fs::Permissions;
 use std::fs::{self, File, OpenOptions};
-use std::io::Write;
+use std::io::{BufWriter, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
@@ -88,19 +88,23 @@ impl RunDir {
 
     /// Write `value` as pretty JSON to `name`, atomically.
     pub fn write_json<T: Serialize>(&self, name: &str, value: &T) -> Result<()> {
-        let mut bytes = serde_json::to_vec_pretty(value)?;
-        bytes.push(b'\n');
-        write_atomic(&self.path.join(name), &bytes)
+        write_atomic_with(&self.path.join(name), |out| {
+            serde_json::to_writer_pretty(&mut *out, value)?;
+            Ok(out.write_all(b"\n")?)
+        })
     }
 
-    /// Rewrite replies.jsonl with every reply so far, atomically.
+    /// Rewrite replies.jsonl with every reply so far, atomically. Written straight into the
+    /// file through a buffer: a 20,000-token reply is over a megabyte of JSON, and building it
+    /// in memory first costs the gate a copy and the page faults of the growing buffer.
     pub fn write_replies(&self, replies: &[ReplyRecord]) -> Result<()> {
-        let mut bytes = Vec::new();
-        for r in replies {
-            serde_json::to_writer(&mut bytes, r)?;
-            bytes.push(b'\n');
-        }
-        write_atomic(&self.path.join(REPLIES), &bytes)
+        write_atomic_with(&self.path.join(REPLIES), |out| {
+            for r in replies {
+                serde_json::to_writer(&mut *out, r)?;
+                out.write_all(b"\n")?;
+            }
+            Ok(())
+        })
     }
 
     /// Open serve.log for the serve to write into directly, as its output arrives.
@@ -116,14 +120,30 @@ impl RunDir {
 
 /// Replace `path` with `bytes`: write a temporary file beside it, flush it to disk, rename.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_atomic_with(path, |out| Ok(out.write_all(bytes)?))
+}
+
+/// Write a file atomically from what `fill` writes into a buffer over it: a temporary file in
+/// the same directory, synced, then renamed over `path`. Readers see the old file or the new
+/// one, never a part.
+fn write_atomic_with(
+    path: &Path,
+    fill: impl FnOnce(&mut BufWriter<&File>) -> Result<()>,
+) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)
+    let tmp = tempfile::NamedTempFile::new_in(dir)
         .with_context(|| format!("failed to create a temporary file in {}", dir.display()))?;
-    // A temporary file is created 0600; a run's files are for everyone on the box to read.
-    tmp.write_all(bytes)
-        .and_then(|_| tmp.as_file().set_permissions(Permissions::from_mode(0o644)))
-        .and_then(|_| tmp.as_file().sync_all())
-        .with_context(|| format!("failed to write {}", path.display()))?;
+    let write = || -> Result<()> {
+        let mut out = BufWriter::with_capacity(64 * 1024, tmp.as_file());
+        fill(&mut out)?;
+        out.into_inner().map_err(|e| e.into_error())?;
+        // A temporary file is created 0600; a run's files are for everyone on the box to read.
+        tmp.as_file()
+            .set_permissions(Permissions::from_mode(0o644))?;
+        tmp.as_file().sync_all()?;
+        Ok(())
+    };
+    write().with_context(|| format!("failed to write {}", path.display()))?;
     tmp.persist(path)
         .with_context(|| format!("failed to write {}", path.display()))?;
     Ok(())
