@@ -1,13 +1,28 @@
 //! The HTTP client: readiness probes, the model list, and streamed replies timed as their bytes
 //! arrive.
 //!
-//! One request at a time. Each read from the socket is stamped on the monotonic clock the
-//! moment it returns, before any parsing; every SSE event it completes carries that stamp.
+//! One request at a time, each on a fresh connection, through hyper's connection API. Each
+//! chunk of the stream is stamped on the monotonic clock the moment hyper hands it over, before
+//! any parsing; every SSE event it completes carries that stamp.
+//!
+//! Why hyper's connection API and not a pooled client: the gate polls the connection and the
+//! reply's body in one loop of its own (see [`read_stream`]). A client that runs the connection
+//! in a task of its own hands every chunk across tasks, and a stall timer polled beside each
+//! hand-off costs as much again: at 20,000 tokens a second that is CPU the serve needs.
 
+use std::future::{poll_fn, Future};
+use std::pin::{pin, Pin};
+use std::task::Poll;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context as _, Result};
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Body, Bytes, Incoming};
+use hyper::client::conn::http1::{self, Connection};
+use hyper::{header, Method, Request, Response};
+use hyper_util::rt::TokioIo;
 use serde_json::json;
+use tokio::net::TcpStream;
 
 use crate::clock;
 use crate::openai::Chunk;
@@ -44,9 +59,14 @@ pub struct ReplyRequest<'a> {
 /// A client for one serve.
 #[derive(Debug, Clone)]
 pub struct Client {
-    http: reqwest::Client,
-    base: String,
+    /// `host:port`, to connect to and to name in the Host header.
+    authority: String,
+    /// The URL's path without its trailing slash ("" for `http://host:port/`).
+    prefix: String,
 }
+
+/// One request's connection, polled by whoever waits for the request.
+type Conn = Connection<TokioIo<TcpStream>, Full<Bytes>>;
 
 impl Client {
     /// A client for the serve at `base` (e.g. `http://127.0.0.1:8080`). Proxies from the
@@ -58,40 +78,89 @@ impl Client {
     /// that race into a failed reply. A loopback connect costs far less than a millisecond, the
     /// same for every reply.
     pub fn new(base: &str) -> Result<Self> {
-        let http = reqwest::Client::builder()
-            .no_proxy()
-            .pool_max_idle_per_host(0)
-            .http1_only()
-            .build()
-            .context("failed to set up the HTTP client")?;
+        let url = url::Url::parse(base).with_context(|| format!("{base} is not a URL"))?;
+        if url.scheme() != "http" {
+            bail!(
+                "{base}: the gate speaks plain HTTP to a serve on this box, not {}",
+                url.scheme()
+            );
+        }
+        let host = url
+            .host_str()
+            .with_context(|| format!("{base} names no host"))?;
+        let port = url
+            .port_or_known_default()
+            .with_context(|| format!("{base} has no port"))?;
         Ok(Client {
-            http,
-            base: base.trim_end_matches('/').to_string(),
+            authority: format!("{host}:{port}"),
+            prefix: url.path().trim_end_matches('/').to_string(),
         })
+    }
+
+    /// Open a connection and send a request on it; the connection comes back with the request's
+    /// response future, for the caller to poll together.
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<String>,
+    ) -> Result<
+        (
+            Pin<Box<Conn>>,
+            impl Future<Output = hyper::Result<Response<Incoming>>>,
+        ),
+        String,
+    > {
+        let tcp = TcpStream::connect(&self.authority)
+            .await
+            .map_err(|e| format!("the request failed: connecting to {}: {e}", self.authority))?;
+        // Each event is small and the request is one write; waiting to coalesce helps nothing.
+        tcp.set_nodelay(true).ok();
+        let (mut sender, conn) = http1::handshake(TokioIo::new(tcp))
+            .await
+            .map_err(|e| format!("the request failed: {}", error_chain(&e)))?;
+        let mut request = Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", self.prefix))
+            .header(header::HOST, &self.authority);
+        if body.is_some() {
+            request = request
+                .header(header::CONTENT_TYPE, "application/json")
+                .header(header::ACCEPT, "text/event-stream");
+        }
+        let request = request
+            .body(Full::new(Bytes::from(body.unwrap_or_default())))
+            .map_err(|e| format!("the request failed: {e}"))?;
+        Ok((Box::pin(conn), sender.send_request(request)))
+    }
+
+    /// GET `path` and read the whole answer's body, within `limit`.
+    async fn get_body(&self, path: &str, limit: Duration) -> Option<Bytes> {
+        let work = async {
+            let (mut conn, response) = self.send(Method::GET, path, None).await.ok()?;
+            let body = alongside(&mut conn, response).await.ok()?.into_body();
+            let body = alongside(&mut conn, body.collect()).await.ok()?;
+            Some(body.to_bytes())
+        };
+        tokio::time::timeout(limit, work).await.ok().flatten()
     }
 
     /// GET `path` once, with a short timeout.
     pub async fn probe(&self, path: &str) -> Probe {
-        let req = self
-            .http
-            .get(format!("{}{path}", self.base))
-            .timeout(Duration::from_secs(2));
-        match req.send().await {
-            Ok(resp) => Probe::Status(resp.status().as_u16()),
-            Err(_) => Probe::Unreachable,
+        let work = async {
+            let (mut conn, response) = self.send(Method::GET, path, None).await.ok()?;
+            alongside(&mut conn, response).await.ok()
+        };
+        match tokio::time::timeout(Duration::from_secs(2), work).await {
+            Ok(Some(resp)) => Probe::Status(resp.status().as_u16()),
+            _ => Probe::Unreachable,
         }
     }
 
     /// The first model id from /v1/models, if the serve lists one.
     pub async fn first_model(&self) -> Option<String> {
-        let resp = self
-            .http
-            .get(format!("{}/v1/models", self.base))
-            .timeout(Duration::from_secs(10))
-            .send()
-            .await
-            .ok()?;
-        let body: serde_json::Value = serde_json::from_slice(&resp.bytes().await.ok()?).ok()?;
+        let body = self.get_body("/v1/models", Duration::from_secs(10)).await?;
+        let body: serde_json::Value = serde_json::from_slice(&body).ok()?;
         body.get("data")?
             .get(0)?
             .get("id")?
@@ -121,20 +190,13 @@ impl Client {
         }
         let since_base = move |ns: u64| ns.saturating_sub(base_ns);
         let mut rec = ReplyRecord::new(req.index, req.prompt, req.expect);
-        let request = self
-            .http
-            .post(format!("{}/v1/chat/completions", self.base))
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .header(reqwest::header::ACCEPT, "text/event-stream")
-            .body(body.to_string());
-        // The stream is read in a task of its own. hyper hands each HTTP chunk from its
-        // connection task to the body's reader; were the reader the gate's whole future, every
-        // chunk would poll it all again (signals, the sampler's timer, the serve's watch) and, as
-        // the runtime's `block_on` future, cost a trip to the kernel for each hand-off. In a task
-        // of its own, the hand-off stays in the runtime's queue.
+        let client = self.clone();
+        let body = body.to_string();
+        // The stream is read in a task of its own, so that the bytes arriving wake only the
+        // reader, not the gate's whole future (signals, the sampler's timer, the serve's watch).
         let mut reader = AbortOnDrop(tokio::spawn(async move {
             rec.sent_ns = since_base(clock::now_ns());
-            let outcome = read_stream(request, &mut rec, base_ns, stall).await;
+            let outcome = read_stream(&client, body, &mut rec, base_ns, stall).await;
             rec.end_ns = since_base(clock::now_ns());
             if let Err(e) = outcome {
                 rec.error = Some(e);
@@ -161,56 +223,83 @@ impl<T> Drop for AbortOnDrop<T> {
     }
 }
 
-/// Read one streamed reply into `rec`, stamping each read as it returns.
+/// Read one streamed reply into `rec`, stamping each chunk as hyper hands it over.
+///
+/// The connection and the body are polled in one loop: the connection decodes a chunk from
+/// what it read, the body hands it over, the loop asks for the next, and only when neither has
+/// more (the socket is empty) does the task sleep, with the stall deadline armed. So a chunk
+/// costs no task switch and no timer poll; a wake-up, one of each.
 async fn read_stream(
-    request: reqwest::RequestBuilder,
+    client: &Client,
+    body: String,
     rec: &mut ReplyRecord,
     base_ns: u64,
     stall: Duration,
 ) -> Result<(), String> {
     let stall_msg = || format!("the stream stalled: no bytes for {} s", stall.as_secs_f64());
-    let mut resp = match tokio::time::timeout(stall, request.send()).await {
-        Err(_) => return Err(stall_msg()),
-        Ok(Err(e)) => return Err(format!("the request failed: {}", error_chain(&e))),
-        Ok(Ok(resp)) => resp,
+    let start = async {
+        let (mut conn, response) = client
+            .send(Method::POST, "/v1/chat/completions", Some(body))
+            .await?;
+        let resp = alongside(&mut conn, response)
+            .await
+            .map_err(|e| format!("the request failed: {}", error_chain(&e)))?;
+        Ok::<_, String>((conn, resp))
     };
+    let (mut conn, resp) = tokio::time::timeout(stall, start)
+        .await
+        .map_err(|_| stall_msg())??;
     let status = resp.status();
+    let mut body = resp.into_body();
     if !status.is_success() {
-        let head = match tokio::time::timeout(stall, resp.bytes()).await {
-            Ok(Ok(b)) => quote(&String::from_utf8_lossy(&b), 200),
+        let head = match tokio::time::timeout(stall, alongside(&mut conn, body.collect())).await {
+            Ok(Ok(b)) => quote(&String::from_utf8_lossy(&b.to_bytes()), 200),
             _ => "(no body)".to_string(),
         };
         return Err(format!("HTTP {}: {head}", status.as_u16()));
     }
     let mut parser = SseParser::new();
     let mut done = false;
-    // One deadline for the whole stream, re-armed only when it fires early: a timer per
-    // read would cost more than the read at 20,000 tokens a second. The stamp each read takes
-    // anyway tells when bytes last came, so the deadline costs no clock reading of its own.
+    let mut conn_open = true;
+    // One deadline for the whole stream, polled only when the task is about to sleep and
+    // re-armed only when it fires early. The stamp each chunk takes anyway tells when bytes
+    // last came, so the deadline costs no clock reading of its own.
     let mut last_bytes_ns = clock::now_ns();
-    let deadline = tokio::time::sleep(stall);
-    tokio::pin!(deadline);
-    loop {
-        let read = tokio::select! {
-            biased;
-            r = resp.chunk() => r,
-            () = &mut deadline => {
+    let mut deadline = pin!(tokio::time::sleep(stall));
+    poll_fn(|cx| loop {
+        if conn_open {
+            // Reads the socket when its buffer is empty, and decodes the next chunk for the
+            // body. Its end is not the stream's: the body reports that, or the error.
+            if conn.as_mut().poll(cx).is_ready() {
+                conn_open = false;
+            }
+        }
+        let frame = match Pin::new(&mut body).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => frame,
+            Poll::Ready(Some(Err(e))) => {
+                return Poll::Ready(Err(format!("the stream broke: {}", error_chain(&e))))
+            }
+            Poll::Ready(None) => return Poll::Ready(Ok(())),
+            Poll::Pending => {
+                if deadline.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
                 let quiet = Duration::from_nanos(clock::now_ns().saturating_sub(last_bytes_ns));
                 if quiet >= stall {
-                    return Err(stall_msg());
+                    return Poll::Ready(Err(stall_msg()));
                 }
-                deadline.as_mut().reset(tokio::time::Instant::now() + (stall - quiet));
+                deadline
+                    .as_mut()
+                    .reset(tokio::time::Instant::now() + (stall - quiet));
                 continue;
             }
         };
-        let read = match read {
-            Err(e) => return Err(format!("the stream broke: {}", error_chain(&e))),
-            Ok(None) => break,
-            Ok(Some(bytes)) => bytes,
+        let Ok(read) = frame.into_data() else {
+            continue; // trailers: nothing the gate reads
         };
         last_bytes_ns = clock::now_ns();
         let at_ns = last_bytes_ns.saturating_sub(base_ns);
-        parser.feed(&read, &mut |item| match item {
+        let fed = parser.feed(&read, &mut |item| match item {
             SseItem::Data(b"[DONE]") => {
                 done = true;
                 Ok(())
@@ -220,8 +309,12 @@ async fn read_stream(
                 "a line of the stream is not SSE: {}",
                 quote(&String::from_utf8_lossy(line), 120)
             )),
-        })?;
-    }
+        });
+        if let Err(e) = fed {
+            return Poll::Ready(Err(e));
+        }
+    })
+    .await?;
     if let Some(rest) = parser.finish() {
         return Err(format!(
             "the stream ended mid-event: {}",
@@ -232,6 +325,20 @@ async fn read_stream(
         return Err("the stream ended without a finish_reason or [DONE]".to_string());
     }
     Ok(())
+}
+
+/// Wait for `work` while polling the connection it needs, which no other task runs.
+async fn alongside<T>(conn: &mut Pin<Box<Conn>>, work: impl Future<Output = T>) -> T {
+    let mut work = pin!(work);
+    let mut conn_open = true;
+    poll_fn(|cx| {
+        if conn_open && conn.as_mut().poll(cx).is_ready() {
+            // Closed or failed: `work` hears of it from hyper, with the error.
+            conn_open = false;
+        }
+        work.as_mut().poll(cx)
+    })
+    .await
 }
 
 /// Add one parsed data event to the reply.
@@ -266,7 +373,7 @@ fn record_chunk(rec: &mut ReplyRecord, data: &[u8], at_ns: u64) -> Result<(), St
     Ok(())
 }
 
-/// An error and its causes on one line: reqwest's top-level message alone says little.
+/// An error and its causes on one line: hyper's top-level message alone says little.
 fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut parts = vec![e.to_string()];
     let mut source = e.source();

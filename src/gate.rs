@@ -141,7 +141,7 @@ impl Plan {
                 bail!("--serve-log is for a serve that is already running; a launched serve's log is captured");
             }
             let port = match &args.url {
-                Some(url) => reqwest::Url::parse(url)
+                Some(url) => url::Url::parse(url)
                     .with_context(|| format!("--url {url} is not a URL"))?
                     .port_or_known_default()
                     .with_context(|| format!("--url {url} has no port"))?,
@@ -159,7 +159,8 @@ impl Plan {
             let argv = hold_cmd.into_iter().chain(serve_argv).collect();
             (url, Launch::Spawn { argv, binary, port })
         };
-        reqwest::Url::parse(&url).with_context(|| format!("--url {url} is not a URL"))?;
+        // Checked before anything is created: a URL the client cannot use is a usage error.
+        Client::new(&url).context("--url")?;
         let extra_body = match &args.extra_body {
             Some(text) => match serde_json::from_str(text) {
                 Ok(serde_json::Value::Object(fields)) => Some(fields),

@@ -102,6 +102,26 @@ fn a_non_empty_out_directory_is_refused() {
 }
 
 #[test]
+fn a_url_the_gate_cannot_speak_to_is_exit_2_before_anything_starts() {
+    let (_d, out) = scratch();
+    for (url, says) in [
+        (
+            "https://127.0.0.1:8443",
+            "speaks plain HTTP to a serve on this box, not https",
+        ),
+        ("127.0.0.1:8080", "is not a URL"),
+    ] {
+        gate()
+            .args(["run", "--url", url, "--out"])
+            .arg(&out)
+            .assert()
+            .code(2)
+            .stderr(predicates::str::contains(says));
+        assert!(!out.exists(), "{url}: a run directory was created");
+    }
+}
+
+#[test]
 fn nothing_to_gate_is_exit_2() {
     gate()
         .arg("run")
