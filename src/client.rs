@@ -1,9 +1,9 @@
 //! The HTTP client: readiness probes, the model list, and streamed replies timed as their bytes
 //! arrive.
 //!
-//! One request at a time, each on a fresh connection, through hyper's connection API. Each
-//! chunk of the stream is stamped on the monotonic clock the moment hyper hands it over, before
-//! any parsing; every SSE event it completes carries that stamp.
+//! One request at a time, each on a fresh connection, through hyper's connection API. Each read
+//! from the socket is stamped on the monotonic clock the moment it returns, before any parsing
+//! ([`crate::stamped`]); every SSE event carries the stamp of the read that completed it.
 //!
 //! Why hyper's connection API and not a pooled client: the gate polls the connection and the
 //! reply's body in one loop of its own (see [`read_stream`]). A client that runs the connection
@@ -28,6 +28,7 @@ use crate::clock;
 use crate::openai::Chunk;
 use crate::record::{ChunkArrival, ReplyRecord};
 use crate::sse::{SseItem, SseParser};
+use crate::stamped::{ReadStamp, StampedStream};
 use crate::verdict::quote;
 
 /// What a readiness probe saw.
@@ -66,7 +67,7 @@ pub struct Client {
 }
 
 /// One request's connection, polled by whoever waits for the request.
-type Conn = Connection<TokioIo<TcpStream>, Full<Bytes>>;
+type Conn = Connection<TokioIo<StampedStream>, Full<Bytes>>;
 
 impl Client {
     /// A client for the serve at `base` (e.g. `http://127.0.0.1:8080`). Proxies from the
@@ -98,7 +99,7 @@ impl Client {
     }
 
     /// Open a connection and send a request on it; the connection comes back with the request's
-    /// response future, for the caller to poll together.
+    /// response future, for the caller to poll together, and the stamp of its reads.
     async fn send(
         &self,
         method: Method,
@@ -108,6 +109,7 @@ impl Client {
         (
             Pin<Box<Conn>>,
             impl Future<Output = hyper::Result<Response<Incoming>>>,
+            ReadStamp,
         ),
         String,
     > {
@@ -116,6 +118,7 @@ impl Client {
             .map_err(|e| format!("the request failed: connecting to {}: {e}", self.authority))?;
         // Each event is small and the request is one write; waiting to coalesce helps nothing.
         tcp.set_nodelay(true).ok();
+        let (tcp, stamp) = StampedStream::new(tcp);
         let (mut sender, conn) = http1::handshake(TokioIo::new(tcp))
             .await
             .map_err(|e| format!("the request failed: {}", error_chain(&e)))?;
@@ -131,13 +134,13 @@ impl Client {
         let request = request
             .body(Full::new(Bytes::from(body.unwrap_or_default())))
             .map_err(|e| format!("the request failed: {e}"))?;
-        Ok((Box::pin(conn), sender.send_request(request)))
+        Ok((Box::pin(conn), sender.send_request(request), stamp))
     }
 
     /// GET `path` and read the whole answer's body, within `limit`.
     async fn get_body(&self, path: &str, limit: Duration) -> Option<Bytes> {
         let work = async {
-            let (mut conn, response) = self.send(Method::GET, path, None).await.ok()?;
+            let (mut conn, response, _) = self.send(Method::GET, path, None).await.ok()?;
             let body = alongside(&mut conn, response).await.ok()?.into_body();
             let body = alongside(&mut conn, body.collect()).await.ok()?;
             Some(body.to_bytes())
@@ -148,7 +151,7 @@ impl Client {
     /// GET `path` once, with a short timeout.
     pub async fn probe(&self, path: &str) -> Probe {
         let work = async {
-            let (mut conn, response) = self.send(Method::GET, path, None).await.ok()?;
+            let (mut conn, response, _) = self.send(Method::GET, path, None).await.ok()?;
             alongside(&mut conn, response).await.ok()
         };
         match tokio::time::timeout(Duration::from_secs(2), work).await {
@@ -223,7 +226,7 @@ impl<T> Drop for AbortOnDrop<T> {
     }
 }
 
-/// Read one streamed reply into `rec`, stamping each chunk as hyper hands it over.
+/// Read one streamed reply into `rec`, each chunk stamped with the read that completed it.
 ///
 /// The connection and the body are polled in one loop: the connection decodes a chunk from
 /// what it read, the body hands it over, the loop asks for the next, and only when neither has
@@ -238,15 +241,15 @@ async fn read_stream(
 ) -> Result<(), String> {
     let stall_msg = || format!("the stream stalled: no bytes for {} s", stall.as_secs_f64());
     let start = async {
-        let (mut conn, response) = client
+        let (mut conn, response, stamp) = client
             .send(Method::POST, "/v1/chat/completions", Some(body))
             .await?;
         let resp = alongside(&mut conn, response)
             .await
             .map_err(|e| format!("the request failed: {}", error_chain(&e)))?;
-        Ok::<_, String>((conn, resp))
+        Ok::<_, String>((conn, resp, stamp))
     };
-    let (mut conn, resp) = tokio::time::timeout(stall, start)
+    let (mut conn, resp, stamp) = tokio::time::timeout(stall, start)
         .await
         .map_err(|_| stall_msg())??;
     let status = resp.status();
@@ -262,9 +265,8 @@ async fn read_stream(
     let mut done = false;
     let mut conn_open = true;
     // One deadline for the whole stream, polled only when the task is about to sleep and
-    // re-armed only when it fires early. The stamp each chunk takes anyway tells when bytes
-    // last came, so the deadline costs no clock reading of its own.
-    let mut last_bytes_ns = clock::now_ns();
+    // re-armed only when it fires early, from the stamp of the last read.
+    let waiting_since = clock::now_ns();
     let mut deadline = pin!(tokio::time::sleep(stall));
     poll_fn(|cx| loop {
         if conn_open {
@@ -284,6 +286,7 @@ async fn read_stream(
                 if deadline.as_mut().poll(cx).is_pending() {
                     return Poll::Pending;
                 }
+                let last_bytes_ns = stamp.get().max(waiting_since);
                 let quiet = Duration::from_nanos(clock::now_ns().saturating_sub(last_bytes_ns));
                 if quiet >= stall {
                     return Poll::Ready(Err(stall_msg()));
@@ -297,8 +300,8 @@ async fn read_stream(
         let Ok(read) = frame.into_data() else {
             continue; // trailers: nothing the gate reads
         };
-        last_bytes_ns = clock::now_ns();
-        let at_ns = last_bytes_ns.saturating_sub(base_ns);
+        // When the read that completed this chunk returned.
+        let at_ns = stamp.get().saturating_sub(base_ns);
         let fed = parser.feed(&read, &mut |item| match item {
             SseItem::Data(b"[DONE]") => {
                 done = true;

@@ -7,7 +7,8 @@
 //! - [`timeline`]: timeline.svg, one row per reply.
 //! - [`serve`]: launching and stopping the serve (process group, PDEATHSIG, grace, orphans).
 //! - [`hold`]: the device hold (flock), and who holds it.
-//! - [`client`]: the HTTP client: readiness probes and streamed replies, timed as bytes arrive.
+//! - [`client`]: the HTTP client: readiness probes and streamed replies, timed as bytes arrive;
+//!   [`stamped`]: the socket whose reads carry those times.
 //! - [`sse`]: the SSE parser, pure over bytes.
 //! - [`openai`]: the fields of a streaming chat chunk the gate needs.
 //! - [`measure`]: tokens, first-token time and decode rate of a recorded reply.
@@ -43,6 +44,7 @@ pub mod selftest;
 pub mod serve;
 pub mod signals;
 pub mod sse;
+pub mod stamped;
 pub mod standin;
 pub mod timeline;
 pub mod verdict;

@@ -516,7 +516,10 @@ fn rate_line(metrics: &[ReplyMetrics], floor: f64) -> Line {
         let text = if metrics.is_empty() {
             "no replies to measure".to_string()
         } else {
-            format!("no reply has a rate: each needs at least two timed chunks (floor {floor:.1})")
+            format!(
+                "no reply has a rate: each needs text that arrived in at least two reads, \
+                 and a reply sent all at once has none (floor {floor:.1})"
+            )
         };
         return Line::new("rate", Status::Fail, text);
     };
@@ -538,7 +541,7 @@ fn rate_line(metrics: &[ReplyMetrics], floor: f64) -> Line {
         String::new()
     } else {
         format!(
-            "; no rate for reply {}: fewer than two timed chunks",
+            "; no rate for reply {}: its text did not arrive in at least two reads",
             missing.join(", ")
         )
     };
@@ -863,6 +866,19 @@ RESULT: PASS
         assert!(rate.text.contains("no rate for reply 2"), "{rate:?}");
         let v = judge_with(&[reply_at(&[150], None)], Some(LOG), floors());
         assert_eq!(line(&v, "rate").status, Status::Fail);
+    }
+
+    #[test]
+    fn a_reply_sent_all_at_once_has_no_rate_and_fails_the_rate_line() {
+        // Ten chunks stamped by the one read that brought them all (a serve, or a proxy in
+        // front of it, that buffers the reply): no time between them to take a rate from. An
+        // infinite rate would pass any floor.
+        let at_once = reply_at(&[150; 10], Some(10));
+        let v = judge_with(&[at_once.clone(), at_once], Some(LOG), floors());
+        let rate = line(&v, "rate");
+        assert_eq!(rate.status, Status::Fail, "{rate:?}");
+        assert!(rate.text.contains("sent all at once"), "{rate:?}");
+        assert_eq!(line(&v, "first-token").status, Status::Ok);
     }
 
     #[test]
