@@ -231,7 +231,9 @@ impl<T> Drop for AbortOnDrop<T> {
 /// The connection and the body are polled in one loop: the connection decodes a chunk from
 /// what it read, the body hands it over, the loop asks for the next, and only when neither has
 /// more (the socket is empty) does the task sleep, with the stall deadline armed. So a chunk
-/// costs no task switch and no timer poll; a wake-up, one of each.
+/// costs no task switch and no timer poll; a wake-up, one of each. The loop is bounded within a
+/// poll by tokio's cooperative budget: once the task has had its turn, the socket read says
+/// Pending and the task yields, however fast the serve sends.
 async fn read_stream(
     client: &Client,
     body: String,
