@@ -66,8 +66,33 @@ pub struct Client {
     prefix: String,
 }
 
-/// One request's connection, polled by whoever waits for the request.
+/// One request's connection, polled by whoever waits for the request, which no other task
+/// runs. Once it has ended it is dropped, not polled again.
+struct Link(Option<Pin<Box<Conn>>>);
+
 type Conn = Connection<TokioIo<StampedStream>, Full<Bytes>>;
+
+impl Link {
+    /// Let the connection read, write and decode what it can. Its end is not the request's:
+    /// hyper reports that, or the error, through the response and its body.
+    fn poll(&mut self, cx: &mut std::task::Context<'_>) {
+        if let Some(conn) = self.0.as_mut() {
+            if conn.as_mut().poll(cx).is_ready() {
+                self.0 = None;
+            }
+        }
+    }
+
+    /// Wait for `work` while polling the connection it needs.
+    async fn alongside<T>(&mut self, work: impl Future<Output = T>) -> T {
+        let mut work = pin!(work);
+        poll_fn(|cx| {
+            self.poll(cx);
+            work.as_mut().poll(cx)
+        })
+        .await
+    }
+}
 
 impl Client {
     /// A client for the serve at `base` (e.g. `http://127.0.0.1:8080`). Proxies from the
@@ -80,15 +105,24 @@ impl Client {
     /// same for every reply.
     pub fn new(base: &str) -> Result<Self> {
         let url = url::Url::parse(base).with_context(|| format!("{base} is not a URL"))?;
+        let Some(host) = url.host_str() else {
+            // `localhost:8080` parses, as the scheme "localhost" and no host.
+            bail!("{base} names no host: a serve's URL looks like http://127.0.0.1:8080");
+        };
         if url.scheme() != "http" {
             bail!(
                 "{base}: the gate speaks plain HTTP to a serve on this box, not {}",
                 url.scheme()
             );
         }
-        let host = url
-            .host_str()
-            .with_context(|| format!("{base} names no host"))?;
+        // What the URL says beyond the serve's address would be dropped without a word: the
+        // gate sends no credentials, and its requests have paths of their own.
+        if !url.username().is_empty() || url.password().is_some() {
+            bail!("{base}: the gate sends no user name or password to a serve");
+        }
+        if url.query().is_some() || url.fragment().is_some() {
+            bail!("{base}: a serve's URL for the gate has no query or fragment");
+        }
         let port = url
             .port_or_known_default()
             .with_context(|| format!("{base} has no port"))?;
@@ -107,7 +141,7 @@ impl Client {
         body: Option<String>,
     ) -> Result<
         (
-            Pin<Box<Conn>>,
+            Link,
             impl Future<Output = hyper::Result<Response<Incoming>>>,
             ReadStamp,
         ),
@@ -134,15 +168,19 @@ impl Client {
         let request = request
             .body(Full::new(Bytes::from(body.unwrap_or_default())))
             .map_err(|e| format!("the request failed: {e}"))?;
-        Ok((Box::pin(conn), sender.send_request(request), stamp))
+        Ok((
+            Link(Some(Box::pin(conn))),
+            sender.send_request(request),
+            stamp,
+        ))
     }
 
     /// GET `path` and read the whole answer's body, within `limit`.
     async fn get_body(&self, path: &str, limit: Duration) -> Option<Bytes> {
         let work = async {
-            let (mut conn, response, _) = self.send(Method::GET, path, None).await.ok()?;
-            let body = alongside(&mut conn, response).await.ok()?.into_body();
-            let body = alongside(&mut conn, body.collect()).await.ok()?;
+            let (mut link, response, _) = self.send(Method::GET, path, None).await.ok()?;
+            let body = link.alongside(response).await.ok()?.into_body();
+            let body = link.alongside(body.collect()).await.ok()?;
             Some(body.to_bytes())
         };
         tokio::time::timeout(limit, work).await.ok().flatten()
@@ -151,8 +189,8 @@ impl Client {
     /// GET `path` once, with a short timeout.
     pub async fn probe(&self, path: &str) -> Probe {
         let work = async {
-            let (mut conn, response, _) = self.send(Method::GET, path, None).await.ok()?;
-            alongside(&mut conn, response).await.ok()
+            let (mut link, response, _) = self.send(Method::GET, path, None).await.ok()?;
+            link.alongside(response).await.ok()
         };
         match tokio::time::timeout(Duration::from_secs(2), work).await {
             Ok(Some(resp)) => Probe::Status(resp.status().as_u16()),
@@ -226,14 +264,17 @@ impl<T> Drop for AbortOnDrop<T> {
     }
 }
 
+/// Chunks the reader takes in one turn before it lets the gate's other tasks run. A read brings
+/// a dozen at 20,000 tokens a second; a serve that sends a long reply at once, thousands.
+const CHUNKS_PER_TURN: u32 = 64;
+
 /// Read one streamed reply into `rec`, each chunk stamped with the read that completed it.
 ///
 /// The connection and the body are polled in one loop: the connection decodes a chunk from
 /// what it read, the body hands it over, the loop asks for the next, and only when neither has
 /// more (the socket is empty) does the task sleep, with the stall deadline armed. So a chunk
-/// costs no task switch and no timer poll; a wake-up, one of each. The loop is bounded within a
-/// poll by tokio's cooperative budget: once the task has had its turn, the socket read says
-/// Pending and the task yields, however fast the serve sends.
+/// costs no task switch and no timer poll; a wake-up, one of each. A turn takes at most
+/// [`CHUNKS_PER_TURN`] chunks, then yields to the gate's other tasks.
 async fn read_stream(
     client: &Client,
     body: String,
@@ -243,21 +284,22 @@ async fn read_stream(
 ) -> Result<(), String> {
     let stall_msg = || format!("the stream stalled: no bytes for {} s", stall.as_secs_f64());
     let start = async {
-        let (mut conn, response, stamp) = client
+        let (mut link, response, stamp) = client
             .send(Method::POST, "/v1/chat/completions", Some(body))
             .await?;
-        let resp = alongside(&mut conn, response)
+        let resp = link
+            .alongside(response)
             .await
             .map_err(|e| format!("the request failed: {}", error_chain(&e)))?;
-        Ok::<_, String>((conn, resp, stamp))
+        Ok::<_, String>((link, resp, stamp))
     };
-    let (mut conn, resp, stamp) = tokio::time::timeout(stall, start)
+    let (mut link, resp, stamp) = tokio::time::timeout(stall, start)
         .await
         .map_err(|_| stall_msg())??;
     let status = resp.status();
     let mut body = resp.into_body();
     if !status.is_success() {
-        let head = match tokio::time::timeout(stall, alongside(&mut conn, body.collect())).await {
+        let head = match tokio::time::timeout(stall, link.alongside(body.collect())).await {
             Ok(Ok(b)) => quote(&String::from_utf8_lossy(&b.to_bytes()), 200),
             _ => "(no body)".to_string(),
         };
@@ -265,58 +307,62 @@ async fn read_stream(
     }
     let mut parser = SseParser::new();
     let mut done = false;
-    let mut conn_open = true;
     // One deadline for the whole stream, polled only when the task is about to sleep and
     // re-armed only when it fires early, from the stamp of the last read.
     let waiting_since = clock::now_ns();
     let mut deadline = pin!(tokio::time::sleep(stall));
-    poll_fn(|cx| loop {
-        if conn_open {
-            // Reads the socket when its buffer is empty, and decodes the next chunk for the
-            // body. Its end is not the stream's: the body reports that, or the error.
-            if conn.as_mut().poll(cx).is_ready() {
-                conn_open = false;
+    poll_fn(|cx| {
+        let mut chunks_this_turn = 0;
+        loop {
+            if chunks_this_turn == CHUNKS_PER_TURN {
+                // A serve (or a proxy) that dumps a long reply at once would keep this loop busy
+                // for as long as the bytes last, and the gate's other work (signals, the sampler)
+                // would wait for it: let it have a turn.
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
             }
-        }
-        let frame = match Pin::new(&mut body).poll_frame(cx) {
-            Poll::Ready(Some(Ok(frame))) => frame,
-            Poll::Ready(Some(Err(e))) => {
-                return Poll::Ready(Err(format!("the stream broke: {}", error_chain(&e))))
-            }
-            Poll::Ready(None) => return Poll::Ready(Ok(())),
-            Poll::Pending => {
-                if deadline.as_mut().poll(cx).is_pending() {
-                    return Poll::Pending;
+            link.poll(cx);
+            let frame = match Pin::new(&mut body).poll_frame(cx) {
+                Poll::Ready(Some(Ok(frame))) => frame,
+                Poll::Ready(Some(Err(e))) => {
+                    return Poll::Ready(Err(format!("the stream broke: {}", error_chain(&e))))
                 }
-                let last_bytes_ns = stamp.get().max(waiting_since);
-                let quiet = Duration::from_nanos(clock::now_ns().saturating_sub(last_bytes_ns));
-                if quiet >= stall {
-                    return Poll::Ready(Err(stall_msg()));
+                Poll::Ready(None) => return Poll::Ready(Ok(())),
+                Poll::Pending => {
+                    if deadline.as_mut().poll(cx).is_pending() {
+                        return Poll::Pending;
+                    }
+                    let last_bytes_ns = stamp.get().max(waiting_since);
+                    let quiet = Duration::from_nanos(clock::now_ns().saturating_sub(last_bytes_ns));
+                    if quiet >= stall {
+                        return Poll::Ready(Err(stall_msg()));
+                    }
+                    deadline
+                        .as_mut()
+                        .reset(tokio::time::Instant::now() + (stall - quiet));
+                    continue;
                 }
-                deadline
-                    .as_mut()
-                    .reset(tokio::time::Instant::now() + (stall - quiet));
-                continue;
+            };
+            let Ok(read) = frame.into_data() else {
+                continue; // trailers: nothing the gate reads
+            };
+            chunks_this_turn += 1;
+            // When the read that completed this chunk returned.
+            let at_ns = stamp.get().saturating_sub(base_ns);
+            let fed = parser.feed(&read, &mut |item| match item {
+                SseItem::Data(b"[DONE]") => {
+                    done = true;
+                    Ok(())
+                }
+                SseItem::Data(data) => record_chunk(rec, data, at_ns),
+                SseItem::Malformed(line) => Err(format!(
+                    "a line of the stream is not SSE: {}",
+                    quote(&String::from_utf8_lossy(line), 120)
+                )),
+            });
+            if let Err(e) = fed {
+                return Poll::Ready(Err(e));
             }
-        };
-        let Ok(read) = frame.into_data() else {
-            continue; // trailers: nothing the gate reads
-        };
-        // When the read that completed this chunk returned.
-        let at_ns = stamp.get().saturating_sub(base_ns);
-        let fed = parser.feed(&read, &mut |item| match item {
-            SseItem::Data(b"[DONE]") => {
-                done = true;
-                Ok(())
-            }
-            SseItem::Data(data) => record_chunk(rec, data, at_ns),
-            SseItem::Malformed(line) => Err(format!(
-                "a line of the stream is not SSE: {}",
-                quote(&String::from_utf8_lossy(line), 120)
-            )),
-        });
-        if let Err(e) = fed {
-            return Poll::Ready(Err(e));
         }
     })
     .await?;
@@ -330,20 +376,6 @@ async fn read_stream(
         return Err("the stream ended without a finish_reason or [DONE]".to_string());
     }
     Ok(())
-}
-
-/// Wait for `work` while polling the connection it needs, which no other task runs.
-async fn alongside<T>(conn: &mut Pin<Box<Conn>>, work: impl Future<Output = T>) -> T {
-    let mut work = pin!(work);
-    let mut conn_open = true;
-    poll_fn(|cx| {
-        if conn_open && conn.as_mut().poll(cx).is_ready() {
-            // Closed or failed: `work` hears of it from hyper, with the error.
-            conn_open = false;
-        }
-        work.as_mut().poll(cx)
-    })
-    .await
 }
 
 /// Add one parsed data event to the reply.

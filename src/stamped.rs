@@ -1,9 +1,12 @@
 //! A TCP stream that stamps each read on the gate's clock the moment it returns.
 //!
-//! hyper reads the socket only when its buffer holds no complete chunk, so the last read before
-//! a chunk is handed over is the read that completed it: its stamp is when the chunk's bytes
-//! arrived, however long the chunks before it in the same read took to parse. One clock
-//! reading a read, not one a chunk: at 20,000 tokens a second a read carries a dozen of them.
+//! hyper 1 reads the socket only when its buffer is empty, and decodes at most one chunk ahead
+//! of the one its reader takes; an SSE event is complete in the chunk that carries its last
+//! bytes. So the last read before an event is handed over is the read that completed it: its
+//! stamp is when the event's bytes arrived, however long the events before it in the same read
+//! took to parse. One clock reading a read, not one an event: at 20,000 tokens a second a read
+//! carries a dozen of them. (The self-test's comparison with the stand-in's send trace would
+//! show a hyper that read ahead.)
 
 use std::io;
 use std::pin::Pin;

@@ -110,6 +110,23 @@ fn a_stalled_stream_fails_after_the_reply_timeout() {
 }
 
 #[test]
+fn a_stream_longer_than_the_reply_timeout_is_not_a_stall_while_bytes_keep_coming() {
+    // The timeout bounds the wait for the next bytes, not the reply: 20 tokens 50 ms apart
+    // (a tenth of the timeout) take about twice the timeout in all.
+    let (_d, out) = scratch();
+    let (code, stdout) = stand_in_run(
+        &out,
+        &["--replies", "1", "--reply-timeout", "0.5"],
+        &["--tokens", "20", "--gaps-ms", "50"],
+    );
+    assert_eq!(code, Some(0), "{stdout}");
+    let reply = &replies(&out)[0];
+    assert!(reply["error"].is_null(), "{reply}");
+    let streamed_ns = reply["end_ns"].as_u64().unwrap() - reply["sent_ns"].as_u64().unwrap();
+    assert!(streamed_ns > 500_000_000, "the reply took {streamed_ns} ns");
+}
+
+#[test]
 fn a_port_already_taken_fails_before_launching() {
     let (_d, out) = scratch();
     let taken = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();

@@ -110,6 +110,12 @@ fn a_url_the_gate_cannot_speak_to_is_exit_2_before_anything_starts() {
             "speaks plain HTTP to a serve on this box, not https",
         ),
         ("127.0.0.1:8080", "is not a URL"),
+        ("localhost:8080", "names no host"),
+        (
+            "http://user:secret@127.0.0.1:8080",
+            "sends no user name or password",
+        ),
+        ("http://127.0.0.1:8080/?key=1", "has no query or fragment"),
     ] {
         gate()
             .args(["run", "--url", url, "--out"])
