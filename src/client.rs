@@ -62,6 +62,8 @@ pub struct ReplyRequest<'a> {
 pub struct Client {
     /// `host:port`, to connect to and to name in the Host header.
     authority: String,
+    /// The port in `authority`.
+    port: u16,
     /// The URL's path without its trailing slash ("" for `http://host:port/`).
     prefix: String,
 }
@@ -128,8 +130,14 @@ impl Client {
             .with_context(|| format!("{base} has no port"))?;
         Ok(Client {
             authority: format!("{host}:{port}"),
+            port,
             prefix: url.path().trim_end_matches('/').to_string(),
         })
+    }
+
+    /// The serve's port, as the URL gives it or its scheme implies.
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     /// Open a connection and send a request on it; the connection comes back with the request's

@@ -50,6 +50,9 @@ struct Plan {
     max_tokens: u32,
     model: Option<String>,
     url: String,
+    /// The client for `url`, made when the plan is: a URL it cannot use is a usage error
+    /// before anything is created.
+    client: Client,
     launch: Launch,
     hold: Option<PathBuf>,
     hold_timeout: Duration,
@@ -123,6 +126,12 @@ impl Plan {
             },
             None => Vec::new(),
         };
+        let given = args
+            .url
+            .as_deref()
+            .map(Client::new)
+            .transpose()
+            .context("--url")?;
         let (url, launch) = if serve_argv.is_empty() {
             let Some(url) = args.url else {
                 bail!("nothing to gate: give a serve command after --, --stand-in, or --url URL");
@@ -140,11 +149,8 @@ impl Plan {
             if args.serve_log.is_some() {
                 bail!("--serve-log is for a serve that is already running; a launched serve's log is captured");
             }
-            let port = match &args.url {
-                Some(url) => url::Url::parse(url)
-                    .with_context(|| format!("--url {url} is not a URL"))?
-                    .port_or_known_default()
-                    .with_context(|| format!("--url {url} has no port"))?,
+            let port = match &given {
+                Some(client) => client.port(),
                 None => serve::pick_port()?,
             };
             let url = args
@@ -159,8 +165,10 @@ impl Plan {
             let argv = hold_cmd.into_iter().chain(serve_argv).collect();
             (url, Launch::Spawn { argv, binary, port })
         };
-        // Checked before anything is created: a URL the client cannot use is a usage error.
-        Client::new(&url).context("--url")?;
+        let client = match given {
+            Some(client) => client,
+            None => Client::new(&url)?,
+        };
         let extra_body = match &args.extra_body {
             Some(text) => match serde_json::from_str(text) {
                 Ok(serde_json::Value::Object(fields)) => Some(fields),
@@ -179,6 +187,7 @@ impl Plan {
             max_tokens: args.max_tokens,
             model: args.model,
             url,
+            client,
             launch,
             hold: args.hold,
             hold_timeout: args.hold_timeout,
@@ -274,7 +283,7 @@ async fn execute(plan: Plan) -> Result<u8> {
         settings: Some(plan.settings.clone()),
     };
     dir.write_json(rundir::MANIFEST, &manifest)?;
-    let client = Client::new(&plan.url)?;
+    let client = &plan.client;
 
     // The serve, the hold and what was recorded live out here, so that an interruption, which
     // drops the work wherever it is, loses none of them.
@@ -282,7 +291,7 @@ async fn execute(plan: Plan) -> Result<u8> {
     let mut progress = Progress::default();
     let work = measure_serve(
         &plan,
-        &client,
+        client,
         &dir,
         base_ns,
         &mut manifest,
