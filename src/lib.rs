@@ -10,7 +10,8 @@
 //! - [`client`]: the HTTP client: readiness probes and streamed replies, timed as bytes arrive;
 //!   [`stamped`]: the socket whose reads carry those times.
 //! - [`sse`]: the SSE parser, pure over bytes.
-//! - [`openai`]: the fields of a streaming chat chunk the gate needs.
+//! - [`openai`]: the fields of a streaming chat chunk the gate needs; [`chunk_scan`]: the fast
+//!   path that reads the usual chunk without serde.
 //! - [`measure`]: tokens, first-token time and decode rate of a recorded reply.
 //! - [`verdict`]: the pure verdict: recorded run + floors -> lines and RESULT.
 //! - [`report`]: the verdict as text, JUnit XML and Markdown; [`output`]: where they go.
@@ -21,6 +22,7 @@
 //! - [`selftest`]: `self-test`, judging cases and runs against the stand-in.
 //! - [`clock`]: CLOCK_MONOTONIC; [`exit_codes`]: the exit codes.
 
+pub mod chunk_scan;
 pub mod cli;
 pub mod client;
 pub mod clock;

@@ -8,16 +8,31 @@ use std::borrow::Cow;
 
 use serde::Deserialize;
 
-/// One parsed `data:` payload of a chat completion stream. Its text borrows from the payload
-/// where it can (no escapes), so a chunk costs no string copies.
-#[derive(Debug, Default, Deserialize)]
+use crate::chunk_scan;
+
+/// One parsed `data:` payload of a chat completion stream: what the gate reads of it. Its text
+/// borrows from the payload where it can (no escapes), so a chunk costs no string copies.
+#[derive(Debug, Default)]
 pub struct Chunk<'a> {
-    #[serde(default, borrow)]
-    choices: Vec<Choice<'a>>,
+    /// The first choice's `delta.content`.
+    content: Option<Cow<'a, str>>,
+    /// The first choice's `delta.reasoning_content`.
+    reasoning: Option<Cow<'a, str>>,
+    /// The first choice's `finish_reason`.
+    finish_reason: Option<Cow<'a, str>>,
     /// Token counts, when the serve reports them (usually in a final chunk).
     pub usage: Option<Usage>,
     /// llama-server's own timings (`predicted_per_second` and friends), kept as it sent them.
     pub timings: Option<serde_json::Value>,
+}
+
+/// A chunk as serde reads it, for the chunks the fast path leaves to it.
+#[derive(Debug, Default, Deserialize)]
+struct Wire<'a> {
+    #[serde(default, borrow)]
+    choices: Vec<Choice<'a>>,
+    usage: Option<Usage>,
+    timings: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -52,24 +67,43 @@ struct PromptTokensDetails {
 
 impl<'a> Chunk<'a> {
     /// Parse one `data:` payload. The error is serde's, for quoting in a FAIL line.
+    ///
+    /// The usual chunk is read by [`chunk_scan`], the rest (escapes, `usage`, anything
+    /// unusual, anything broken) by serde_json, which gives the same answer where both can.
     pub fn parse(data: &'a [u8]) -> Result<Chunk<'a>, serde_json::Error> {
-        serde_json::from_slice(data)
+        if let Some(plain) = chunk_scan::scan(data) {
+            return Ok(Chunk {
+                content: plain.content.map(Cow::Borrowed),
+                reasoning: plain.reasoning.map(Cow::Borrowed),
+                finish_reason: plain.finish_reason.map(Cow::Borrowed),
+                usage: None,
+                timings: None,
+            });
+        }
+        Self::by_serde(data)
+    }
+
+    /// Parse one payload with serde_json alone: the authority the fast path answers to.
+    pub(crate) fn by_serde(data: &'a [u8]) -> Result<Chunk<'a>, serde_json::Error> {
+        let wire: Wire<'a> = serde_json::from_slice(data)?;
+        let first = wire.choices.into_iter().next().unwrap_or_default();
+        Ok(Chunk {
+            content: first.delta.content,
+            reasoning: first.delta.reasoning_content,
+            finish_reason: first.finish_reason,
+            usage: wire.usage,
+            timings: wire.timings,
+        })
     }
 
     /// The answer text this chunk adds (first choice), empty when none.
     pub fn content(&self) -> &str {
-        self.choices
-            .first()
-            .and_then(|c| c.delta.content.as_deref())
-            .unwrap_or("")
+        self.content.as_deref().unwrap_or("")
     }
 
     /// The reasoning text this chunk adds (first choice), empty when none.
     pub fn reasoning(&self) -> &str {
-        self.choices
-            .first()
-            .and_then(|c| c.delta.reasoning_content.as_deref())
-            .unwrap_or("")
+        self.reasoning.as_deref().unwrap_or("")
     }
 
     /// Prompt tokens the serve took from its prompt cache, when it says: OpenAI's
@@ -83,9 +117,7 @@ impl<'a> Chunk<'a> {
 
     /// Why generation stopped, when this chunk says so.
     pub fn finish_reason(&self) -> Option<&str> {
-        self.choices
-            .first()
-            .and_then(|c| c.finish_reason.as_deref())
+        self.finish_reason.as_deref()
     }
 }
 

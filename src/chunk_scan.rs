@@ -1,0 +1,540 @@
+//! The usual streamed chunk, read without serde: the fast path of the gate's hot loop.
+//!
+//! At 20,000 tokens a second serde_json's derived reader spent about 4,300 instructions on a
+//! 150-byte chunk (callgrind), nearly half of all the gate did per token, and a gate's CPU is
+//! taken from the serve it measures. Almost every chunk has one shape: an object whose
+//! `choices` holds one choice, whose `delta` holds plain strings. This scanner reads that shape
+//! and checks, as it skips them, that the other members are JSON.
+//!
+//! It answers `None` for anything else: an escape in any string, a second choice, `usage` or
+//! `timings`, a repeated member the gate reads, deep nesting, a control character, bytes that
+//! are not UTF-8 or not JSON. The caller then parses the chunk with serde_json, which stays the
+//! authority on what a chunk means and on the error a bad one gets. So `None` is never a
+//! verdict, only "ask serde"; and where this answers, serde answers the same (a property test
+//! in `openai.rs` holds them to it).
+
+/// The fields the gate reads from a chunk of the usual shape. `None` where the chunk has the
+/// member as `null` or not at all.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Plain<'a> {
+    /// The first choice's `delta.content`.
+    pub content: Option<&'a str>,
+    /// The first choice's `delta.reasoning_content`.
+    pub reasoning: Option<&'a str>,
+    /// The first choice's `finish_reason`.
+    pub finish_reason: Option<&'a str>,
+}
+
+/// Read `data` if it is a chunk of the usual shape; `None` means "not sure: ask serde".
+pub fn scan(data: &[u8]) -> Option<Plain<'_>> {
+    // Serves send compact chunks: no escapes, no control characters, anywhere in them. Then every
+    // string ends at its next quote. (One pass, without branches, over the whole chunk, which
+    // the compiler does sixteen bytes at a time.)
+    let unusual = data
+        .iter()
+        .fold(false, |seen, &c| seen | (c < 0x20) | (c == b'\\'));
+    if unusual {
+        return None;
+    }
+    // And valid UTF-8 throughout: then so is every string in it (quotes are ASCII, so they fall
+    // on character boundaries), and the text the gate reads needs no check of its own.
+    let text = std::str::from_utf8(data).ok()?;
+    let mut c = Cursor {
+        b: data,
+        text,
+        i: 0,
+    };
+    let mut plain = Plain::default();
+    let mut seen_choices = false;
+    c.ws();
+    c.object(|c, key| match key {
+        b"choices" if !seen_choices => {
+            seen_choices = true;
+            c.choices(&mut plain)
+        }
+        b"choices" | b"usage" | b"timings" => None,
+        _ => c.skip_value(1),
+    })?;
+    c.ws();
+    (c.i == data.len()).then_some(plain)
+}
+
+/// The bytes of `word` (little-endian) that are quotes, as their high bits. Exact, unlike the
+/// shorter "has a zero byte" test, so the lowest bit set is the first quote.
+fn quote_bytes(word: u64) -> u64 {
+    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    let x = word ^ 0x2222_2222_2222_2222; // a quote is now a zero byte
+                                          // Per byte: the high bit of ((low seven bits) + 0x7f) is set unless they are all zero; or
+                                          // with x for its own high bit; what is left clear is the zero bytes.
+    !(((x & LOW7) + LOW7) | x | LOW7)
+}
+
+/// Deeper than this, a chunk is not of the usual shape (serde_json's own limit is 128).
+const MAX_DEPTH: u32 = 32;
+
+struct Cursor<'a> {
+    b: &'a [u8],
+    /// The same bytes, as text.
+    text: &'a str,
+    i: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn peek(&self) -> Option<u8> {
+        self.b.get(self.i).copied()
+    }
+
+    fn bump(&mut self) -> Option<u8> {
+        let c = self.peek()?;
+        self.i += 1;
+        Some(c)
+    }
+
+    fn eat(&mut self, want: u8) -> Option<()> {
+        (self.bump()? == want).then_some(())
+    }
+
+    /// JSON's whitespace: space, tab, line feed, carriage return.
+    fn ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
+            self.i += 1;
+        }
+    }
+
+    /// A string: where its bytes start and end, between the quotes. [`scan`] has made sure the
+    /// chunk has no escapes and no control characters, so the next quote ends it: looked for
+    /// eight bytes at a time, most strings in a chunk being a word or two.
+    fn string(&mut self) -> Option<(usize, usize)> {
+        self.eat(b'"')?;
+        let start = self.i;
+        let mut at = start;
+        while let Some(&word) = self.b.get(at..).and_then(<[u8]>::first_chunk::<8>) {
+            let quotes = quote_bytes(u64::from_le_bytes(word));
+            if quotes != 0 {
+                let end = at + (quotes.trailing_zeros() / 8) as usize;
+                self.i = end + 1;
+                return Some((start, end));
+            }
+            at += 8;
+        }
+        let end = at + self.b[at..].iter().position(|&c| c == b'"')?;
+        self.i = end + 1;
+        Some((start, end))
+    }
+
+    /// A member's name.
+    fn key(&mut self) -> Option<&'a [u8]> {
+        let (start, end) = self.string()?;
+        Some(&self.b[start..end])
+    }
+
+    /// A string or `null`.
+    fn text_or_null(&mut self) -> Option<Option<&'a str>> {
+        if self.peek()? == b'n' {
+            self.literal(b"null")?;
+            return Some(None);
+        }
+        let (start, end) = self.string()?;
+        self.text.get(start..end).map(Some)
+    }
+
+    fn literal(&mut self, word: &[u8]) -> Option<()> {
+        self.b[self.i..]
+            .starts_with(word)
+            .then(|| self.i += word.len())
+    }
+
+    fn digits(&mut self) -> usize {
+        let start = self.i;
+        while let Some(b'0'..=b'9') = self.peek() {
+            self.i += 1;
+        }
+        self.i - start
+    }
+
+    /// A number as JSON writes one: `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`.
+    fn number(&mut self) -> Option<()> {
+        if self.peek() == Some(b'-') {
+            self.i += 1;
+        }
+        match self.peek()? {
+            b'0' => self.i += 1,
+            b'1'..=b'9' => {
+                self.digits();
+            }
+            _ => return None,
+        }
+        if self.peek() == Some(b'.') {
+            self.i += 1;
+            if self.digits() == 0 {
+                return None;
+            }
+        }
+        if let Some(b'e' | b'E') = self.peek() {
+            self.i += 1;
+            if let Some(b'+' | b'-') = self.peek() {
+                self.i += 1;
+            }
+            if self.digits() == 0 {
+                return None;
+            }
+        }
+        Some(())
+    }
+
+    /// An object, each member's value read by `member` (which must consume it).
+    fn object(&mut self, mut member: impl FnMut(&mut Self, &'a [u8]) -> Option<()>) -> Option<()> {
+        self.eat(b'{')?;
+        self.ws();
+        if self.peek()? == b'}' {
+            self.i += 1;
+            return Some(());
+        }
+        loop {
+            let key = self.key()?;
+            self.ws();
+            self.eat(b':')?;
+            self.ws();
+            member(self, key)?;
+            self.ws();
+            match self.bump()? {
+                b',' => self.ws(),
+                b'}' => return Some(()),
+                _ => return None,
+            }
+        }
+    }
+
+    /// Any JSON value, checked and passed over.
+    fn skip_value(&mut self, depth: u32) -> Option<()> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        match self.peek()? {
+            b'"' => self.string().map(drop),
+            b'{' => self.object(|c, _| c.skip_value(depth + 1)),
+            b'[' => {
+                self.i += 1;
+                self.ws();
+                if self.peek()? == b']' {
+                    self.i += 1;
+                    return Some(());
+                }
+                loop {
+                    self.skip_value(depth + 1)?;
+                    self.ws();
+                    match self.bump()? {
+                        b',' => self.ws(),
+                        b']' => return Some(()),
+                        _ => return None,
+                    }
+                }
+            }
+            b't' => self.literal(b"true"),
+            b'f' => self.literal(b"false"),
+            b'n' => self.literal(b"null"),
+            b'-' | b'0'..=b'9' => self.number(),
+            _ => None,
+        }
+    }
+
+    /// `choices`: empty, or one choice (a second is left to serde, which reads every one).
+    fn choices(&mut self, plain: &mut Plain<'a>) -> Option<()> {
+        self.eat(b'[')?;
+        self.ws();
+        if self.peek()? == b']' {
+            self.i += 1;
+            return Some(());
+        }
+        let (mut seen_delta, mut seen_reason) = (false, false);
+        self.object(|c, key| match key {
+            b"delta" if !seen_delta => {
+                seen_delta = true;
+                c.delta(plain)
+            }
+            b"finish_reason" if !seen_reason => {
+                seen_reason = true;
+                plain.finish_reason = c.text_or_null()?;
+                Some(())
+            }
+            b"delta" | b"finish_reason" => None,
+            _ => c.skip_value(3),
+        })?;
+        self.ws();
+        self.eat(b']')
+    }
+
+    fn delta(&mut self, plain: &mut Plain<'a>) -> Option<()> {
+        let (mut seen_content, mut seen_reasoning) = (false, false);
+        self.object(|c, key| match key {
+            b"content" if !seen_content => {
+                seen_content = true;
+                plain.content = c.text_or_null()?;
+                Some(())
+            }
+            b"reasoning_content" if !seen_reasoning => {
+                seen_reasoning = true;
+                plain.reasoning = c.text_or_null()?;
+                Some(())
+            }
+            b"content" | b"reasoning_content" => None,
+            _ => c.skip_value(4),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use proptest::sample::select;
+
+    const STAND_IN: &[u8] = br#"{"choices":[{"delta":{"content":" ok"},"finish_reason":null,"index":0}],"id":"chatcmpl-stand-in","model":"stand-in","object":"chat.completion.chunk"}"#;
+    const LLAMA_FIRST: &[u8] = br#"{"choices":[{"finish_reason":null,"index":0,"delta":{"role":"assistant","content":null}}],"created":1795998989,"id":"chatcmpl-TvYH","model":"/m/SmolLM2-135M-Instruct.Q4_1.gguf","system_fingerprint":"b0-unknown","object":"chat.completion.chunk"}"#;
+    const OPENAI_REASONING: &[u8] = br#"{"id":"x","object":"chat.completion.chunk","created":1,"model":"m","system_fingerprint":null,"choices":[{"index":0,"delta":{"reasoning_content":"hm, "},"logprobs":null,"finish_reason":null}]}"#;
+
+    #[test]
+    fn the_usual_chunks_take_the_fast_path() {
+        let p = scan(STAND_IN).expect("the stand-in's chunk");
+        assert_eq!(p.content, Some(" ok"));
+        assert_eq!(p.finish_reason, None);
+        let p = scan(LLAMA_FIRST).expect("llama-server's first chunk");
+        assert_eq!(p, Plain::default());
+        let p = scan(OPENAI_REASONING).expect("a reasoning chunk");
+        assert_eq!(p.reasoning, Some("hm, "));
+        assert_eq!(p.content, None);
+        let stop = br#" {"choices" : [ {"delta":{},"finish_reason":"length","index":0} ] } "#;
+        assert_eq!(scan(stop).unwrap().finish_reason, Some("length"));
+        assert_eq!(scan(br#"{"choices":[],"id":"x"}"#), Some(Plain::default()));
+    }
+
+    #[test]
+    fn what_it_leaves_to_serde() {
+        for (why, data) in [
+            (
+                "an escape",
+                &br#"{"choices":[{"delta":{"content":"a\nb"}}]}"#[..],
+            ),
+            (
+                "an escape in a skipped member",
+                br#"{"id":"a\"b","choices":[]}"#,
+            ),
+            ("two choices", br#"{"choices":[{"delta":{}},{"delta":{}}]}"#),
+            (
+                "usage",
+                br#"{"choices":[],"usage":{"completion_tokens":3}}"#,
+            ),
+            ("timings", br#"{"choices":[],"timings":{"cache_n":1}}"#),
+            ("choices twice", br#"{"choices":[],"choices":[]}"#),
+            (
+                "content twice",
+                br#"{"choices":[{"delta":{"content":"a","content":"b"}}]}"#,
+            ),
+            (
+                "a control character",
+                b"{\"choices\":[{\"delta\":{\"content\":\"a\tb\"}}]}",
+            ),
+            ("a key not UTF-8", b"{\"ch\xf6ices\":1,\"choices\":[]}"),
+            (
+                "content not UTF-8",
+                b"{\"choices\":[{\"delta\":{\"content\":\"\xff\"}}]}",
+            ),
+            (
+                "content a number",
+                br#"{"choices":[{"delta":{"content":1}}]}"#,
+            ),
+            (
+                "a number with a leading zero",
+                br#"{"created":01,"choices":[]}"#,
+            ),
+            (
+                "a fraction without digits",
+                br#"{"created":1.,"choices":[]}"#,
+            ),
+            ("a trailing comma", br#"{"choices":[],}"#),
+            ("trailing bytes", br#"{"choices":[]} x"#),
+            ("truncated", br#"{"choices":[{"delta":{"content":"a"#),
+            ("not an object", br#"[1]"#),
+            (
+                "deep nesting",
+                &[b"{\"x\":".as_slice(), &[b'['; 40], &[b']'; 40], b"}"].concat(),
+            ),
+        ] {
+            assert_eq!(scan(data), None, "{why}");
+        }
+    }
+
+    /// Strings as serves write them, and as they should not: plain, unicode, escaped, a lone
+    /// surrogate, a raw control character, bytes that are not UTF-8.
+    fn arb_string() -> BoxedStrategy<Vec<u8>> {
+        select(vec![
+            &br#""""#[..],
+            br#"" ok""#,
+            br#""Paris.""#,
+            "\"caf\u{e9} \u{1f600}\"".as_bytes(),
+            br#""a\nb""#,
+            br#""\"q\"""#,
+            br#""\u00e9""#,
+            br#""\ud83d\ude00""#,
+            br#""\ud800""#,
+            b"\"a\tb\"",
+            b"\"\xff\xfe\"",
+            br#""stop""#,
+            br#""length""#,
+            br#""/root/.cache/npu-serve-smoke/SmolLM2-135M-Instruct.Q4_1.gguf""#,
+            b"\"chatcmpl-stand\x01in-1234\"",
+            br#""chat.completion.chunk\u0041 and on""#,
+            "\"\u{4f60}\u{597d}\u{4f60}\u{597d}\u{4f60}\u{597d}\"".as_bytes(),
+        ])
+        .prop_map(|s| s.to_vec())
+        .boxed()
+    }
+
+    fn arb_scalar() -> BoxedStrategy<Vec<u8>> {
+        prop_oneof![
+            arb_string(),
+            select(vec![
+                &b"null"[..],
+                b"true",
+                b"false",
+                b"0",
+                b"-0.5E-3",
+                b"1795998989",
+                b"1e5",
+                b"01",
+                b"1.",
+                b"-",
+                b"nul",
+                b"[]",
+                b"{}",
+                b"[1, \"x\", null]",
+                br#"{"a":{"b":[true]}}"#,
+            ])
+            .prop_map(|s| s.to_vec()),
+        ]
+        .boxed()
+    }
+
+    /// An object of `members` (name and value), in the order given, with whitespace here and there.
+    fn object(members: Vec<(Vec<u8>, Vec<u8>)>, spaced: bool) -> Vec<u8> {
+        let sep: &[u8] = if spaced { b" , " } else { b"," };
+        let mut out = b"{".to_vec();
+        for (i, (k, v)) in members.into_iter().enumerate() {
+            if i > 0 {
+                out.extend_from_slice(sep);
+            }
+            out.extend_from_slice(&k);
+            out.extend_from_slice(if spaced { b" :\n" } else { b":" });
+            out.extend_from_slice(&v);
+        }
+        out.push(b'}');
+        out
+    }
+
+    fn name(n: &str) -> Vec<u8> {
+        format!("\"{n}\"").into_bytes()
+    }
+
+    fn arb_members(
+        names: &'static [&'static str],
+        value: BoxedStrategy<Vec<u8>>,
+    ) -> BoxedStrategy<Vec<(Vec<u8>, Vec<u8>)>> {
+        proptest::collection::vec(
+            (
+                select(names).prop_map(name),
+                prop_oneof![2 => value, 1 => arb_scalar()],
+            ),
+            0..5,
+        )
+        .boxed()
+    }
+
+    fn arb_chunk() -> impl Strategy<Value = Vec<u8>> {
+        let delta = (
+            arb_members(
+                &[
+                    "content",
+                    "reasoning_content",
+                    "role",
+                    "ch\\u006fices",
+                    "r\u{f4}le",
+                ],
+                arb_string(),
+            ),
+            any::<bool>(),
+        )
+            .prop_map(|(m, sp)| object(m, sp))
+            .boxed();
+        let choice = (
+            arb_members(&["delta", "finish_reason", "index", "logprobs"], delta),
+            any::<bool>(),
+        )
+            .prop_map(|(m, sp)| object(m, sp))
+            .boxed();
+        let choices = proptest::collection::vec(choice, 0..3).prop_map(|cs| {
+            let mut out = b"[".to_vec();
+            out.extend_from_slice(&cs.join(&b","[..]));
+            out.push(b']');
+            out
+        });
+        let usage = Just(
+            br#"{"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":1}}"#.to_vec(),
+        );
+        (
+            arb_members(
+                &["choices", "id", "model", "created", "usage", "timings"],
+                prop_oneof![choices, usage].boxed(),
+            ),
+            any::<bool>(),
+            0usize..3,
+            any::<(usize, u8)>(),
+        )
+            .prop_map(|(m, sp, mutate, (at, byte))| {
+                let mut doc = object(m, sp);
+                let at = at % (doc.len() + 1);
+                match mutate {
+                    1 => doc.truncate(at),
+                    2 => doc.insert(at, byte),
+                    _ => {}
+                }
+                doc
+            })
+    }
+
+    #[test]
+    fn quote_bytes_marks_every_quote_and_nothing_else() {
+        for filler in [b'a', 0x00, 0x21, 0x23, 0xa2, 0x80, 0xff, 0x7f] {
+            for at in 0..8 {
+                for c in 0..=255u8 {
+                    let mut word = [filler; 8];
+                    word[at] = c;
+                    let want = word
+                        .iter()
+                        .enumerate()
+                        .filter(|&(_, &b)| b == b'"')
+                        .fold(0u64, |m, (k, _)| m | 0x80 << (8 * k));
+                    assert_eq!(quote_bytes(u64::from_le_bytes(word)), want, "{word:?}");
+                }
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4000))]
+
+        /// Where the fast path answers, serde_json answers the same; where it does not, serde
+        /// alone decides (and is the one that calls a chunk broken).
+        #[test]
+        fn the_fast_path_agrees_with_serde(doc in arb_chunk()) {
+            if let Some(fast) = scan(&doc) {
+                let slow = crate::openai::Chunk::by_serde(&doc).map_err(|e| {
+                    TestCaseError::fail(format!("serde refused what the fast path read: {e}"))
+                })?;
+                prop_assert_eq!(slow.content(), fast.content.unwrap_or(""));
+                prop_assert_eq!(slow.reasoning(), fast.reasoning.unwrap_or(""));
+                prop_assert_eq!(slow.finish_reason(), fast.finish_reason);
+                prop_assert!(slow.usage.is_none() && slow.timings.is_none());
+            }
+        }
+    }
+}
