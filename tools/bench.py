@@ -70,6 +70,22 @@ def run_gate(args, tmp, name):
     return manifest, load_jsonl(os.path.join(out, "replies.jsonl")), wall, cpu
 
 
+def settled_trace(path, requests):
+    """The trace once it ends all of its first `requests` requests. The stand-in writes an
+    event's line after the write returns, so on a busy box the last lines of a reply can land
+    after its client has exited."""
+    deadline = time.monotonic() + 10
+    while True:
+        with open(path) as f:
+            complete = f.read().split("\n")[:-1]  # a line being written has no newline yet
+        lines = [json.loads(line) for line in complete if line.strip()]
+        if sum(1 for t in lines if t["kind"] == "event" and t["done"]) >= requests:
+            return lines
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the stand-in's trace did not end {requests} requests in 10 s")
+        time.sleep(0.01)
+
+
 def trace_events(trace):
     """[(request received_ns, [(sent_ns, has_text, usage), ...])] per request."""
     requests = []
@@ -137,7 +153,7 @@ def cost(tmp, trials):
             m, replies, _, cpu = run_gate(attach + ["--max-tokens", str(BIG)], tmp, f"big-{i}")
             gate_big.append(cpu)
             rss.append(m["gate_max_rss_kib"] / 1024)
-            (_, events), = trace_events(load_jsonl(trace))
+            (_, events), = trace_events(settled_trace(trace, 1))
             sent = [s for s, text in events if text]
             reference = (len(sent) - 1) / ((sent[-1] - sent[0]) / 1e9)
             reported = replies[0]["metrics"]["rate_tok_s"]
@@ -146,6 +162,7 @@ def cost(tmp, trials):
             gate_small.append(cpu)
             curl_big.append(curl_cpu(url, BIG))
             curl_small.append(curl_cpu(url, SMALL))
+            settled_trace(trace, 4)  # before the next trial empties it
     finally:
         stand_in.terminate()
         stand_in.wait()
