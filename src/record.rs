@@ -40,7 +40,9 @@ impl ChunkArrival {
 /// `chunks` as serde_json writes them, written here by hand. replies.jsonl holds one per token,
 /// and the derived path spent about 1,300 instructions on each (it escapes every key, a byte at
 /// a time): at 20,000 tokens a second, a tenth of all the gate did per token. A test holds the
-/// two to the same bytes.
+/// two to the same bytes. They are the bytes of serde_json's compact writer, the only one a
+/// reply is written with (`rundir::write_replies`): a pretty writer would leave them compact,
+/// and another format would get serde_json's raw-value wrapper.
 fn write_chunks<S: Serializer>(chunks: &[ChunkArrival], s: S) -> Result<S::Ok, S::Error> {
     use serde::ser::Error;
     let mut text = Vec::with_capacity(2 + chunks.len() * 80);
