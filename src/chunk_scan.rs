@@ -310,6 +310,34 @@ mod tests {
     }
 
     #[test]
+    fn what_it_skips_at_every_level_it_checks_and_passes_over() {
+        let values = r#"[[],{},[1,-2.5e+3,0.25E-2,-0,true,false,null,"s",{"a":{"b":[true]}}]]"#;
+        let chunk = format!(
+            r#"{{"id":{values},"choices":[{{"index":{values},"delta":{{"tool_calls":{values},"content":"a b","role":{values}}},"logprobs":{values},"finish_reason":"stop"}}],"created":-0.5E-3,"object":{values}}}"#
+        );
+        let p = scan(chunk.as_bytes()).expect("every kind of value, skipped");
+        assert_eq!((p.content, p.finish_reason), (Some("a b"), Some("stop")));
+        let slow = crate::openai::Chunk::by_serde(chunk.as_bytes()).unwrap();
+        assert_eq!(
+            (slow.content(), slow.finish_reason()),
+            ("a b", Some("stop"))
+        );
+        // A nesting as deep as the scanner goes, and one level deeper.
+        let nested = |depth: usize| {
+            format!(
+                r#"{{"x":{}{},"choices":[]}}"#,
+                "[".repeat(depth),
+                "]".repeat(depth)
+            )
+        };
+        assert_eq!(
+            scan(nested(MAX_DEPTH as usize).as_bytes()),
+            Some(Plain::default())
+        );
+        assert_eq!(scan(nested(MAX_DEPTH as usize + 1).as_bytes()), None);
+    }
+
+    #[test]
     fn what_it_leaves_to_serde() {
         for (why, data) in [
             (
@@ -330,6 +358,26 @@ mod tests {
             (
                 "content twice",
                 br#"{"choices":[{"delta":{"content":"a","content":"b"}}]}"#,
+            ),
+            (
+                "reasoning twice",
+                br#"{"choices":[{"delta":{"reasoning_content":"a","reasoning_content":"b"}}]}"#,
+            ),
+            (
+                "delta twice",
+                br#"{"choices":[{"delta":{"content":"a"},"delta":{}}]}"#,
+            ),
+            (
+                "finish_reason twice",
+                br#"{"choices":[{"finish_reason":null,"finish_reason":"stop"}]}"#,
+            ),
+            (
+                "two escapes",
+                br#"{"choices":[{"delta":{"content":"a\nb\tc"}}]}"#,
+            ),
+            (
+                "two control characters",
+                b"{\"choices\":[{\"delta\":{\"content\":\"a\tb\tc\"}}]}",
             ),
             (
                 "a control character",
