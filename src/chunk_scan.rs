@@ -335,6 +335,24 @@ mod tests {
             Some(Plain::default())
         );
         assert_eq!(scan(nested(MAX_DEPTH as usize + 1).as_bytes()), None);
+        let nested_objects = |depth: usize| {
+            let d = depth - 1;
+            format!(
+                r#"{{"x":{}{{}}{},"choices":[]}}"#,
+                r#"{"a":"#.repeat(d),
+                "}".repeat(d)
+            )
+        };
+        let deepest = nested_objects(MAX_DEPTH as usize);
+        assert_eq!(
+            scan(deepest.as_bytes()),
+            Some(Plain::default()),
+            "{deepest}"
+        );
+        assert_eq!(
+            scan(nested_objects(MAX_DEPTH as usize + 1).as_bytes()),
+            None
+        );
     }
 
     #[test]
