@@ -49,11 +49,11 @@ pub fn scan(data: &[u8]) -> Option<Plain<'_>> {
     let mut seen_choices = false;
     c.ws();
     c.object(|c, key| match key {
-        b"choices" if !seen_choices => {
-            seen_choices = true;
+        b"choices" => {
+            first_time(&mut seen_choices)?;
             c.choices(&mut plain)
         }
-        b"choices" | b"usage" | b"timings" => None,
+        b"usage" | b"timings" => None,
         _ => c.skip_value(1),
     })?;
     c.ws();
@@ -68,6 +68,12 @@ fn quote_bytes(word: u64) -> u64 {
                                           // Per byte: the high bit of ((low seven bits) + 0x7f) is set unless they are all zero; or
                                           // with x for its own high bit; what is left clear is the zero bytes.
     !(((x & LOW7) + LOW7) | x | LOW7)
+}
+
+/// `None` the second time a member the gate reads comes: serde refuses a repeated field, so
+/// such a chunk is left to it.
+fn first_time(seen: &mut bool) -> Option<()> {
+    (!std::mem::replace(seen, true)).then_some(())
 }
 
 /// Deeper than this, a chunk is not of the usual shape (serde_json's own limit is 128).
@@ -249,16 +255,15 @@ impl<'a> Cursor<'a> {
         }
         let (mut seen_delta, mut seen_reason) = (false, false);
         self.object(|c, key| match key {
-            b"delta" if !seen_delta => {
-                seen_delta = true;
+            b"delta" => {
+                first_time(&mut seen_delta)?;
                 c.delta(plain)
             }
-            b"finish_reason" if !seen_reason => {
-                seen_reason = true;
+            b"finish_reason" => {
+                first_time(&mut seen_reason)?;
                 plain.finish_reason = c.text_or_null()?;
                 Some(())
             }
-            b"delta" | b"finish_reason" => None,
             _ => c.skip_value(3),
         })?;
         self.ws();
@@ -268,17 +273,16 @@ impl<'a> Cursor<'a> {
     fn delta(&mut self, plain: &mut Plain<'a>) -> Option<()> {
         let (mut seen_content, mut seen_reasoning) = (false, false);
         self.object(|c, key| match key {
-            b"content" if !seen_content => {
-                seen_content = true;
+            b"content" => {
+                first_time(&mut seen_content)?;
                 plain.content = c.text_or_null()?;
                 Some(())
             }
-            b"reasoning_content" if !seen_reasoning => {
-                seen_reasoning = true;
+            b"reasoning_content" => {
+                first_time(&mut seen_reasoning)?;
                 plain.reasoning = c.text_or_null()?;
                 Some(())
             }
-            b"content" | b"reasoning_content" => None,
             _ => c.skip_value(4),
         })
     }
