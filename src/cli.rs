@@ -108,10 +108,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub prompts: Option<PathBuf>,
     /// Replies to make, cycling the prompts.
-    #[arg(long, default_value_t = 3, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    #[arg(long, default_value_t = 3, value_name = "N", value_parser = parse_replies)]
     pub replies: u32,
     /// max_tokens of each request (a prompt's own max_tokens wins).
-    #[arg(long, default_value_t = 64, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 64, value_name = "N", value_parser = parse_max_tokens)]
     pub max_tokens: u32,
     /// A JSON object merged into every request body, e.g. '{"cache_prompt": false}' to measure
     /// llama-server without its prompt cache.
@@ -177,14 +177,65 @@ pub struct JudgeArgs {
     pub output: OutputArgs,
 }
 
-fn parse_seconds(s: &str) -> Result<Duration, String> {
+/// The most seconds any phase may be given: a day. Larger values (a profile's `grace = 1e19`)
+/// would overflow the clock arithmetic they feed.
+pub const MAX_SECONDS: f64 = 86_400.0;
+
+/// The most replies a run may make.
+pub const MAX_REPLIES: u32 = 10_000;
+
+/// A number of seconds as a duration: above 0 and at most [`MAX_SECONDS`]. The command line
+/// and profiles are held to the same bounds.
+pub fn seconds(secs: f64) -> Result<Duration, String> {
+    if !secs.is_finite() || secs <= 0.0 || secs > MAX_SECONDS {
+        return Err(format!(
+            "{secs} s is out of range (above 0, at most {MAX_SECONDS})"
+        ));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// `--grace 2.5` and friends: a number of seconds, see [`seconds`].
+pub fn parse_seconds(s: &str) -> Result<Duration, String> {
     let secs: f64 = s
         .parse()
         .map_err(|_| format!("{s:?} is not a number of seconds"))?;
-    if !secs.is_finite() || secs <= 0.0 || secs > 86_400.0 {
-        return Err(format!("{s} s is out of range (above 0, at most 86400)"));
+    seconds(secs)
+}
+
+/// A count of replies: 1 to [`MAX_REPLIES`].
+pub fn replies(n: i64) -> Result<u32, String> {
+    match u32::try_from(n) {
+        Ok(n) if (1..=MAX_REPLIES).contains(&n) => Ok(n),
+        _ => Err(format!("{n} replies is out of range (1 to {MAX_REPLIES})")),
     }
-    Ok(Duration::from_secs_f64(secs))
+}
+
+/// A request's max_tokens: 1 or more.
+pub fn max_tokens(n: i64) -> Result<u32, String> {
+    match u32::try_from(n) {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!(
+            "max_tokens {n} is out of range (1 to {})",
+            u32::MAX
+        )),
+    }
+}
+
+fn parse_count(s: &str, check: fn(i64) -> Result<u32, String>) -> Result<u32, String> {
+    let n: i64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a whole number"))?;
+    check(n)
+}
+
+fn parse_replies(s: &str) -> Result<u32, String> {
+    parse_count(s, replies)
+}
+
+fn parse_max_tokens(s: &str) -> Result<u32, String> {
+    parse_count(s, max_tokens)
 }
 
 /// Parse the command line: the commands, and which `run` flags were given on it (a profile
@@ -225,12 +276,11 @@ pub fn dispatch(cli: Cli, given: &[String]) -> Result<u8> {
         Command::SelfTest => selftest::run(),
         Command::Compare(args) => compare::run(args),
         Command::Completions { shell } => {
-            clap_complete::generate(
-                shell,
-                &mut Cli::command(),
-                "npu-serve-smoke",
-                &mut std::io::stdout(),
-            );
+            // Into a buffer first: clap_complete panics when its writer fails (a closed
+            // stdout), and a shell's completion script is small.
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "npu-serve-smoke", &mut script);
+            crate::console::out(&String::from_utf8_lossy(&script));
             Ok(exit_codes::PASS)
         }
     }

@@ -52,7 +52,7 @@ pub fn rows(dirs: &[PathBuf]) -> Result<Vec<Row>> {
     let mut rows = Vec::new();
     for dir in dirs {
         let a = rundir::load_archive(dir)?;
-        let verdict = a.judge(&Criteria::new(a.manifest.floors.clone())?);
+        let verdict = a.judge(&Criteria::new(a.manifest.floors.clone())?)?;
         let metrics: Vec<_> = a.replies.iter().map(measure).collect();
         let rates: Vec<f64> = metrics.iter().filter_map(|m| m.rate_tok_s).collect();
         let firsts: Vec<f64> = metrics.iter().filter_map(|m| m.first_token_ms).collect();
@@ -138,9 +138,9 @@ pub fn table(rows: &[Row]) -> String {
 pub fn run(args: CompareArgs) -> Result<u8> {
     let rows = rows(&args.dirs)?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        crate::console::out(&format!("{}\n", serde_json::to_string_pretty(&rows)?));
     } else {
-        print!("{}", table(&rows));
+        crate::console::out(&table(&rows));
     }
     Ok(crate::exit_codes::PASS)
 }

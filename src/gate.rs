@@ -4,7 +4,7 @@
 //! Everything measured goes into the run directory as it happens; the verdict is computed from
 //! the same [`Archive`] shape `judge` reads back.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{bail, Context, Result};
@@ -14,13 +14,14 @@ use crate::cli::RunArgs;
 use crate::client::{Client, Probe, ReplyRequest};
 use crate::conditions::Sampler;
 use crate::hold::{self, Hold, Taken};
-use crate::output::{self, OutputArgs};
+use crate::output::{self, Outputs};
 use crate::prompts::{self, Prompt};
 use crate::record::{
     BinaryInfo, ClockInfo, Limits, LoadSnapshot, ReplyRecord, RunManifest, Startup, SCHEMA,
 };
 use crate::rundir::{self, Archive, ResultFile, RunDir};
 use crate::serve::{self, ServeProcess};
+use crate::serve_log::LogScan;
 use crate::signals::Interrupts;
 use crate::verdict::{Criteria, Floors};
 use crate::{clock, conditions, exit_codes, measure, timeline};
@@ -43,7 +44,8 @@ enum Launch {
 /// held.
 #[derive(Debug)]
 struct Plan {
-    out: PathBuf,
+    /// `--out`, or `None` for a new directory under runs/ named for the time.
+    out: Option<PathBuf>,
     criteria: Criteria,
     prompts: Vec<Prompt>,
     replies: usize,
@@ -61,7 +63,7 @@ struct Plan {
     grace: Duration,
     reply_timeout: Duration,
     settings: serde_json::Value,
-    output: OutputArgs,
+    output: Outputs,
 }
 
 /// The settings as the run used them, for run.json.
@@ -132,6 +134,14 @@ impl Plan {
             .map(Client::new)
             .transpose()
             .context("--url")?;
+        if let Some(path) = &args.serve_log {
+            check_readable(path).context("--serve-log")?;
+        }
+        if let Some(path) = &args.hold {
+            // Opening it for the lock creates it; its directory must be there.
+            output::check_writable(path).context("--hold")?;
+        }
+        let output = Outputs::check(&args.output)?;
         let (url, launch) = if serve_argv.is_empty() {
             let Some(url) = args.url else {
                 bail!("nothing to gate: give a serve command after --, --stand-in, or --url URL");
@@ -178,9 +188,8 @@ impl Plan {
             },
             None => None,
         };
-        let out = args.out.unwrap_or_else(default_out);
         Ok(Plan {
-            out,
+            out: args.out,
             criteria,
             prompts,
             replies: args.replies as usize,
@@ -196,18 +205,31 @@ impl Plan {
             grace: args.grace,
             reply_timeout: args.reply_timeout,
             settings,
-            output: args.output,
+            output,
         })
     }
 }
 
-/// runs/<UTC time>, e.g. runs/20261129T201104Z.
-fn default_out() -> PathBuf {
-    let stamp: String = utc_now()
+/// Whether `path` is a file this process can read: the attached serve's log is read after the
+/// replies, and finding it missing then would lose the run.
+fn check_readable(path: &Path) -> Result<()> {
+    let file =
+        std::fs::File::open(path).with_context(|| format!("failed to open {}", path.display()))?;
+    let meta = file
+        .metadata()
+        .with_context(|| format!("failed to read {}", path.display()))?;
+    if meta.is_dir() {
+        bail!("{} is a directory, not a log file", path.display());
+    }
+    Ok(())
+}
+
+/// The name of a default run directory, e.g. 20261129T201104Z, under runs/.
+fn default_out_name() -> String {
+    utc_now()
         .chars()
         .filter(|c| !matches!(c, '-' | ':'))
-        .collect();
-    PathBuf::from("runs").join(stamp)
+        .collect()
 }
 
 fn utc_now() -> String {
@@ -223,7 +245,10 @@ pub fn run(args: RunArgs) -> Result<u8> {
         .enable_all()
         .build()
         .context("failed to start the async runtime")?;
-    rt.block_on(execute(plan))
+    let code = rt.block_on(execute(plan));
+    // A serve log still being read after a signal must not hold the exit: the run is recorded.
+    rt.shutdown_background();
+    code
 }
 
 async fn execute(plan: Plan) -> Result<u8> {
@@ -233,8 +258,11 @@ async fn execute(plan: Plan) -> Result<u8> {
         serve::become_subreaper()?;
     }
     let base_ns = clock::now_ns();
-    let dir = RunDir::create(&plan.out)?;
-    eprintln!("npu-serve-smoke: run directory {}", dir.path().display());
+    let dir = match &plan.out {
+        Some(out) => RunDir::create(out)?,
+        None => RunDir::create_new_under(Path::new(rundir::DEFAULT_PARENT), &default_out_name())?,
+    };
+    crate::say!("run directory {}", dir.path().display());
     let mut manifest = RunManifest {
         schema: SCHEMA,
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -303,7 +331,7 @@ async fn execute(plan: Plan) -> Result<u8> {
         sig = interrupts.recv() => (Ok(()), Some(sig)),
     };
     if let Some(sig) = interrupted {
-        eprintln!("npu-serve-smoke: {sig}: stopping (a second signal kills the serve at once)");
+        crate::say!("{sig}: stopping (a second signal kills the serve at once)");
     }
     if let Some(p) = serve.as_mut() {
         let graceful = {
@@ -315,10 +343,10 @@ async fn execute(plan: Plan) -> Result<u8> {
                     sig = interrupts.recv() => {
                         if interrupted.is_none() {
                             // The first signal while stopping: the stop is what it asks for.
-                            eprintln!("npu-serve-smoke: {sig}: stopping (a second signal kills the serve at once)");
+                            crate::say!("{sig}: stopping (a second signal kills the serve at once)");
                             interrupted = Some(sig);
                         } else {
-                            eprintln!("npu-serve-smoke: {sig} again: killing the serve now");
+                            crate::say!("{sig} again: killing the serve now");
                             break None;
                         }
                     }
@@ -346,22 +374,11 @@ async fn execute(plan: Plan) -> Result<u8> {
     if interrupted.is_none() {
         interrupted = interrupts.recv().now_or_never();
     }
+    let serve_log = read_serve_log(&plan, &dir, &mut interrupted, &mut interrupts).await;
     if manifest.startup.is_none() && interrupted.is_some() {
         manifest.startup = Some(Startup::Interrupted);
     }
     manifest.interrupted = interrupted.map(|s| s.to_string());
-
-    let serve_log = match &plan.launch {
-        Launch::Spawn { .. } => read_lossy(&dir.path().join(rundir::SERVE_LOG)).ok(),
-        Launch::Attach { serve_log: None } => None,
-        Launch::Attach {
-            serve_log: Some(path),
-        } => {
-            let text = read_lossy(path)?;
-            rundir::write_atomic(&dir.path().join(rundir::SERVE_LOG), text.as_bytes())?;
-            Some(text)
-        }
-    };
     manifest.ended_utc = Some(utc_now());
     if let Some((cpu, rss)) = own_usage() {
         manifest.gate_cpu_s = Some(cpu);
@@ -371,23 +388,88 @@ async fn execute(plan: Plan) -> Result<u8> {
     let archive = Archive {
         manifest,
         replies: progress.replies,
-        serve_log,
+        serve_log: None,
         load: progress.load,
         load_problem: None,
+        replies_problem: None,
     };
-    let verdict = archive.judge(&plan.criteria);
+    let verdict = archive.judge_with_log(&plan.criteria, serve_log.as_ref());
     dir.write_json(rundir::RESULT, &ResultFile::new(verdict.clone()))?;
+    // From here on nothing changes the verdict or the exit code: result.json says it.
     let title = format!("{} (RESULT: {})", dir.path().display(), verdict.outcome);
     let limit = plan.criteria.floors().first_token_ms;
     // The picture is for people: failing to draw it never changes the verdict.
-    match timeline::svg(&archive.replies, limit, &title) {
-        Ok(svg) => rundir::write_atomic(&dir.path().join(rundir::TIMELINE), svg.as_bytes())?,
-        Err(e) => eprintln!("npu-serve-smoke: no timeline.svg: {e:#}"),
+    let drawn = timeline::svg(&archive.replies, limit, &title)
+        .and_then(|svg| rundir::write_atomic(&dir.path().join(rundir::TIMELINE), svg.as_bytes()));
+    if let Err(e) = drawn {
+        crate::say!("no timeline.svg: {e:#}");
     }
     let title = dir.path().display().to_string();
-    output::emit(&verdict, &archive.replies, &title, &plan.output)?;
-    eprintln!("npu-serve-smoke: archived in {}", dir.path().display());
+    plan.output.emit(&verdict, &archive.replies, &title);
+    crate::say!("archived in {}", dir.path().display());
     Ok(exit_codes::for_outcome(&verdict.outcome))
+}
+
+/// A serve log at least this large is announced before it is read.
+const LARGE_LOG_BYTES: u64 = 16 << 20;
+
+/// Read the serve's log for the verdict, after the serve is gone: the launched serve's
+/// serve.log, or the attached serve's `--serve-log`, copied into the run first. Both are read
+/// as streams on a thread of their own (a log can be a gigabyte), while signals are still
+/// heard: one that comes meanwhile is the run's interruption, and the log is left unread.
+/// `None` when the run has no log to judge the route by.
+async fn read_serve_log(
+    plan: &Plan,
+    dir: &RunDir,
+    interrupted: &mut Option<nix::sys::signal::Signal>,
+    interrupts: &mut Interrupts,
+) -> Option<LogScan> {
+    let copy_from = match &plan.launch {
+        Launch::Attach { serve_log: None } => return None,
+        Launch::Attach {
+            serve_log: Some(path),
+        } => Some(path.clone()),
+        Launch::Spawn { .. } => None,
+    };
+    let unread = "the run was interrupted before the serve log was read";
+    if interrupted.is_some() {
+        return Some(LogScan::unread(unread));
+    }
+    let criteria = plan.criteria.clone();
+    let dir = dir.path().to_path_buf();
+    let read = tokio::task::spawn_blocking(move || -> Result<Option<LogScan>> {
+        if let Some(from) = copy_from {
+            rundir::copy_serve_log(&dir, &from)?;
+        }
+        let path = dir.join(rundir::SERVE_LOG);
+        let file = match std::fs::File::open(&path) {
+            Ok(f) => f,
+            // A serve that could not be started wrote nothing.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e).with_context(|| format!("failed to read {}", path.display())),
+        };
+        let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+        if size >= LARGE_LOG_BYTES {
+            // Reading takes a while at this size: say what the gate is doing.
+            crate::say!("reading the serve log ({} MiB)", size >> 20);
+        }
+        let scan = criteria
+            .scan_log(file)
+            .with_context(|| format!("failed to read {}", path.display()))?;
+        Ok(Some(scan))
+    });
+    tokio::select! {
+        r = read => match r {
+            Ok(Ok(scan)) => scan,
+            Ok(Err(e)) => Some(LogScan::unread(format!("{e:#}"))),
+            Err(e) => Some(LogScan::unread(format!("the serve log's reader failed: {e}"))),
+        },
+        sig = interrupts.recv() => {
+            crate::say!("{sig}: stopping");
+            *interrupted = Some(sig);
+            Some(LogScan::unread(unread))
+        }
+    }
 }
 
 /// What the measuring phase has that run.json does not hold.
@@ -441,11 +523,11 @@ async fn measure_serve(
                 let log = dir.open_serve_log()?;
                 match ServeProcess::spawn(argv, &log) {
                     Ok(p) => {
-                        eprintln!("npu-serve-smoke: started the serve (pid {})", p.pid());
+                        crate::say!("started the serve (pid {})", p.pid());
                         manifest.serve_pid = Some(p.pid());
                         dir.write_json(rundir::MANIFEST, manifest)?;
                         let p = serve.insert(p);
-                        wait_ready(client, Some(p), plan.ready_timeout).await
+                        wait_ready(client, &plan.url, Some(p), plan.ready_timeout).await
                     }
                     Err(e) => Startup::SpawnFailed {
                         error: format!("{}: {e}", argv[0]),
@@ -453,7 +535,7 @@ async fn measure_serve(
                 }
             }
         }
-        Launch::Attach { .. } => wait_ready(client, None, plan.ready_timeout).await,
+        Launch::Attach { .. } => wait_ready(client, &plan.url, None, plan.ready_timeout).await,
     };
     let ready = startup.is_ready();
     if let Startup::Ready {
@@ -466,9 +548,7 @@ async fn measure_serve(
             0 => String::new(),
             n => format!(" after {n} not-ready answers"),
         };
-        eprintln!(
-            "npu-serve-smoke: the serve is ready after {after_ms:.0} ms (GET {probe}{loading})"
-        );
+        crate::say!("the serve is ready after {after_ms:.0} ms (GET {probe}{loading})");
     }
     manifest.startup = Some(startup);
     dir.write_json(rundir::MANIFEST, manifest)?;
@@ -540,18 +620,13 @@ fn own_usage() -> Option<(f64, u64)> {
     Some((secs(u.user_time()) + secs(u.system_time()), peak))
 }
 
-fn read_lossy(path: &std::path::Path) -> Result<String> {
-    let bytes =
-        std::fs::read(path).with_context(|| format!("failed to read {}", path.display()))?;
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
-}
-
 /// Poll GET /health (falling back to /v1/models where /health is 404) until it answers 200,
 /// the serve exits, or `timeout` runs out. A serve loading its model may answer 503 with its
 /// socket already open; that is not ready. Polls are 100 ms apart: the gate stays near idle
 /// while the serve, which may need every core, loads.
 async fn wait_ready(
     client: &Client,
+    url: &str,
     mut serve: Option<&mut ServeProcess>,
     timeout: Duration,
 ) -> Startup {
@@ -559,14 +634,14 @@ async fn wait_ready(
     let mut path = "/health";
     let mut not_ready_answers = 0;
     let mut next_word = Duration::from_secs(10);
-    eprintln!(
-        "npu-serve-smoke: waiting for the serve to be ready (GET /health, up to {} s)",
+    crate::say!(
+        "waiting for the serve to be ready (GET /health, up to {} s)",
         timeout.as_secs_f64()
     );
     loop {
         if start.elapsed() >= next_word {
-            eprintln!(
-                "npu-serve-smoke: still waiting for the serve after {} s ({not_ready_answers} not-ready answers)",
+            crate::say!(
+                "still waiting for the serve after {} s ({not_ready_answers} not-ready answers)",
                 next_word.as_secs()
             );
             next_word += Duration::from_secs(10);
@@ -597,13 +672,15 @@ async fn wait_ready(
         if elapsed >= timeout {
             return Startup::NotReady {
                 timeout_s: timeout.as_secs_f64(),
+                url: Some(url.to_string()),
+                not_ready_answers: Some(not_ready_answers),
             };
         }
         tokio::time::sleep((timeout - elapsed).min(Duration::from_millis(100))).await;
     }
 }
 
-/// Stream the planned replies one at a time, rewriting replies.jsonl after each. Stops early
+/// Stream the planned replies one at a time, appending each to replies.jsonl. Stops early
 /// when the serve has died: replies are not sent to a dead serve. Returns how it died, if it
 /// did.
 async fn make_replies(
@@ -631,11 +708,11 @@ async fn make_replies(
         for (c, t) in reply.chunks.iter_mut().zip(tokens) {
             c.tokens = t;
         }
-        eprintln!("npu-serve-smoke: {}", progress(&reply, &m, plan.replies));
+        crate::say!("{}", progress(&reply, &m, plan.replies));
         reply.metrics = Some(m);
         let failed = reply.error.is_some();
         replies.push(reply);
-        dir.write_replies(replies)?;
+        dir.append_reply(replies.last().expect("just pushed"))?;
         if failed {
             // A dying serve closes its sockets just before the kernel reports its exit.
             if let Some(status) = match serve.as_mut() {
@@ -643,7 +720,7 @@ async fn make_replies(
                 None => None,
             } {
                 let died = format!("the serve exited ({status}) during reply {}", i + 1);
-                eprintln!("npu-serve-smoke: {died}; no more replies are sent");
+                crate::say!("{died}; no more replies are sent");
                 return Ok(Some(died));
             }
         }

@@ -142,8 +142,8 @@ pub async fn take(path: &Path, timeout: Duration, argv: &[String]) -> Result<Tak
             (None, None) => "a process that did not say who it is".to_string(),
         };
         if said.as_deref() != Some(holder.as_str()) {
-            eprintln!(
-                "npu-serve-smoke: waiting for the hold on {}, held by {holder}",
+            crate::say!(
+                "waiting for the hold on {}, held by {holder}",
                 path.display()
             );
             said = Some(holder);

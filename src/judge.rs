@@ -2,20 +2,27 @@
 //! asked. The load line is the run's own load.json, never today's box; nothing is written
 //! into DIR.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 use crate::cli::JudgeArgs;
 use crate::exit_codes;
-use crate::output;
+use crate::output::{self, Outputs};
 use crate::rundir;
 use crate::timeline;
 use crate::verdict::Criteria;
 
 /// Judge the archive; the exit code for its result.
 pub fn run(args: JudgeArgs) -> Result<u8> {
+    let outputs = Outputs::check(&args.output)?;
+    if let Some(path) = &args.svg {
+        output::check_writable(path).context("--svg")?;
+    }
     let archive = rundir::load_archive(&args.dir)?;
     if let Some(problem) = &archive.load_problem {
-        eprintln!("npu-serve-smoke: {problem}; judging without a load line");
+        crate::say!("{problem}; judging without a load line");
+    }
+    if let Some(problem) = &archive.replies_problem {
+        crate::say!("{problem}");
     }
     let mut floors = archive.manifest.floors.clone();
     if let Some(f) = args.floor {
@@ -34,13 +41,13 @@ pub fn run(args: JudgeArgs) -> Result<u8> {
         floors.busy_skip = Some(t);
     }
     let criteria = Criteria::new(floors)?;
-    let verdict = archive.judge(&criteria);
+    let verdict = archive.judge(&criteria)?;
     if let Some(path) = &args.svg {
         let title = format!("{} (RESULT: {})", args.dir.display(), verdict.outcome);
         let svg = timeline::svg(&archive.replies, criteria.floors().first_token_ms, &title)?;
         rundir::write_atomic(path, svg.as_bytes())?;
     }
     let title = args.dir.display().to_string();
-    output::emit(&verdict, &archive.replies, &title, &args.output)?;
+    outputs.emit(&verdict, &archive.replies, &title);
     Ok(exit_codes::for_outcome(&verdict.outcome))
 }

@@ -9,7 +9,8 @@
 //! - [`hold`]: the device hold (flock), and who holds it.
 //! - [`client`]: the HTTP client: readiness probes and streamed replies, timed as bytes arrive;
 //!   [`stamped`]: the socket whose reads carry those times.
-//! - [`sse`]: the SSE parser, pure over bytes.
+//! - [`sse`]: the SSE parser, pure over bytes; [`serve_log`]: the serve's log, scanned as a
+//!   stream for the route patterns and its last lines.
 //! - [`openai`]: the fields of a streaming chat chunk the gate needs; [`chunk_scan`]: the fast
 //!   path that reads the usual chunk without serde.
 //! - [`measure`]: tokens, first-token time and decode rate of a recorded reply.
@@ -20,7 +21,8 @@
 //! - [`conditions`]: the box's load.
 //! - [`prompts`]: the fixed prompts; [`standin`]: the scripted stand-in serve.
 //! - [`selftest`]: `self-test`, judging cases and runs against the stand-in.
-//! - [`clock`]: CLOCK_MONOTONIC; [`exit_codes`]: the exit codes.
+//! - [`clock`]: CLOCK_MONOTONIC; [`exit_codes`]: the exit codes; [`console`]: stdout and stderr,
+//!   written without ever failing the run (`say!`).
 
 pub mod chunk_scan;
 pub mod cli;
@@ -28,6 +30,7 @@ pub mod client;
 pub mod clock;
 pub mod compare;
 pub mod conditions;
+pub mod console;
 pub mod exit_codes;
 pub mod gate;
 pub mod hold;
@@ -44,6 +47,7 @@ pub mod report;
 pub mod rundir;
 pub mod selftest;
 pub mod serve;
+pub mod serve_log;
 pub mod signals;
 pub mod sse;
 pub mod stamped;

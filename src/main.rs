@@ -8,7 +8,7 @@ fn main() -> ExitCode {
     match dispatch(cli, &given) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("npu-serve-smoke: {e:#}");
+            npu_serve_smoke::say!("{e:#}");
             ExitCode::from(exit_codes::COULD_NOT_RUN)
         }
     }

@@ -1,16 +1,25 @@
 //! Where the verdict goes: stdout (human lines, or result.json with `--json`), a JUnit file,
 //! and GitHub's step summary when `GITHUB_STEP_SUMMARY` is set. `run` and `judge` share it.
+//!
+//! Every place a report goes is checked before the run starts ([`Outputs::check`]), so a path
+//! that cannot be written is exit 2 before anything is held, started or created. Once the
+//! verdict exists, failing to report it somewhere is said on stderr and never changes the exit
+//! code: result.json and the exit code always agree.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 
 use crate::record::ReplyRecord;
 use crate::report;
 use crate::rundir::{write_atomic, ResultFile};
 use crate::verdict::Verdict;
+use crate::{console, say};
+
+/// The environment variable GitHub Actions names its step summary file in.
+pub const STEP_SUMMARY_VAR: &str = "GITHUB_STEP_SUMMARY";
 
 /// How to report the verdict.
 #[derive(Debug, Clone, Default, Args)]
@@ -23,37 +32,136 @@ pub struct OutputArgs {
     pub junit: Option<PathBuf>,
 }
 
-/// Report `verdict` as asked. `title` names the run (its directory).
-pub fn emit(
-    verdict: &Verdict,
-    replies: &[ReplyRecord],
-    title: &str,
-    opts: &OutputArgs,
-) -> Result<()> {
-    if opts.json {
-        let mut text = serde_json::to_string_pretty(&ResultFile::new(verdict.clone()))?;
-        text.push('\n');
-        std::io::stdout().write_all(text.as_bytes())?;
-        eprint!("{}", report::human(verdict, false));
-    } else {
-        print!("{}", report::human(verdict, report::colour_wanted()));
+/// Where the verdict will go, checked.
+#[derive(Debug, Clone)]
+pub struct Outputs {
+    json: bool,
+    junit: Option<PathBuf>,
+    step_summary: Option<PathBuf>,
+}
+
+impl Outputs {
+    /// Check that every file the report goes to can be written: the JUnit file, and the step
+    /// summary named by `GITHUB_STEP_SUMMARY`. Nothing is created or changed.
+    pub fn check(args: &OutputArgs) -> Result<Outputs> {
+        if let Some(path) = &args.junit {
+            check_writable(path).context("--junit")?;
+        }
+        let step_summary = std::env::var_os(STEP_SUMMARY_VAR)
+            .filter(|p| !p.is_empty())
+            .map(PathBuf::from);
+        if let Some(path) = &step_summary {
+            check_writable(path).context(STEP_SUMMARY_VAR)?;
+        }
+        Ok(Outputs {
+            json: args.json,
+            junit: args.junit.clone(),
+            step_summary,
+        })
     }
-    if let Some(path) = &opts.junit {
-        write_atomic(path, &report::junit(verdict, title))?;
+
+    /// The files the report will write, for refusing one inside an archive being judged.
+    pub fn files(&self) -> impl Iterator<Item = &Path> {
+        self.junit
+            .iter()
+            .chain(&self.step_summary)
+            .map(PathBuf::as_path)
     }
-    if let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) {
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .with_context(|| {
+
+    /// Report `verdict`. `title` names the run (its directory). What cannot be written is said
+    /// on stderr (when stderr can take it) and skipped.
+    pub fn emit(&self, verdict: &Verdict, replies: &[ReplyRecord], title: &str) {
+        if self.json {
+            match serde_json::to_string_pretty(&ResultFile::new(verdict.clone())) {
+                Ok(mut text) => {
+                    text.push('\n');
+                    console::out(&text);
+                }
+                Err(e) => say!("failed to write result.json to stdout: {e}"),
+            }
+            console::err(&report::human(verdict, false));
+        } else {
+            console::out(&report::human(verdict, report::colour_wanted()));
+        }
+        if let Some(path) = &self.junit {
+            if let Err(e) = write_atomic(path, &report::junit(verdict, title)) {
+                say!("no JUnit report: {e:#}");
+            }
+        }
+        if let Some(path) = &self.step_summary {
+            let appended = std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(path)
+                .and_then(|mut f| {
+                    f.write_all(report::markdown(verdict, replies, title).as_bytes())
+                });
+            if let Err(e) = appended {
+                say!(
+                    "no step summary: failed to append to {STEP_SUMMARY_VAR} {}: {e}",
+                    path.display()
+                );
+            }
+        }
+    }
+}
+
+/// Whether `path` can be written as a report file: an existing file that opens for appending
+/// (which changes nothing), or a new name in an existing, writable directory.
+pub fn check_writable(path: &Path) -> Result<()> {
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_dir() => bail!("{} is a directory, not a file", path.display()),
+        Ok(_) => {
+            std::fs::OpenOptions::new()
+                .append(true)
+                .open(path)
+                .with_context(|| format!("{} cannot be written", path.display()))?;
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let dir = match path.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d,
+                _ => Path::new("."),
+            };
+            if !dir.is_dir() {
+                bail!(
+                    "{} cannot be written: the directory {} does not exist",
+                    path.display(),
+                    dir.display()
+                );
+            }
+            nix::unistd::access(dir, nix::unistd::AccessFlags::W_OK).with_context(|| {
                 format!(
-                    "failed to open GITHUB_STEP_SUMMARY {}",
-                    path.to_string_lossy()
+                    "{} cannot be written: the directory {} is not writable",
+                    path.display(),
+                    dir.display()
                 )
             })?;
-        f.write_all(report::markdown(verdict, replies, title).as_bytes())
-            .context("failed to write GITHUB_STEP_SUMMARY")?;
+            Ok(())
+        }
+        Err(e) => Err(e).with_context(|| format!("{} cannot be written", path.display())),
     }
-    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn report_paths_are_checked_without_creating_anything() {
+        let d = tempfile::tempdir().unwrap();
+        assert!(check_writable(&d.path().join("new.xml")).is_ok());
+        assert!(
+            !d.path().join("new.xml").exists(),
+            "the check created the file"
+        );
+        let e = check_writable(d.path()).unwrap_err();
+        assert!(format!("{e:#}").contains("is a directory"), "{e:#}");
+        let e = check_writable(&d.path().join("missing/junit.xml")).unwrap_err();
+        assert!(format!("{e:#}").contains("does not exist"), "{e:#}");
+        let existing = d.path().join("old.xml");
+        std::fs::write(&existing, "kept").unwrap();
+        assert!(check_writable(&existing).is_ok());
+        assert_eq!(std::fs::read_to_string(&existing).unwrap(), "kept");
+    }
 }

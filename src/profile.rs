@@ -10,11 +10,11 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use regex::Regex;
 use serde::Deserialize;
 
-use crate::cli::RunArgs;
+use crate::cli::{self, RunArgs};
 
 /// A profile file's contents. Every key is optional.
 #[derive(Debug, Default, Deserialize)]
@@ -30,8 +30,10 @@ pub struct Profile {
     serve_log: Option<PathBuf>,
     stand_in: Option<bool>,
     prompts: Option<PathBuf>,
-    replies: Option<u32>,
-    max_tokens: Option<u32>,
+    // Read as any integer, so that `replies = 0` or `-1` gets the command line's message about
+    // the count rather than a type error.
+    replies: Option<i64>,
+    max_tokens: Option<i64>,
     extra_body: Option<toml::Table>,
     model: Option<String>,
     hold: Option<PathBuf>,
@@ -58,11 +60,13 @@ pub fn apply(
     dir: &Path,
     given: impl Fn(&str) -> bool,
 ) -> Result<RunArgs> {
+    // The same bounds as the command line's, so a profile cannot ask for what a flag cannot
+    // (`grace = 1e30` once panicked converting to a Duration).
     let seconds = |key: &str, v: f64| -> Result<Duration> {
-        if !v.is_finite() || v <= 0.0 {
-            bail!("{key} in the profile must be a number of seconds above 0 (got {v})");
-        }
-        Ok(Duration::from_secs_f64(v))
+        cli::seconds(v).map_err(|e| anyhow!("{key} in the profile: {e}"))
+    };
+    let count = |key: &str, v: i64, check: fn(i64) -> Result<u32, String>| -> Result<u32> {
+        check(v).map_err(|e| anyhow!("{key} in the profile: {e}"))
     };
     macro_rules! take {
         ($field:ident) => {
@@ -77,6 +81,13 @@ pub fn apply(
                 args.$field = profile.$field;
             }
         };
+        ($field:ident, count) => {
+            if !given(stringify!($field)) {
+                if let Some(v) = profile.$field {
+                    args.$field = count(stringify!($field), v, cli::$field)?;
+                }
+            }
+        };
         ($field:ident, seconds) => {
             if !given(stringify!($field)) {
                 if let Some(v) = profile.$field {
@@ -88,8 +99,8 @@ pub fn apply(
     take!(floor);
     take!(first_token_ms);
     take!(stand_in);
-    take!(replies);
-    take!(max_tokens);
+    take!(replies, count);
+    take!(max_tokens, count);
     take!(out, optional);
     take!(fast_route, optional);
     take!(slow_route, optional);
@@ -183,9 +194,30 @@ mod tests {
     fn unknown_keys_and_bad_values_are_errors() {
         assert!(toml::from_str::<Profile>("flor = 60").is_err());
         assert!(toml::from_str::<Profile>("floor = \"fast\"").is_err());
-        let profile: Profile = toml::from_str("grace = -1").unwrap();
-        let e = apply(run_args(&["x", "run"]), profile, Path::new("."), |_| false).unwrap_err();
-        assert!(e.to_string().contains("grace"), "{e}");
+        // Each is refused with the key and the bounds, never a panic: values the command line
+        // refuses are refused from a profile too.
+        for (text, key, says) in [
+            ("grace = -1", "grace", "out of range"),
+            ("grace = 1e30", "grace", "at most 86400"),
+            ("grace = 1e19", "grace", "at most 86400"),
+            ("ready_timeout = 1e300", "ready_timeout", "at most 86400"),
+            ("hold_timeout = nan", "hold_timeout", "out of range"),
+            ("reply_timeout = 0", "reply_timeout", "out of range"),
+            ("replies = 0", "replies", "1 to 10000"),
+            ("replies = -1", "replies", "1 to 10000"),
+            ("replies = 10001", "replies", "1 to 10000"),
+            ("max_tokens = 0", "max_tokens", "out of range"),
+            ("max_tokens = 5000000000", "max_tokens", "out of range"),
+        ] {
+            let profile: Profile = toml::from_str(text).unwrap();
+            let e =
+                apply(run_args(&["x", "run"]), profile, Path::new("."), |_| false).expect_err(text);
+            let e = e.to_string();
+            assert!(e.contains(key) && e.contains(says), "{text}: {e}");
+        }
+        let profile: Profile = toml::from_str("grace = 86400\nreplies = 10000").unwrap();
+        let merged = apply(run_args(&["x", "run"]), profile, Path::new("."), |_| false).unwrap();
+        assert_eq!((merged.grace.as_secs(), merged.replies), (86_400, 10_000));
     }
 
     #[test]

@@ -101,18 +101,20 @@ fn verdict_of(run: &Run, floors: &Floors, replies: &[ReplyRecord]) -> Verdict {
         probe: "/health".into(),
         not_ready_answers: 0,
     };
+    let criteria = Criteria::new(floors.clone()).unwrap();
+    let log = criteria.scan_log_text(run.log);
     let e = Evidence {
         replies,
         replies_planned: replies.len(),
         startup: &startup,
-        serve_log: Some(run.log),
+        serve_log: Some(&log),
         load: run.load.as_ref(),
         interrupted: None,
         hold_not_acquired: None,
         stop: None,
         serve_died: None,
     };
-    judge(&e, &Criteria::new(floors.clone()).unwrap())
+    judge(&e, &criteria)
 }
 
 proptest! {

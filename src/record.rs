@@ -173,6 +173,12 @@ pub enum Startup {
     NotReady {
         /// The timeout, in seconds.
         timeout_s: f64,
+        /// The serve's base URL the probes went to (absent in runs from before it was kept).
+        #[serde(default)]
+        url: Option<String>,
+        /// HTTP answers other than 200 it gave meanwhile (absent in runs from before).
+        #[serde(default)]
+        not_ready_answers: Option<u32>,
     },
     /// The process could not be started at all.
     SpawnFailed {

@@ -1,8 +1,14 @@
 //! The run directory: every file a run leaves, written atomically, and read back by `judge`.
 //!
 //! Files: run.json ([`RunManifest`]), serve.log, replies.jsonl (one [`ReplyRecord`] a line,
-//! rewritten whole after each reply), load.json ([`LoadSnapshot`]), result.json ([`ResultFile`]).
-//! Each whole file is replaced by rename, so a reader (or a crash) never sees half a file.
+//! appended after each reply), load.json ([`LoadSnapshot`]), result.json ([`ResultFile`]).
+//! Each whole file is replaced by rename, so a reader (or a crash) never sees half a file;
+//! replies.jsonl grows by one line a reply, each line one write, so a crash leaves at most a
+//! part of its last line, which the reader sets aside and says so.
+//!
+//! A run directory is one run's: it is created (or, when it exists and is empty, claimed) by
+//! creating its run.json with O_EXCL, so of two gates given the same `--out` at once exactly
+//! one gets it.
 
 use std::fs::Permissions;
 use std::fs::{self, File, OpenOptions};
@@ -14,6 +20,7 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::record::{LoadSnapshot, ReplyRecord, RunManifest, Startup, SCHEMA};
+use crate::serve_log::LogScan;
 use crate::verdict::{self, Criteria, Evidence, Verdict};
 
 /// run.json
@@ -28,6 +35,8 @@ pub const LOAD: &str = "load.json";
 pub const RESULT: &str = "result.json";
 /// timeline.svg
 pub const TIMELINE: &str = "timeline.svg";
+/// Where run directories go when `--out` is not given.
+pub const DEFAULT_PARENT: &str = "runs";
 
 /// result.json: the verdict's lines and result, and the text a person read.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -60,25 +69,82 @@ pub struct RunDir {
 }
 
 impl RunDir {
-    /// Create `path` (and its parents). A directory that exists and is not empty is refused:
-    /// a run never mixes its files with another's.
+    /// Create `path` (and its parents) and claim it. A directory that exists and is not empty
+    /// is refused, and so is one another gate claimed first: a run never mixes its files with
+    /// another's.
     pub fn create(path: &Path) -> Result<Self> {
-        if path.exists() {
-            let mut entries = fs::read_dir(path).with_context(|| {
-                format!("failed to read the output directory {}", path.display())
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            fs::create_dir_all(parent).with_context(|| {
+                format!("failed to create the output directory {}", parent.display())
             })?;
-            if entries.next().is_some() {
-                bail!(
-                    "the output directory {} is not empty: give a new --out DIR",
-                    path.display()
-                );
+        }
+        match fs::create_dir(path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                let mut entries = fs::read_dir(path).with_context(|| {
+                    format!("failed to read the output directory {}", path.display())
+                })?;
+                if entries.next().is_some() {
+                    bail!(
+                        "the output directory {} is not empty: give a new --out DIR",
+                        path.display()
+                    );
+                }
+            }
+            Err(e) => {
+                return Err(e).with_context(|| {
+                    format!("failed to create the output directory {}", path.display())
+                })
             }
         }
-        fs::create_dir_all(path)
-            .with_context(|| format!("failed to create the output directory {}", path.display()))?;
-        Ok(RunDir {
-            path: path.to_path_buf(),
-        })
+        Self::claim(path)
+    }
+
+    /// Create a new directory under `parent` named `name`, or `name-2`, `name-3`, ... when
+    /// another run has that name (two gates started in the same second).
+    pub fn create_new_under(parent: &Path, name: &str) -> Result<Self> {
+        fs::create_dir_all(parent).with_context(|| {
+            format!("failed to create the output directory {}", parent.display())
+        })?;
+        for n in 1..=1000 {
+            let path = match n {
+                1 => parent.join(name),
+                n => parent.join(format!("{name}-{n}")),
+            };
+            match fs::create_dir(&path) {
+                Ok(()) => return Self::claim(&path),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => {
+                    return Err(e).with_context(|| {
+                        format!("failed to create the output directory {}", path.display())
+                    })
+                }
+            }
+        }
+        bail!(
+            "failed to find a free name for a run directory in {}: give --out DIR",
+            parent.display()
+        )
+    }
+
+    /// Make the run directory this run's: create its run.json, failing if it exists. Every
+    /// later write of run.json replaces it by rename.
+    fn claim(path: &Path) -> Result<Self> {
+        match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path.join(MANIFEST))
+        {
+            Ok(_) => Ok(RunDir {
+                path: path.to_path_buf(),
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => bail!(
+                "the output directory {} was just taken by another run: give a new --out DIR",
+                path.display()
+            ),
+            Err(e) => Err(e)
+                .with_context(|| format!("failed to create {}", path.join(MANIFEST).display())),
+        }
     }
 
     /// Where the run directory is.
@@ -94,17 +160,29 @@ impl RunDir {
         })
     }
 
-    /// Rewrite replies.jsonl with every reply so far, atomically. Written straight into the
-    /// file through a buffer: a 20,000-token reply is over a megabyte of JSON, and building it
-    /// in memory first costs the gate a copy and the page faults of the growing buffer.
-    pub fn write_replies(&self, replies: &[ReplyRecord]) -> Result<()> {
-        write_atomic_with(&self.path.join(REPLIES), |out| {
-            for r in replies {
-                serde_json::to_writer(&mut *out, r)?;
-                out.write_all(b"\n")?;
+    /// Append `reply` to replies.jsonl as one line, in one write, and sync it: the file holds
+    /// every reply finished so far, and the cost of a reply does not grow with the run (the
+    /// whole file was once rewritten after each reply: 20 ms a reply by reply 1,000). A write
+    /// that fails part-way is cut back, so the next reply starts on a line of its own.
+    pub fn append_reply(&self, reply: &ReplyRecord) -> Result<()> {
+        let path = self.path.join(REPLIES);
+        let mut line = serde_json::to_vec(reply)
+            .with_context(|| format!("failed to write {}", path.display()))?;
+        line.push(b'\n');
+        let append = || -> std::io::Result<()> {
+            let mut file = OpenOptions::new().create(true).append(true).open(&path)?;
+            let before = file.metadata()?.len();
+            if before == 0 {
+                // For everyone on the box to read, as the run's other files are.
+                file.set_permissions(Permissions::from_mode(0o644))?;
+            }
+            if let Err(e) = file.write_all(&line).and_then(|()| file.sync_data()) {
+                let _ = file.set_len(before);
+                return Err(e);
             }
             Ok(())
-        })
+        };
+        append().with_context(|| format!("failed to write {}", path.display()))
     }
 
     /// Open serve.log for the serve to write into directly, as its output arrives.
@@ -116,6 +194,18 @@ impl RunDir {
             .open(&path)
             .with_context(|| format!("failed to create {}", path.display()))
     }
+}
+
+/// Copy the log of a serve that was already running into `dir`'s serve.log, atomically, as a
+/// stream: it may be larger than the gate should hold.
+pub fn copy_serve_log(dir: &Path, from: &Path) -> Result<()> {
+    let mut source =
+        File::open(from).with_context(|| format!("failed to read {}", from.display()))?;
+    write_atomic_with(&dir.join(SERVE_LOG), |out| {
+        std::io::copy(&mut source, out)
+            .with_context(|| format!("failed to copy {}", from.display()))?;
+        Ok(())
+    })
 }
 
 /// Replace `path` with `bytes`: write a temporary file beside it, flush it to disk, rename.
@@ -156,18 +246,39 @@ pub struct Archive {
     pub manifest: RunManifest,
     /// replies.jsonl (empty when the run made none)
     pub replies: Vec<ReplyRecord>,
-    /// serve.log, when the run had one
-    pub serve_log: Option<String>,
+    /// serve.log, when the run had one: read as a stream when judged, never held whole.
+    pub serve_log: Option<PathBuf>,
     /// load.json, when present and readable
     pub load: Option<LoadSnapshot>,
     /// Why load.json was not used, when it exists but could not be read
     pub load_problem: Option<String>,
+    /// What was set aside of replies.jsonl: a part of a last line, from a run killed while it
+    /// wrote the line.
+    pub replies_problem: Option<String>,
 }
 
 impl Archive {
-    /// Judge this run. The live run and `judge DIR` both come through here, so the same
-    /// evidence and criteria always give the same lines.
-    pub fn judge(&self, criteria: &Criteria) -> Verdict {
+    /// Judge this run, reading its serve log. `judge DIR` and `compare` come through here.
+    pub fn judge(&self, criteria: &Criteria) -> Result<Verdict> {
+        let log = match &self.serve_log {
+            Some(path) => {
+                let file = File::open(path)
+                    .with_context(|| format!("failed to read {}", path.display()))?;
+                Some(
+                    criteria
+                        .scan_log(file)
+                        .with_context(|| format!("failed to read {}", path.display()))?,
+                )
+            }
+            None => None,
+        };
+        Ok(self.judge_with_log(criteria, log.as_ref()))
+    }
+
+    /// Judge this run with its serve log already scanned (with the same criteria). The live
+    /// run and `judge DIR` both come through here, so the same evidence and criteria always
+    /// give the same lines.
+    pub fn judge_with_log(&self, criteria: &Criteria, log: Option<&LogScan>) -> Verdict {
         let hold_reason = self
             .manifest
             .hold
@@ -187,7 +298,7 @@ impl Archive {
             replies: &self.replies,
             replies_planned: self.manifest.replies_planned,
             startup: self.manifest.startup.as_ref().unwrap_or(&never_started),
-            serve_log: self.serve_log.as_deref(),
+            serve_log: log,
             load: self.load.as_ref(),
             interrupted: self.manifest.interrupted.as_deref(),
             hold_not_acquired: hold_reason.as_deref(),
@@ -216,21 +327,27 @@ pub fn load_archive(dir: &Path) -> Result<Archive> {
     let manifest = parse_manifest(&text)
         .with_context(|| format!("failed to read {}", manifest_path.display()))?;
     let replies_path = dir.join(REPLIES);
-    let replies = match fs::read(&replies_path) {
-        Ok(bytes) => parse_replies(&bytes)
-            .with_context(|| format!("failed to read {}", replies_path.display()))?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+    let (replies, replies_problem) = match fs::read(&replies_path) {
+        Ok(bytes) => {
+            let (whole, cut) = split_cut_line(&bytes);
+            let replies = parse_replies(whole)
+                .with_context(|| format!("failed to read {}", replies_path.display()))?;
+            let problem = cut.map(|c| {
+                format!(
+                    "{REPLIES} ends in {} bytes of a line that was never finished (the run was killed while writing it); judging the {} whole replies",
+                    c.len(),
+                    replies.len()
+                )
+            });
+            (replies, problem)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Vec::new(), None),
         Err(e) => {
             return Err(e).with_context(|| format!("failed to read {}", replies_path.display()))
         }
     };
-    let serve_log = if manifest.serve_log_source == "none" {
-        None
-    } else {
-        fs::read(dir.join(SERVE_LOG))
-            .ok()
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
-    };
+    let log_path = dir.join(SERVE_LOG);
+    let serve_log = (manifest.serve_log_source != "none" && log_path.is_file()).then_some(log_path);
     let (load, load_problem) = match fs::read(dir.join(LOAD)) {
         Ok(bytes) => match serde_json::from_slice::<LoadSnapshot>(&bytes) {
             Ok(l) => (Some(l), None),
@@ -245,7 +362,25 @@ pub fn load_archive(dir: &Path) -> Result<Archive> {
         serve_log,
         load,
         load_problem,
+        replies_problem,
     })
+}
+
+/// replies.jsonl split into its whole lines and a last line that was never finished: one
+/// without its newline that is not a reply. (A last line without a newline that does read as a
+/// reply, as a hand-written file may have, is whole.)
+pub fn split_cut_line(bytes: &[u8]) -> (&[u8], Option<&[u8]>) {
+    if bytes.ends_with(b"\n") {
+        return (bytes, None);
+    }
+    let start = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let last = &bytes[start..];
+    if last.iter().all(u8::is_ascii_whitespace)
+        || serde_json::from_slice::<ReplyRecord>(last).is_ok()
+    {
+        return (bytes, None);
+    }
+    (&bytes[..start], Some(last))
 }
 
 /// Parse run.json, refusing a schema this build does not know.

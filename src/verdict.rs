@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::measure::{measure, median, median_ci95, ReplyMetrics, CI_MIN_VALUES};
 use crate::record::{LoadSnapshot, ReplyRecord, Startup, StopRecord};
+use crate::serve_log::LogScan;
 
 /// Floors, limits and route patterns: what a run is judged against.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -73,6 +74,16 @@ impl Criteria {
     pub fn floors(&self) -> &Floors {
         &self.floors
     }
+
+    /// Scan a serve log for these criteria's route patterns, as a stream.
+    pub fn scan_log(&self, log: impl std::io::Read) -> std::io::Result<LogScan> {
+        LogScan::read(log, self.fast.as_ref(), self.slow.as_ref())
+    }
+
+    /// Scan a serve log already in memory (hand-made runs).
+    pub fn scan_log_text(&self, log: &str) -> LogScan {
+        LogScan::of_text(log, self.fast.as_ref(), self.slow.as_ref())
+    }
 }
 
 /// Everything a verdict is a function of, besides the criteria.
@@ -84,8 +95,9 @@ pub struct Evidence<'a> {
     pub replies_planned: usize,
     /// How the serve came up.
     pub startup: &'a Startup,
-    /// The serve's log; `None` when there is none to judge (attached without `--serve-log`).
-    pub serve_log: Option<&'a str>,
+    /// What the serve's log says, scanned with these criteria's patterns; `None` when there is
+    /// no log to judge (attached without `--serve-log`).
+    pub serve_log: Option<&'a LogScan>,
     /// The box's load before the serve started; `None` when not recorded.
     pub load: Option<&'a LoadSnapshot>,
     /// The signal that interrupted the run, e.g. `SIGTERM`.
@@ -220,7 +232,7 @@ pub fn judge(e: &Evidence<'_>, c: &Criteria) -> Verdict {
         if let Some(line) = serve_line(e) {
             lines.push(line);
         }
-        lines.push(route_line(e.serve_log, c));
+        lines.push(route_line(e.serve_log, c, e.interrupted.is_some()));
         if e.startup.is_ready() {
             let metrics: Vec<ReplyMetrics> = e.replies.iter().map(measure).collect();
             lines.push(rate_line(&metrics, c.floors.floor));
@@ -420,16 +432,38 @@ fn stop_line(stop: Option<(&StopRecord, f64)>) -> Option<Line> {
 }
 
 fn serve_line(e: &Evidence<'_>) -> Option<Line> {
-    let tail = || log_tail(e.serve_log.unwrap_or(""), 5);
+    let tail = || log_tail(e.serve_log);
     let text = match e.startup {
         Startup::Ready { .. } => return None,
         Startup::Exited { status } => {
-            format!("the serve exited ({status}) before it was ready; {}", tail())
+            format!(
+                "the serve exited ({status}) before it was ready; {}",
+                tail()
+            )
         }
-        Startup::NotReady { timeout_s } => format!(
-            "the serve was not ready after {timeout_s} s (neither /health nor /v1/models answered 200); {}",
-            tail()
-        ),
+        Startup::NotReady {
+            timeout_s,
+            url,
+            not_ready_answers,
+        } => {
+            let polled = match url.as_deref() {
+                Some(u) => {
+                    let u = u.trim_end_matches('/');
+                    format!("neither {u}/health nor {u}/v1/models answered 200")
+                }
+                None => "neither /health nor /v1/models answered 200".to_string(),
+            };
+            let answers = match not_ready_answers {
+                Some(0) => "; it gave no HTTP answer".to_string(),
+                Some(1) => "; it gave 1 not-ready answer".to_string(),
+                Some(n) => format!("; it gave {n} not-ready answers"),
+                None => String::new(),
+            };
+            format!(
+                "the serve was not ready after {timeout_s} s ({polled}{answers}); {}",
+                tail()
+            )
+        }
         Startup::SpawnFailed { error } => format!("the serve could not be started: {error}"),
         Startup::Interrupted => {
             return Some(Line::new(
@@ -442,18 +476,16 @@ fn serve_line(e: &Evidence<'_>) -> Option<Line> {
     Some(Line::new("serve", Status::Fail, text))
 }
 
-/// The last `n` non-blank lines of a log, quoted, for a FAIL line.
-fn log_tail(log: &str, n: usize) -> String {
-    let lines: Vec<&str> = log.lines().filter(|l| !l.trim().is_empty()).collect();
-    if lines.is_empty() {
+/// The log's last non-blank lines, quoted, for a FAIL line.
+fn log_tail(log: Option<&LogScan>) -> String {
+    let Some(log) = log.filter(|l| !l.tail.is_empty()) else {
         return "its log is empty".to_string();
-    }
-    let start = lines.len().saturating_sub(n);
-    let quoted: Vec<String> = lines[start..].iter().map(|l| quote(l, 200)).collect();
+    };
+    let quoted: Vec<String> = log.tail.iter().map(|l| quote(l, 200)).collect();
     format!("last log lines: {}", quoted.join(" | "))
 }
 
-fn route_line(log: Option<&str>, c: &Criteria) -> Line {
+fn route_line(log: Option<&LogScan>, c: &Criteria, interrupted: bool) -> Line {
     if c.fast.is_none() && c.slow.is_none() {
         return Line::new(
             "route",
@@ -468,23 +500,31 @@ fn route_line(log: Option<&str>, c: &Criteria) -> Line {
             "no serve log to judge the route by (attached to a running serve: give --serve-log FILE)",
         );
     };
+    if let Some(why) = &log.unread {
+        // A log that could not be read never passes the route; one left unread because the
+        // run was stopped is not judged, as nothing else of an interrupted run is.
+        let status = if interrupted {
+            Status::Info
+        } else {
+            Status::Fail
+        };
+        return Line::new("route", status, format!("not judged: {why}"));
+    }
     let mut problems = Vec::new();
     if let Some(fast) = &c.fast {
-        if !fast.is_match(log) {
+        if !log.fast_matched {
             problems.push(format!(
                 "the serve log does not name the fast route /{}/",
                 fast.as_str()
             ));
         }
     }
-    if let Some(slow) = &c.slow {
-        if let Some(line) = matching_line(log, slow) {
-            problems.push(format!(
-                "the serve log names the slow route /{}/: {}",
-                slow.as_str(),
-                quote(line, 120)
-            ));
-        }
+    if let (Some(slow), Some(line)) = (&c.slow, &log.slow_line) {
+        problems.push(format!(
+            "the serve log names the slow route /{}/: {}",
+            slow.as_str(),
+            quote(line, 120)
+        ));
     }
     if !problems.is_empty() {
         return Line::new("route", Status::Fail, problems.join("; "));
@@ -495,14 +535,6 @@ fn route_line(log: Option<&str>, c: &Criteria) -> Line {
         _ => "the serve log does not name the slow route",
     };
     Line::new("route", Status::Ok, text)
-}
-
-/// The whole line of `log` where `re` first matches.
-fn matching_line<'a>(log: &'a str, re: &Regex) -> Option<&'a str> {
-    let m = re.find(log)?;
-    let start = log[..m.start()].rfind('\n').map_or(0, |i| i + 1);
-    let end = log[m.end()..].find('\n').map_or(log.len(), |i| m.end() + i);
-    Some(&log[start..end])
 }
 
 fn rate_line(metrics: &[ReplyMetrics], floor: f64) -> Line {
@@ -784,18 +816,25 @@ mod tests {
     }
 
     fn judge_with(replies: &[ReplyRecord], log: Option<&str>, f: Floors) -> Verdict {
+        let c = criteria(f);
+        let log = log.map(|l| c.scan_log_text(l));
         let e = Evidence {
             replies,
             replies_planned: replies.len(),
             startup: &READY,
-            serve_log: log,
+            serve_log: log.as_ref(),
             load: Some(&LOAD),
             interrupted: None,
             hold_not_acquired: None,
             stop: None,
             serve_died: None,
         };
-        judge(&e, &criteria(f))
+        judge(&e, &c)
+    }
+
+    /// `log` as the verdict sees it, scanned with the usual floors' patterns.
+    fn scanned(log: &str) -> LogScan {
+        criteria(floors()).scan_log_text(log)
     }
 
     fn line<'a>(v: &'a Verdict, check: &str) -> &'a Line {
@@ -1066,11 +1105,12 @@ RESULT: PASS
     #[test]
     fn fewer_replies_than_planned_fail_content() {
         let replies = [good()];
+        let scanned_log = scanned(LOG);
         let e = Evidence {
             replies: &replies,
             replies_planned: 3,
             startup: &READY,
-            serve_log: Some(LOG),
+            serve_log: Some(&scanned_log),
             load: None,
             interrupted: None,
             hold_not_acquired: None,
@@ -1087,11 +1127,12 @@ RESULT: PASS
             status: "exit status: 3".into(),
         };
         let log = "a\nb\n\nc\nd\ne\nf\nerror: no device\n";
+        let scanned_log = scanned(log);
         let e = Evidence {
             replies: &[],
             replies_planned: 3,
             startup: &startup,
-            serve_log: Some(log),
+            serve_log: Some(&scanned_log),
             load: Some(&LOAD),
             interrupted: None,
             hold_not_acquired: None,
@@ -1112,11 +1153,12 @@ RESULT: PASS
         let v = judge_with(&[good()], Some(LOG), floors());
         assert_eq!(line(&v, "load").status, Status::Info);
         let replies = [good()];
+        let scanned_log = scanned(LOG);
         let e = Evidence {
             replies: &replies,
             replies_planned: 1,
             startup: &READY,
-            serve_log: Some(LOG),
+            serve_log: Some(&scanned_log),
             load: None,
             interrupted: None,
             hold_not_acquired: None,
@@ -1131,11 +1173,12 @@ RESULT: PASS
     #[test]
     fn an_interrupted_run_is_interrupted_not_passed() {
         let replies = [good()];
+        let scanned_log = scanned(LOG);
         let e = Evidence {
             replies: &replies,
             replies_planned: 1,
             startup: &READY,
-            serve_log: Some(LOG),
+            serve_log: Some(&scanned_log),
             load: None,
             interrupted: Some("SIGTERM"),
             hold_not_acquired: None,

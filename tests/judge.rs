@@ -121,13 +121,46 @@ fn a_directory_that_is_not_a_run_is_exit_2() {
 fn garbled_replies_are_exit_2_naming_the_file() {
     let (_d, out) = scratch();
     archived_run(&out);
-    std::fs::write(out.join("replies.jsonl"), "{\"index\": 1,").unwrap();
+    // A whole line (it has its newline) that is not a reply: the archive is damaged.
+    std::fs::write(out.join("replies.jsonl"), "{\"index\": 1,\n").unwrap();
     gate()
         .arg("judge")
         .arg(&out)
         .assert()
         .code(2)
         .stderr(predicates::str::contains("replies.jsonl"));
+}
+
+/// A gate killed while it appended a reply leaves a part of a line at the end: the whole
+/// replies before it are judged, and the part is said, not taken for damage.
+#[test]
+fn a_last_reply_cut_by_a_crash_is_set_aside_and_said() {
+    let (_d, out) = scratch();
+    archived_run(&out);
+    let path = out.join("replies.jsonl");
+    let whole = std::fs::read_to_string(&path).unwrap();
+    let first_line_end = whole.find('\n').unwrap() + 1;
+    let cut = format!(
+        "{}{}",
+        &whole[..first_line_end],
+        &whole[first_line_end..first_line_end + 40]
+    );
+    std::fs::write(&path, cut).unwrap();
+    let o = gate().arg("judge").arg(&out).output().unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("replies.jsonl ends in 40 bytes of a line that was never finished")
+            && stderr.contains("judging the 1 whole replies"),
+        "{stderr}"
+    );
+    // One of the two planned replies is kept: content says the other was not made.
+    assert!(
+        line(&stdout, "content").contains("only 1 of 2 replies were made"),
+        "{stdout}"
+    );
+    assert!(line(&stdout, "rate").contains("over 1 reply"), "{stdout}");
 }
 
 use predicates::prelude::*;

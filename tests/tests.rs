@@ -6,11 +6,14 @@ mod util;
 
 mod conditions;
 mod faults;
+mod inputs;
 mod judge;
 mod launch;
 mod llama;
 mod output;
 mod profiles;
 mod run;
+mod run_dir;
 mod safety;
 mod self_test;
+mod serve_log;

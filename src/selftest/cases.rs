@@ -34,18 +34,19 @@ pub struct Case {
 impl Case {
     /// The verdict on this case's hand-made run.
     pub fn verdict(&self) -> Result<Verdict, String> {
+        let criteria = Criteria::new(self.floors.clone()).map_err(|e| format!("{e:#}"))?;
+        let log = self.log.map(|l| criteria.scan_log_text(l));
         let evidence = Evidence {
             replies: &self.replies,
             replies_planned: self.planned.unwrap_or(self.replies.len()),
             startup: &self.startup,
-            serve_log: self.log,
+            serve_log: log.as_ref(),
             load: self.load.as_ref(),
             interrupted: self.interrupted,
             hold_not_acquired: self.hold_not_acquired,
             stop: self.stop.as_ref().map(|s| (s, 10.0)),
             serve_died: self.serve_died,
         };
-        let criteria = Criteria::new(self.floors.clone()).map_err(|e| format!("{e:#}"))?;
         Ok(verdict::judge(&evidence, &criteria))
     }
 
@@ -402,8 +403,29 @@ pub fn all() -> Vec<Case> {
     let mut c = base("a serve never ready fails");
     c.replies = vec![];
     c.planned = Some(3);
-    c.startup = Startup::NotReady { timeout_s: 120.0 };
+    c.startup = Startup::NotReady {
+        timeout_s: 120.0,
+        url: None,
+        not_ready_answers: None,
+    };
     c.expect = vec![("serve", Fail, "not ready after 120 s")];
+    c.absent = vec!["rate"];
+    c.outcome = Outcome::Fail;
+    cases.push(c);
+
+    let mut c = base("a never-ready FAIL names the URL it polled and the answers it got");
+    c.replies = vec![];
+    c.planned = Some(3);
+    c.startup = Startup::NotReady {
+        timeout_s: 5.0,
+        url: Some("http://127.0.0.1:8123/".into()),
+        not_ready_answers: Some(48),
+    };
+    c.expect = vec![(
+        "serve",
+        Fail,
+        "not ready after 5 s (neither http://127.0.0.1:8123/health nor http://127.0.0.1:8123/v1/models answered 200; it gave 48 not-ready answers)",
+    )];
     c.absent = vec!["rate"];
     c.outcome = Outcome::Fail;
     cases.push(c);

@@ -45,18 +45,18 @@ pub fn run() -> Result<u8> {
         accuracy.len()
     );
     if failed.is_empty() {
-        println!("self-test: {summary} ok");
+        crate::console::out(&format!("self-test: {summary} ok\n"));
         return Ok(exit_codes::PASS);
     }
     for f in &failed {
-        println!("self-test FAIL  {f}");
+        crate::console::out(&format!("self-test FAIL  {f}\n"));
     }
-    println!("self-test: {} failed of {summary}", failed.len());
+    crate::console::out(&format!(
+        "self-test: {} failed of {summary}\n",
+        failed.len()
+    ));
     // Keep the evidence of a failed self-test for whoever reads the report.
     let kept = tmp.keep();
-    eprintln!(
-        "npu-serve-smoke: the failed runs are kept in {}",
-        kept.display()
-    );
+    crate::say!("the failed runs are kept in {}", kept.display());
     Ok(exit_codes::FAIL)
 }

@@ -1,0 +1,44 @@
+//! Writing to stdout and stderr without ever failing the run.
+//!
+//! A reader that went away (`run | head -1`, `run 2>&1 | true`, a CI step whose log pipe
+//! closed) is not an error of the verdict: the verdict is in result.json and the exit code, and
+//! the gate must still stop the serve, release the hold and write them. `print!` and
+//! `eprintln!` panic when their stream is closed (Rust ignores SIGPIPE, so a write gets
+//! EPIPE), which lost the verdict's exit code and, mid-run, the result itself. Every line the
+//! gate says goes through here instead; what could not be written is dropped.
+
+use std::io::Write;
+
+/// Write `text` to stdout as it is; whether it was written whole.
+pub fn out(text: &str) -> bool {
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+        .is_ok()
+}
+
+/// Write `text` to stderr as it is; whether it was written whole.
+pub fn err(text: &str) -> bool {
+    std::io::stderr().lock().write_all(text.as_bytes()).is_ok()
+}
+
+/// Write `line` and a newline to stderr in one write, so lines from the gate and from a
+/// child sharing the stream do not interleave mid-line.
+pub fn err_line(line: &str) -> bool {
+    let mut text = String::with_capacity(line.len() + 1);
+    text.push_str(line);
+    text.push('\n');
+    err(&text)
+}
+
+/// One line on stderr from the gate, after `npu-serve-smoke: `, as `format!` takes it. Never
+/// fails and never panics (see the module's doc).
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {
+        {
+            let _ = $crate::console::err_line(&format!("npu-serve-smoke: {}", format_args!($($arg)*)));
+        }
+    };
+}

@@ -1,0 +1,224 @@
+//! The serve's log, read once as a stream for what the verdict needs of it: whether the route
+//! patterns match, and its last lines.
+//!
+//! A serve's log can be a gigabyte (a candidate at `-lv 4`, or one printing a line per token),
+//! so it is never held whole: the scan keeps one line at a time (at most [`LINE_CAP`] bytes:
+//! a longer line is matched in pieces of that size), the first line the slow route matches,
+//! and the last [`TAIL_LINES`] non-blank lines, each cut to [`KEPT_LINE_CAP`] bytes. Memory is
+//! bounded by those, whatever the log holds.
+//!
+//! Route patterns match one line at a time, so `^` and `$` are a line's start and end, as a
+//! reader of the log expects. (They once matched over the whole log at once, where `^` was
+//! only the log's first byte.) Bytes that are not UTF-8 are read as U+FFFD.
+
+use std::collections::VecDeque;
+use std::io::{self, Read};
+
+use regex::Regex;
+
+/// The most bytes of one line matched at once; a longer line is matched in pieces.
+pub const LINE_CAP: usize = 64 * 1024;
+/// The most bytes kept of a line quoted in the verdict.
+pub const KEPT_LINE_CAP: usize = 1024;
+/// How many of the log's last non-blank lines are kept, for a serve that did not come up.
+pub const TAIL_LINES: usize = 5;
+
+/// What the verdict needs of a serve log.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LogScan {
+    /// Whether some line matched the fast-route pattern (false when none was given).
+    pub fast_matched: bool,
+    /// The first line the slow-route pattern matched, cut to [`KEPT_LINE_CAP`] bytes.
+    pub slow_line: Option<String>,
+    /// The last non-blank lines, oldest first, each cut to [`KEPT_LINE_CAP`] bytes.
+    pub tail: Vec<String>,
+    /// Why the log was not read, when it was not (the run was interrupted first): the route is
+    /// then not judged.
+    pub unread: Option<String>,
+}
+
+impl LogScan {
+    /// A log that was not read, and why.
+    pub fn unread(why: impl Into<String>) -> LogScan {
+        LogScan {
+            unread: Some(why.into()),
+            ..LogScan::default()
+        }
+    }
+
+    /// Scan `log` for `fast` and `slow`. Reads to the end; an error reading is returned.
+    pub fn read(log: impl Read, fast: Option<&Regex>, slow: Option<&Regex>) -> io::Result<LogScan> {
+        let mut scan = Scanner {
+            fast,
+            slow,
+            out: LogScan::default(),
+            tail: VecDeque::with_capacity(TAIL_LINES),
+        };
+        let mut log = log;
+        let mut buf = vec![0u8; LINE_CAP];
+        // The start of `buf` holds a line not yet ended, of `held` bytes.
+        let mut held = 0;
+        loop {
+            let n = match log.read(&mut buf[held..]) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            let filled = held + n;
+            let mut start = 0;
+            while let Some(i) = memchr::memchr(b'\n', &buf[start..filled]) {
+                scan.line(&buf[start..start + i]);
+                start += i + 1;
+            }
+            if start == 0 && filled == buf.len() {
+                // A line longer than the buffer: match what there is as a piece of it.
+                scan.line(&buf[..filled]);
+                held = 0;
+            } else {
+                buf.copy_within(start..filled, 0);
+                held = filled - start;
+            }
+        }
+        if held > 0 {
+            scan.line(&buf[..held]);
+        }
+        scan.out.tail = scan.tail.into_iter().collect();
+        Ok(scan.out)
+    }
+
+    /// Scan a log already in memory (tests and hand-made runs).
+    pub fn of_text(log: &str, fast: Option<&Regex>, slow: Option<&Regex>) -> LogScan {
+        Self::read(log.as_bytes(), fast, slow).unwrap_or_default()
+    }
+}
+
+struct Scanner<'a> {
+    fast: Option<&'a Regex>,
+    slow: Option<&'a Regex>,
+    out: LogScan,
+    tail: VecDeque<String>,
+}
+
+impl Scanner<'_> {
+    fn line(&mut self, line: &[u8]) {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let text = String::from_utf8_lossy(line);
+        if let Some(fast) = self.fast {
+            if !self.out.fast_matched && fast.is_match(&text) {
+                self.out.fast_matched = true;
+            }
+        }
+        if let Some(slow) = self.slow {
+            if self.out.slow_line.is_none() && slow.is_match(&text) {
+                self.out.slow_line = Some(kept(&text));
+            }
+        }
+        if !text.trim().is_empty() {
+            if self.tail.len() == TAIL_LINES {
+                self.tail.pop_front();
+            }
+            self.tail.push_back(kept(&text));
+        }
+    }
+}
+
+/// `text` cut to at most [`KEPT_LINE_CAP`] bytes, at a character boundary.
+fn kept(text: &str) -> String {
+    if text.len() <= KEPT_LINE_CAP {
+        return text.to_string();
+    }
+    let mut end = KEPT_LINE_CAP;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn re(p: &str) -> Regex {
+        Regex::new(p).unwrap()
+    }
+
+    /// A reader that hands out its bytes a few at a time, as a pipe or a slow disk may.
+    struct Trickle<'a>(&'a [u8], usize);
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let n = self.1.min(self.0.len()).min(buf.len());
+            buf[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn patterns_match_line_by_line_and_the_first_slow_line_is_kept() {
+        let log = "boot\nload_tensors: CPU_Mapped\r\nroute: cpu-fallback (1)\nroute: cpu-fallback (2)\n\n  \nlast";
+        let (fast, slow) = (re("^load_tensors: CPU_Mapped$"), re("cpu-fallback"));
+        for step in [1, 3, 7, 4096] {
+            let scan =
+                LogScan::read(Trickle(log.as_bytes(), step), Some(&fast), Some(&slow)).unwrap();
+            assert!(scan.fast_matched, "step {step}");
+            assert_eq!(scan.slow_line.as_deref(), Some("route: cpu-fallback (1)"));
+            assert_eq!(
+                scan.tail,
+                [
+                    "boot",
+                    "load_tensors: CPU_Mapped",
+                    "route: cpu-fallback (1)",
+                    "route: cpu-fallback (2)",
+                    "last"
+                ]
+            );
+        }
+        let scan = LogScan::of_text(log, Some(&re("^route: npu")), None);
+        assert!(!scan.fast_matched);
+        assert_eq!(scan.slow_line, None);
+    }
+
+    #[test]
+    fn only_the_last_lines_are_kept_and_each_is_cut() {
+        let long = "é".repeat(KEPT_LINE_CAP); // two bytes each: the cut falls on a boundary
+        let log = format!("1\n2\n3\n4\n5\n6\n{long}\n");
+        let scan = LogScan::of_text(&log, None, None);
+        assert_eq!(scan.tail.len(), TAIL_LINES);
+        assert_eq!(scan.tail[0], "3");
+        assert_eq!(scan.tail[4].len(), KEPT_LINE_CAP);
+        assert!(log.contains(&scan.tail[4]));
+    }
+
+    #[test]
+    fn a_line_longer_than_the_buffer_is_matched_in_pieces_with_bounded_memory() {
+        // 1 MiB without a newline, the route line in the middle of it, then a short line.
+        let mut log = vec![b'x'; 1 << 20];
+        log[600_000..600_010].copy_from_slice(b"route: npu");
+        log.extend_from_slice(b"\ndone\n");
+        let scan = LogScan::read(&log[..], Some(&re("route: npu")), Some(&re("cpu"))).unwrap();
+        assert!(scan.fast_matched);
+        assert_eq!(scan.slow_line, None);
+        assert_eq!(scan.tail.last().map(String::as_str), Some("done"));
+        assert!(scan.tail.iter().all(|l| l.len() <= KEPT_LINE_CAP));
+    }
+
+    #[test]
+    fn bytes_that_are_not_utf8_are_read_not_refused() {
+        let scan = LogScan::read(
+            &b"\xff\xfe route: npu \x1b[0m\n"[..],
+            Some(&re("route: npu")),
+            None,
+        )
+        .unwrap();
+        assert!(scan.fast_matched);
+        assert_eq!(scan.tail, ["\u{fffd}\u{fffd} route: npu \u{1b}[0m"]);
+    }
+
+    #[test]
+    fn an_empty_log_has_no_tail() {
+        let scan = LogScan::of_text("", Some(&re("x")), Some(&re("y")));
+        assert_eq!(scan, LogScan::default());
+    }
+}

@@ -1,0 +1,230 @@
+//! Bad input is one clear line and exit 2 before anything is held, started or created; output
+//! nobody reads is not an error of the verdict; profile values are held to the command line's
+//! bounds. (issue 14, items 7 and 8)
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use crate::util::*;
+
+/// `run --stand-in --out OUT <extra>` is exit 2 with `says` on stderr, and leaves nothing: no
+/// run directory, no serve started (the hold file, where given, is not created either).
+fn refused_before_anything(out: &Path, extra: &[&str], env: &[(&str, &Path)], says: &str) {
+    let mut g = gate();
+    g.args(["run", "--stand-in", "--out"])
+        .arg(out)
+        .args(UNFLIPPABLE)
+        .args(extra);
+    for (k, v) in env {
+        g.env(k, v);
+    }
+    let o = g.output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{extra:?}: {stderr}");
+    assert!(stderr.contains(says), "{extra:?}: {stderr}");
+    assert_eq!(
+        stderr.lines().count(),
+        1,
+        "{extra:?}: one line, not a chain: {stderr}"
+    );
+    assert!(
+        !stderr.contains("started the serve"),
+        "{extra:?} started a serve: {stderr}"
+    );
+    assert!(!out.exists(), "{extra:?} created {}", out.display());
+}
+
+#[test]
+fn every_path_is_checked_before_anything_is_held_started_or_created() {
+    let (d, out) = scratch();
+    let missing = d.path().join("missing");
+    let junit_dir = d.path().join("junit-is-a-dir");
+    std::fs::create_dir(&junit_dir).unwrap();
+    let log = missing.join("serve.log");
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec![
+                "--junit".into(),
+                missing.join("j.xml").display().to_string(),
+            ],
+            "does not exist",
+        ),
+        (
+            vec!["--junit".into(), junit_dir.display().to_string()],
+            "is a directory",
+        ),
+        (
+            vec!["--hold".into(), d.path().display().to_string()],
+            "is a directory",
+        ),
+        (
+            vec![
+                "--hold".into(),
+                missing.join("npu.hold").display().to_string(),
+            ],
+            "does not exist",
+        ),
+    ];
+    for (extra, says) in &cases {
+        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+        refused_before_anything(&out, &extra, &[], says);
+    }
+    // The step summary GitHub names is checked too, before the run rather than after it.
+    refused_before_anything(
+        &out,
+        &[],
+        &[("GITHUB_STEP_SUMMARY", &missing.join("summary.md"))],
+        "GITHUB_STEP_SUMMARY",
+    );
+    // An attached serve's log is read after the replies: missing, it is refused now.
+    let url = "http://127.0.0.1:9";
+    let o = gate()
+        .args(["run", "--out"])
+        .arg(&out)
+        .args(["--url", url, "--serve-log"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--serve-log") && stderr.contains("serve.log"),
+        "{stderr}"
+    );
+    assert!(!out.exists());
+}
+
+#[test]
+fn judge_checks_its_report_paths_before_judging() {
+    let (d, out) = scratch();
+    let (code, _) = stand_in_run(&out, &["--replies", "1"], &["--tokens", "4"]);
+    assert_eq!(code, Some(0));
+    let junit = d.path().join("missing/j.xml");
+    gate()
+        .arg("judge")
+        .arg(&out)
+        .arg("--junit")
+        .arg(&junit)
+        .assert()
+        .code(2)
+        .stdout("")
+        .stderr(predicates::str::contains("does not exist"));
+}
+
+#[test]
+fn profile_values_out_of_the_flags_bounds_are_refused_with_one_line() {
+    let (d, out) = scratch();
+    for (text, says) in [
+        (
+            "grace = 1e30",
+            "grace in the profile: 1000000000000000000000000000000 s is out of range",
+        ),
+        ("grace = 1e19", "grace in the profile"),
+        ("ready_timeout = 1e300", "ready_timeout in the profile"),
+        (
+            "replies = 0",
+            "replies in the profile: 0 replies is out of range (1 to 10000)",
+        ),
+        ("max_tokens = 0", "max_tokens in the profile"),
+        ("replies = -1", "replies in the profile: -1 replies"),
+    ] {
+        let profile = d.path().join("gate.toml");
+        std::fs::write(&profile, format!("stand_in = true\n{text}\n")).unwrap();
+        let o = gate()
+            .args(["run", "--profile"])
+            .arg(&profile)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{text}: {stderr}");
+        assert!(stderr.contains(says), "{text}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{text}: {stderr}");
+        assert!(!out.exists(), "{text}");
+    }
+}
+
+/// `run | true` and `run 2>&1 | head -1`: the reader is gone before the gate has said
+/// anything. The gate still runs to the end, archives the run and exits with the verdict's
+/// code, never 101.
+#[test]
+fn closed_stdout_and_stderr_do_not_change_the_verdict_or_lose_the_run() {
+    let (d, out) = scratch();
+    let junit = d.path().join("junit.xml");
+    let _claim = gate(); // a claim on the box while the gate runs
+    let mut child = std::process::Command::new(BIN)
+        .args(["run", "--stand-in", "--replies", "2", "--out"])
+        .arg(&out)
+        .args(UNFLIPPABLE)
+        .arg("--junit")
+        .arg(&junit)
+        .args(["--", "--tokens", "6"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    drop(child.stderr.take());
+    let code = wait_code(&mut child, Duration::from_secs(60));
+    assert_eq!(code, Some(0));
+    assert_eq!(json(&out.join("result.json"))["result"], "PASS");
+    assert!(junit.exists(), "the JUnit report was not written");
+
+    // A failing verdict keeps its exit code too.
+    let (d2, out2) = scratch();
+    let _ = d2;
+    let mut child = std::process::Command::new(BIN)
+        .args(["run", "--stand-in", "--replies", "1", "--out"])
+        .arg(&out2)
+        .args(UNFLIPPABLE)
+        .args(["--", "--empty"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    drop(child.stderr.take());
+    assert_eq!(wait_code(&mut child, Duration::from_secs(60)), Some(1));
+    assert_eq!(json(&out2.join("result.json"))["result"], "FAIL");
+
+    // Commands that only print: completions, judge, compare.
+    for args in [
+        vec!["completions".to_string(), "bash".to_string()],
+        vec!["judge".to_string(), out.display().to_string()],
+        vec!["compare".to_string(), out.display().to_string()],
+    ] {
+        let mut child = std::process::Command::new(BIN)
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        drop(child.stderr.take());
+        assert_eq!(
+            wait_code(&mut child, Duration::from_secs(60)),
+            Some(0),
+            "{args:?}"
+        );
+    }
+}
+
+/// Wait (bounded) for a child; its exit code.
+fn wait_code(child: &mut std::process::Child, limit: Duration) -> Option<i32> {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status.code();
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            panic!("it did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
