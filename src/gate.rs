@@ -711,8 +711,8 @@ async fn make_replies(
         crate::say!("{}", progress(&reply, &m, plan.replies));
         reply.metrics = Some(m);
         let failed = reply.error.is_some();
+        dir.append_reply(&reply)?;
         replies.push(reply);
-        dir.append_reply(replies.last().expect("just pushed"))?;
         if failed {
             // A dying serve closes its sockets just before the kernel reports its exit.
             if let Some(status) = match serve.as_mut() {
