@@ -279,11 +279,25 @@ pub fn dispatch(cli: Cli, given: &[String]) -> Result<u8> {
             // Into a buffer first: clap_complete panics when its writer fails (a closed
             // stdout), and a shell's completion script is small.
             let mut script = Vec::new();
-            clap_complete::generate(shell, &mut Cli::command(), "npu-serve-smoke", &mut script);
-            crate::console::out(&String::from_utf8_lossy(&script));
+            clap_complete::generate(shell, &mut Cli::command(), BIN_NAME, &mut script);
+            let mut script = String::from_utf8_lossy(&script).into_owned();
+            if shell == clap_complete::Shell::Bash {
+                script = mend_bash_completion(&script, BIN_NAME);
+            }
+            crate::console::out(&script);
             Ok(exit_codes::PASS)
         }
     }
+}
+
+/// The program's name, as shells complete it.
+const BIN_NAME: &str = "npu-serve-smoke";
+
+/// clap_complete's bash script for a name with hyphens sets `cmd` to `npu__serve__smoke__...`
+/// but labels its cases `npu__subcmd__serve__subcmd__smoke__...`, so nothing after a
+/// subcommand completes (clap-rs/clap#6421, #6529). The labels are made to match.
+fn mend_bash_completion(script: &str, bin: &str) -> String {
+    script.replace(&bin.replace('-', "__subcmd__"), &bin.replace('-', "__"))
 }
 
 #[cfg(test)]

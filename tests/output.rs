@@ -222,3 +222,50 @@ fn completions_for_each_shell() {
             .stdout(predicates::str::contains("npu-serve-smoke"));
     }
 }
+
+/// What a real bash offers at `npu-serve-smoke WORDS<TAB>`: the completion script is sourced
+/// and its function called with COMP_WORDS set, as bash does on TAB.
+fn bash_completes(script: &std::path::Path, words: &[&str]) -> Vec<String> {
+    let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
+    let program = format!(
+        "source '{}'\nCOMP_WORDS=(npu-serve-smoke {})\nCOMP_CWORD={}\n\
+         _npu__serve__smoke npu-serve-smoke '{}' '{}'\nprintf '%s\\n' \"${{COMPREPLY[@]}}\"\n",
+        script.display(),
+        quoted.join(" "),
+        words.len(),
+        words[words.len() - 1],
+        if words.len() > 1 {
+            words[words.len() - 2]
+        } else {
+            "npu-serve-smoke"
+        },
+    );
+    let o = std::process::Command::new("bash")
+        .args(["--norc", "--noprofile", "-c", &program])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn bash_completes_flags_after_a_subcommand() {
+    let d = tempfile::tempdir().unwrap();
+    let script = d.path().join("npu-serve-smoke.bash");
+    let o = gate().args(["completions", "bash"]).output().unwrap();
+    std::fs::write(&script, &o.stdout).unwrap();
+    assert_eq!(bash_completes(&script, &["run", "--fl"]), ["--floor"]);
+    let judge = bash_completes(&script, &["judge", "--s"]);
+    assert!(
+        judge.contains(&"--svg".to_string()) && judge.contains(&"--slow-route".to_string()),
+        "{judge:?}"
+    );
+    let shells = bash_completes(&script, &["completions", ""]);
+    for shell in ["bash", "zsh", "fish"] {
+        assert!(shells.contains(&shell.to_string()), "{shells:?}");
+    }
+    assert!(bash_completes(&script, &["se"]).contains(&"self-test".to_string()));
+}
