@@ -2,7 +2,9 @@
 //! asked. The load line is the run's own load.json, never today's box; nothing is written
 //! into DIR.
 
-use anyhow::{Context, Result};
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
 
 use crate::cli::JudgeArgs;
 use crate::exit_codes;
@@ -16,6 +18,20 @@ pub fn run(args: JudgeArgs) -> Result<u8> {
     let outputs = Outputs::check(&args.output)?;
     if let Some(path) = &args.svg {
         output::check_writable(path).context("--svg")?;
+    }
+    // The archive is evidence: judging it never changes it (an --svg over its timeline.svg
+    // once redrew a passing run as FAIL; a --junit over its result.json replaced it).
+    let asked = [("--svg", args.svg.as_deref())]
+        .into_iter()
+        .chain(outputs.files().map(|(what, p)| (what, Some(p))));
+    for (what, path) in asked {
+        if let Some(path) = path.filter(|p| inside(p, &args.dir)) {
+            bail!(
+                "{what} {} is inside the run directory being judged, and judge writes nothing into {}: give a path outside it",
+                path.display(),
+                args.dir.display()
+            );
+        }
     }
     let archive = rundir::load_archive(&args.dir)?;
     if let Some(problem) = &archive.load_problem {
@@ -50,4 +66,25 @@ pub fn run(args: JudgeArgs) -> Result<u8> {
     let title = args.dir.display().to_string();
     outputs.emit(&verdict, &archive.replies, &title);
     Ok(exit_codes::for_outcome(&verdict.outcome))
+}
+
+/// Whether `path` (a file that may not exist yet) is inside `dir`, links resolved.
+fn inside(path: &Path, dir: &Path) -> bool {
+    let Ok(dir) = dir.canonicalize() else {
+        return false;
+    };
+    let resolved = match path.canonicalize() {
+        Ok(p) => p,
+        Err(_) => {
+            let parent = match path.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p,
+                _ => Path::new("."),
+            };
+            match (parent.canonicalize(), path.file_name()) {
+                (Ok(p), Some(name)) => p.join(name),
+                _ => PathBuf::from(path),
+            }
+        }
+    };
+    resolved.starts_with(&dir)
 }

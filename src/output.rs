@@ -60,12 +60,15 @@ impl Outputs {
         })
     }
 
-    /// The files the report will write, for refusing one inside an archive being judged.
-    pub fn files(&self) -> impl Iterator<Item = &Path> {
-        self.junit
+    /// The files the report will write, each with what names it, for refusing one inside an
+    /// archive being judged.
+    pub fn files(&self) -> impl Iterator<Item = (&'static str, &Path)> {
+        let junit = self.junit.iter().map(|p| ("--junit", p.as_path()));
+        let summary = self
+            .step_summary
             .iter()
-            .chain(&self.step_summary)
-            .map(PathBuf::as_path)
+            .map(|p| (STEP_SUMMARY_VAR, p.as_path()));
+        junit.chain(summary)
     }
 
     /// Report `verdict`. `title` names the run (its directory). What cannot be written is said

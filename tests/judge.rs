@@ -164,3 +164,64 @@ fn a_last_reply_cut_by_a_crash_is_set_aside_and_said() {
 }
 
 use predicates::prelude::*;
+
+/// Output paths inside the judged archive are refused before anything is written, whatever
+/// file they would replace and however they are spelled.
+#[test]
+fn judge_never_writes_into_the_archive_it_judges() {
+    let (d, out) = scratch();
+    archived_run(&out);
+    let before = snapshot(&out);
+    let dotted = d.path().join(".").join("run").join("..").join("run");
+    let cases: Vec<(Vec<std::ffi::OsString>, &str)> = vec![
+        (
+            vec!["--svg".into(), out.join("timeline.svg").into()],
+            "--svg",
+        ),
+        (
+            vec!["--junit".into(), out.join("result.json").into()],
+            "--junit",
+        ),
+        (
+            vec!["--junit".into(), out.join("new.xml").into()],
+            "--junit",
+        ),
+        (
+            vec!["--svg".into(), dotted.join("timeline.svg").into()],
+            "--svg",
+        ),
+    ];
+    for (extra, names) in &cases {
+        gate()
+            .arg("judge")
+            .arg(&out)
+            .args(extra)
+            .assert()
+            .code(2)
+            .stdout("")
+            .stderr(
+                predicates::str::contains(*names).and(predicates::str::contains(
+                    "inside the run directory being judged",
+                )),
+            );
+    }
+    // The step summary GitHub names, pointed into the archive.
+    gate()
+        .arg("judge")
+        .arg(&out)
+        .env("GITHUB_STEP_SUMMARY", out.join("run.json"))
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("GITHUB_STEP_SUMMARY"));
+    assert_eq!(snapshot(&out), before, "judge changed the archive");
+    // Outside the archive, both are written.
+    let svg = d.path().join("t.svg");
+    gate()
+        .arg("judge")
+        .arg(&out)
+        .arg("--svg")
+        .arg(&svg)
+        .assert()
+        .code(0);
+    assert!(svg.exists());
+}
