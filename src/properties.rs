@@ -71,7 +71,7 @@ fn arb_run() -> impl Strategy<Value = Run> {
         arb_load(),
         0.0f64..200.0,
         1.0f64..4000.0,
-        proptest::option::of(0.0f64..1.5),
+        proptest::option::of(0.0f64..=1.0),
         any::<bool>(),
     )
         .prop_map(

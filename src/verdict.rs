@@ -54,8 +54,10 @@ impl Criteria {
             );
         }
         if let Some(t) = floors.busy_skip {
-            if !t.is_finite() || t < 0.0 {
-                bail!("--busy-skip must be a number, 0 or more (got {t})");
+            if !t.is_finite() || !(0.0..=1.0).contains(&t) {
+                bail!(
+                    "--busy-skip is a share from 0 to 1 (got {t}): 0.2 means 20% of the time the serve was ready to run"
+                );
             }
         }
         let compile = |flag: &str, p: &Option<String>| -> Result<Option<Regex>> {
@@ -274,8 +276,8 @@ pub fn judge(e: &Evidence<'_>, c: &Criteria) -> Verdict {
                 ));
             }
         }
-        if let (true, Some(c)) = (timing_only, &contention) {
-            text.push_str(&busy_note(c, load));
+        if let (true, Some(busy)) = (timing_only, &contention) {
+            text.push_str(&busy_note(busy, load, c.floors.busy_skip));
         }
         lines.push(Line::new("load", Status::Info, text));
     }
@@ -303,6 +305,12 @@ pub fn judge(e: &Evidence<'_>, c: &Criteria) -> Verdict {
         Outcome::Pass
     };
     Verdict { lines, outcome }
+}
+
+/// `x` with at most 2 decimals and no trailing zeros: 10, 2, 2.5.
+fn trim_float(x: f64) -> String {
+    let s = format!("{x:.2}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 /// The serve's CPU-wait fraction at or above which a box counts as busy.
@@ -340,11 +348,19 @@ impl Contention {
         }
     }
 
-    fn busy(&self) -> bool {
-        match *self {
-            Contention::Wait(w) => w >= BUSY_WAIT_FRACTION,
-            Contention::LoadPerCpu(l) => l >= BUSY_LOAD_PER_CPU,
+    /// The level at or above which this measure counts as busy: the `--busy-skip` threshold
+    /// when one is given (one threshold decides both the note and the SKIP), else the
+    /// default for the measure.
+    fn busy_level(&self, busy_skip: Option<f64>) -> f64 {
+        match (busy_skip, self) {
+            (Some(t), _) => t,
+            (None, Contention::Wait(_)) => BUSY_WAIT_FRACTION,
+            (None, Contention::LoadPerCpu(_)) => BUSY_LOAD_PER_CPU,
         }
+    }
+
+    fn busy(&self, busy_skip: Option<f64>) -> bool {
+        self.value() >= self.busy_level(busy_skip)
     }
 
     fn describe(&self) -> String {
@@ -357,30 +373,31 @@ impl Contention {
         }
     }
 
-    fn level(&self) -> String {
+    fn level(&self, busy_skip: Option<f64>) -> String {
+        let level = self.busy_level(busy_skip);
         match self {
-            Contention::Wait(_) => format!("{:.0}%", BUSY_WAIT_FRACTION * 100.0),
-            Contention::LoadPerCpu(_) => format!("{BUSY_LOAD_PER_CPU:.1} per CPU"),
+            Contention::Wait(_) => format!("{}%", trim_float(level * 100.0)),
+            Contention::LoadPerCpu(_) => format!("{level:.1} per CPU"),
         }
     }
 }
 
 /// What the load line adds when only timing failed: whether the box or the serve is to blame.
-fn busy_note(c: &Contention, load: &LoadSnapshot) -> String {
+fn busy_note(c: &Contention, load: &LoadSnapshot, busy_skip: Option<f64>) -> String {
     // The wait fraction is already on the line; the load fallback is not.
     let measure = match c {
         Contention::Wait(_) => String::new(),
         Contention::LoadPerCpu(_) => format!("{}, ", c.describe()),
     };
-    if !c.busy() {
+    if !c.busy(busy_skip) {
         return format!(
             "; the box was quiet ({measure}under the busy level of {}), so the slowness is the serve's own",
-            c.level()
+            c.level(busy_skip)
         );
     }
     let mut note = format!(
         "; a busy box is the likely cause ({measure}at or above the busy level of {}): re-run on a quiet box",
-        c.level()
+        c.level(busy_skip)
     );
     let top: Vec<String> = load
         .during
@@ -845,6 +862,25 @@ mod tests {
     }
 
     const LOG: &str = "loading\nroute: npu-fast\nready\n";
+
+    #[test]
+    fn busy_skip_is_a_share_and_twenty_is_refused_saying_so() {
+        for bad in [20.0, 1.01, -0.1, f64::NAN] {
+            let e = Criteria::new(Floors {
+                busy_skip: Some(bad),
+                ..floors()
+            })
+            .unwrap_err();
+            assert!(e.to_string().contains("0.2 means 20%"), "{bad}: {e}");
+        }
+        for good in [0.0, 0.2, 1.0] {
+            assert!(Criteria::new(Floors {
+                busy_skip: Some(good),
+                ..floors()
+            })
+            .is_ok());
+        }
+    }
 
     #[test]
     fn a_good_run_reads_as_the_card_shows() {

@@ -607,7 +607,31 @@ pub fn all() -> Vec<Case> {
     c.load = Some(serve_waited(310));
     c.floors.busy_skip = Some(0.5);
     c.outcome = Outcome::Fail;
-    c.expect = vec![];
+    // The load line reads the same threshold as the policy: 31% is under 50%.
+    c.expect = vec![(
+        "load",
+        Info,
+        "the box was quiet (under the busy level of 50%), so the slowness is the serve's own",
+    )];
+    c.refuse = vec![("load", "likely cause")];
+    cases.push(c);
+
+    let mut c = base(
+        "with --busy-skip under the default busy level, its threshold decides the load line too",
+    );
+    c.replies = numbered(vec![slow(), slow(), slow()]);
+    c.load = Some(serve_waited(60));
+    c.floors.busy_skip = Some(0.02);
+    c.expect = vec![(
+        "load",
+        Info,
+        "a busy box is the likely cause (at or above the busy level of 2%)",
+    )];
+    c.refuse = vec![("load", "the box was quiet")];
+    c.outcome = Outcome::Skip {
+        reason: "busy box: the serve waited for a CPU 6% of the time it was ready to run".into(),
+        advice: Some("re-run on a quiet box".into()),
+    };
     cases.push(c);
 
     let mut c = base("with --busy-skip a pass stays a pass");
