@@ -1,9 +1,9 @@
 //! `compare DIR...`: runs side by side, oldest first, with the conditions each ran under, so a
 //! trend in rate or first-token is read beside the box's load and the serve binary's hash.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 use clap::Args;
 use serde::Serialize;
 
@@ -22,16 +22,16 @@ pub struct CompareArgs {
     pub json: bool,
 }
 
-/// One run's row.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+/// One run's row. A run directory that cannot be read has its `dir` and `unreadable` only.
+#[derive(Debug, Clone, Serialize, PartialEq, Default)]
 pub struct Row {
-    /// The run directory.
+    /// The run directory, as given.
     pub dir: String,
     /// Start, UTC.
-    pub started_utc: String,
+    pub started_utc: Option<String>,
     /// Host name.
-    pub host: String,
-    /// The serve binary's sha256, first 12 hex digits.
+    pub host: Option<String>,
+    /// The serve binary's sha256, hex (the table shows its first 12 digits).
     pub serve_sha256: Option<String>,
     /// 1-minute load average before the serve started.
     pub load1: Option<f64>,
@@ -43,48 +43,69 @@ pub struct Row {
     pub median_rate_tok_s: Option<f64>,
     /// Median first-token time, ms.
     pub median_first_token_ms: Option<f64>,
-    /// The RESULT, judged again with the run's own floors.
+    /// The RESULT, judged again with the run's own floors, in result.json's words: `PASS`,
+    /// `FAIL`, `SKIP`, `INTERRUPTED`; `UNREADABLE` for a directory that cannot be read.
     pub result: String,
+    /// The RESULT line as printed, e.g. `RESULT: SKIP (hold not acquired ...)`.
+    pub summary: Option<String>,
+    /// Why the directory could not be read.
+    pub unreadable: Option<String>,
 }
 
-/// Read each run and build its row; oldest first.
-pub fn rows(dirs: &[PathBuf]) -> Result<Vec<Row>> {
+/// `result` of a run directory that cannot be read.
+pub const UNREADABLE: &str = "UNREADABLE";
+
+/// Read each run and build its row; oldest first, then the directories that could not be
+/// read, in the order given. One bad directory never hides the others.
+pub fn rows(dirs: &[PathBuf]) -> Vec<Row> {
     let mut rows = Vec::new();
+    let mut bad = Vec::new();
     for dir in dirs {
-        let a = rundir::load_archive(dir)?;
-        let verdict = a.judge(&Criteria::new(a.manifest.floors.clone())?)?;
-        let metrics: Vec<_> = a.replies.iter().map(measure).collect();
-        let rates: Vec<f64> = metrics.iter().filter_map(|m| m.rate_tok_s).collect();
-        let firsts: Vec<f64> = metrics.iter().filter_map(|m| m.first_token_ms).collect();
-        rows.push(Row {
-            dir: dir.display().to_string(),
-            started_utc: a.manifest.started_utc.clone(),
-            host: a.manifest.host.clone(),
-            serve_sha256: a
-                .manifest
-                .serve_binary
-                .as_ref()
-                .map(|b| b.sha256.chars().take(12).collect()),
-            load1: a.load.as_ref().map(|l| l.load1),
-            ncpu: a.load.as_ref().map(|l| l.ncpu),
-            serve_cpu_wait: a
-                .load
-                .as_ref()
-                .and_then(|l| l.during.as_ref())
-                .and_then(|d| d.wait_fraction),
-            median_rate_tok_s: median(&rates),
-            median_first_token_ms: median(&firsts),
-            result: verdict.outcome.to_string(),
-        });
+        match row(dir) {
+            Ok(r) => rows.push(r),
+            Err(e) => bad.push(Row {
+                dir: dir.display().to_string(),
+                result: UNREADABLE.to_string(),
+                unreadable: Some(format!("{e:#}")),
+                ..Row::default()
+            }),
+        }
     }
     rows.sort_by(|a, b| a.started_utc.cmp(&b.started_utc));
-    Ok(rows)
+    rows.extend(bad);
+    rows
+}
+
+fn row(dir: &Path) -> Result<Row> {
+    let a = rundir::load_archive(dir)?;
+    let verdict = a.judge(&Criteria::new(a.manifest.floors.clone())?)?;
+    let metrics: Vec<_> = a.replies.iter().map(measure).collect();
+    let rates: Vec<f64> = metrics.iter().filter_map(|m| m.rate_tok_s).collect();
+    let firsts: Vec<f64> = metrics.iter().filter_map(|m| m.first_token_ms).collect();
+    Ok(Row {
+        dir: dir.display().to_string(),
+        started_utc: Some(a.manifest.started_utc.clone()),
+        host: Some(a.manifest.host.clone()),
+        serve_sha256: a.manifest.serve_binary.as_ref().map(|b| b.sha256.clone()),
+        load1: a.load.as_ref().map(|l| l.load1),
+        ncpu: a.load.as_ref().map(|l| l.ncpu),
+        serve_cpu_wait: a
+            .load
+            .as_ref()
+            .and_then(|l| l.during.as_ref())
+            .and_then(|d| d.wait_fraction),
+        median_rate_tok_s: median(&rates),
+        median_first_token_ms: median(&firsts),
+        result: verdict.outcome.word().to_string(),
+        summary: Some(format!("RESULT: {}", verdict.outcome)),
+        unreadable: None,
+    })
 }
 
 /// The rows as an aligned table.
 pub fn table(rows: &[Row]) -> String {
     let dash = || "-".to_string();
-    let mut cells: Vec<[String; 8]> = vec![[
+    let mut cells: Vec<[String; 9]> = vec![[
         "started (UTC)".into(),
         "host".into(),
         "serve sha256".into(),
@@ -93,12 +114,20 @@ pub fn table(rows: &[Row]) -> String {
         "median rate".into(),
         "median first token".into(),
         "RESULT".into(),
+        "run".into(),
     ]];
+    let mut unreadable = Vec::new();
     for r in rows {
+        if let Some(why) = &r.unreadable {
+            unreadable.push(format!("{}: unreadable: {why}", r.dir));
+            continue;
+        }
         cells.push([
-            r.started_utc.clone(),
-            r.host.clone(),
-            r.serve_sha256.clone().unwrap_or_else(dash),
+            r.started_utc.clone().unwrap_or_else(dash),
+            r.host.clone().unwrap_or_else(dash),
+            r.serve_sha256
+                .as_ref()
+                .map_or_else(dash, |s| s.chars().take(12).collect()),
             match (r.load1, r.ncpu) {
                 (Some(l), Some(n)) => format!("{l:.1} on {n} CPUs"),
                 _ => dash(),
@@ -110,9 +139,10 @@ pub fn table(rows: &[Row]) -> String {
             r.median_first_token_ms
                 .map_or_else(dash, |v| format!("{v:.0} ms")),
             r.result.clone(),
+            r.dir.clone(),
         ]);
     }
-    let widths: Vec<usize> = (0..8)
+    let widths: Vec<usize> = (0..9)
         .map(|i| {
             cells
                 .iter()
@@ -131,16 +161,26 @@ pub fn table(rows: &[Row]) -> String {
         out.push_str(line.join("  ").trim_end());
         out.push('\n');
     }
+    for u in unreadable {
+        out.push_str(&u);
+        out.push('\n');
+    }
     out
 }
 
-/// Run `compare`.
+/// Run `compare`: exit 0 when at least one run could be read, 2 when none could.
 pub fn run(args: CompareArgs) -> Result<u8> {
-    let rows = rows(&args.dirs)?;
+    let rows = rows(&args.dirs);
     if args.json {
         crate::console::out(&format!("{}\n", serde_json::to_string_pretty(&rows)?));
     } else {
         crate::console::out(&table(&rows));
+    }
+    if rows.iter().all(|r| r.unreadable.is_some()) {
+        bail!(
+            "none of the {} directories is a run that can be read",
+            rows.len()
+        );
     }
     Ok(crate::exit_codes::PASS)
 }

@@ -186,6 +186,19 @@ pub enum Outcome {
     },
 }
 
+impl Outcome {
+    /// The result in one word, as result.json's `result` has it: `PASS`, `FAIL`, `SKIP`,
+    /// `INTERRUPTED`.
+    pub fn word(&self) -> &'static str {
+        match self {
+            Outcome::Pass => "PASS",
+            Outcome::Fail => "FAIL",
+            Outcome::Skip { .. } => "SKIP",
+            Outcome::Interrupted { .. } => "INTERRUPTED",
+        }
+    }
+}
+
 impl fmt::Display for Outcome {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -862,6 +875,23 @@ mod tests {
     }
 
     const LOG: &str = "loading\nroute: npu-fast\nready\n";
+
+    #[test]
+    fn the_outcome_word_is_result_jsons() {
+        for o in [
+            Outcome::Pass,
+            Outcome::Fail,
+            Outcome::Skip {
+                reason: "r".into(),
+                advice: None,
+            },
+            Outcome::Interrupted {
+                signal: "SIGTERM".into(),
+            },
+        ] {
+            assert_eq!(serde_json::to_value(&o).unwrap()["result"], o.word());
+        }
+    }
 
     #[test]
     fn busy_skip_is_a_share_and_twenty_is_refused_saying_so() {

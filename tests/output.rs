@@ -187,7 +187,7 @@ fn compare_lists_runs_oldest_first_with_their_conditions() {
         "{table}"
     );
     assert!(
-        rows[1].ends_with("PASS") && rows[2].ends_with("FAIL"),
+        rows[1].contains(" PASS ") && rows[2].contains(" FAIL "),
         "oldest first: {table}"
     );
     assert!(
@@ -204,12 +204,55 @@ fn compare_lists_runs_oldest_first_with_their_conditions() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v.as_array().unwrap().len(), 2);
     assert_eq!(v[1]["result"], "FAIL");
-    assert_eq!(v[0]["serve_sha256"].as_str().unwrap().len(), 12);
+    // result.json's own word, the full hash, and where the run is.
+    assert_eq!(v[1]["result"], json(&second.join("result.json"))["result"]);
+    assert_eq!(v[0]["serve_sha256"].as_str().unwrap().len(), 64);
+    assert_eq!(v[0]["dir"], first.display().to_string());
+    assert!(rows[1].ends_with(&first.display().to_string()), "{table}");
     gate()
         .args(["compare"])
         .arg(d.path().join("nope"))
         .assert()
         .code(2);
+
+    // An empty directory and a missing one among the runs: listed as unreadable, with the
+    // reason, after the runs that could be read.
+    let empty = d.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let o = gate()
+        .arg("compare")
+        .arg(&empty)
+        .arg(&first)
+        .arg(d.path().join("nope"))
+        .arg(&second)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    let table = String::from_utf8_lossy(&o.stdout);
+    let rows: Vec<&str> = table.lines().collect();
+    assert_eq!(rows.len(), 5, "{table}");
+    assert!(
+        rows[1].contains("PASS") && rows[2].contains("FAIL"),
+        "{table}"
+    );
+    assert!(
+        rows[3].starts_with(&format!("{}: unreadable: failed to read", empty.display()))
+            && rows[3].contains("run.json"),
+        "{table}"
+    );
+    assert!(rows[4].contains("nope: unreadable"), "{table}");
+    let o = gate()
+        .args(["compare", "--json"])
+        .arg(&empty)
+        .arg(&first)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v[1]["result"], "UNREADABLE");
+    assert!(
+        v[1]["unreadable"].as_str().unwrap().contains("run.json"),
+        "{v}"
+    );
 }
 
 #[test]
