@@ -108,10 +108,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub prompts: Option<PathBuf>,
     /// Replies to make, cycling the prompts.
-    #[arg(long, default_value_t = 3, value_name = "N", value_parser = parse_replies)]
+    #[arg(long, default_value_t = 3, value_name = "N", value_parser = parse_replies, allow_negative_numbers = true)]
     pub replies: u32,
     /// max_tokens of each request (a prompt's own max_tokens wins).
-    #[arg(long, default_value_t = 64, value_name = "N", value_parser = parse_max_tokens)]
+    #[arg(long, default_value_t = 64, value_name = "N", value_parser = parse_max_tokens, allow_negative_numbers = true)]
     pub max_tokens: u32,
     /// A JSON object merged into every request body, e.g. '{"cache_prompt": false}' to measure
     /// llama-server without its prompt cache.

@@ -109,6 +109,9 @@ impl Plan {
             None => prompts::built_in(),
         };
         let mut serve_argv = args.serve;
+        if args.stand_in && args.url.is_some() {
+            bail!("--stand-in launches the built-in serve; --url names one already running: give one of them");
+        }
         if args.stand_in {
             let me = std::env::current_exe()
                 .context("failed to find this program's own path for --stand-in")?;

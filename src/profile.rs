@@ -128,6 +128,10 @@ pub fn apply(
             args.extra_body = Some(serde_json::to_string(&table)?);
         }
     }
+    if args.stand_in && profile.serve.is_some() && !given("serve") {
+        // After --stand-in, the words of `serve` would be read as stand-in options.
+        bail!("the profile names a serve command and --stand-in asks for the built-in serve: give one of them");
+    }
     if !given("serve") {
         if let Some(serve) = profile.serve {
             args.serve = serve.iter().map(|a| expand_env(a)).collect::<Result<_>>()?;

@@ -11,10 +11,20 @@ use crate::measure::measure;
 use crate::record::ReplyRecord;
 use crate::verdict::{Line, Outcome, Status, Verdict};
 
-/// Whether to colour the verdict words: stdout is a terminal and NO_COLOR is unset.
+/// Whether to colour the verdict words: stdout is a terminal that can show colour (TERM is
+/// not `dumb`) and NO_COLOR is unset.
 pub fn colour_wanted() -> bool {
     use std::io::IsTerminal;
-    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+    colour_allowed(
+        std::env::var_os("NO_COLOR").as_deref(),
+        std::env::var_os("TERM").as_deref(),
+    ) && std::io::stdout().is_terminal()
+}
+
+/// What the environment allows: NO_COLOR unset or empty (no-color.org), and a TERM other
+/// than `dumb` (Emacs' shell and some CI logs set it where escapes show as garbage).
+fn colour_allowed(no_color: Option<&std::ffi::OsStr>, term: Option<&std::ffi::OsStr>) -> bool {
+    no_color.is_none_or(|v| v.is_empty()) && term.is_none_or(|t| t != "dumb")
 }
 
 /// The human lines and the RESULT line, the status words coloured when `colour`.
@@ -205,6 +215,16 @@ mod tests {
         insta::assert_snapshot!("fail", human(&verdict(FAIL), false));
         insta::assert_snapshot!("skip", human(&verdict(SKIP), false));
         insta::assert_snapshot!("interrupted", human(&verdict(INTERRUPTED), false));
+    }
+
+    #[test]
+    fn no_color_and_a_dumb_terminal_turn_colour_off() {
+        use std::ffi::OsStr;
+        let os = |s: &'static str| Some(OsStr::new(s));
+        assert!(colour_allowed(None, os("xterm-256color")));
+        assert!(colour_allowed(os(""), None));
+        assert!(!colour_allowed(os("1"), os("xterm")));
+        assert!(!colour_allowed(None, os("dumb")));
     }
 
     #[test]

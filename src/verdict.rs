@@ -60,6 +60,11 @@ impl Criteria {
                 );
             }
         }
+        if let (Some(fast), Some(slow)) = (&floors.fast_route, &floors.slow_route) {
+            if fast == slow {
+                bail!("--fast-route and --slow-route are the same pattern /{fast}/: no log could pass the route");
+            }
+        }
         let compile = |flag: &str, p: &Option<String>| -> Result<Option<Regex>> {
             p.as_deref()
                 .map(|p| Regex::new(p).with_context(|| format!("{flag} is not a valid regex")))

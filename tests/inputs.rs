@@ -228,3 +228,63 @@ fn wait_code(child: &mut std::process::Child, limit: Duration) -> Option<i32> {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// Settings that contradict each other are refused, not silently merged. (issue 15, item 11)
+#[test]
+fn contradictory_settings_are_refused_with_one_line() {
+    let (d, out) = scratch();
+    let profile = d.path().join("serve.toml");
+    std::fs::write(&profile, "serve = [\"./serve\", \"--port\", \"{port}\"]\n").unwrap();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec![
+                "--stand-in".into(),
+                "--url".into(),
+                "http://127.0.0.1:9".into(),
+            ],
+            "--stand-in launches the built-in serve; --url names one already running",
+        ),
+        (
+            vec![
+                "--stand-in".into(),
+                "--profile".into(),
+                profile.display().to_string(),
+            ],
+            "the profile names a serve command and --stand-in asks for the built-in serve",
+        ),
+        (
+            vec![
+                "--stand-in".into(),
+                "--fast-route".into(),
+                "route: x".into(),
+                "--slow-route".into(),
+                "route: x".into(),
+            ],
+            "are the same pattern /route: x/",
+        ),
+        (
+            vec!["--replies".into(), "-1".into()],
+            "-1 replies is out of range (1 to 10000)",
+        ),
+        (
+            vec!["--max-tokens".into(), "-5".into()],
+            "max_tokens -5 is out of range",
+        ),
+        (
+            vec!["--busy-skip".into(), "20".into(), "--stand-in".into()],
+            "0.2 means 20%",
+        ),
+    ];
+    for (extra, says) in &cases {
+        let o = gate()
+            .args(["run", "--out"])
+            .arg(&out)
+            .args(extra)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {stderr}");
+        assert!(stderr.contains(says), "{extra:?}: {stderr}");
+        assert!(!out.exists(), "{extra:?}");
+    }
+}
