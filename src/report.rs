@@ -9,7 +9,7 @@ use quick_xml::Writer;
 
 use crate::measure::measure;
 use crate::record::ReplyRecord;
-use crate::verdict::{Line, Outcome, Status, Verdict};
+use crate::verdict::{visible, Line, Outcome, Status, Verdict};
 
 /// Whether to colour the verdict words: stdout is a terminal that can show colour (TERM is
 /// not `dumb`) and NO_COLOR is unset.
@@ -41,7 +41,13 @@ pub fn human(v: &Verdict, colour: bool) -> String {
             Status::Fail => AnsiColor::Red.on_default().bold(),
             Status::Info => Style::new().dimmed(),
         };
-        let _ = writeln!(out, "{:<12} {} {}", l.check, paint(style, &word), l.text);
+        let _ = writeln!(
+            out,
+            "{:<12} {} {}",
+            l.check,
+            paint(style, &word),
+            visible(&l.text)
+        );
     }
     let style = match v.outcome {
         Outcome::Pass => AnsiColor::Green.on_default().bold(),
@@ -94,7 +100,7 @@ pub fn junit(v: &Verdict, suite: &str) -> Vec<u8> {
     }
     let _ = w.write_event(Event::Start(suites));
     let mut suite_el = BytesStart::new("testsuite");
-    suite_el.push_attribute(("name", suite));
+    suite_el.push_attribute(("name", xml_text(suite).as_ref()));
     for (k, val) in &counts {
         suite_el.push_attribute((*k, val.as_str()));
     }
@@ -109,15 +115,15 @@ pub fn junit(v: &Verdict, suite: &str) -> Vec<u8> {
         .chain(std::iter::once(("result", result.as_str())));
     for (name, value) in info {
         let mut p = BytesStart::new("property");
-        p.push_attribute(("name", name));
-        p.push_attribute(("value", value));
+        p.push_attribute(("name", xml_text(name).as_ref()));
+        p.push_attribute(("value", xml_text(value).as_ref()));
         let _ = w.write_event(Event::Empty(p));
     }
     let _ = w.write_event(Event::End(BytesEnd::new("properties")));
     let case = |w: &mut Writer<Vec<u8>>, name: &str, inner: Option<(&str, &str)>| {
         let mut c = BytesStart::new("testcase");
         c.push_attribute(("classname", "npu-serve-smoke"));
-        c.push_attribute(("name", name));
+        c.push_attribute(("name", xml_text(name).as_ref()));
         match inner {
             None => {
                 let _ = w.write_event(Event::Empty(c));
@@ -125,9 +131,10 @@ pub fn junit(v: &Verdict, suite: &str) -> Vec<u8> {
             Some((kind, text)) => {
                 let _ = w.write_event(Event::Start(c));
                 let mut el = BytesStart::new(kind);
-                el.push_attribute(("message", text));
+                let text = xml_text(text);
+                el.push_attribute(("message", text.as_ref()));
                 let _ = w.write_event(Event::Start(el));
-                let _ = w.write_event(Event::Text(BytesText::new(text)));
+                let _ = w.write_event(Event::Text(BytesText::new(&text)));
                 let _ = w.write_event(Event::End(BytesEnd::new(kind)));
                 let _ = w.write_event(Event::End(BytesEnd::new("testcase")));
             }
@@ -157,7 +164,7 @@ pub fn junit(v: &Verdict, suite: &str) -> Vec<u8> {
 
 /// A Markdown summary (for GitHub's step summary): the lines, then each reply's figures.
 pub fn markdown(v: &Verdict, replies: &[ReplyRecord], title: &str) -> String {
-    let cell = |s: &str| s.replace('|', "\\|").replace('\n', " ");
+    let cell = |s: &str| md_inert(s);
     let mut md = format!(
         "### {} — RESULT: {}\n\n",
         cell(title),
@@ -187,6 +194,45 @@ pub fn markdown(v: &Verdict, replies: &[ReplyRecord], title: &str) -> String {
     }
     md.push('\n');
     md
+}
+
+/// `s` as inert Markdown for a table cell: what GitHub would render as code, emphasis, a
+/// link, HTML or an entity is backslash-escaped (CommonMark lets any ASCII punctuation be),
+/// a newline is a space, a control character is shown (`\u{1b}`). Text quoted from a reply
+/// or a serve log is model output, and must read as the text it is.
+pub fn md_inert(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\\' | '`' | '*' | '_' | '[' | ']' | '<' | '>' | '|' | '~' | '&' | '!' | '#' => {
+                out.push('\\');
+                out.push(c);
+            }
+            '\n' | '\r' => out.push(' '),
+            c => crate::verdict::push_visible(&mut out, c),
+        }
+    }
+    out
+}
+
+/// `s` with every character XML 1.0 forbids made visible (`\u{1b}`); the rest is escaped by
+/// the writer. A broken build's garbage must never make the report unparseable.
+fn xml_text(s: &str) -> std::borrow::Cow<'_, str> {
+    let forbidden = |c: char| {
+        (c < ' ' && !matches!(c, '\t' | '\n' | '\r')) || matches!(c, '\u{fffe}' | '\u{ffff}')
+    };
+    if !s.chars().any(forbidden) {
+        return s.into();
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if forbidden(c) {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out.into()
 }
 
 #[cfg(test)]
@@ -334,6 +380,54 @@ mod tests {
             "{xml}"
         );
         insta::assert_snapshot!("junit_fail", xml);
+    }
+
+    /// A verdict whose lines quote a serve that printed garbage: raw, as a line's text can
+    /// hold it (error messages and patterns are not all quoted).
+    fn garbage_verdict() -> Verdict {
+        let mut v = verdict(FAIL);
+        v.lines[1].text =
+            "reply 1 said \u{1b}[31m<b>*hi*</b> `x` [a](http://e) &amp; \u{7}\u{1}\u{fffe}|\r\nend"
+                .into();
+        v
+    }
+
+    #[test]
+    fn junit_stays_well_formed_whatever_the_serve_printed() {
+        let xml = junit(&garbage_verdict(), "runs/\u{1b}x");
+        let text = String::from_utf8(xml.clone()).unwrap();
+        for c in ['\u{1b}', '\u{7}', '\u{1}', '\u{fffe}'] {
+            assert!(!text.contains(c), "{c:?} raw in {text}");
+        }
+        assert!(
+            text.contains("\\u{1b}[31m&lt;b&gt;*hi*&lt;/b&gt;"),
+            "{text}"
+        );
+        let (cases, _) = parse_junit(&xml);
+        assert_eq!(cases[1].1.as_deref(), Some("failure"));
+    }
+
+    #[test]
+    fn serve_text_is_inert_in_the_terminal_and_in_markdown() {
+        let v = garbage_verdict();
+        for out in [human(&v, false), human(&v, true)] {
+            let first = out.lines().nth(1).unwrap();
+            assert!(
+                !first.contains('\u{7}') && !first.contains('\u{1}'),
+                "{first:?}"
+            );
+            assert!(first.contains("\\u{1b}[31m"), "{first:?}");
+            // The only escapes left are the gate's own colour around the status word.
+            let serve_part = &first[first.find("reply 1").unwrap()..];
+            assert!(!serve_part.contains('\u{1b}'), "{serve_part:?}");
+        }
+        let md = markdown(&v, &[], "runs/a");
+        let row = md.lines().find(|l| l.starts_with("| rate ")).unwrap();
+        assert!(
+            row.contains("\\<b\\>\\*hi\\*\\</b\\> \\`x\\` \\[a\\](http://e) \\&amp; \\u{7}\\u{1}\u{fffe}\\|  end |"),
+            "{row}"
+        );
+        assert_eq!(md_inert("a_b"), "a\\_b");
     }
 
     #[test]

@@ -164,7 +164,15 @@ impl Line {
 
 impl fmt::Display for Line {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:<12} {:<5} {}", self.check, self.status, self.text)
+        // A line can carry the serve's words: its control characters are shown, not sent to
+        // the terminal.
+        write!(
+            f,
+            "{:<12} {:<5} {}",
+            self.check,
+            self.status,
+            visible(&self.text)
+        )
     }
 }
 
@@ -803,10 +811,37 @@ pub fn quote(s: &str, max: usize) -> String {
             '\n' => out.push_str("\\n"),
             '\r' => out.push_str("\\r"),
             '"' => out.push_str("\\\""),
-            c => out.push(c),
+            c => push_visible(&mut out, c),
         }
     }
     out.push('"');
+    out
+}
+
+/// Push `c`, or, for a control character, its escape as Rust writes it (`\u{1b}`): text from
+/// the serve (a reply, its log) can hold escape sequences that would recolour a terminal, and
+/// bytes XML 1.0 forbids; quoted, they are seen, never acted on.
+pub fn push_visible(out: &mut String, c: char) {
+    if c.is_control() {
+        out.push_str(&format!("\\u{{{:x}}}", c as u32));
+    } else {
+        out.push(c);
+    }
+}
+
+/// `s` with every control character but the newline made visible (see [`push_visible`]).
+pub fn visible(s: &str) -> String {
+    if !s.chars().any(|c| c.is_control() && c != '\n') {
+        return s.to_string();
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if c == '\n' {
+            out.push(c);
+        } else {
+            push_visible(&mut out, c);
+        }
+    }
     out
 }
 
@@ -1296,5 +1331,12 @@ RESULT: PASS
     fn quote_cuts_and_escapes() {
         assert_eq!(quote("a\"b\nc", 80), "\"a\\\"b\\nc\"");
         assert_eq!(quote("abcdef", 3), "\"abc…\"");
+        // A colour escape, BEL, \x01, DEL and a C1 control are shown, never passed on.
+        assert_eq!(
+            quote("\u{1b}[31mred\u{7}\u{1}\u{7f}\u{9b}é", 80),
+            "\"\\u{1b}[31mred\\u{7}\\u{1}\\u{7f}\\u{9b}é\""
+        );
+        assert_eq!(visible("a\tb\nc\u{1b}"), "a\\u{9}b\nc\\u{1b}");
+        assert_eq!(visible("plain\ntext"), "plain\ntext");
     }
 }
