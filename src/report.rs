@@ -68,21 +68,23 @@ fn judged(v: &Verdict) -> impl Iterator<Item = &Line> {
 /// reason; an interruption is an error; info lines (load, hold, stop) are properties.
 pub fn junit(v: &Verdict, suite: &str) -> Vec<u8> {
     let cases: Vec<&Line> = judged(v).collect();
-    let skip_reason = match &v.outcome {
-        Outcome::Skip { reason, .. } => Some(reason.as_str()),
-        _ => None,
+    // A skipped run's failed checks, and every check of an interrupted run, were not judged to
+    // the end: they are skipped with the reason, so a cancelled job never reads in test
+    // history as a rate regression. Only a judged check fails.
+    let interrupted = format!("not judged: RESULT: {}", v.outcome);
+    let (skip_reason, skip_all) = match &v.outcome {
+        Outcome::Skip { reason, .. } => (Some(reason.as_str()), false),
+        Outcome::Interrupted { .. } => (Some(interrupted.as_str()), true),
+        _ => (None, false),
     };
-    let failures = if skip_reason.is_some() {
-        0
-    } else {
-        cases.iter().filter(|l| l.status == Status::Fail).count()
-            + usize::from(v.outcome == Outcome::Fail)
-    };
-    let skipped = if skip_reason.is_some() {
-        cases.iter().filter(|l| l.status == Status::Fail).count() + 1
-    } else {
-        0
-    };
+    let skips = |l: &Line| skip_reason.is_some() && (skip_all || l.status == Status::Fail);
+    let failures = cases
+        .iter()
+        .filter(|l| l.status == Status::Fail && !skips(l))
+        .count()
+        + usize::from(v.outcome == Outcome::Fail);
+    let skipped = cases.iter().filter(|l| skips(l)).count()
+        + usize::from(matches!(v.outcome, Outcome::Skip { .. }));
     let errors = usize::from(matches!(v.outcome, Outcome::Interrupted { .. }));
     let tests = cases.len() + 1;
     let mut w = Writer::new_with_indent(Vec::new(), b' ', 2);
@@ -141,9 +143,9 @@ pub fn junit(v: &Verdict, suite: &str) -> Vec<u8> {
         }
     };
     for l in &cases {
-        let inner = match (l.status, skip_reason) {
-            (Status::Fail, Some(reason)) => Some(("skipped", reason)),
-            (Status::Fail, None) => Some(("failure", l.text.as_str())),
+        let inner = match (skips(l), skip_reason, l.status) {
+            (true, Some(reason), _) => Some(("skipped", reason)),
+            (_, _, Status::Fail) => Some(("failure", l.text.as_str())),
             _ => None,
         };
         case(&mut w, &l.check, inner);
@@ -363,9 +365,32 @@ mod tests {
         assert_eq!(cases[1], ("rate".to_string(), Some("skipped".to_string())));
         assert_eq!(c, counts("5", "0", "0", "2"));
 
+        // An interrupted run's checks were not judged to the end: skipped, never failed; the
+        // result itself is the error.
         let (cases, c) = parse_junit(&junit(&verdict(INTERRUPTED), "runs/a"));
         assert_eq!(cases.last().unwrap().1.as_deref(), Some("error"));
-        assert_eq!(c, counts("5", "0", "1", "0"));
+        assert!(
+            cases[..cases.len() - 1]
+                .iter()
+                .all(|(_, k)| k.as_deref() == Some("skipped")),
+            "{cases:?}"
+        );
+        assert_eq!(c, counts("5", "0", "1", "4"));
+
+        // Interrupted before any reply: the FAILs of "no replies to measure" are skipped too.
+        let mut v = verdict(FAIL);
+        v.outcome = Outcome::Interrupted {
+            signal: "SIGTERM".into(),
+        };
+        let xml = String::from_utf8(junit(&v, "runs/a")).unwrap();
+        let (cases, c) = parse_junit(xml.as_bytes());
+        assert_eq!(cases[1], ("rate".to_string(), Some("skipped".to_string())));
+        assert_eq!(c, counts("5", "0", "1", "4"));
+        assert!(
+            xml.contains("<skipped message=\"not judged: RESULT: INTERRUPTED (by SIGTERM)\">"),
+            "{xml}"
+        );
+        assert!(!xml.contains("<failure"), "{xml}");
     }
 
     #[test]
