@@ -408,7 +408,8 @@ async fn execute(plan: Plan) -> Result<u8> {
         crate::say!("no timeline.svg: {e:#}");
     }
     let title = dir.path().display().to_string();
-    plan.output.emit(&verdict, &archive.replies, &title);
+    plan.output
+        .emit(&verdict, &archive.replies, &archive.report_info(&title));
     crate::say!("archived in {}", dir.path().display());
     Ok(exit_codes::for_outcome(&verdict.outcome))
 }

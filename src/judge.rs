@@ -64,7 +64,7 @@ pub fn run(args: JudgeArgs) -> Result<u8> {
         rundir::write_atomic(path, svg.as_bytes())?;
     }
     let title = args.dir.display().to_string();
-    outputs.emit(&verdict, &archive.replies, &title);
+    outputs.emit(&verdict, &archive.replies, &archive.report_info(&title));
     Ok(exit_codes::for_outcome(&verdict.outcome))
 }
 

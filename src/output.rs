@@ -13,7 +13,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 
 use crate::record::ReplyRecord;
-use crate::report;
+use crate::report::{self, RunInfo};
 use crate::rundir::{write_atomic, ResultFile};
 use crate::verdict::Verdict;
 use crate::{console, say};
@@ -71,9 +71,10 @@ impl Outputs {
         junit.chain(summary)
     }
 
-    /// Report `verdict`. `title` names the run (its directory). What cannot be written is said
+    /// Report `verdict` of the run `run` (its directory names it). What cannot be written is said
     /// on stderr (when stderr can take it) and skipped.
-    pub fn emit(&self, verdict: &Verdict, replies: &[ReplyRecord], title: &str) {
+    pub fn emit(&self, verdict: &Verdict, replies: &[ReplyRecord], run: &RunInfo<'_>) {
+        let title = run.title;
         if self.json {
             match serde_json::to_string_pretty(&ResultFile::new(verdict.clone())) {
                 Ok(mut text) => {
@@ -87,7 +88,7 @@ impl Outputs {
             console::out(&report::human(verdict, report::colour_wanted()));
         }
         if let Some(path) = &self.junit {
-            if let Err(e) = write_atomic(path, &report::junit(verdict, title)) {
+            if let Err(e) = write_atomic(path, &report::junit(verdict, run)) {
                 say!("no JUnit report: {e:#}");
             }
         }

@@ -258,6 +258,16 @@ pub struct Archive {
 }
 
 impl Archive {
+    /// What a report says of this run besides its verdict; `title` names it.
+    pub fn report_info<'a>(&'a self, title: &'a str) -> crate::report::RunInfo<'a> {
+        crate::report::RunInfo {
+            title,
+            host: &self.manifest.host,
+            started_utc: &self.manifest.started_utc,
+            ended_utc: self.manifest.ended_utc.as_deref(),
+        }
+    }
+
     /// Judge this run, reading its serve log. `judge DIR` and `compare` come through here.
     pub fn judge(&self, criteria: &Criteria) -> Result<Verdict> {
         let log = match &self.serve_log {

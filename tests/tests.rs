@@ -5,6 +5,7 @@
 mod util;
 
 mod conditions;
+mod consumers;
 mod faults;
 mod inputs;
 mod judge;

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Install the tools that read this gate's outputs in real CI, for the test suite to check each
+# output with its real consumer:
+#   - xmllint (Debian libxml2-utils) with the Surefire/Jenkins JUnit schema, junit-10.xsd, taken
+#     out of pytest's source package on PyPI (its own tests validate against it);
+#   - junitparser and xunitparser (PyPI), the JUnit readers of Python CI tooling;
+#   - cmark-gfm (Debian), GitHub's Markdown renderer, for the step summary;
+#   - zsh and fish (Debian), to check their completion scripts parse.
+# Python packages and the schema go into a cache outside the clone:
+#   ${NPU_SERVE_SMOKE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/npu-serve-smoke}/report-tools
+# It is idempotent and quick once done. On success it prints, for `eval`:
+#   export JUNIT_XSD=/…/junit-10.xsd
+#   export REPORT_TOOLS_PYTHON=/…/bin/python
+# Everything else goes to stderr. Debian packages need root (CI and the dev boxes are root).
+set -euo pipefail
+
+PYTEST_VERSION=8.3.4
+JUNITPARSER_VERSION=5.0.3
+XUNITPARSER_VERSION=1.3.4
+
+cache=${NPU_SERVE_SMOKE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/npu-serve-smoke}
+dir=$cache/report-tools
+venv=$dir/venv-junitparser-$JUNITPARSER_VERSION-xunitparser-$XUNITPARSER_VERSION
+xsd=$dir/pytest-$PYTEST_VERSION/junit-10.xsd
+mkdir -p "$dir"
+
+exec 9>"$dir/.install.lock"
+flock 9
+
+say() { echo "install-report-tools: $*" >&2; }
+
+missing=()
+for tool in xmllint:libxml2-utils cmark-gfm:cmark-gfm zsh:zsh fish:fish; do
+    command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool#*:}")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    say "installing ${missing[*]} from Debian"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >&2
+    apt-get install -y -qq "${missing[@]}" >&2
+fi
+
+if [ ! -f "$venv/.complete" ]; then
+    say "installing junitparser==$JUNITPARSER_VERSION and xunitparser==$XUNITPARSER_VERSION"
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet "junitparser==$JUNITPARSER_VERSION" "xunitparser==$XUNITPARSER_VERSION" >&2
+    touch "$venv/.complete"
+fi
+
+if [ ! -f "$xsd" ]; then
+    say "taking junit-10.xsd out of pytest==$PYTEST_VERSION's source package"
+    tmp=$(mktemp -d "$dir/.download.XXXXXX")
+    trap 'rm -rf "$tmp"' EXIT
+    python3 -m pip download --quiet --no-deps --no-binary :all: "pytest==$PYTEST_VERSION" -d "$tmp" >&2
+    tar -xzf "$tmp/pytest-$PYTEST_VERSION.tar.gz" -C "$tmp" "pytest-$PYTEST_VERSION/testing/example_scripts/junit-10.xsd"
+    mkdir -p "$(dirname "$xsd")"
+    mv "$tmp/pytest-$PYTEST_VERSION/testing/example_scripts/junit-10.xsd" "$xsd"
+fi
+
+printf 'export JUNIT_XSD=%q\n' "$xsd"
+printf 'export REPORT_TOOLS_PYTHON=%q\n' "$venv/bin/python"
