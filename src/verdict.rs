@@ -397,20 +397,43 @@ fn busy_note(c: &Contention, load: &LoadSnapshot) -> String {
 fn stop_line(stop: Option<(&StopRecord, f64)>) -> Option<Line> {
     let (s, grace_s) = stop?;
     let mut notes = Vec::new();
+    let others = match s.group_killed {
+        0 => String::new(),
+        n => format!(" with {n} other process(es) of its group"),
+    };
     if s.killed && s.cut_short {
-        notes.push(
-            "the serve was killed (SIGKILL) at a second signal, before its grace ran out"
-                .to_string(),
-        );
+        notes.push(format!(
+            "the serve was killed (SIGKILL){others} at a second signal, before its grace ran out"
+        ));
     } else if s.killed {
         notes.push(format!(
-            "the serve did not exit within the {grace_s} s grace after SIGTERM and was killed (SIGKILL)"
+            "the serve did not exit within the {grace_s} s grace after SIGTERM and was killed (SIGKILL){others}"
+        ));
+    } else if s.group_killed > 0 && s.cut_short {
+        notes.push(format!(
+            "the serve exited, but {} other process(es) of its group were killed (SIGKILL) at a second signal",
+            s.group_killed
+        ));
+    } else if s.group_killed > 0 {
+        notes.push(format!(
+            "the serve exited, but {} other process(es) of its group did not within the {grace_s} s grace after SIGTERM and were killed (SIGKILL)",
+            s.group_killed
         ));
     }
     if s.escaped_killed > 0 {
-        notes.push(format!(
+        let mut note = format!(
             "{} process(es) had left the serve's process group and were killed after it stopped",
             s.escaped_killed
+        );
+        if s.cut_short && !s.killed && s.group_killed == 0 {
+            note.push_str(" (SIGKILL at a second signal, before their grace ran out)");
+        }
+        notes.push(note);
+    }
+    if s.left_running > 0 {
+        notes.push(format!(
+            "{} process(es) of the serve were still running 5 s after SIGKILL (stuck in the kernel?); the gate could not stop them",
+            s.left_running
         ));
     }
     if notes.is_empty() {

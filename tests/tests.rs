@@ -14,3 +14,4 @@ mod profiles;
 mod run;
 mod safety;
 mod self_test;
+mod supervise;

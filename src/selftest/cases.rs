@@ -426,6 +426,7 @@ pub fn all() -> Vec<Case> {
         cut_short: false,
         escaped_killed: 0,
         exit_status: Some("signal: 9 (SIGKILL)".into()),
+        ..StopRecord::default()
     });
     c.expect = vec![(
         "stop",
@@ -440,6 +441,7 @@ pub fn all() -> Vec<Case> {
         cut_short: false,
         escaped_killed: 1,
         exit_status: Some("exit status: 0".into()),
+        ..StopRecord::default()
     });
     c.expect = vec![(
         "stop",
@@ -455,6 +457,7 @@ pub fn all() -> Vec<Case> {
         cut_short: false,
         escaped_killed: 0,
         exit_status: Some("exit status: 0".into()),
+        ..StopRecord::default()
     });
     c.expect = vec![];
     c.absent = vec!["stop", "serve"];
