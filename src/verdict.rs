@@ -1206,4 +1206,75 @@ RESULT: PASS
         assert_eq!(quote("a\"b\nc", 80), "\"a\\\"b\\nc\"");
         assert_eq!(quote("abcdef", 3), "\"abc…\"");
     }
+
+    #[test]
+    fn the_stop_line_says_only_what_happened() {
+        let said = |s: StopRecord| stop_line(Some((&s, 10.0))).map(|l| l.text);
+        assert_eq!(
+            said(StopRecord::default()),
+            None,
+            "a clean stop adds no line"
+        );
+        assert_eq!(
+            said(StopRecord {
+                killed: true,
+                group_killed: 2,
+                ..StopRecord::default()
+            })
+            .unwrap(),
+            "the serve did not exit within the 10 s grace after SIGTERM and was killed (SIGKILL) with 2 other process(es) of its group"
+        );
+        assert_eq!(
+            said(StopRecord {
+                group_killed: 1,
+                ..StopRecord::default()
+            })
+            .unwrap(),
+            "the serve exited, but 1 other process(es) of its group did not within the 10 s grace after SIGTERM and were killed (SIGKILL)"
+        );
+        assert_eq!(
+            said(StopRecord {
+                group_killed: 1,
+                cut_short: true,
+                ..StopRecord::default()
+            })
+            .unwrap(),
+            "the serve exited, but 1 other process(es) of its group were killed (SIGKILL) at a second signal"
+        );
+        assert_eq!(
+            said(StopRecord {
+                escaped_killed: 1,
+                cut_short: true,
+                ..StopRecord::default()
+            })
+            .unwrap(),
+            "1 process(es) had left the serve's process group and were killed after it stopped (SIGKILL at a second signal, before their grace ran out)"
+        );
+        assert_eq!(
+            said(StopRecord {
+                killed: true,
+                cut_short: true,
+                escaped_killed: 3,
+                ..StopRecord::default()
+            })
+            .unwrap(),
+            "the serve was killed (SIGKILL) at a second signal, before its grace ran out; 3 process(es) had left the serve's process group and were killed after it stopped"
+        );
+        assert_eq!(
+            said(StopRecord {
+                left_running: 1,
+                ..StopRecord::default()
+            })
+            .unwrap(),
+            "1 process(es) of the serve were still running 5 s after SIGKILL (stuck in the kernel?); the gate could not stop them"
+        );
+        // A second signal that came when nothing was left to cut adds nothing.
+        assert_eq!(
+            said(StopRecord {
+                cut_short: true,
+                ..StopRecord::default()
+            }),
+            None
+        );
+    }
 }
