@@ -218,8 +218,7 @@ fn utc_now() -> String {
 /// Run the gate; the exit code for its result.
 pub fn run(args: RunArgs) -> Result<u8> {
     let plan = Plan::new(args)?;
-    // One thread: the gate must stay near idle beside a serve that needs the CPU, and the serve
-    // is spawned from this long-lived thread, which PDEATHSIG is tied to.
+    // One thread: the gate must stay near idle beside a serve that needs the CPU.
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -429,14 +429,15 @@ pub struct ServeProcess {
     stopped: Option<StopRecord>,
     /// The event pipe reached EOF: the supervisor has exited.
     supervisor_gone: bool,
-    grace: Duration,
+    /// The grace of the stop, once asked for.
+    stopping: Option<Duration>,
 }
 
 impl ServeProcess {
     /// Start `argv` under a supervisor, with its output going to `log`; the supervisor keeps
     /// `hold` until the serve's whole tree is gone, and `hold` names it. Returns once the serve
     /// runs (its pid is the serve's own) or could not be started (the OS error, as exec gave
-    /// it). Call it from a thread that lives as long as the serve.
+    /// it).
     pub fn spawn(
         argv: &[String],
         log: &File,
@@ -488,7 +489,7 @@ impl ServeProcess {
             exit: None,
             stopped: None,
             supervisor_gone: false,
-            grace: Duration::ZERO,
+            stopping: None,
         };
         let deadline = Instant::now() + SPAWN_WAIT;
         loop {
@@ -566,7 +567,7 @@ impl ServeProcess {
                     Event::Stopped(r) => self.stopped = Some(r.clone()),
                     Event::Escapees(n) => eprintln!(
                         "npu-serve-smoke: the serve's process group is gone; stopping {n} process(es) that left it (SIGTERM, SIGKILL after the {} s grace)",
-                        self.grace.as_secs_f64()
+                        self.stopping.unwrap_or_default().as_secs_f64()
                     ),
                     _ => {}
                 }
@@ -615,8 +616,8 @@ impl ServeProcess {
     /// the supervisor has reaped them all and exited. Cancel-safe: dropped midway, the stop
     /// goes on, and [`kill_now`](Self::kill_now) cuts it short.
     pub async fn stop(&mut self, grace: Duration) -> StopRecord {
-        if self.grace.is_zero() {
-            self.grace = grace;
+        if self.stopping.is_none() {
+            self.stopping = Some(grace);
             self.send(supervise::Command::Stop { grace });
         }
         self.wait_stopped(grace * 2 + STOP_MARGIN).await
