@@ -10,7 +10,8 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use crate::compare::{self, CompareArgs};
 use crate::output::OutputArgs;
 use crate::standin::StandInArgs;
-use crate::{exit_codes, gate, judge, profile, selftest, standin};
+use crate::supervise::SuperviseArgs;
+use crate::{exit_codes, gate, judge, profile, selftest, standin, supervise};
 
 /// Default floor for the median decode rate, tok/s.
 pub const DEFAULT_FLOOR: f64 = 60.0;
@@ -64,6 +65,9 @@ pub enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+    /// The gate's own supervisor of a serve it launches (not for people: `run` starts it).
+    #[command(name = "__supervise", hide = true)]
+    Supervise(SuperviseArgs),
 }
 
 /// `run`: gate a serve.
@@ -275,6 +279,7 @@ pub fn dispatch(cli: Cli, given: &[String]) -> Result<u8> {
         Command::StandIn(args) => standin::run(args).map(|()| exit_codes::PASS),
         Command::SelfTest => selftest::run(),
         Command::Compare(args) => compare::run(args),
+        Command::Supervise(args) => supervise::run(args),
         Command::Completions { shell } => {
             // Into a buffer first: clap_complete panics when its writer fails (a closed
             // stdout), and a shell's completion script is small.

@@ -171,9 +171,10 @@ impl Plan {
                 .unwrap_or_else(|| format!("http://127.0.0.1:{port}"));
             let serve_argv = serve::fill_port(&serve_argv, port);
             // Both must be there before anything is held or started.
-            let binary = serve::fingerprint(&serve::resolve_binary(&serve_argv[0])?)?;
+            let binary = serve::fingerprint_serve(&serve_argv)?;
             if let Some(hold_program) = hold_cmd.first() {
-                serve::resolve_binary(hold_program).context("--hold-cmd")?;
+                serve::resolve_binary(hold_program, serve::Role::HoldProgram)
+                    .context("--hold-cmd")?;
             }
             let argv = hold_cmd.into_iter().chain(serve_argv).collect();
             (url, Launch::Spawn { argv, binary, port })
@@ -242,8 +243,7 @@ fn utc_now() -> String {
 /// Run the gate; the exit code for its result.
 pub fn run(args: RunArgs) -> Result<u8> {
     let plan = Plan::new(args)?;
-    // One thread: the gate must stay near idle beside a serve that needs the CPU, and the serve
-    // is spawned from this long-lived thread, which PDEATHSIG is tied to.
+    // One thread: the gate must stay near idle beside a serve that needs the CPU.
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -257,9 +257,6 @@ pub fn run(args: RunArgs) -> Result<u8> {
 async fn execute(plan: Plan) -> Result<u8> {
     // Registered first, so a signal in any phase is a recorded interruption, not a lost run.
     let mut interrupts = Interrupts::register()?;
-    if matches!(plan.launch, Launch::Spawn { .. }) {
-        serve::become_subreaper()?;
-    }
     let base_ns = clock::now_ns();
     let dir = match &plan.out {
         Some(out) => RunDir::create(out)?,
@@ -356,11 +353,10 @@ async fn execute(plan: Plan) -> Result<u8> {
                 }
             }
         };
-        let mut record = match graceful {
+        let record = match graceful {
             Some(r) => r,
-            None => p.kill_now(true).await,
+            None => p.kill_now().await,
         };
-        record.escaped_killed = serve::kill_orphans(plan.grace).await;
         manifest.stop = Some(record);
     }
     if let Some(hold) = progress.hold.take() {
@@ -525,7 +521,7 @@ async fn measure_serve(
                 }
             } else {
                 let log = dir.open_serve_log()?;
-                match ServeProcess::spawn(argv, &log) {
+                match ServeProcess::spawn(argv, &log, progress.hold.as_mut()) {
                     Ok(p) => {
                         crate::say!("started the serve (pid {})", p.pid());
                         manifest.serve_pid = Some(p.pid());

@@ -1,23 +1,32 @@
 //! The device hold: an exclusive advisory lock (flock) on a file, taken before the serve starts
-//! and kept until it is gone, so two gates never share a device.
+//! and kept until the serve and everything it started are gone, so two gates never share a
+//! device.
 //!
-//! The holder writes who it is beside the lock (`FILE.holder.json`), so a waiter can say whom it
-//! waits for. The kernel releases the lock when the holder's process dies, however it dies; a
-//! stale holder file is simply overwritten by the next holder.
+//! The lock belongs to the open file description, not to a process: the gate's supervisor
+//! inherits it and keeps it while it stops the serve's tree, even after the gate died, and the
+//! lock is free only once every copy is closed. Closing is the only release: nothing here
+//! unlocks explicitly, which would free the lock under the supervisor's feet.
+//!
+//! The holder says who it is inside the locked file itself (its PID, start time, command line,
+//! and once it runs, its supervisor's PID), so a waiter can say whom it waits for. A waiter
+//! names a holder only while that process still runs: text left by a holder that died (stale,
+//! since nobody cleared it) names nobody. A file that is not empty and not a holder's text, or
+//! not a regular file (a device node used as the lock), is only locked, never written.
 
-use std::fs::{File, OpenOptions};
-use std::path::{Path, PathBuf};
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::Read;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use nix::errno::Errno;
-use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 
 use crate::clock;
-use crate::rundir::write_atomic;
+use crate::supervise::{proc_stat, process_running};
 
-/// Who holds a hold, as written beside the lock.
+/// Who holds a hold, as written into the locked file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Holder {
     /// The holder's process id.
@@ -26,16 +35,56 @@ pub struct Holder {
     pub argv: Vec<String>,
     /// When it took the hold, UTC, RFC 3339.
     pub since_utc: String,
+    /// When the holder started (clock ticks since boot, /proc/PID/stat): a later process that
+    /// got the same PID is not taken for it.
+    #[serde(default)]
+    pub start: Option<u64>,
+    /// Its supervisor, which keeps the hold until the serve's tree is gone.
+    #[serde(default)]
+    pub supervisor: Option<u32>,
+    /// When the supervisor started.
+    #[serde(default)]
+    pub supervisor_start: Option<u64>,
 }
+
+/// What the waiter says when the holder said nothing it can use.
+pub const UNNAMED: &str = "a process that did not say who it is";
 
 impl Holder {
     /// "PID 4242 (npu-serve-smoke run ...) since 2026-11-29T12:01:33Z"
     pub fn describe(&self) -> String {
-        let mut cmd = self.argv.join(" ");
+        format!(
+            "PID {} ({}) since {}",
+            self.pid,
+            self.command(),
+            self.since_utc
+        )
+    }
+
+    fn command(&self) -> String {
+        let cmd = self.argv.join(" ");
         if cmd.chars().count() > 80 {
-            cmd = cmd.chars().take(80).collect::<String>() + " ...";
+            cmd.chars().take(80).collect::<String>() + " ..."
+        } else {
+            cmd
         }
-        format!("PID {} ({cmd}) since {}", self.pid, self.since_utc)
+    }
+
+    /// Whom the hold is held by, while a process this names still runs: the holder itself, or
+    /// its supervisor stopping the serve of a holder that is gone. `None` when neither runs:
+    /// the text is stale, and the lock is held by someone who did not say.
+    pub fn named(&self) -> Option<String> {
+        if process_running(self.pid, self.start) {
+            return Some(self.describe());
+        }
+        let supervisor = self.supervisor?;
+        process_running(supervisor, self.supervisor_start).then(|| {
+            format!(
+                "PID {supervisor}, the supervisor of PID {} ({}), which has exited; it is stopping that gate's serve",
+                self.pid,
+                self.command()
+            )
+        })
     }
 }
 
@@ -58,32 +107,63 @@ pub struct HoldRecord {
     pub released_ns: Option<u64>,
 }
 
-/// A hold this process has. Dropping it releases the lock.
+/// A hold this process has. Dropping it closes this copy of the lock; the lock is free once
+/// every copy (the supervisor's too) is closed.
 #[derive(Debug)]
 pub struct Hold {
-    lock: Flock<File>,
-    holder_path: PathBuf,
+    file: File,
+    holder: Holder,
+    /// Whether the holder text is this gate's to write (and to clear).
+    writes: bool,
 }
 
 impl Hold {
-    /// Release the lock now (the serve is gone) and remove the holder file.
+    /// The locked file, for the supervisor to inherit.
+    pub fn as_fd(&self) -> BorrowedFd<'_> {
+        self.file.as_fd()
+    }
+
+    /// Name the supervisor that keeps the hold beside this process, so a waiter can tell whom
+    /// it waits for once this process is gone.
+    pub fn name_supervisor(&mut self, pid: u32) {
+        self.holder.supervisor = Some(pid);
+        self.holder.supervisor_start = proc_stat(pid as i32).map(|s| s.start);
+        if self.writes {
+            write_holder(&self.file, &self.holder);
+        }
+    }
+
+    /// Release the hold (the serve and its supervisor are gone): clear the holder text, close.
     pub fn release(self) {
-        let _ = std::fs::remove_file(&self.holder_path);
-        drop(self.lock);
+        if self.writes {
+            let _ = self.file.set_len(0);
+        }
     }
 }
 
-/// The holder file beside `lock`.
-pub fn holder_path(lock: &Path) -> PathBuf {
-    let mut name = lock.as_os_str().to_owned();
-    name.push(".holder.json");
-    PathBuf::from(name)
+/// The holder text in `file`, if it holds one.
+fn read_holder(file: &File) -> Option<Holder> {
+    let mut bytes = Vec::new();
+    // Bounded: the lock file may be anything a user named.
+    file.take(1 << 20).read_to_end(&mut bytes).ok()?;
+    serde_json::from_slice(&bytes).ok()
 }
 
-/// Who holds `lock` now, as its holder file says; `None` when it says nothing readable.
+/// Write `holder` into `file`. Emptied first: a holder killed between the two steps leaves an
+/// empty file, never a mix of two texts.
+fn write_holder(file: &File, holder: &Holder) {
+    let Ok(text) = serde_json::to_vec(holder) else {
+        return;
+    };
+    if file.set_len(0).is_ok() {
+        let _ = file.write_all_at(&text, 0);
+    }
+}
+
+/// Who holds `lock` now, as the text in it says (whether or not that process still runs);
+/// `None` when it holds no holder text.
 pub fn current_holder(lock: &Path) -> Option<Holder> {
-    let bytes = std::fs::read(holder_path(lock)).ok()?;
-    serde_json::from_slice(&bytes).ok()
+    read_holder(&File::open(lock).ok()?)
 }
 
 /// How taking the hold came out.
@@ -105,19 +185,30 @@ pub async fn take(path: &Path, timeout: Duration, argv: &[String]) -> Result<Tak
         let file = OpenOptions::new()
             .create(true)
             .truncate(false)
+            .read(true)
             .write(true)
             .open(path)
             .with_context(|| format!("failed to open the hold file {}", path.display()))?;
-        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-            Ok(lock) => {
+        match file.try_lock() {
+            Ok(()) => {
+                let me = std::process::id();
                 let holder = Holder {
-                    pid: std::process::id(),
+                    pid: me,
                     argv: argv.to_vec(),
                     since_utc: humantime::format_rfc3339_seconds(std::time::SystemTime::now())
                         .to_string(),
+                    start: proc_stat(me as i32).map(|s| s.start),
+                    supervisor: None,
+                    supervisor_start: None,
                 };
-                let holder_path = holder_path(path);
-                write_atomic(&holder_path, &serde_json::to_vec_pretty(&holder)?)?;
+                let meta = file
+                    .metadata()
+                    .with_context(|| format!("failed to read {}", path.display()))?;
+                // Someone else's file used as the lock is never written into.
+                let writes = meta.is_file() && (meta.len() == 0 || read_holder(&file).is_some());
+                if writes {
+                    write_holder(&file, &holder);
+                }
                 let record = HoldRecord {
                     file: path.display().to_string(),
                     acquired: true,
@@ -127,20 +218,25 @@ pub async fn take(path: &Path, timeout: Duration, argv: &[String]) -> Result<Tak
                     acquired_ns: Some(clock::now_ns()),
                     released_ns: None,
                 };
-                return Ok(Taken::Acquired(Hold { lock, holder_path }, record));
+                let hold = Hold {
+                    file,
+                    holder,
+                    writes,
+                };
+                return Ok(Taken::Acquired(hold, record));
             }
-            Err((_, Errno::EWOULDBLOCK)) => {}
-            Err((_, e)) => {
+            Err(TryLockError::WouldBlock) => {}
+            Err(TryLockError::Error(e)) => {
                 return Err(e).with_context(|| format!("failed to lock {}", path.display()))
             }
         }
-        // A holder removes its file just before it unlocks: a missing file while the lock is
-        // still held must not replace the holder already named.
-        let holder = match (current_holder(path), &said) {
-            (Some(h), _) => h.describe(),
-            (None, Some(known)) => known.clone(),
-            (None, None) => "a process that did not say who it is".to_string(),
+        let holder = match read_holder(&file) {
+            Some(h) => h.named().unwrap_or_else(|| UNNAMED.to_string()),
+            // No text: a holder that wrote none, or one between emptying the file and writing
+            // it, or clearing it just before it closes. The one already named still holds.
+            None => said.clone().unwrap_or_else(|| UNNAMED.to_string()),
         };
+        drop(file);
         if said.as_deref() != Some(holder.as_str()) {
             crate::say!(
                 "waiting for the hold on {}, held by {holder}",
@@ -175,8 +271,71 @@ mod tests {
             .unwrap()
     }
 
+    /// A pid that ran and is gone (reaped).
+    fn dead_pid() -> u32 {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        pid
+    }
+
+    fn holder(pid: u32) -> Holder {
+        Holder {
+            pid,
+            argv: vec!["npu-serve-smoke".into(), "run".into()],
+            since_utc: "2026-11-29T12:01:33Z".into(),
+            start: None,
+            supervisor: None,
+            supervisor_start: None,
+        }
+    }
+
     #[test]
-    fn the_holder_named_is_kept_while_its_file_goes_just_before_the_unlock() {
+    fn a_holder_is_named_only_while_it_or_its_supervisor_runs() {
+        let me = std::process::id();
+        let live = holder(me);
+        assert_eq!(
+            live.named().unwrap(),
+            format!("PID {me} (npu-serve-smoke run) since 2026-11-29T12:01:33Z")
+        );
+        let dead = dead_pid();
+        assert_eq!(holder(dead).named(), None, "a dead holder names nobody");
+        // The same pid, started at another time, is another process.
+        let mut reused = holder(me);
+        reused.start = Some(proc_stat(me as i32).unwrap().start + 1);
+        assert_eq!(reused.named(), None);
+        let mut stopping = holder(dead);
+        stopping.supervisor = Some(me);
+        let named = stopping.named().unwrap();
+        assert!(
+            named.starts_with(&format!("PID {me}, the supervisor of PID {dead} (")),
+            "{named}"
+        );
+        assert!(named.contains("which has exited; it is stopping that gate's serve"));
+        stopping.supervisor = Some(dead_pid());
+        assert_eq!(stopping.named(), None);
+    }
+
+    #[test]
+    fn a_stale_holder_text_names_no_dead_pid_while_someone_else_holds_the_lock() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("npu.hold");
+        let dead = dead_pid();
+        std::fs::write(&path, serde_json::to_vec(&holder(dead)).unwrap()).unwrap();
+        let other = File::open(&path).unwrap();
+        other.lock().unwrap();
+        let argv = vec!["second".to_string()];
+        let Taken::TimedOut(rec) = rt()
+            .block_on(take(&path, Duration::from_millis(300), &argv))
+            .unwrap()
+        else {
+            panic!("the hold is taken")
+        };
+        assert_eq!(rec.waited_for.as_deref(), Some(UNNAMED));
+    }
+
+    #[test]
+    fn the_holder_named_is_kept_while_its_text_is_cleared_just_before_the_close() {
         let d = tempfile::tempdir().unwrap();
         let path = d.path().join("npu.hold");
         let argv = vec!["first".to_string()];
@@ -187,12 +346,11 @@ mod tests {
         else {
             panic!("the first taker must get a free hold")
         };
-        let holder_file = holder_path(&path);
         let release = async move {
-            // The waiter polls every 200 ms: it names the holder, then sees the file gone
+            // The waiter polls every 200 ms: it names the holder, then sees the text gone
             // while the lock is still held, then gets the lock.
             tokio::time::sleep(Duration::from_millis(300)).await;
-            std::fs::remove_file(&holder_file).unwrap();
+            first.file.set_len(0).unwrap();
             tokio::time::sleep(Duration::from_millis(500)).await;
             drop(first);
         };
@@ -242,11 +400,39 @@ mod tests {
             "{waited_for}"
         );
         first.release();
-        assert!(current_holder(&path).is_none());
+        assert!(
+            current_holder(&path).is_none(),
+            "released, the text is cleared"
+        );
         assert!(matches!(
             rt.block_on(take(&path, Duration::from_secs(1), &argv))
                 .unwrap(),
             Taken::Acquired(..)
         ));
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_holders_is_locked_but_never_written() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("firmware.bin");
+        std::fs::write(&path, b"\x7fELF not a holder").unwrap();
+        let argv = vec!["gate".to_string()];
+        let rt = rt();
+        let Taken::Acquired(hold, _) = rt
+            .block_on(take(&path, Duration::from_secs(1), &argv))
+            .unwrap()
+        else {
+            panic!("a free hold")
+        };
+        let mut hold = hold;
+        hold.name_supervisor(std::process::id());
+        assert!(!hold_is_free(&path));
+        hold.release();
+        assert_eq!(std::fs::read(&path).unwrap(), b"\x7fELF not a holder");
+        assert!(hold_is_free(&path));
+    }
+
+    fn hold_is_free(path: &Path) -> bool {
+        File::open(path).unwrap().try_lock().is_ok()
     }
 }

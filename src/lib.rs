@@ -5,7 +5,9 @@
 //! - [`gate`]: `run`, the live gate, from checked arguments to a judged, archived run.
 //! - [`judge`]: `judge DIR`, re-judging an archive; [`compare`]: runs side by side.
 //! - [`timeline`]: timeline.svg, one row per reply.
-//! - [`serve`]: launching and stopping the serve (process group, PDEATHSIG, grace, orphans).
+//! - [`serve`]: launching and stopping the serve, and what was launched (path, sha256, script);
+//!   [`supervise`]: the supervisor process that starts the serve, stops its whole tree and keeps
+//!   the hold until it is gone, even when the gate is killed.
 //! - [`hold`]: the device hold (flock), and who holds it.
 //! - [`client`]: the HTTP client: readiness probes and streamed replies, timed as bytes arrive;
 //!   [`stamped`]: the socket whose reads carry those times.
@@ -52,5 +54,6 @@ pub mod signals;
 pub mod sse;
 pub mod stamped;
 pub mod standin;
+pub mod supervise;
 pub mod timeline;
 pub mod verdict;

@@ -196,23 +196,33 @@ impl Startup {
     }
 }
 
-/// How the serve was stopped.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// How the serve was stopped: only what happened, as the supervisor saw it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct StopRecord {
-    /// Whether SIGKILL was sent: the serve outlived the grace period, or a second signal cut
-    /// the grace short.
+    /// Whether the serve itself was still running when the grace ran out (or a second signal
+    /// cut it short), and was killed with SIGKILL.
     pub killed: bool,
-    /// SIGKILL came from a second signal, not from the grace running out.
+    /// A second signal cut the stop short: whatever was left got SIGKILL at once.
     #[serde(default)]
     pub cut_short: bool,
-    /// Processes that had left the serve's process group and were killed after it stopped.
+    /// Processes that had left the serve's process group and were still running after it
+    /// stopped; they were stopped too (SIGTERM, SIGKILL after the grace). Zombies are not
+    /// counted: they were already gone.
     #[serde(default)]
     pub escaped_killed: usize,
     /// The serve's exit status, as text, when it was reaped.
     pub exit_status: Option<String>,
+    /// Other processes of the serve's group still running when SIGKILL went to it (the serve
+    /// may have exited on SIGTERM while they did not).
+    #[serde(default)]
+    pub group_killed: usize,
+    /// Processes of the serve's tree still running 5 s after SIGKILL (stuck in the kernel):
+    /// the gate could not stop them.
+    #[serde(default)]
+    pub left_running: usize,
 }
 
-/// The serve binary that was gated.
+/// A program that was gated: the serve binary, or a script or interpreter beside it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BinaryInfo {
     /// Resolved absolute path.
@@ -221,6 +231,14 @@ pub struct BinaryInfo {
     pub size: u64,
     /// sha256, hex.
     pub sha256: String,
+    /// For an interpreter started on a script (`python3 serve.py`, `node x.js`, `sh run.sh`):
+    /// the script, the first argument after the interpreter's options.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub script: Option<Box<BinaryInfo>>,
+    /// For a `#!` script: the interpreter its `#!` line names (for `#!/usr/bin/env NAME`, the
+    /// NAME env finds on PATH).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interpreter: Option<Box<BinaryInfo>>,
 }
 
 /// Limits that bound the run's phases.

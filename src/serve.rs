@@ -1,60 +1,231 @@
-//! Launching and stopping the serve.
+//! Launching and stopping the serve, and knowing what was launched.
 //!
-//! The serve is spawned directly (never through a shell), in a process group of its own within
+//! The serve is started by the gate's supervisor ([`crate::supervise`], the gate's own binary
+//! run as `__supervise`), directly (never through a shell), in a process group of its own within
 //! the gate's session: `setpgid`, not `setsid`, because a new session would also get its own
 //! scheduler autogroup and hide the CPU contention the gate must see. Its stdout and stderr go
 //! straight into serve.log, so nothing of the gate sits between the serve and its log.
 //!
-//! What reaches what: PR_SET_PDEATHSIG (SIGKILL) reaches the direct child when the gate dies,
-//! even by SIGKILL; the process group reaches everything the serve started, on an orderly stop
-//! (SIGTERM to the group, SIGKILL after the grace).
+//! What reaches what: the supervisor is the serve's parent (PR_SET_PDEATHSIG = SIGKILL ties the
+//! serve to it) and the child subreaper of everything the serve starts; an orderly stop goes to
+//! the serve's group and then to every descendant that left it; when the gate dies, even by
+//! SIGKILL, the supervisor kills the serve's whole tree before it exits and lets the hold go.
+//! [`ServeProcess`] is the gate's side of it.
 
 use std::fs::File;
 use std::io::Read;
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::CommandExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
-use nix::sys::signal::{killpg, Signal};
-use nix::unistd::Pid;
+use anyhow::{anyhow, bail, Context, Result};
+use nix::fcntl::OFlag;
+use nix::libc;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::signal::Signal;
 use sha2::{Digest, Sha256};
 
+use crate::hold::Hold;
 use crate::record::{BinaryInfo, StopRecord};
+use crate::supervise::{self, Event};
 
 /// The placeholder in the serve's arguments that becomes the port the gate picked.
 pub const PORT_PLACEHOLDER: &str = "{port}";
 
-/// Find the serve binary as exec would: a name with a `/` is a path, any other name is
-/// looked up on PATH. It must be a file with an execute bit.
-pub fn resolve_binary(argv0: &str) -> Result<PathBuf> {
-    let candidates: Vec<PathBuf> = if argv0.contains('/') {
-        vec![PathBuf::from(argv0)]
-    } else {
-        std::env::var_os("PATH")
-            .map(|p| std::env::split_paths(&p).map(|d| d.join(argv0)).collect())
-            .unwrap_or_default()
-    };
-    for c in &candidates {
-        if let Ok(meta) = std::fs::metadata(c) {
-            if meta.is_file() {
-                if meta.permissions().mode() & 0o111 == 0 {
-                    bail!("the serve binary {} is not executable", c.display());
-                }
-                return std::fs::canonicalize(c)
-                    .with_context(|| format!("failed to resolve {}", c.display()));
-            }
-        }
-    }
-    if argv0.contains('/') {
-        bail!("the serve binary {argv0} was not found");
-    }
-    bail!("the serve binary {argv0} was not found on PATH");
+/// What a program is to the gate, which its errors call it by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// The serve (the release candidate).
+    Serve,
+    /// The `--hold-cmd` program the serve runs under.
+    HoldProgram,
 }
 
-/// Size and sha256 of the serve binary, so an archive says exactly what was gated.
+impl Role {
+    fn label(self) -> &'static str {
+        match self {
+            Role::Serve => "the serve binary",
+            Role::HoldProgram => "the hold program",
+        }
+    }
+}
+
+/// Why a path cannot be exec'd.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unrunnable {
+    Missing,
+    Directory,
+    NotAFile,
+    NotExecutable,
+}
+
+impl Unrunnable {
+    fn says(self) -> &'static str {
+        match self {
+            Unrunnable::Missing => "was not found",
+            Unrunnable::Directory => "is a directory, not a program",
+            Unrunnable::NotAFile => "is not a regular file",
+            Unrunnable::NotExecutable => "is not executable",
+        }
+    }
+}
+
+fn runnable(path: &Path) -> std::result::Result<(), Unrunnable> {
+    let meta = std::fs::metadata(path).map_err(|_| Unrunnable::Missing)?;
+    if meta.is_dir() {
+        Err(Unrunnable::Directory)
+    } else if !meta.is_file() {
+        Err(Unrunnable::NotAFile)
+    } else if meta.permissions().mode() & 0o111 == 0 {
+        Err(Unrunnable::NotExecutable)
+    } else {
+        Ok(())
+    }
+}
+
+fn canonical(path: &Path) -> Result<PathBuf> {
+    std::fs::canonicalize(path).with_context(|| format!("failed to resolve {}", path.display()))
+}
+
+/// The first executable file named `name` on PATH, as execvp would find it.
+pub(crate) fn on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|c| runnable(c).is_ok())
+}
+
+/// A program as exec would run it: its resolved path, and for a `#!` script the interpreter.
+#[derive(Debug, Clone, PartialEq)]
+struct Resolved {
+    path: PathBuf,
+    interpreter: Option<Box<Resolved>>,
+}
+
+/// Linux runs at most this many `#!` scripts in a chain (BINPRM_MAX_RECURSION).
+const MAX_SCRIPT_DEPTH: usize = 4;
+
+/// Find `argv0` as exec would (a name with a `/` is a path, any other name is looked up on
+/// PATH) and check exec can run it: a file with an execute bit, and for a `#!` script an
+/// interpreter that is there and runnable too. `role` says what the errors call it.
+pub fn resolve_binary(argv0: &str, role: Role) -> Result<PathBuf> {
+    Ok(resolve(argv0, role)?.path)
+}
+
+fn resolve(argv0: &str, role: Role) -> Result<Resolved> {
+    let label = role.label();
+    let path = if argv0.contains('/') {
+        match runnable(Path::new(argv0)) {
+            Ok(()) => canonical(Path::new(argv0))?,
+            Err(why) => bail!("{label} {argv0} {}", why.says()),
+        }
+    } else {
+        let dirs = std::env::var_os("PATH")
+            .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+            .unwrap_or_default();
+        let mut found = None;
+        for c in dirs.iter().map(|d| d.join(argv0)) {
+            match runnable(&c) {
+                Ok(()) => {
+                    found = Some(canonical(&c)?);
+                    break;
+                }
+                // As execvp: a match without the execute bit is the error, if nothing later runs.
+                Err(Unrunnable::NotExecutable) => {
+                    bail!(
+                        "{label} {} {}",
+                        c.display(),
+                        Unrunnable::NotExecutable.says()
+                    )
+                }
+                Err(_) => {}
+            }
+        }
+        match found {
+            Some(p) => p,
+            None => bail!("{label} {argv0} was not found on PATH"),
+        }
+    };
+    let interpreter = interpreter_of(&path, role, 1)?;
+    Ok(Resolved { path, interpreter })
+}
+
+/// The `#!` line of `path` (without `#!` and the newline), if it starts with one. A file that
+/// cannot be read is left to exec to judge.
+fn shebang(path: &Path) -> Option<String> {
+    let mut head = Vec::with_capacity(256);
+    File::open(path)
+        .ok()?
+        .take(256)
+        .read_to_end(&mut head)
+        .ok()?;
+    let line = head.strip_prefix(b"#!")?;
+    let end = line.iter().position(|&b| b == b'\n').unwrap_or(line.len());
+    Some(String::from_utf8_lossy(&line[..end]).into_owned())
+}
+
+/// What `#!/usr/bin/env ARG` runs: ARG as the kernel passes it (one argument), or with `-S`
+/// the first word that is not an option or an assignment.
+fn env_target(arg: &str) -> Option<&str> {
+    if let Some(words) = arg.strip_prefix("-S") {
+        return words
+            .split_whitespace()
+            .find(|w| !w.starts_with('-') && !w.contains('='));
+    }
+    (!arg.is_empty() && !arg.starts_with('-') && !arg.contains('=')).then_some(arg)
+}
+
+fn interpreter_of(script: &Path, role: Role, depth: usize) -> Result<Option<Box<Resolved>>> {
+    let Some(line) = shebang(script) else {
+        return Ok(None);
+    };
+    let line = line.trim_matches(|c| c == ' ' || c == '\t' || c == '\r');
+    let (named, arg) = match line.split_once([' ', '\t']) {
+        Some((n, a)) => (n, a.trim_matches(|c| c == ' ' || c == '\t')),
+        None => (line, ""),
+    };
+    if named.is_empty() {
+        // The kernel refuses it (ENOEXEC) and execvp hands the file to /bin/sh instead.
+        return Ok(None);
+    }
+    let label = role.label();
+    let script_name = script.display();
+    if depth > MAX_SCRIPT_DEPTH {
+        bail!("{label} {script_name} is a #! script whose interpreters are nested more than {MAX_SCRIPT_DEPTH} deep; exec refuses that");
+    }
+    // The kernel opens the interpreter as named: a relative name is from the working directory.
+    if let Err(why) = runnable(Path::new(named)) {
+        bail!(
+            "{label} {script_name} names the interpreter {named} on its #! line, which {}",
+            why.says()
+        );
+    }
+    let mut program = canonical(Path::new(named))?;
+    // `#!/usr/bin/env NAME`: the interpreter that matters is the NAME env finds on PATH.
+    if program.file_name().is_some_and(|n| n == "env") {
+        if let Some(name) = env_target(arg) {
+            let target = if name.contains('/') {
+                runnable(Path::new(name)).ok().map(|()| PathBuf::from(name))
+            } else {
+                on_path(name)
+            };
+            let Some(target) = target else {
+                bail!("{label} {script_name} runs {name} through env on its #! line, and {name} was not found on PATH");
+            };
+            program = canonical(&target)?;
+        }
+    }
+    let interpreter = interpreter_of(&program, role, depth + 1)?;
+    Ok(Some(Box::new(Resolved {
+        path: program,
+        interpreter,
+    })))
+}
+
+/// Size and sha256 of a file, so an archive says exactly what was gated.
 pub fn fingerprint(path: &Path) -> Result<BinaryInfo> {
     let mut file =
         File::open(path).with_context(|| format!("failed to open {}", path.display()))?;
@@ -80,7 +251,140 @@ pub fn fingerprint(path: &Path) -> Result<BinaryInfo> {
         path: path.display().to_string(),
         size,
         sha256,
+        script: None,
+        interpreter: None,
     })
+}
+
+fn fingerprint_resolved(r: &Resolved) -> Result<BinaryInfo> {
+    let mut info = fingerprint(&r.path)?;
+    if let Some(i) = &r.interpreter {
+        info.interpreter = Some(Box::new(fingerprint_resolved(i)?));
+    }
+    Ok(info)
+}
+
+/// Interpreters whose first argument after their options is the program they run, with the
+/// options that mean there is no script file (code on the command line, a module) and those
+/// that take the next argument as their value.
+struct Interpreter {
+    names: &'static [&'static str],
+    inline: &'static [&'static str],
+    valued: &'static [&'static str],
+}
+
+const INTERPRETERS: &[Interpreter] = &[
+    Interpreter {
+        names: &["python", "pypy"],
+        inline: &["-c", "-m"],
+        valued: &["-W", "-X"],
+    },
+    Interpreter {
+        names: &["node", "nodejs"],
+        inline: &["-e", "--eval", "-p", "--print"],
+        valued: &["-r", "--require", "--import", "--loader"],
+    },
+    Interpreter {
+        names: &["sh", "bash", "dash", "zsh", "ksh", "mksh", "ash"],
+        inline: &["-c"],
+        valued: &["-o", "+o", "-O", "+O"],
+    },
+    Interpreter {
+        names: &["perl"],
+        inline: &["-e", "-E"],
+        valued: &[],
+    },
+    Interpreter {
+        names: &["ruby"],
+        inline: &["-e"],
+        valued: &["-I", "-r"],
+    },
+    Interpreter {
+        names: &["php"],
+        inline: &["-r"],
+        valued: &["-c", "-d", "-z"],
+    },
+    Interpreter {
+        names: &["lua", "luajit"],
+        inline: &["-e"],
+        valued: &["-l"],
+    },
+    Interpreter {
+        names: &["tclsh", "Rscript"],
+        inline: &["-e"],
+        valued: &[],
+    },
+];
+
+/// The interpreter a program name is (`python3.11` is python, `perl5.36` perl), if it is one.
+fn interpreter_named(name: &str) -> Option<&'static Interpreter> {
+    let bare = name.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
+    INTERPRETERS.iter().find(|i| i.names.contains(&bare))
+}
+
+/// The script an interpreter is asked to run: the first argument after its options, if that
+/// names an existing regular file. None when an option gives the code itself (`-c`, `-e`, `-m`).
+fn script_argument<'a>(interpreter: &Interpreter, args: &'a [String]) -> Option<&'a str> {
+    let mut args = args.iter();
+    while let Some(a) = args.next() {
+        let a = a.as_str();
+        if a == "--" {
+            return args.next().map(String::as_str).filter(|s| is_file(s));
+        }
+        let option = (a.starts_with('-') || a.starts_with('+')) && a.len() > 1;
+        if !option {
+            return is_file(a).then_some(a);
+        }
+        if interpreter.inline.contains(&a) {
+            return None;
+        }
+        // Short options run together (`-uc`, `-xe`): one of them may be code on the command line.
+        let short = !a.starts_with("--") && a.len() > 2 && a[1..].chars().all(char::is_alphabetic);
+        if short
+            && a[1..].chars().any(|c| {
+                interpreter
+                    .inline
+                    .iter()
+                    .any(|i| i.len() == 2 && i.ends_with(c))
+            })
+        {
+            return None;
+        }
+        if interpreter.valued.contains(&a) {
+            args.next();
+        }
+    }
+    None
+}
+
+fn is_file(path: &str) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.is_file())
+}
+
+/// The serve command's program, resolved and fingerprinted, with what it runs: for a `#!`
+/// script its interpreter (`interpreter`), for an interpreter started on a script
+/// (`python3 serve.py`) the script (`script`). Errors as [`resolve_binary`]'s, before anything
+/// starts.
+pub fn fingerprint_serve(argv: &[String]) -> Result<BinaryInfo> {
+    let argv0 = argv
+        .first()
+        .ok_or_else(|| anyhow!("the serve command is empty"))?;
+    let resolved = resolve(argv0, Role::Serve)?;
+    let mut info = fingerprint_resolved(&resolved)?;
+    let name_of = |p: &Path| {
+        p.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    // The name as typed, then as resolved (`python3` may be a link to `python3.11`).
+    let interpreter = interpreter_named(&name_of(Path::new(argv0)))
+        .or_else(|| interpreter_named(&name_of(&resolved.path)));
+    if let Some(i) = interpreter {
+        if let Some(script) = script_argument(i, &argv[1..]) {
+            info.script = Some(Box::new(fingerprint(&canonical(Path::new(script))?)?));
+        }
+    }
+    Ok(info)
 }
 
 /// A free port on 127.0.0.1, as the kernel picks one. Another process may take it before the
@@ -104,59 +408,183 @@ pub fn fill_port(argv: &[String], port: u16) -> Vec<String> {
         .collect()
 }
 
-/// A running serve.
+/// How long the supervisor may take to report that the serve started (or could not): exec of
+/// the serve is all it does first.
+const SPAWN_WAIT: Duration = Duration::from_secs(30);
+
+/// How long the supervisor may take past the stop it was given, before the gate kills it.
+const STOP_MARGIN: Duration = Duration::from_secs(20);
+
+/// A running serve, through its supervisor.
 #[derive(Debug)]
 pub struct ServeProcess {
-    child: Child,
-    pgid: Pid,
+    supervisor: Child,
+    pid: u32,
+    /// The command pipe; closing it tells the supervisor the gate is gone.
+    commands: Option<File>,
+    /// The event pipe, non-blocking, and what was read of it that is not yet a line.
+    events: File,
+    pending: Vec<u8>,
     exit: Option<ExitStatus>,
+    stopped: Option<StopRecord>,
+    /// The event pipe reached EOF: the supervisor has exited.
+    supervisor_gone: bool,
+    /// The grace of the stop, once asked for.
+    stopping: Option<Duration>,
 }
 
 impl ServeProcess {
-    /// Start `argv` with its output going to `log`. Must be called from a thread that lives as
-    /// long as the serve: PDEATHSIG fires when the spawning *thread* exits.
-    pub fn spawn(argv: &[String], log: &File) -> std::io::Result<ServeProcess> {
-        let (program, args) = argv
-            .split_first()
-            .ok_or_else(|| std::io::Error::other("the serve command is empty"))?;
-        let parent = nix::unistd::getpid();
-        let mut cmd = Command::new(program);
-        cmd.args(args)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log.try_clone()?)
+    /// Start `argv` under a supervisor, with its output going to `log`; the supervisor keeps
+    /// `hold` until the serve's whole tree is gone, and `hold` names it. Returns once the serve
+    /// runs (its pid is the serve's own) or could not be started (the OS error, as exec gave
+    /// it).
+    pub fn spawn(
+        argv: &[String],
+        log: &File,
+        mut hold: Option<&mut Hold>,
+    ) -> std::io::Result<ServeProcess> {
+        let (cmd_read, cmd_write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
+        let (event_read, event_write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
+        let log_fd = log.as_raw_fd();
+        let hold_fd = hold.as_ref().map(|h| h.as_fd().as_raw_fd());
+        // /proc/self/exe runs this very binary, even if its file was replaced since it started.
+        let mut cmd = Command::new("/proc/self/exe");
+        cmd.arg0("npu-serve-smoke")
+            .arg(supervise::SUBCOMMAND)
+            .args(["--log-fd", &log_fd.to_string()]);
+        if let Some(fd) = hold_fd {
+            cmd.args(["--hold-fd", &fd.to_string()]);
+        }
+        cmd.arg("--")
+            .args(argv)
+            .stdin(Stdio::from(cmd_read))
+            .stdout(Stdio::from(event_write))
+            .stderr(Stdio::inherit())
+            // Out of the gate's group: a signal to that group (Ctrl-C, `kill -- -PGID`) must
+            // not take the supervisor before it has stopped the serve.
             .process_group(0);
-        // SAFETY: between fork and exec only async-signal-safe calls: prctl and getppid.
+        // SAFETY: between fork and exec only fcntl, which is async-signal-safe.
         unsafe {
             cmd.pre_exec(move || {
-                nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
-                // The gate may have died between fork and prctl; then nothing would kill us.
-                if nix::unistd::getppid() != parent {
-                    return Err(std::io::Error::other(
-                        "the gate exited while starting the serve",
-                    ));
+                for fd in std::iter::once(log_fd).chain(hold_fd) {
+                    if libc::fcntl(fd, libc::F_SETFD, 0) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
                 }
                 Ok(())
             });
         }
-        let child = cmd.spawn()?;
-        let pgid = Pid::from_raw(child.id() as i32);
-        Ok(ServeProcess {
-            child,
-            pgid,
+        let supervisor = cmd.spawn()?;
+        // The gate's copies of the supervisor's pipe ends go with the command: the event pipe
+        // must reach EOF when the supervisor exits.
+        drop(cmd);
+        let events = File::from(event_read);
+        nix::fcntl::fcntl(&events, nix::fcntl::FcntlArg::F_SETFL(OFlag::O_NONBLOCK))?;
+        let mut p = ServeProcess {
+            supervisor,
+            pid: 0,
+            commands: Some(File::from(cmd_write)),
+            events,
+            pending: Vec::new(),
             exit: None,
-        })
+            stopped: None,
+            supervisor_gone: false,
+            stopping: None,
+        };
+        let deadline = Instant::now() + SPAWN_WAIT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                let _ = p.supervisor.kill();
+                let _ = p.supervisor.wait();
+                return Err(std::io::Error::other(format!(
+                    "the serve was not started within {} s",
+                    SPAWN_WAIT.as_secs()
+                )));
+            }
+            let mut fds = [PollFd::new(p.events.as_fd(), PollFlags::POLLIN)];
+            let _ = poll(
+                &mut fds,
+                PollTimeout::try_from(left).unwrap_or(PollTimeout::MAX),
+            );
+            for event in p.read_events() {
+                match event {
+                    Event::Spawned(pid) => {
+                        p.pid = pid;
+                        if let Some(h) = hold.take() {
+                            h.name_supervisor(p.supervisor.id());
+                        }
+                        return Ok(p);
+                    }
+                    Event::SpawnFailed { errno, message } => {
+                        let _ = p.supervisor.wait();
+                        return Err(match errno {
+                            0 => std::io::Error::other(message),
+                            n => std::io::Error::from_raw_os_error(n),
+                        });
+                    }
+                    _ => {}
+                }
+            }
+            if p.supervisor_gone {
+                let status = p.supervisor.wait()?;
+                return Err(std::io::Error::other(format!(
+                    "the gate's supervisor exited ({status}) before it started the serve"
+                )));
+            }
+        }
     }
 
     /// The serve's process id (also its process group id).
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.pid
     }
 
-    /// The exit status, once the serve has exited (reaping it).
+    /// Read what the supervisor said since last time (never blocks), keeping what it learns.
+    fn read_events(&mut self) -> Vec<Event> {
+        let mut buf = [0u8; 4096];
+        loop {
+            match (&self.events).read(&mut buf) {
+                Ok(0) => {
+                    self.supervisor_gone = true;
+                    break;
+                }
+                Ok(n) => self.pending.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+            // A stop record is a few hundred bytes; anything far longer is not the supervisor.
+            if self.pending.len() > 1 << 16 {
+                self.pending.clear();
+            }
+        }
+        let mut events = Vec::new();
+        while let Some(end) = self.pending.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = self.pending.drain(..=end).collect();
+            if let Some(e) = Event::parse(String::from_utf8_lossy(&line).trim_end()) {
+                match &e {
+                    Event::Exited(raw) => self.exit = Some(ExitStatus::from_raw(*raw)),
+                    Event::Stopped(r) => self.stopped = Some(r.clone()),
+                    Event::Escapees(n) => eprintln!(
+                        "npu-serve-smoke: the serve's process group is gone; stopping {n} process(es) that left it (SIGTERM, SIGKILL after the {} s grace)",
+                        self.stopping.unwrap_or_default().as_secs_f64()
+                    ),
+                    _ => {}
+                }
+                events.push(e);
+            }
+        }
+        if self.supervisor_gone && self.exit.is_none() {
+            // The supervisor died before the serve: its PDEATHSIG (SIGKILL) took the serve.
+            self.exit = Some(ExitStatus::from_raw(Signal::SIGKILL as i32));
+        }
+        events
+    }
+
+    /// The exit status, once the serve has exited.
     pub fn exited(&mut self) -> Option<ExitStatus> {
         if self.exit.is_none() {
-            self.exit = self.child.try_wait().ok().flatten();
+            self.read_events();
         }
         self.exit
     }
@@ -175,117 +603,59 @@ impl ServeProcess {
         }
     }
 
-    /// Whether any process of the serve's group is still there (the serve itself once reaped,
-    /// or anything it started).
-    fn group_alive(&self) -> bool {
-        killpg(self.pgid, None).is_ok()
+    fn send(&mut self, command: supervise::Command) {
+        use std::io::Write;
+        if let Some(pipe) = self.commands.as_mut() {
+            // A supervisor that is gone cannot hear it; its closed event pipe says so.
+            let _ = writeln!(pipe, "{}", command.to_line());
+        }
     }
 
-    /// Stop the serve and everything it started: SIGTERM to its group, SIGKILL after `grace`.
-    /// Returns when no process of the group remains (or, for a process that cannot be killed,
-    /// after a bounded wait).
+    /// Stop the serve and everything it started: SIGTERM to its group, SIGKILL after `grace`;
+    /// then SIGTERM to what left the group and still runs, SIGKILL after `grace`. Returns once
+    /// the supervisor has reaped them all and exited. Cancel-safe: dropped midway, the stop
+    /// goes on, and [`kill_now`](Self::kill_now) cuts it short.
     pub async fn stop(&mut self, grace: Duration) -> StopRecord {
-        let _ = killpg(self.pgid, Signal::SIGTERM);
-        if self.wait_gone(grace).await {
-            return StopRecord {
-                killed: false,
-                cut_short: false,
-                escaped_killed: 0,
-                exit_status: self.exit.map(|s| s.to_string()),
-            };
+        if self.stopping.is_none() {
+            self.stopping = Some(grace);
+            self.send(supervise::Command::Stop { grace });
         }
-        self.kill_now(false).await
+        self.wait_stopped(grace * 2 + STOP_MARGIN).await
     }
 
-    /// SIGKILL the serve's group now: the grace ran out, or (`cut_short`) a second signal came.
-    pub async fn kill_now(&mut self, cut_short: bool) -> StopRecord {
-        let _ = killpg(self.pgid, Signal::SIGKILL);
-        // SIGKILL cannot be ignored, but a process stuck in the kernel (D state) can hold on
-        // for a while: bound this wait too.
-        self.wait_gone(Duration::from_secs(5)).await;
-        StopRecord {
-            killed: true,
-            cut_short,
-            escaped_killed: 0,
-            exit_status: self.exit.map(|s| s.to_string()),
+    /// SIGKILL whatever of the serve is left, now: a second signal came.
+    pub async fn kill_now(&mut self) -> StopRecord {
+        if self.stopped.is_none() {
+            self.send(supervise::Command::Kill);
         }
+        self.wait_stopped(STOP_MARGIN).await
     }
 
-    /// Wait until the serve is reaped and its group is empty, at most `limit`.
-    async fn wait_gone(&mut self, limit: Duration) -> bool {
+    /// Wait for the supervisor's stop record and its exit, at most `limit`; past it, kill the
+    /// supervisor (its PDEATHSIG kills the serve).
+    async fn wait_stopped(&mut self, limit: Duration) -> StopRecord {
         let deadline = Instant::now() + limit;
-        loop {
-            self.exited();
-            if self.exit.is_some() && !self.group_alive() {
-                return true;
-            }
-            if Instant::now() >= deadline {
-                return false;
-            }
+        while self.stopped.is_none() && !self.supervisor_gone && Instant::now() < deadline {
+            self.read_events();
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        self.read_events();
+        // The supervisor exits right after its record; the hold is free only once it has.
+        let until = Instant::now() + Duration::from_secs(5);
+        while matches!(self.supervisor.try_wait(), Ok(None)) && Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        if matches!(self.supervisor.try_wait(), Ok(None)) {
+            let _ = self.supervisor.kill();
+            let _ = self.supervisor.wait();
+        }
+        self.commands = None;
+        self.stopped.clone().unwrap_or_else(|| StopRecord {
+            killed: true,
+            exit_status: self.exit.map(|s| s.to_string()),
+            ..StopRecord::default()
+        })
     }
-}
-
-/// Make this process the reaper of its orphaned descendants: a process the serve started in a
-/// session or group of its own (out of reach of the group stop) is re-parented here, not to
-/// PID 1, when its parent dies, so [`kill_orphans`] can find it.
-pub fn become_subreaper() -> Result<()> {
-    nix::sys::prctl::set_child_subreaper(true).context("failed to become a child subreaper")
-}
-
-/// This process's children, other than any still-running serve: after the serve's group is
-/// gone, these are its descendants that escaped the group.
-fn children() -> Vec<Pid> {
-    use sysinfo::{ProcessRefreshKind, ProcessesToUpdate, System};
-    let me = sysinfo::Pid::from_u32(std::process::id());
-    let mut sys = System::new();
-    sys.refresh_processes_specifics(ProcessesToUpdate::All, true, ProcessRefreshKind::nothing());
-    sys.processes()
-        .values()
-        .filter(|p| p.parent() == Some(me))
-        .map(|p| Pid::from_raw(p.pid().as_u32() as i32))
-        .collect()
-}
-
-/// Stop every orphaned descendant re-parented here (see [`become_subreaper`]): SIGTERM, then
-/// SIGKILL after `grace`, and reap them. Killing one may orphan its own children, so this
-/// repeats, a bounded number of times. Returns how many it stopped.
-pub async fn kill_orphans(grace: Duration) -> usize {
-    use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
-    let mut stopped = 0;
-    for _ in 0..8 {
-        let orphans = children();
-        if orphans.is_empty() {
-            break;
-        }
-        stopped += orphans.len();
-        for &p in &orphans {
-            let _ = nix::sys::signal::kill(p, Signal::SIGTERM);
-        }
-        let deadline = Instant::now() + grace;
-        let mut left = orphans;
-        while !left.is_empty() {
-            left.retain(|&p| {
-                matches!(
-                    waitpid(p, Some(WaitPidFlag::WNOHANG)),
-                    Ok(WaitStatus::StillAlive)
-                )
-            });
-            if left.is_empty() {
-                break;
-            }
-            if Instant::now() >= deadline {
-                for &p in &left {
-                    let _ = nix::sys::signal::kill(p, Signal::SIGKILL);
-                    let _ = waitpid(p, None);
-                }
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-    stopped
 }
 
 #[cfg(test)]
@@ -304,16 +674,160 @@ mod tests {
         );
     }
 
+    fn executable(path: &Path, text: &str) {
+        std::fs::write(path, text).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
     #[test]
     fn binaries_are_resolved_on_path_or_refused() {
-        assert!(resolve_binary("sh").unwrap().is_absolute());
-        let e = resolve_binary("no-such-serve-binary-xyz").unwrap_err();
+        assert!(resolve_binary("sh", Role::Serve).unwrap().is_absolute());
+        let e = resolve_binary("no-such-serve-binary-xyz", Role::Serve).unwrap_err();
         assert!(e.to_string().contains("not found on PATH"), "{e}");
         let d = tempfile::tempdir().unwrap();
         let f = d.path().join("serve");
         std::fs::write(&f, "x").unwrap();
-        let e = resolve_binary(f.to_str().unwrap()).unwrap_err();
+        let e = resolve_binary(f.to_str().unwrap(), Role::Serve).unwrap_err();
         assert!(e.to_string().contains("not executable"), "{e}");
+        let e = resolve_binary(d.path().to_str().unwrap(), Role::Serve).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "the serve binary {} is a directory, not a program",
+                d.path().display()
+            )
+        );
+        let e = resolve_binary("/nonexistent/npu-hold", Role::HoldProgram).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "the hold program /nonexistent/npu-hold was not found"
+        );
+        let e = resolve_binary("/dev/null", Role::Serve).unwrap_err();
+        assert!(e.to_string().contains("is not a regular file"), "{e}");
+    }
+
+    #[test]
+    fn a_script_whose_interpreter_cannot_run_is_refused_naming_the_interpreter() {
+        let d = tempfile::tempdir().unwrap();
+        let script = d.path().join("serve.sh");
+        executable(&script, "#!/nonexistent/bin/python9 -u\nprint()\n");
+        let e = resolve_binary(script.to_str().unwrap(), Role::Serve).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "the serve binary {} names the interpreter /nonexistent/bin/python9 on its #! line, which was not found",
+                script.display()
+            )
+        );
+        let plain = d.path().join("interp");
+        std::fs::write(&plain, "").unwrap();
+        executable(&script, &format!("#! {}\n", plain.display()));
+        std::fs::set_permissions(&plain, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = resolve_binary(script.to_str().unwrap(), Role::HoldProgram).unwrap_err();
+        assert!(
+            e.to_string().starts_with("the hold program ")
+                && e.to_string().ends_with("which is not executable"),
+            "{e}"
+        );
+        executable(&script, &format!("#!{}\n", d.path().display()));
+        let e = resolve_binary(script.to_str().unwrap(), Role::Serve).unwrap_err();
+        assert!(
+            e.to_string()
+                .ends_with("which is a directory, not a program"),
+            "{e}"
+        );
+        executable(&script, "#!/usr/bin/env no-such-interpreter-xyz\n");
+        let e = resolve_binary(script.to_str().unwrap(), Role::Serve).unwrap_err();
+        assert!(
+            e.to_string().ends_with("runs no-such-interpreter-xyz through env on its #! line, and no-such-interpreter-xyz was not found on PATH"),
+            "{e}"
+        );
+        // An interpreter that is a script itself, whose own interpreter is missing.
+        executable(&plain, "#!/nonexistent/sh\n");
+        executable(&script, &format!("#!{}\n", plain.display()));
+        let e = resolve_binary(script.to_str().unwrap(), Role::Serve).unwrap_err();
+        assert!(
+            e.to_string().contains(&format!(
+                "{} names the interpreter /nonexistent/sh",
+                plain.display()
+            )),
+            "{e}"
+        );
+        // A script that names itself loops: exec refuses it, and so does the gate.
+        executable(&script, &format!("#!{}\n", script.display()));
+        let e = resolve_binary(script.to_str().unwrap(), Role::Serve).unwrap_err();
+        assert!(e.to_string().contains("nested more than 4 deep"), "{e}");
+    }
+
+    #[test]
+    fn env_runs_its_first_argument_or_with_s_its_first_word() {
+        assert_eq!(env_target("python3"), Some("python3"));
+        assert_eq!(env_target("-S python3 -u"), Some("python3"));
+        assert_eq!(env_target("-S -i PYTHONPATH=x python3"), Some("python3"));
+        // Without -S the kernel passes the rest as one argument: env looks for that name.
+        assert_eq!(env_target("python3 -u"), Some("python3 -u"));
+        assert_eq!(env_target(""), None);
+        assert_eq!(env_target("-i"), None);
+    }
+
+    #[test]
+    fn the_script_of_an_interpreter_is_its_first_argument_after_its_options() {
+        let d = tempfile::tempdir().unwrap();
+        let script = d.path().join("serve.py");
+        std::fs::write(&script, "print()").unwrap();
+        let s = script.to_str().unwrap();
+        let python = interpreter_named("python3.11").unwrap();
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(script_argument(python, &args(&[s, "--port", "1"])), Some(s));
+        assert_eq!(
+            script_argument(python, &args(&["-u", "-X", "dev", s])),
+            Some(s)
+        );
+        assert_eq!(script_argument(python, &args(&["-m", "http.server"])), None);
+        assert_eq!(script_argument(python, &args(&["-uc", "code", s])), None);
+        assert_eq!(script_argument(python, &args(&["--", s])), Some(s));
+        assert_eq!(script_argument(python, &args(&["missing.py"])), None);
+        let sh = interpreter_named("sh").unwrap();
+        assert_eq!(script_argument(sh, &args(&["-c", "exec x", s])), None);
+        assert_eq!(
+            script_argument(sh, &args(&["-e", "-o", "pipefail", s])),
+            Some(s)
+        );
+        assert!(interpreter_named("perl5.36").is_some());
+        assert!(interpreter_named("llama-server").is_none());
+    }
+
+    #[test]
+    fn a_serve_run_by_an_interpreter_records_the_script_and_a_script_its_interpreter() {
+        let d = tempfile::tempdir().unwrap();
+        let script = d.path().join("serve.sh");
+        executable(&script, "#!/bin/sh\nexit 0\n");
+        let argv = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let info = fingerprint_serve(&argv(&["sh", script.to_str().unwrap(), "x"])).unwrap();
+        let recorded = info.script.expect("the script is fingerprinted");
+        assert_eq!(recorded.sha256, fingerprint(&script).unwrap().sha256);
+        assert!(info.interpreter.is_none());
+        let info = fingerprint_serve(&argv(&[script.to_str().unwrap()])).unwrap();
+        assert_eq!(
+            info.path,
+            script.canonicalize().unwrap().display().to_string()
+        );
+        let interpreter = info.interpreter.expect("the interpreter is fingerprinted");
+        assert_eq!(
+            interpreter.path,
+            Path::new("/bin/sh")
+                .canonicalize()
+                .unwrap()
+                .display()
+                .to_string()
+        );
+        assert!(info.script.is_none());
+        let info =
+            fingerprint_serve(&argv(&["sh", "-c", "exit 0", script.to_str().unwrap()])).unwrap();
+        assert!(
+            info.script.is_none(),
+            "code on the command line is no script"
+        );
     }
 
     #[test]

@@ -452,20 +452,43 @@ fn busy_note(c: &Contention, load: &LoadSnapshot, busy_skip: Option<f64>) -> Str
 fn stop_line(stop: Option<(&StopRecord, f64)>) -> Option<Line> {
     let (s, grace_s) = stop?;
     let mut notes = Vec::new();
+    let others = match s.group_killed {
+        0 => String::new(),
+        n => format!(" with {n} other process(es) of its group"),
+    };
     if s.killed && s.cut_short {
-        notes.push(
-            "the serve was killed (SIGKILL) at a second signal, before its grace ran out"
-                .to_string(),
-        );
+        notes.push(format!(
+            "the serve was killed (SIGKILL){others} at a second signal, before its grace ran out"
+        ));
     } else if s.killed {
         notes.push(format!(
-            "the serve did not exit within the {grace_s} s grace after SIGTERM and was killed (SIGKILL)"
+            "the serve did not exit within the {grace_s} s grace after SIGTERM and was killed (SIGKILL){others}"
+        ));
+    } else if s.group_killed > 0 && s.cut_short {
+        notes.push(format!(
+            "the serve exited, but {} other process(es) of its group were killed (SIGKILL) at a second signal",
+            s.group_killed
+        ));
+    } else if s.group_killed > 0 {
+        notes.push(format!(
+            "the serve exited, but {} other process(es) of its group did not within the {grace_s} s grace after SIGTERM and were killed (SIGKILL)",
+            s.group_killed
         ));
     }
     if s.escaped_killed > 0 {
-        notes.push(format!(
+        let mut note = format!(
             "{} process(es) had left the serve's process group and were killed after it stopped",
             s.escaped_killed
+        );
+        if s.cut_short && !s.killed && s.group_killed == 0 {
+            note.push_str(" (SIGKILL at a second signal, before their grace ran out)");
+        }
+        notes.push(note);
+    }
+    if s.left_running > 0 {
+        notes.push(format!(
+            "{} process(es) of the serve were still running 5 s after SIGKILL (stuck in the kernel?); the gate could not stop them",
+            s.left_running
         ));
     }
     if notes.is_empty() {
@@ -1338,5 +1361,76 @@ RESULT: PASS
         );
         assert_eq!(visible("a\tb\nc\u{1b}"), "a\\u{9}b\nc\\u{1b}");
         assert_eq!(visible("plain\ntext"), "plain\ntext");
+    }
+
+    #[test]
+    fn the_stop_line_says_only_what_happened() {
+        let said = |s: StopRecord| stop_line(Some((&s, 10.0))).map(|l| l.text);
+        assert_eq!(
+            said(StopRecord::default()),
+            None,
+            "a clean stop adds no line"
+        );
+        assert_eq!(
+            said(StopRecord {
+                killed: true,
+                group_killed: 2,
+                ..StopRecord::default()
+            })
+            .unwrap(),
+            "the serve did not exit within the 10 s grace after SIGTERM and was killed (SIGKILL) with 2 other process(es) of its group"
+        );
+        assert_eq!(
+            said(StopRecord {
+                group_killed: 1,
+                ..StopRecord::default()
+            })
+            .unwrap(),
+            "the serve exited, but 1 other process(es) of its group did not within the 10 s grace after SIGTERM and were killed (SIGKILL)"
+        );
+        assert_eq!(
+            said(StopRecord {
+                group_killed: 1,
+                cut_short: true,
+                ..StopRecord::default()
+            })
+            .unwrap(),
+            "the serve exited, but 1 other process(es) of its group were killed (SIGKILL) at a second signal"
+        );
+        assert_eq!(
+            said(StopRecord {
+                escaped_killed: 1,
+                cut_short: true,
+                ..StopRecord::default()
+            })
+            .unwrap(),
+            "1 process(es) had left the serve's process group and were killed after it stopped (SIGKILL at a second signal, before their grace ran out)"
+        );
+        assert_eq!(
+            said(StopRecord {
+                killed: true,
+                cut_short: true,
+                escaped_killed: 3,
+                ..StopRecord::default()
+            })
+            .unwrap(),
+            "the serve was killed (SIGKILL) at a second signal, before its grace ran out; 3 process(es) had left the serve's process group and were killed after it stopped"
+        );
+        assert_eq!(
+            said(StopRecord {
+                left_running: 1,
+                ..StopRecord::default()
+            })
+            .unwrap(),
+            "1 process(es) of the serve were still running 5 s after SIGKILL (stuck in the kernel?); the gate could not stop them"
+        );
+        // A second signal that came when nothing was left to cut adds nothing.
+        assert_eq!(
+            said(StopRecord {
+                cut_short: true,
+                ..StopRecord::default()
+            }),
+            None
+        );
     }
 }

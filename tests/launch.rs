@@ -155,3 +155,178 @@ fn a_serve_that_listens_late_is_waited_for() {
         "ready after {ready_ms} ms, before the stand-in listened"
     );
 }
+
+/// Write an executable file.
+fn executable(path: &std::path::Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+#[test]
+fn a_directory_given_as_the_serve_is_exit_2_before_anything_starts() {
+    let (d, out) = scratch();
+    gate()
+        .args(["run", "--out"])
+        .arg(&out)
+        .arg("--")
+        .arg(d.path())
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(format!(
+            "the serve binary {} is a directory, not a program",
+            d.path().display()
+        )));
+    assert!(!out.exists());
+}
+
+#[test]
+fn a_script_whose_interpreter_is_missing_is_exit_2_naming_the_interpreter() {
+    let (d, out) = scratch();
+    for (name, line, says) in [
+        (
+            "serve.py",
+            "#!/opt/no-such-python/bin/python3 -u",
+            "names the interpreter /opt/no-such-python/bin/python3 on its #! line, which was not found",
+        ),
+        (
+            "serve.js",
+            "#!/usr/bin/env no-such-node-xyz",
+            "runs no-such-node-xyz through env on its #! line, and no-such-node-xyz was not found on PATH",
+        ),
+    ] {
+        let serve = d.path().join(name);
+        executable(&serve, &format!("{line}\nexit 0\n"));
+        gate()
+            .args(["run", "--out"])
+            .arg(&out)
+            .arg("--")
+            .arg(&serve)
+            .assert()
+            .code(2)
+            .stderr(predicates::str::contains(format!(
+                "the serve binary {} {says}",
+                serve.canonicalize().unwrap().display()
+            )));
+        assert!(!out.exists(), "{name}: a run directory was created");
+    }
+}
+
+#[test]
+fn a_missing_hold_program_is_called_the_hold_program() {
+    let (_d, out) = scratch();
+    gate()
+        .args([
+            "run",
+            "--stand-in",
+            "--hold-cmd",
+            "/nonexistent/npu-hold --",
+            "--out",
+        ])
+        .arg(&out)
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "--hold-cmd: the hold program /nonexistent/npu-hold was not found",
+        ));
+    assert!(!out.exists());
+}
+
+fn sha256_of(path: &std::path::Path) -> String {
+    npu_serve_smoke::serve::fingerprint(path).unwrap().sha256
+}
+
+#[test]
+fn a_serve_run_by_an_interpreter_records_the_scripts_sha256() {
+    // python3 on a script that becomes the stand-in: the interpreter is the binary, and the
+    // script, which is the release candidate here, is fingerprinted too.
+    let (d, out) = scratch();
+    let script = d.path().join("serve.py");
+    std::fs::write(
+        &script,
+        format!(
+            "import os, sys\nos.execv({BIN:?}, [{BIN:?}, 'stand-in', '--port', sys.argv[1], '--tokens', '3'])\n"
+        ),
+    )
+    .unwrap();
+    gate()
+        .args(["run", "--replies", "1", "--out"])
+        .arg(&out)
+        .args(UNFLIPPABLE)
+        .args(["--", "python3", "-u"])
+        .arg(&script)
+        .arg("{port}")
+        .assert()
+        .code(0);
+    let binary = &json(&out.join("run.json"))["serve_binary"];
+    assert_eq!(binary["script"]["sha256"], sha256_of(&script), "{binary}");
+    assert_eq!(
+        binary["script"]["path"],
+        script.canonicalize().unwrap().display().to_string()
+    );
+
+    // A #! script run directly: the script is the binary, its interpreter recorded beside.
+    let serve = d.path().join("serve.sh");
+    executable(
+        &serve,
+        &format!("#!/bin/sh\nexec \"{BIN}\" stand-in --port \"$1\" --tokens 3\n"),
+    );
+    let out = d.path().join("run-sh");
+    gate()
+        .args(["run", "--replies", "1", "--out"])
+        .arg(&out)
+        .args(UNFLIPPABLE)
+        .arg("--")
+        .arg(&serve)
+        .arg("{port}")
+        .assert()
+        .code(0);
+    let binary = &json(&out.join("run.json"))["serve_binary"];
+    assert_eq!(binary["sha256"], sha256_of(&serve), "{binary}");
+    let sh = std::path::Path::new("/bin/sh").canonicalize().unwrap();
+    assert_eq!(binary["interpreter"]["path"], sh.display().to_string());
+    assert_eq!(binary["interpreter"]["sha256"], sha256_of(&sh));
+    assert!(binary.get("script").is_none(), "{binary}");
+}
+
+#[test]
+fn a_binary_the_kernel_cannot_run_is_a_spawn_failure_with_the_os_error() {
+    // An ELF for another architecture, say: exec's ENOEXEC is the answer, not a shell's
+    // attempt to run the binary as a script.
+    let (d, out) = scratch();
+    let serve = d.path().join("serve-aarch64");
+    executable(&serve, "\x7fELF\x02\x01\x01 not for this machine");
+    let o = gate()
+        .args(["run", "--out"])
+        .arg(&out)
+        .arg("--")
+        .arg(&serve)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{stdout}");
+    assert!(
+        line(&stdout, "serve").contains("the serve could not be started: ")
+            && line(&stdout, "serve").contains("Exec format error (os error 8)"),
+        "{stdout}"
+    );
+    let startup = &json(&out.join("run.json"))["startup"];
+    assert_eq!(startup["state"], "spawn-failed", "{startup}");
+
+    // A text file with no #! line is run by /bin/sh, as execvp and shells do.
+    let plain = d.path().join("serve-plain");
+    executable(&plain, "echo a script with no interpreter line; exit 4\n");
+    let out = d.path().join("run-plain");
+    let o = gate()
+        .args(["run", "--out"])
+        .arg(&out)
+        .arg("--")
+        .arg(&plain)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        line(&stdout, "serve").contains("the serve exited (exit status: 4) before it was ready"),
+        "{stdout}"
+    );
+}

@@ -18,3 +18,4 @@ mod run_dir;
 mod safety;
 mod self_test;
 mod serve_log;
+mod supervise;

@@ -448,6 +448,7 @@ pub fn all() -> Vec<Case> {
         cut_short: false,
         escaped_killed: 0,
         exit_status: Some("signal: 9 (SIGKILL)".into()),
+        ..StopRecord::default()
     });
     c.expect = vec![(
         "stop",
@@ -462,6 +463,7 @@ pub fn all() -> Vec<Case> {
         cut_short: false,
         escaped_killed: 1,
         exit_status: Some("exit status: 0".into()),
+        ..StopRecord::default()
     });
     c.expect = vec![(
         "stop",
@@ -477,6 +479,7 @@ pub fn all() -> Vec<Case> {
         cut_short: false,
         escaped_killed: 0,
         exit_status: Some("exit status: 0".into()),
+        ..StopRecord::default()
     });
     c.expect = vec![];
     c.absent = vec!["stop", "serve"];
