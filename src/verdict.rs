@@ -822,6 +822,23 @@ fn content_line(replies: &[ReplyRecord], planned: usize, serve_died: Option<&str
     Line::new("content", Status::Ok, text)
 }
 
+/// What is wrong with one reply, in a few words, as the content line judges it: it failed,
+/// it has no content, or its answer does not match what its prompt expects. `None` when
+/// nothing is.
+pub fn reply_problem(r: &ReplyRecord) -> Option<&'static str> {
+    if r.error.is_some() {
+        return Some("error");
+    }
+    if r.content.trim().is_empty() {
+        return Some("no content");
+    }
+    match r.expect.as_deref().map(Regex::new) {
+        Some(Ok(re)) if !re.is_match(&r.content) => Some("wrong answer"),
+        Some(Err(_)) => Some("bad expected pattern"),
+        _ => None,
+    }
+}
+
 /// `s` in double quotes, cut to `max` characters (marked with …), newlines shown as `\n`.
 pub fn quote(s: &str, max: usize) -> String {
     let mut out = String::from("\"");
