@@ -140,6 +140,12 @@ pub struct RunArgs {
     /// Seconds a reply's stream may go without any bytes before it is abandoned.
     #[arg(long, default_value = "60", value_name = "S", value_parser = parse_seconds)]
     pub reply_timeout: Duration,
+    /// Seconds one whole reply may take, from its request to its end, however steadily its
+    /// bytes come; past it the reply FAILs, saying how much it had sent. Default:
+    /// --reply-timeout for the first token plus 1 s for each token max_tokens allows (124 s
+    /// at the defaults), which a serve at 1.9 tok/s still finishes inside.
+    #[arg(long, value_name = "S", value_parser = parse_seconds)]
+    pub reply_limit: Option<Duration>,
     /// How to report the verdict.
     #[command(flatten)]
     pub output: OutputArgs,
@@ -275,5 +281,7 @@ mod tests {
         assert!(Cli::try_parse_from(["x", "run", "--ready-timeout", "soon"]).is_err());
         assert!(Cli::try_parse_from(["x", "run", "--replies", "0"]).is_err());
         assert!(Cli::try_parse_from(["x", "run", "--serve-log", "f"]).is_err());
+        assert!(Cli::try_parse_from(["x", "run", "--reply-limit", "0"]).is_err());
+        assert!(Cli::try_parse_from(["x", "run", "--reply-limit", "86401"]).is_err());
     }
 }

@@ -226,6 +226,10 @@ pub struct Limits {
     pub grace_s: f64,
     /// Seconds a stream may stall (no bytes) before the reply is abandoned.
     pub reply_timeout_s: f64,
+    /// Seconds one whole reply may take (`--reply-limit`); `None`: derived from each reply's
+    /// max_tokens (`--reply-timeout` plus 1 s a token).
+    #[serde(default)]
+    pub reply_limit_s: Option<f64>,
 }
 
 /// The clock the run's ns offsets are on.
