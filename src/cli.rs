@@ -52,7 +52,7 @@ pub enum Command {
     #[command(long_flag = "judge")]
     Judge(JudgeArgs),
     /// An OpenAI-compatible stand-in serve on 127.0.0.1, with scripted timing and faults.
-    StandIn(StandInArgs),
+    StandIn(Box<StandInArgs>),
     /// Prove the gate judges and measures right, without hardware (also spelled --self-test).
     #[command(long_flag = "self-test")]
     SelfTest,
@@ -227,7 +227,7 @@ pub fn dispatch(cli: Cli, given: &[String]) -> Result<u8> {
             gate::run(args)
         }
         Command::Judge(args) => judge::run(args),
-        Command::StandIn(args) => standin::run(args).map(|()| exit_codes::PASS),
+        Command::StandIn(args) => standin::run(*args).map(|()| exit_codes::PASS),
         Command::SelfTest => selftest::run(),
         Command::Compare(args) => compare::run(args),
         Command::Completions { shell } => {

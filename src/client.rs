@@ -361,13 +361,17 @@ fn quote_bytes(bytes: &[u8], max: usize) -> String {
 
 /// The FAIL text of an answer that is not an event stream.
 fn not_an_event_stream(content_type: Option<&str>) -> String {
-    let labelled = match content_type {
-        Some(t) => format!("Content-Type {}", quote(t, 80)),
-        None => "no Content-Type".to_string(),
-    };
-    format!(
-        "the serve's answer is not an event stream ({labelled}; a serve that ignores \"stream\": true answers with one JSON object)"
-    )
+    match content_type {
+        Some(t) if t.contains("json") => format!(
+            "the serve's answer is not an event stream but JSON (Content-Type {}), as a serve that ignores \"stream\": true sends",
+            quote(t, 80)
+        ),
+        Some(t) => format!(
+            "the serve's answer is not an event stream (Content-Type {})",
+            quote(t, 80)
+        ),
+        None => "the serve's answer is not an event stream (it has no Content-Type)".to_string(),
+    }
 }
 
 /// The FAIL text of an `event: error`, from its data.
@@ -529,7 +533,7 @@ async fn read_stream(
                     record_chunk(rec, data, at_ns, bounds).map_err(Halt::Fail)
                 }
                 SseItem::Malformed(line) if rec.chunks.is_empty() => Err(Halt::Fail(format!(
-                    "{}: its first line is {}",
+                    "{}: {}",
                     not_an_event_stream(content_type.as_deref()),
                     quote_bytes(line, 120)
                 ))),
@@ -555,7 +559,7 @@ async fn read_stream(
     match parser.finish() {
         Some(Unfinished::NotSse(head)) if rec.chunks.is_empty() => {
             return Err(format!(
-                "the stream ended mid-event: {}: {}",
+                "{}: {}",
                 not_an_event_stream(content_type.as_deref()),
                 quote_bytes(&head, 120)
             ))
