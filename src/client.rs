@@ -26,7 +26,7 @@ use tokio::net::TcpStream;
 
 use crate::clock;
 use crate::openai::{self, Chunk};
-use crate::record::{ChunkArrival, ReplyRecord};
+use crate::record::{ChunkArrival, ReplyRecord, TextCut};
 use crate::sse::{FeedError, SseItem, SseParser, Unfinished};
 use crate::stamped::{ReadStamp, StampedStream};
 use crate::verdict::quote;
@@ -263,6 +263,7 @@ impl Client {
             rec.end_ns = since_base(clock::now_ns());
             if let Err(e) = outcome {
                 rec.error = Some(e);
+                cut_failed_text(&mut rec);
             }
             rec
         }));
@@ -295,6 +296,32 @@ pub fn max_events(max_tokens: u32) -> usize {
 /// The most text (answer and reasoning, bytes) one reply may have: 16 MiB. A real chunk of
 /// 10 MB passes; text without end does not get the gate's memory.
 pub const MAX_REPLY_TEXT: usize = 16 << 20;
+
+/// Bytes of each text channel a failed reply keeps: its text is quoted (80 characters), never
+/// judged, and a run whose every reply failed after 15 MiB must not keep them all.
+pub const FAILED_TEXT_KEPT: usize = 64 << 10;
+
+/// Cut a failed reply's text to its first [`FAILED_TEXT_KEPT`] bytes a channel, recording
+/// how much there was.
+fn cut_failed_text(rec: &mut ReplyRecord) {
+    if rec.content.len() <= FAILED_TEXT_KEPT && rec.reasoning.len() <= FAILED_TEXT_KEPT {
+        return;
+    }
+    rec.text_cut = Some(TextCut {
+        content_bytes: rec.content.len(),
+        reasoning_bytes: rec.reasoning.len(),
+    });
+    for text in [&mut rec.content, &mut rec.reasoning] {
+        if text.len() > FAILED_TEXT_KEPT {
+            let mut cut = FAILED_TEXT_KEPT;
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            // A new string, not a truncated one: truncating keeps the whole allocation.
+            *text = text[..cut].to_string();
+        }
+    }
+}
 
 /// Bytes kept of the body of an HTTP error answer, to quote it.
 pub const ERROR_BODY_KEPT: usize = 4096;
@@ -364,6 +391,10 @@ fn not_an_event_stream(content_type: Option<&str>) -> String {
     match content_type {
         Some(t) if t.contains("json") => format!(
             "the serve's answer is not an event stream but JSON (Content-Type {}), as a serve that ignores \"stream\": true sends",
+            quote(t, 80)
+        ),
+        Some(t) if t.starts_with("text/event-stream") => format!(
+            "the serve's answer is labelled an event stream (Content-Type {}) but is not one",
             quote(t, 80)
         ),
         Some(t) => format!(
@@ -684,4 +715,73 @@ fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
         source = s.source();
     }
     parts.join(": ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_limit_allows_the_stall_and_a_second_a_token() {
+        let stall = Duration::from_secs(60);
+        assert_eq!(default_reply_limit(stall, 64), Duration::from_secs(124));
+        // The slow route, 1.9 tok/s, finishes its 64 tokens inside it.
+        assert!(
+            Duration::from_secs_f64(64.0 / 1.9) + Duration::from_secs(5) < Duration::from_secs(124)
+        );
+        assert_eq!(max_events(64), 320);
+        assert_eq!(max_events(u32::MAX), 4 * u32::MAX as usize + 64);
+    }
+
+    #[test]
+    fn an_error_event_says_the_serves_message_or_its_data() {
+        assert_eq!(
+            reported_error(br#"{"error":{"message":"CUDA out of memory"}}"#),
+            "the serve reported an error: \"CUDA out of memory\""
+        );
+        assert_eq!(
+            reported_error(b"out of memory, not JSON"),
+            "the serve reported an error: \"out of memory, not JSON\""
+        );
+        assert_eq!(
+            reported_error(b""),
+            "the serve reported an error (an `event: error` with no data)"
+        );
+        let huge = format!(r#"{{"message":"{}"}}"#, "m".repeat(1 << 20));
+        assert!(reported_error(huge.as_bytes()).len() < 300);
+    }
+
+    #[test]
+    fn quoting_bytes_reads_only_what_can_show() {
+        let big = vec![b'a'; 10 << 20];
+        assert_eq!(quote_bytes(&big, 3), "\"aaa…\"");
+        assert_eq!(quote_bytes(b"\xff\xfeok", 10), "\"\u{fffd}\u{fffd}ok\"");
+        let emoji = "\u{1f600}".repeat(50);
+        assert_eq!(
+            quote_bytes(emoji.as_bytes(), 2),
+            format!("\"{}…\"", "\u{1f600}".repeat(2))
+        );
+    }
+
+    #[test]
+    fn a_failed_replys_text_is_cut_to_its_head_and_its_size_recorded() {
+        let mut rec = ReplyRecord::new(1, "p", None);
+        rec.content = "é".repeat(FAILED_TEXT_KEPT); // two bytes each
+        rec.reasoning = "r".into();
+        cut_failed_text(&mut rec);
+        assert_eq!(rec.content.len(), FAILED_TEXT_KEPT);
+        assert_eq!(rec.reasoning, "r");
+        assert_eq!(
+            rec.text_cut,
+            Some(TextCut {
+                content_bytes: 2 * FAILED_TEXT_KEPT,
+                reasoning_bytes: 1
+            })
+        );
+        assert_eq!(rec.text_bytes(), 2 * FAILED_TEXT_KEPT + 1);
+        let mut small = ReplyRecord::new(1, "p", None);
+        small.content = "Paris".into();
+        cut_failed_text(&mut small);
+        assert_eq!((small.content.as_str(), small.text_cut), ("Paris", None));
+    }
 }

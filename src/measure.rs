@@ -95,7 +95,7 @@ pub fn measure(reply: &ReplyRecord) -> ReplyMetrics {
     // An empty reply with a count of 1 at a "stop" generated only that token: 0 streamed.
     let end_of_generation = reply.finish_reason.as_deref() == Some("stop")
         && reply.usage_completion_tokens == Some(text_chunks as u64 + 1);
-    let text_bytes = reply.content.len() + reply.reasoning.len();
+    let text_bytes = reply.text_bytes();
     let usage_not_believed = reply
         .usage_completion_tokens
         .filter(|&n| !end_of_generation && n > usage_ceiling(text_bytes, text_chunks))
@@ -336,6 +336,20 @@ pub(crate) mod tests {
         let mut emoji = reply_at(&[100, 200], Some(6));
         emoji.content = "\u{1f600}\u{1f600}".into(); // 8 bytes, 2 characters
         assert_eq!(measure(&emoji).token_source, TokenSource::Usage);
+    }
+
+    #[test]
+    fn a_failed_replys_cut_text_counts_at_its_size_before_the_cut() {
+        let mut r = reply_at(&[100, 200, 300], Some(60));
+        assert_eq!(
+            measure(&r).token_source,
+            TokenSource::ChunksUsageNotBelieved
+        );
+        r.text_cut = Some(crate::record::TextCut {
+            content_bytes: 100,
+            reasoning_bytes: 0,
+        });
+        assert_eq!(measure(&r).token_source, TokenSource::Usage);
     }
 
     #[test]

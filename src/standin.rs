@@ -162,6 +162,15 @@ pub struct StandInArgs {
     /// The first token's chunk carries BYTES more content (" ok" repeated): one huge chunk.
     #[arg(long, value_name = "BYTES", help_heading = "Faults in the stream")]
     pub big_chunk: Option<usize>,
+    /// How many chunks, from the first, --big-chunk makes huge.
+    #[arg(
+        long,
+        default_value_t = 1,
+        value_name = "N",
+        requires = "big_chunk",
+        help_heading = "Faults in the stream"
+    )]
+    pub big_chunks: usize,
     /// Fault: a streaming request is answered with one JSON completion, as a server that does
     /// not stream would.
     #[arg(long, help_heading = "Faults in the stream")]
@@ -749,10 +758,12 @@ async fn chat(State(script): State<Arc<Script>>, Json(req): Json<ChatRequest>) -
     let natural = if n == max_tokens { "length" } else { "stop" };
     let finish = args.finish_reason.as_deref().unwrap_or(natural);
     let mut chunks = reply_chunks(args, &prompt, n);
-    if let (Some(extra), Some(first)) = (args.big_chunk, chunks.first_mut()) {
+    if let Some(extra) = args.big_chunk {
         let mut pad = " ok".repeat(extra.div_ceil(3));
         pad.truncate(extra);
-        first.content.push_str(&pad);
+        for chunk in chunks.iter_mut().take(args.big_chunks) {
+            chunk.content.push_str(&pad);
+        }
     }
     let ttft = Duration::from_millis(args.ttft_ms);
     if !req.stream || args.not_sse {
@@ -852,6 +863,9 @@ async fn chat(State(script): State<Arc<Script>>, Json(req): Json<ChatRequest>) -
     let first = usize::from(args.role_chunk);
     if args.garbage_after == Some(0) {
         steps.insert(first, Step::Send(ttft, Bytes::from_static(GARBAGE)));
+    }
+    if let (Some(0), Some(bytes)) = (args.inject_after, &args.inject) {
+        steps.insert(first, Step::Send(ttft, Bytes::from(bytes.clone())));
     }
     if args.die_after == Some(0) {
         steps.insert(first, Step::Die(ttft));

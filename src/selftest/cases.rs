@@ -114,6 +114,7 @@ pub(crate) fn reply(at_ms: &[u64], content: &str) -> ReplyRecord {
         server_timings: None,
         cached_prompt_tokens: None,
         error: None,
+        text_cut: None,
         metrics: None,
     }
 }
