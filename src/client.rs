@@ -601,6 +601,9 @@ async fn read_stream(
                 quote_bytes(&head, 120)
             ))
         }
+        Some(Unfinished::Event(data)) if data.is_empty() => {
+            return Err("the stream ended mid-event".to_string())
+        }
         Some(Unfinished::Event(data)) => {
             return Err(format!(
                 "the stream ended mid-event: {}",
