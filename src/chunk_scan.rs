@@ -6,8 +6,8 @@
 //! `choices` holds one choice, whose `delta` holds plain strings. This scanner reads that shape
 //! and checks, as it skips them, that the other members are JSON.
 //!
-//! It answers `None` for anything else: an escape in any string, a second choice, `usage` or
-//! `timings`, a repeated member the gate reads, deep nesting, a control character, bytes that
+//! It answers `None` for anything else: an escape in any string, a second choice, `usage`,
+//! `timings` or `error` (a serve's error must never pass for a plain chunk), a repeated member the gate reads, deep nesting, a control character, bytes that
 //! are not UTF-8 or not JSON. The caller then parses the chunk with serde_json, which stays the
 //! authority on what a chunk means and on the error a bad one gets. So `None` is never a
 //! verdict, only "ask serde"; and where this answers, serde answers the same (the property
@@ -53,7 +53,8 @@ pub fn scan(data: &[u8]) -> Option<Plain<'_>> {
             first_time(&mut seen_choices)?;
             c.choices(&mut plain)
         }
-        b"usage" | b"timings" => None,
+        // An `error` member, even `null`, is serde's to read: the gate fails the reply on it.
+        b"usage" | b"timings" | b"error" => None,
         _ => c.skip_value(1),
     })?;
     c.ws();
@@ -376,6 +377,12 @@ mod tests {
                 br#"{"choices":[],"usage":{"completion_tokens":3}}"#,
             ),
             ("timings", br#"{"choices":[],"timings":{"cache_n":1}}"#),
+            (
+                "an error",
+                br#"{"choices":[{"delta":{"content":"a"}}],"error":{"message":"oom"}}"#,
+            ),
+            ("an error alone", br#"{"error":"oom"}"#),
+            ("an error that is null", br#"{"choices":[],"error":null}"#),
             ("choices twice", br#"{"choices":[],"choices":[]}"#),
             (
                 "content twice",
@@ -551,10 +558,19 @@ mod tests {
         let usage = Just(
             br#"{"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":1}}"#.to_vec(),
         );
+        let error = select(vec![
+            &br#"{"message":"CUDA out of memory","code":500}"#[..],
+            br#"{"code":500}"#,
+            br#""oom""#,
+            b"null",
+        ])
+        .prop_map(|s| s.to_vec());
         (
             arb_members(
-                &["choices", "id", "model", "created", "usage", "timings"],
-                prop_oneof![choices, usage].boxed(),
+                &[
+                    "choices", "id", "model", "created", "usage", "timings", "error",
+                ],
+                prop_oneof![choices, usage, error].boxed(),
             ),
             any::<bool>(),
             0usize..3,
@@ -605,6 +621,7 @@ mod tests {
                 prop_assert_eq!(slow.reasoning(), fast.reasoning.unwrap_or(""));
                 prop_assert_eq!(slow.finish_reason(), fast.finish_reason);
                 prop_assert!(slow.usage.is_none() && slow.timings.is_none());
+                prop_assert!(slow.error().is_none(), "the fast path read an error chunk as plain");
             }
         }
     }

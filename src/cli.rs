@@ -53,7 +53,7 @@ pub enum Command {
     #[command(long_flag = "judge")]
     Judge(JudgeArgs),
     /// An OpenAI-compatible stand-in serve on 127.0.0.1, with scripted timing and faults.
-    StandIn(StandInArgs),
+    StandIn(Box<StandInArgs>),
     /// Prove the gate judges and measures right, without hardware (also spelled --self-test).
     #[command(long_flag = "self-test")]
     SelfTest,
@@ -144,6 +144,12 @@ pub struct RunArgs {
     /// Seconds a reply's stream may go without any bytes before it is abandoned.
     #[arg(long, default_value = "60", value_name = "S", value_parser = parse_seconds)]
     pub reply_timeout: Duration,
+    /// Seconds one whole reply may take, from its request to its end, however steadily its
+    /// bytes come; past it the reply FAILs, saying how much it had sent. Default:
+    /// --reply-timeout for the first token plus 1 s for each token max_tokens allows (124 s
+    /// at the defaults), which a serve at 1.9 tok/s still finishes inside.
+    #[arg(long, value_name = "S", value_parser = parse_seconds)]
+    pub reply_limit: Option<Duration>,
     /// How to report the verdict.
     #[command(flatten)]
     pub output: OutputArgs,
@@ -276,7 +282,7 @@ pub fn dispatch(cli: Cli, given: &[String]) -> Result<u8> {
             gate::run(args)
         }
         Command::Judge(args) => judge::run(args),
-        Command::StandIn(args) => standin::run(args).map(|()| exit_codes::PASS),
+        Command::StandIn(args) => standin::run(*args).map(|()| exit_codes::PASS),
         Command::SelfTest => selftest::run(),
         Command::Compare(args) => compare::run(args),
         Command::Supervise(args) => supervise::run(args),
@@ -344,5 +350,7 @@ mod tests {
         assert!(Cli::try_parse_from(["x", "run", "--ready-timeout", "soon"]).is_err());
         assert!(Cli::try_parse_from(["x", "run", "--replies", "0"]).is_err());
         assert!(Cli::try_parse_from(["x", "run", "--serve-log", "f"]).is_err());
+        assert!(Cli::try_parse_from(["x", "run", "--reply-limit", "0"]).is_err());
+        assert!(Cli::try_parse_from(["x", "run", "--reply-limit", "86401"]).is_err());
     }
 }

@@ -16,7 +16,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use anyhow::{bail, Context as _, Result};
-use http_body_util::{BodyExt, Full};
+use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Body, Bytes, Incoming};
 use hyper::client::conn::http1::{self, Connection};
 use hyper::{header, Method, Request, Response};
@@ -25,9 +25,9 @@ use serde_json::json;
 use tokio::net::TcpStream;
 
 use crate::clock;
-use crate::openai::Chunk;
-use crate::record::{ChunkArrival, ReplyRecord};
-use crate::sse::{SseItem, SseParser};
+use crate::openai::{self, Chunk};
+use crate::record::{ChunkArrival, ReplyRecord, TextCut};
+use crate::sse::{FeedError, SseItem, SseParser, Unfinished};
 use crate::stamped::{ReadStamp, StampedStream};
 use crate::verdict::quote;
 
@@ -183,12 +183,16 @@ impl Client {
         ))
     }
 
-    /// GET `path` and read the whole answer's body, within `limit`.
-    async fn get_body(&self, path: &str, limit: Duration) -> Option<Bytes> {
+    /// GET `path` and read the whole answer's body, within `limit` and at most `max` bytes: a
+    /// body without end is no answer.
+    async fn get_body(&self, path: &str, limit: Duration, max: usize) -> Option<Bytes> {
         let work = async {
             let (mut link, response, _) = self.send(Method::GET, path, None).await.ok()?;
             let body = link.alongside(response).await.ok()?.into_body();
-            let body = link.alongside(body.collect()).await.ok()?;
+            let body = link
+                .alongside(Limited::new(body, max).collect())
+                .await
+                .ok()?;
             Some(body.to_bytes())
         };
         tokio::time::timeout(limit, work).await.ok().flatten()
@@ -206,9 +210,12 @@ impl Client {
         }
     }
 
-    /// The first model id from /v1/models, if the serve lists one.
+    /// The first model id from /v1/models, if the serve lists one (in at most
+    /// [`MODELS_BODY_MAX`] bytes).
     pub async fn first_model(&self) -> Option<String> {
-        let body = self.get_body("/v1/models", Duration::from_secs(10)).await?;
+        let body = self
+            .get_body("/v1/models", Duration::from_secs(10), MODELS_BODY_MAX)
+            .await?;
         let body: serde_json::Value = serde_json::from_slice(&body).ok()?;
         body.get("data")?
             .get(0)?
@@ -219,12 +226,13 @@ impl Client {
 
     /// Stream one reply. Never fails: what went wrong is recorded in the reply's `error`, with
     /// everything that arrived before it. `base_ns` is the run's clock base; `stall` bounds the
-    /// wait for any next bytes.
+    /// wait for any next bytes, `limit` the whole reply (`None`: [`default_reply_limit`]).
     pub async fn stream_reply(
         &self,
         req: &ReplyRequest<'_>,
         base_ns: u64,
         stall: Duration,
+        limit: Option<Duration>,
     ) -> ReplyRecord {
         let mut body = json!({
             "model": req.model,
@@ -237,6 +245,12 @@ impl Client {
         if let (Some(extra), Some(fields)) = (req.extra_body, body.as_object_mut()) {
             fields.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
         }
+        let bounds = ReplyBounds {
+            stall,
+            whole: limit.unwrap_or_else(|| default_reply_limit(stall, req.max_tokens)),
+            max_events: max_events(req.max_tokens),
+            max_tokens: req.max_tokens,
+        };
         let since_base = move |ns: u64| ns.saturating_sub(base_ns);
         let mut rec = ReplyRecord::new(req.index, req.prompt, req.expect);
         let client = self.clone();
@@ -245,10 +259,11 @@ impl Client {
         // reader, not the gate's whole future (signals, the sampler's timer, the serve's watch).
         let mut reader = AbortOnDrop(tokio::spawn(async move {
             rec.sent_ns = since_base(clock::now_ns());
-            let outcome = read_stream(&client, body, &mut rec, base_ns, stall).await;
+            let outcome = read_stream(&client, body, &mut rec, base_ns, &bounds).await;
             rec.end_ns = since_base(clock::now_ns());
             if let Err(e) = outcome {
                 rec.error = Some(e);
+                cut_failed_text(&mut rec);
             }
             rec
         }));
@@ -260,6 +275,78 @@ impl Client {
             },
         }
     }
+}
+
+/// The wall-clock limit of a whole reply when `--reply-limit` is not given: the stall timeout
+/// for the first token, and then a second for each token max_tokens allows. The slow route of
+/// a real serve (1.9 tok/s) finishes well inside it; a serve trickling bytes, or streaming
+/// without end, does not.
+pub fn default_reply_limit(stall: Duration, max_tokens: u32) -> Duration {
+    stall + Duration::from_secs(u64::from(max_tokens))
+}
+
+/// The most events (data events other than `[DONE]`) a reply may have: four for each token
+/// max_tokens allows, and 64 more for role, finish and usage chunks. A serve sends one event
+/// a token or fewer (several tokens to a chunk); one that sends more than four times as many
+/// does not stop at max_tokens, and its events would hold the gate's memory without end.
+pub fn max_events(max_tokens: u32) -> usize {
+    (max_tokens as usize).saturating_mul(4).saturating_add(64)
+}
+
+/// The most text (answer and reasoning, bytes) one reply may have: 16 MiB. A real chunk of
+/// 10 MB passes; text without end does not get the gate's memory.
+pub const MAX_REPLY_TEXT: usize = 16 << 20;
+
+/// Bytes of each text channel a failed reply keeps: its text is quoted (80 characters), never
+/// judged, and a run whose every reply failed after 15 MiB must not keep them all.
+pub const FAILED_TEXT_KEPT: usize = 64 << 10;
+
+/// Cut a failed reply's text to its first [`FAILED_TEXT_KEPT`] bytes a channel, recording
+/// how much there was.
+fn cut_failed_text(rec: &mut ReplyRecord) {
+    if rec.content.len() <= FAILED_TEXT_KEPT && rec.reasoning.len() <= FAILED_TEXT_KEPT {
+        return;
+    }
+    rec.text_cut = Some(TextCut {
+        content_bytes: rec.content.len(),
+        reasoning_bytes: rec.reasoning.len(),
+    });
+    for text in [&mut rec.content, &mut rec.reasoning] {
+        if text.len() > FAILED_TEXT_KEPT {
+            let mut cut = FAILED_TEXT_KEPT;
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            // A new string, not a truncated one: truncating keeps the whole allocation.
+            *text = text[..cut].to_string();
+        }
+    }
+}
+
+/// Bytes kept of the body of an HTTP error answer, to quote it.
+pub const ERROR_BODY_KEPT: usize = 4096;
+
+/// The largest /v1/models answer read: a list of models is a few KiB.
+pub const MODELS_BODY_MAX: usize = 1 << 20;
+
+/// Bytes of an `event: error`'s data read as JSON for its message; a longer one is quoted as
+/// it came.
+const ERROR_DATA_PARSED: usize = 64 << 10;
+
+/// Bytes of a `finish_reason` kept: the real ones are a word.
+const FINISH_REASON_KEPT: usize = 64;
+
+/// What bounds one reply.
+#[derive(Debug, Clone, Copy)]
+struct ReplyBounds {
+    /// The longest wait for any next bytes (`--reply-timeout`).
+    stall: Duration,
+    /// The longest the whole reply may take, from the request to its end (`--reply-limit`).
+    whole: Duration,
+    /// The most events it may have.
+    max_events: usize,
+    /// The request's max_tokens, to say what the event cap was derived from.
+    max_tokens: u32,
 }
 
 /// Aborts the task when dropped: an interrupted gate drops the reply it waits for, and the
@@ -276,21 +363,88 @@ impl<T> Drop for AbortOnDrop<T> {
 /// a dozen at 20,000 tokens a second; a serve that sends a long reply at once, thousands.
 const CHUNKS_PER_TURN: u32 = 64;
 
+/// Why the reader stopped taking events from a read.
+enum Halt {
+    /// `[DONE]`: the reply is complete; nothing after it is read.
+    Done,
+    /// The reply failed, for this reason.
+    Fail(String),
+}
+
+/// How the body's reading ended, when it did not fail.
+enum Ended {
+    /// At `[DONE]`.
+    Done,
+    /// At the end of the body.
+    Eof,
+}
+
+/// `bytes` quoted, as text, cut to `max` characters: only the bytes that can show are read, so
+/// quoting 16 MiB costs no more than quoting 100 bytes.
+fn quote_bytes(bytes: &[u8], max: usize) -> String {
+    let head = &bytes[..bytes.len().min(4 * max + 4)];
+    quote(&String::from_utf8_lossy(head), max)
+}
+
+/// The FAIL text of an answer that is not an event stream.
+fn not_an_event_stream(content_type: Option<&str>) -> String {
+    match content_type {
+        Some(t) if t.contains("json") => format!(
+            "the serve's answer is not an event stream but JSON (Content-Type {}), as a serve that ignores \"stream\": true sends",
+            quote(t, 80)
+        ),
+        Some(t) if t.starts_with("text/event-stream") => format!(
+            "the serve's answer is labelled an event stream (Content-Type {}) but is not one",
+            quote(t, 80)
+        ),
+        Some(t) => format!(
+            "the serve's answer is not an event stream (Content-Type {})",
+            quote(t, 80)
+        ),
+        None => "the serve's answer is not an event stream (it has no Content-Type)".to_string(),
+    }
+}
+
+/// The FAIL text of an `event: error`, from its data.
+fn reported_error(data: &[u8]) -> String {
+    if data.is_empty() {
+        return "the serve reported an error (an `event: error` with no data)".to_string();
+    }
+    let text = match serde_json::from_slice::<serde_json::Value>(
+        &data[..data.len().min(ERROR_DATA_PARSED)],
+    ) {
+        Ok(v) => openai::error_text(&v),
+        Err(_) => return format!("the serve reported an error: {}", quote_bytes(data, 200)),
+    };
+    format!("the serve reported an error: {}", quote(&text, 200))
+}
+
 /// Read one streamed reply into `rec`, each chunk stamped with the read that completed it.
 ///
 /// The connection and the body are polled in one loop: the connection decodes a chunk from
 /// what it read, the body hands it over, the loop asks for the next, and only when neither has
-/// more (the socket is empty) does the task sleep, with the stall deadline armed. So a chunk
-/// costs no task switch and no timer poll; a wake-up, one of each. A turn takes at most
-/// [`CHUNKS_PER_TURN`] chunks, then yields to the gate's other tasks.
+/// more (the socket is empty) does the task sleep, with one deadline armed: the stall's or the
+/// whole reply's, whichever is first. So a chunk costs no task switch and no timer poll; a
+/// wake-up, one of each. A turn takes at most [`CHUNKS_PER_TURN`] chunks, then yields to the
+/// gate's other tasks, and checks the whole reply's limit, which a serve that never lets the
+/// socket empty would otherwise never meet.
 async fn read_stream(
     client: &Client,
     body: String,
     rec: &mut ReplyRecord,
     base_ns: u64,
-    stall: Duration,
+    bounds: &ReplyBounds,
 ) -> Result<(), String> {
+    let started_ns = clock::now_ns();
+    let limit_ns = started_ns.saturating_add(bounds.whole.as_nanos() as u64);
+    let stall = bounds.stall;
     let stall_msg = || format!("the stream stalled: no bytes for {} s", stall.as_secs_f64());
+    let over_limit = |what: String| {
+        format!(
+            "the reply did not end within {} s (--reply-limit); {what}",
+            bounds.whole.as_secs_f64()
+        )
+    };
     let start = async {
         let (mut link, response, stamp) = client
             .send(Method::POST, "/v1/chat/completions", Some(body))
@@ -301,28 +455,57 @@ async fn read_stream(
             .map_err(|e| format!("the request failed: {}", error_chain(&e)))?;
         Ok::<_, String>((link, resp, stamp))
     };
-    let (mut link, resp, stamp) = tokio::time::timeout(stall, start)
-        .await
-        .map_err(|_| stall_msg())??;
+    let (mut link, resp, stamp) = match tokio::time::timeout(stall.min(bounds.whole), start).await {
+        Ok(started) => started?,
+        Err(_) if bounds.whole <= stall => {
+            return Err(over_limit("the serve had not answered".to_string()))
+        }
+        Err(_) => return Err(stall_msg()),
+    };
     let status = resp.status();
+    let content_type = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
     let mut body = resp.into_body();
     if !status.is_success() {
-        let head = match tokio::time::timeout(stall, link.alongside(body.collect())).await {
-            Ok(Ok(b)) => quote(&String::from_utf8_lossy(&b.to_bytes()), 200),
-            _ => "(no body)".to_string(),
+        let left = Duration::from_nanos(limit_ns.saturating_sub(clock::now_ns()));
+        let head = read_head(&mut link, &mut body, ERROR_BODY_KEPT, stall.min(left)).await;
+        let shown = if head.is_empty() {
+            "(no body)".to_string()
+        } else {
+            quote_bytes(&head, 200)
         };
-        return Err(format!("HTTP {}: {head}", status.as_u16()));
+        return Err(format!("HTTP {}: {shown}", status.as_u16()));
     }
     let mut parser = SseParser::new();
-    let mut done = false;
+    let mut received: u64 = 0;
+    let so_far = |rec: &ReplyRecord, received: u64| {
+        let text = rec.chunks.iter().filter(|c| c.has_text()).count();
+        let finish = match &rec.finish_reason {
+            Some(reason) => format!(
+                "; it had sent its finish_reason ({}) but no [DONE]",
+                quote(reason, 40)
+            ),
+            None => String::new(),
+        };
+        format!(
+            "by then the serve had sent {received} bytes, {} events ({text} with text){finish}",
+            rec.chunks.len()
+        )
+    };
     // One deadline for the whole stream, polled only when the task is about to sleep and
     // re-armed only when it fires early, from the stamp of the last read.
     let waiting_since = clock::now_ns();
-    let mut deadline = pin!(tokio::time::sleep(stall));
-    poll_fn(|cx| {
+    let first_wake = Duration::from_nanos(limit_ns.saturating_sub(waiting_since)).min(stall);
+    let mut deadline = pin!(tokio::time::sleep(first_wake));
+    let ended = poll_fn(|cx| {
         let mut chunks_this_turn = 0;
         loop {
             if chunks_this_turn == CHUNKS_PER_TURN {
+                if clock::now_ns() >= limit_ns {
+                    return Poll::Ready(Err(over_limit(so_far(rec, received))));
+                }
                 // A serve (or a proxy) that dumps a long reply at once would keep this loop busy
                 // for as long as the bytes last, and the gate's other work (signals, the sampler)
                 // would wait for it: let it have a turn.
@@ -335,19 +518,31 @@ async fn read_stream(
                 Poll::Ready(Some(Err(e))) => {
                     return Poll::Ready(Err(format!("the stream broke: {}", error_chain(&e))))
                 }
-                Poll::Ready(None) => return Poll::Ready(Ok(())),
+                Poll::Ready(None) => return Poll::Ready(Ok(Ended::Eof)),
                 Poll::Pending => {
                     if deadline.as_mut().poll(cx).is_pending() {
                         return Poll::Pending;
                     }
+                    let now = clock::now_ns();
+                    if now >= limit_ns {
+                        return Poll::Ready(Err(over_limit(so_far(rec, received))));
+                    }
                     let last_bytes_ns = stamp.get().max(waiting_since);
-                    let quiet = Duration::from_nanos(clock::now_ns().saturating_sub(last_bytes_ns));
+                    let quiet = Duration::from_nanos(now.saturating_sub(last_bytes_ns));
                     if quiet >= stall {
+                        if let Some(reason) = &rec.finish_reason {
+                            return Poll::Ready(Err(format!(
+                                "the serve sent its finish_reason ({}) but then neither [DONE] nor the end of the stream: no bytes for {} s",
+                                quote(reason, 40),
+                                stall.as_secs_f64()
+                            )));
+                        }
                         return Poll::Ready(Err(stall_msg()));
                     }
+                    let to_limit = Duration::from_nanos(limit_ns - now);
                     deadline
                         .as_mut()
-                        .reset(tokio::time::Instant::now() + (stall - quiet));
+                        .reset(tokio::time::Instant::now() + (stall - quiet).min(to_limit));
                     continue;
                 }
             };
@@ -355,46 +550,131 @@ async fn read_stream(
                 continue; // trailers: nothing the gate reads
             };
             chunks_this_turn += 1;
+            received += read.len() as u64;
             // When the read that completed this chunk returned.
             let at_ns = stamp.get().saturating_sub(base_ns);
             let fed = parser.feed(&read, &mut |item| match item {
-                SseItem::Data(b"[DONE]") => {
-                    done = true;
-                    Ok(())
+                SseItem::Event { kind: b"error", data } => Err(Halt::Fail(reported_error(data))),
+                SseItem::Event {
+                    data: b"[DONE]", ..
+                } => Err(Halt::Done),
+                // A typed event with no data (a ping): nothing the gate reads.
+                SseItem::Event { kind, data: b"" } if !kind.is_empty() => Ok(()),
+                SseItem::Event { data, .. } => {
+                    record_chunk(rec, data, at_ns, bounds).map_err(Halt::Fail)
                 }
-                SseItem::Data(data) => record_chunk(rec, data, at_ns),
-                SseItem::Malformed(line) => Err(format!(
+                SseItem::Malformed(line) if rec.chunks.is_empty() => Err(Halt::Fail(format!(
+                    "{}: {}",
+                    not_an_event_stream(content_type.as_deref()),
+                    quote_bytes(line, 120)
+                ))),
+                SseItem::Malformed(line) => Err(Halt::Fail(format!(
                     "a line of the stream is not SSE: {}",
-                    quote(&String::from_utf8_lossy(line), 120)
-                )),
+                    quote_bytes(line, 120)
+                ))),
             });
-            if let Err(e) = fed {
-                return Poll::Ready(Err(e));
+            match fed {
+                Ok(()) => {}
+                Err(FeedError::Item(Halt::Done)) => return Poll::Ready(Ok(Ended::Done)),
+                Err(FeedError::Item(Halt::Fail(e))) => return Poll::Ready(Err(e)),
+                Err(FeedError::Stream(e)) => return Poll::Ready(Err(e.to_string())),
             }
         }
     })
     .await?;
-    if let Some(rest) = parser.finish() {
-        return Err(format!(
-            "the stream ended mid-event: {}",
-            quote(&String::from_utf8_lossy(&rest), 120)
-        ));
+    // After [DONE] nothing more is read, and the connection is dropped: a serve that keeps it
+    // open, or sends comments after it, has still completed its reply.
+    if let Ended::Done = ended {
+        return Ok(());
     }
-    if !done && rec.finish_reason.is_none() {
+    match parser.finish() {
+        Some(Unfinished::NotSse(head)) if rec.chunks.is_empty() => {
+            return Err(format!(
+                "{}: {}",
+                not_an_event_stream(content_type.as_deref()),
+                quote_bytes(&head, 120)
+            ))
+        }
+        Some(Unfinished::NotSse(head)) => {
+            return Err(format!(
+                "the stream ended mid-event, in a line that is not SSE: {}",
+                quote_bytes(&head, 120)
+            ))
+        }
+        Some(Unfinished::Event(data)) if data.is_empty() => {
+            return Err("the stream ended mid-event".to_string())
+        }
+        Some(Unfinished::Event(data)) => {
+            return Err(format!(
+                "the stream ended mid-event: {}",
+                quote_bytes(&data, 120)
+            ))
+        }
+        None => {}
+    }
+    if rec.finish_reason.is_none() {
         return Err("the stream ended without a finish_reason or [DONE]".to_string());
     }
     Ok(())
 }
 
+/// The first `max` bytes of `body`, read for at most `within`: whatever arrived by then, when
+/// the body is slow or has no end.
+async fn read_head(link: &mut Link, body: &mut Incoming, max: usize, within: Duration) -> Vec<u8> {
+    let mut head = Vec::new();
+    let reading = async {
+        while head.len() < max {
+            match body.frame().await {
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        let room = max - head.len();
+                        head.extend_from_slice(&data[..data.len().min(room)]);
+                    }
+                }
+                _ => break,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(within, link.alongside(reading)).await;
+    head
+}
+
 /// Add one parsed data event to the reply.
-fn record_chunk(rec: &mut ReplyRecord, data: &[u8], at_ns: u64) -> Result<(), String> {
+fn record_chunk(
+    rec: &mut ReplyRecord,
+    data: &[u8],
+    at_ns: u64,
+    bounds: &ReplyBounds,
+) -> Result<(), String> {
     let chunk = Chunk::parse(data).map_err(|e| {
-        format!(
-            "a chunk is not JSON ({e}): {}",
-            quote(&String::from_utf8_lossy(data), 120)
-        )
+        // Valid JSON of another shape is not "not JSON": say which it is.
+        let what = match e.classify() {
+            serde_json::error::Category::Data => "a chunk is JSON but not a chat completion chunk",
+            _ => "a chunk is not JSON",
+        };
+        format!("{what} ({e}): {}", quote_bytes(data, 120))
     })?;
+    if let Some(error) = chunk.error() {
+        return Err(format!(
+            "the serve reported an error: {}",
+            quote(&openai::error_text(error), 200)
+        ));
+    }
+    if rec.chunks.len() >= bounds.max_events {
+        let text = rec.chunks.iter().filter(|c| c.has_text()).count();
+        return Err(format!(
+            "the serve sent more than {} events ({text} with text) for max_tokens {}: it does not stop at max_tokens",
+            bounds.max_events, bounds.max_tokens
+        ));
+    }
     let (content, reasoning) = (chunk.content(), chunk.reasoning());
+    let text_len = rec.content.len() + rec.reasoning.len() + content.len() + reasoning.len();
+    if text_len > MAX_REPLY_TEXT {
+        return Err(format!(
+            "the reply's text passed {} MiB (the gate's cap on one reply's text)",
+            MAX_REPLY_TEXT >> 20
+        ));
+    }
     rec.content.push_str(content);
     rec.reasoning.push_str(reasoning);
     rec.chunks.push(ChunkArrival {
@@ -403,17 +683,28 @@ fn record_chunk(rec: &mut ReplyRecord, data: &[u8], at_ns: u64) -> Result<(), St
         reasoning_chars: reasoning.chars().count() as u32,
         tokens: 0.0,
     });
-    if let Some(reason) = chunk.finish_reason() {
-        rec.finish_reason = Some(reason.to_string());
-    }
     if let Some(n) = chunk.usage.and_then(|u| u.completion_tokens) {
         rec.usage_completion_tokens = Some(n);
     }
     if let Some(n) = chunk.cached_prompt_tokens() {
         rec.cached_prompt_tokens = Some(n);
     }
+    let failed = match chunk.finish_reason() {
+        Some(reason) => {
+            let mut cut = reason.len().min(FINISH_REASON_KEPT);
+            while !reason.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            rec.finish_reason = Some(reason[..cut].to_string());
+            reason == "error"
+        }
+        None => false,
+    };
     if chunk.timings.is_some() {
         rec.server_timings = chunk.timings;
+    }
+    if failed {
+        return Err("the serve ended the reply with finish_reason \"error\"".to_string());
     }
     Ok(())
 }
@@ -427,4 +718,73 @@ fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
         source = s.source();
     }
     parts.join(": ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_limit_allows_the_stall_and_a_second_a_token() {
+        let stall = Duration::from_secs(60);
+        assert_eq!(default_reply_limit(stall, 64), Duration::from_secs(124));
+        // The slow route, 1.9 tok/s, finishes its 64 tokens inside it.
+        assert!(
+            Duration::from_secs_f64(64.0 / 1.9) + Duration::from_secs(5) < Duration::from_secs(124)
+        );
+        assert_eq!(max_events(64), 320);
+        assert_eq!(max_events(u32::MAX), 4 * u32::MAX as usize + 64);
+    }
+
+    #[test]
+    fn an_error_event_says_the_serves_message_or_its_data() {
+        assert_eq!(
+            reported_error(br#"{"error":{"message":"CUDA out of memory"}}"#),
+            "the serve reported an error: \"CUDA out of memory\""
+        );
+        assert_eq!(
+            reported_error(b"out of memory, not JSON"),
+            "the serve reported an error: \"out of memory, not JSON\""
+        );
+        assert_eq!(
+            reported_error(b""),
+            "the serve reported an error (an `event: error` with no data)"
+        );
+        let huge = format!(r#"{{"message":"{}"}}"#, "m".repeat(1 << 20));
+        assert!(reported_error(huge.as_bytes()).len() < 300);
+    }
+
+    #[test]
+    fn quoting_bytes_reads_only_what_can_show() {
+        let big = vec![b'a'; 10 << 20];
+        assert_eq!(quote_bytes(&big, 3), "\"aaa…\"");
+        assert_eq!(quote_bytes(b"\xff\xfeok", 10), "\"\u{fffd}\u{fffd}ok\"");
+        let emoji = "\u{1f600}".repeat(50);
+        assert_eq!(
+            quote_bytes(emoji.as_bytes(), 2),
+            format!("\"{}…\"", "\u{1f600}".repeat(2))
+        );
+    }
+
+    #[test]
+    fn a_failed_replys_text_is_cut_to_its_head_and_its_size_recorded() {
+        let mut rec = ReplyRecord::new(1, "p", None);
+        rec.content = "é".repeat(FAILED_TEXT_KEPT); // two bytes each
+        rec.reasoning = "r".into();
+        cut_failed_text(&mut rec);
+        assert_eq!(rec.content.len(), FAILED_TEXT_KEPT);
+        assert_eq!(rec.reasoning, "r");
+        assert_eq!(
+            rec.text_cut,
+            Some(TextCut {
+                content_bytes: 2 * FAILED_TEXT_KEPT,
+                reasoning_bytes: 1
+            })
+        );
+        assert_eq!(rec.text_bytes(), 2 * FAILED_TEXT_KEPT + 1);
+        let mut small = ReplyRecord::new(1, "p", None);
+        small.content = "Paris".into();
+        cut_failed_text(&mut small);
+        assert_eq!((small.content.as_str(), small.text_cut), ("Paris", None));
+    }
 }

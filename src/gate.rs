@@ -62,6 +62,8 @@ struct Plan {
     ready_timeout: Duration,
     grace: Duration,
     reply_timeout: Duration,
+    /// `--reply-limit`; `None`: derived from each reply's max_tokens.
+    reply_limit: Option<Duration>,
     settings: serde_json::Value,
     output: Outputs,
 }
@@ -90,6 +92,7 @@ fn settings_json(args: &RunArgs) -> serde_json::Value {
         "ready_timeout": args.ready_timeout.as_secs_f64(),
         "grace": args.grace.as_secs_f64(),
         "reply_timeout": args.reply_timeout.as_secs_f64(),
+        "reply_limit": args.reply_limit.map(|d| d.as_secs_f64()),
         "serve": args.serve,
     })
 }
@@ -208,6 +211,7 @@ impl Plan {
             ready_timeout: args.ready_timeout,
             grace: args.grace,
             reply_timeout: args.reply_timeout,
+            reply_limit: args.reply_limit,
             settings,
             output,
         })
@@ -285,6 +289,7 @@ async fn execute(plan: Plan) -> Result<u8> {
             ready_timeout_s: plan.ready_timeout.as_secs_f64(),
             grace_s: plan.grace.as_secs_f64(),
             reply_timeout_s: plan.reply_timeout.as_secs_f64(),
+            reply_limit_s: plan.reply_limit.map(|d| d.as_secs_f64()),
         },
         host: nix::unistd::gethostname()
             .map(|h| h.to_string_lossy().into_owned())
@@ -702,7 +707,9 @@ async fn make_replies(
             max_tokens: prompt.max_tokens.unwrap_or(plan.max_tokens),
             extra_body: plan.extra_body.as_ref(),
         };
-        let mut reply = client.stream_reply(&req, base_ns, plan.reply_timeout).await;
+        let mut reply = client
+            .stream_reply(&req, base_ns, plan.reply_timeout, plan.reply_limit)
+            .await;
         let m = measure::measure(&reply);
         let tokens = measure::chunk_tokens(&reply, &m);
         for (c, t) in reply.chunks.iter_mut().zip(tokens) {

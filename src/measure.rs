@@ -17,6 +17,9 @@ pub enum TokenSource {
     UsageLessEndOfGeneration,
     /// The number of events that carried text.
     Chunks,
+    /// The number of events that carried text, because `usage.completion_tokens` claimed more
+    /// tokens than the streamed text could hold (see [`usage_ceiling`]).
+    ChunksUsageNotBelieved,
     /// Neither: no usage and no text.
     None,
 }
@@ -46,11 +49,36 @@ pub struct ReplyMetrics {
     /// `timings.predicted_per_second`), for cross-checking.
     #[serde(default)]
     pub server_rate_tok_s: Option<f64>,
+    /// The usage count the gate did not believe, and what the streamed text could hold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage_not_believed: Option<UsageNotBelieved>,
+}
+
+/// A usage count claiming more tokens than the streamed text could hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UsageNotBelieved {
+    /// `usage.completion_tokens`, as the serve sent it.
+    pub claimed: u64,
+    /// Events that carried text.
+    pub text_chunks: usize,
+    /// Bytes of text they carried (answer and reasoning).
+    pub text_bytes: usize,
+}
+
+/// The most tokens a reply's streamed text can hold: one a byte, and one more for each text
+/// event (a token that decodes to nothing, such as the end of generation, at most one an
+/// event). Bytes, not characters: a byte-level tokenizer may spend a token on each byte of an
+/// emoji, so four tokens to one character is real; more tokens than bytes is not.
+pub fn usage_ceiling(text_bytes: usize, text_chunks: usize) -> u64 {
+    text_bytes as u64 + text_chunks as u64
 }
 
 /// Measure one reply.
 ///
-/// Tokens are `usage.completion_tokens` when reported, else the count of text events. When
+/// Tokens are `usage.completion_tokens` when reported and believable, else the count of text
+/// events. Usage is not believed when it claims more than [`usage_ceiling`] of the streamed
+/// text: a serve that says 1,000,000 tokens for 5 one-word events would pass any floor on its
+/// word alone. When
 /// only a total is known and events may carry several tokens, the first event counts as
 /// total / events. Decode rate = (tokens - first event's tokens) / (last - first): the wait for
 /// the first token is first-token's business, not the rate's. Fewer than two text events, or
@@ -67,7 +95,21 @@ pub fn measure(reply: &ReplyRecord) -> ReplyMetrics {
     // An empty reply with a count of 1 at a "stop" generated only that token: 0 streamed.
     let end_of_generation = reply.finish_reason.as_deref() == Some("stop")
         && reply.usage_completion_tokens == Some(text_chunks as u64 + 1);
+    let text_bytes = reply.text_bytes();
+    let usage_not_believed = reply
+        .usage_completion_tokens
+        .filter(|&n| !end_of_generation && n > usage_ceiling(text_bytes, text_chunks))
+        .map(|claimed| UsageNotBelieved {
+            claimed,
+            text_chunks,
+            text_bytes,
+        });
     let (tokens, token_source, first_chunk_tokens) = match reply.usage_completion_tokens {
+        Some(_) if usage_not_believed.is_some() => {
+            let tokens = text_chunks as f64;
+            let first = if text_chunks > 0 { 1.0 } else { 0.0 };
+            (tokens, TokenSource::ChunksUsageNotBelieved, first)
+        }
         Some(_) if end_of_generation => (
             text_chunks as f64,
             TokenSource::UsageLessEndOfGeneration,
@@ -100,6 +142,7 @@ pub fn measure(reply: &ReplyRecord) -> ReplyMetrics {
         .and_then(|v| v.as_f64());
     ReplyMetrics {
         server_rate_tok_s,
+        usage_not_believed,
         tokens,
         token_source,
         text_chunks,
@@ -201,7 +244,9 @@ pub(crate) mod tests {
     #[test]
     fn usage_with_multi_token_chunks_counts_the_first_chunks_share() {
         // 3 events of 3 tokens each (usage 9): after the first, 6 tokens over 200 ms = 30 tok/s.
-        let m = measure(&reply_at(&[100, 200, 300], Some(9)));
+        let mut r = reply_at(&[100, 200, 300], Some(9));
+        r.content = " ok ok ok".repeat(3); // three tokens of three bytes an event
+        let m = measure(&r);
         assert_eq!(m.token_source, TokenSource::Usage);
         assert_eq!(m.first_chunk_tokens, 3.0);
         assert_eq!(m.rate_tok_s, Some(30.0));
@@ -254,12 +299,80 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn usage_without_text_has_no_first_chunk_share() {
+    fn usage_without_text_is_not_believed_and_has_no_first_chunk_share() {
         let m = measure(&reply_at(&[], Some(5)));
-        assert_eq!(m.token_source, TokenSource::Usage);
-        assert_eq!(m.tokens, 5.0);
+        assert_eq!(m.token_source, TokenSource::ChunksUsageNotBelieved);
+        assert_eq!(m.tokens, 0.0);
         assert_eq!(m.first_chunk_tokens, 0.0);
         assert_eq!(m.rate_tok_s, None);
+    }
+
+    #[test]
+    fn usage_that_the_text_cannot_hold_is_not_believed() {
+        // 5 one-character events 500 ms apart (the lying serve's 2 s): a million tokens
+        // would be 399,633 tok/s; the chunks say 2.
+        let lie = reply_at(&[100, 600, 1100, 1600, 2100], Some(1_000_000));
+        let m = measure(&lie);
+        assert_eq!(m.token_source, TokenSource::ChunksUsageNotBelieved);
+        assert_eq!((m.tokens, m.first_chunk_tokens), (5.0, 1.0));
+        assert_eq!(m.rate_tok_s, Some(2.0));
+        assert_eq!(
+            m.usage_not_believed,
+            Some(UsageNotBelieved {
+                claimed: 1_000_000,
+                text_chunks: 5,
+                text_bytes: 5
+            })
+        );
+        // At the ceiling (a byte a token, one more an event) it is believed; one over, not.
+        let at = measure(&reply_at(&[100, 200, 300], Some(6)));
+        assert_eq!(
+            (at.token_source, at.usage_not_believed),
+            (TokenSource::Usage, None)
+        );
+        let over = measure(&reply_at(&[100, 200, 300], Some(7)));
+        assert_eq!(over.token_source, TokenSource::ChunksUsageNotBelieved);
+        // Several tokens a byte of text is not believed, several bytes a token is.
+        let mut emoji = reply_at(&[100, 200], Some(6));
+        emoji.content = "\u{1f600}\u{1f600}".into(); // 8 bytes, 2 characters
+        assert_eq!(measure(&emoji).token_source, TokenSource::Usage);
+    }
+
+    #[test]
+    fn a_failed_replys_cut_text_counts_at_its_size_before_the_cut() {
+        let mut r = reply_at(&[100, 200, 300], Some(60));
+        assert_eq!(
+            measure(&r).token_source,
+            TokenSource::ChunksUsageNotBelieved
+        );
+        r.text_cut = Some(crate::record::TextCut {
+            content_bytes: 100,
+            reasoning_bytes: 0,
+        });
+        assert_eq!(measure(&r).token_source, TokenSource::Usage);
+    }
+
+    #[test]
+    fn token_sources_read_back_from_older_archives() {
+        for (text, source) in [
+            ("\"usage\"", TokenSource::Usage),
+            ("\"chunks\"", TokenSource::Chunks),
+            (
+                "\"usage-less-end-of-generation\"",
+                TokenSource::UsageLessEndOfGeneration,
+            ),
+            (
+                "\"chunks-usage-not-believed\"",
+                TokenSource::ChunksUsageNotBelieved,
+            ),
+        ] {
+            assert_eq!(serde_json::from_str::<TokenSource>(text).unwrap(), source);
+            assert_eq!(serde_json::to_string(&source).unwrap(), text);
+        }
+        let old = r#"{"tokens":3.0,"token_source":"usage","text_chunks":3,"first_chunk_tokens":1.0,
+            "sent_ns":0,"first_ns":1,"last_ns":3,"first_token_ms":0.0,"rate_tok_s":1.0}"#;
+        let m: ReplyMetrics = serde_json::from_str(old).unwrap();
+        assert_eq!(m.usage_not_believed, None);
     }
 
     #[test]

@@ -2,7 +2,10 @@
 //!
 //! Servers differ: llama-server sends `"content": null` in its first chunk, reasoning models put
 //! their thinking on `reasoning_content`, a final chunk may carry only `usage` with no choices.
-//! Every field is optional here; what a chunk means is decided by the caller.
+//! Every field is optional here; what a chunk means is decided by the caller. A serve that fails
+//! mid-stream may say so in a chunk of its own, `{"error": ...}`: that member is read too, so
+//! the caller can fail the reply with the serve's own words rather than take it for an empty
+//! chunk.
 
 use std::borrow::Cow;
 
@@ -24,6 +27,8 @@ pub struct Chunk<'a> {
     pub usage: Option<Usage>,
     /// llama-server's own timings (`predicted_per_second` and friends), kept as it sent them.
     pub timings: Option<serde_json::Value>,
+    /// The chunk's `error` member, when it has one that is not `null`.
+    error: Option<serde_json::Value>,
 }
 
 /// A chunk as serde reads it, for the chunks the fast path leaves to it.
@@ -33,6 +38,7 @@ struct Wire<'a> {
     choices: Vec<Choice<'a>>,
     usage: Option<Usage>,
     timings: Option<serde_json::Value>,
+    error: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -68,7 +74,7 @@ struct PromptTokensDetails {
 impl<'a> Chunk<'a> {
     /// Parse one `data:` payload. The error is serde's, for quoting in a FAIL line.
     ///
-    /// The usual chunk is read by [`chunk_scan`], the rest (escapes, `usage`, anything
+    /// The usual chunk is read by [`chunk_scan`], the rest (escapes, `usage`, `error`, anything
     /// unusual, anything broken) by serde_json, which gives the same answer where both can.
     pub fn parse(data: &'a [u8]) -> Result<Chunk<'a>, serde_json::Error> {
         if let Some(plain) = chunk_scan::scan(data) {
@@ -78,6 +84,7 @@ impl<'a> Chunk<'a> {
                 finish_reason: plain.finish_reason.map(Cow::Borrowed),
                 usage: None,
                 timings: None,
+                error: None,
             });
         }
         Self::by_serde(data)
@@ -93,7 +100,13 @@ impl<'a> Chunk<'a> {
             finish_reason: first.finish_reason,
             usage: wire.usage,
             timings: wire.timings,
+            error: wire.error,
         })
+    }
+
+    /// The serve's error, when the chunk is one (`{"error": ...}`, not `null`).
+    pub fn error(&self) -> Option<&serde_json::Value> {
+        self.error.as_ref()
     }
 
     /// The answer text this chunk adds (first choice), empty when none.
@@ -119,6 +132,36 @@ impl<'a> Chunk<'a> {
     pub fn finish_reason(&self) -> Option<&str> {
         self.finish_reason.as_deref()
     }
+}
+
+/// Bytes of an error's JSON kept when it has no message to say instead.
+const ERROR_JSON_KEPT: usize = 512;
+
+/// What a serve's error says, for a FAIL line: its message where it gives one, else its JSON.
+///
+/// Serves shape errors differently: OpenAI's `{"error": {"message": ...}}`, a bare
+/// `{"error": "..."}`, `{"message": ...}` under `event: error`, or an object with only a code.
+/// `value` is the error itself or an object holding it in `error`.
+pub fn error_text(value: &serde_json::Value) -> String {
+    let error = match value.get("error") {
+        Some(inner) if !inner.is_null() => inner,
+        _ => value,
+    };
+    if let Some(text) = error.as_str() {
+        return text.to_string();
+    }
+    if let Some(text) = error.get("message").and_then(|m| m.as_str()) {
+        return text.to_string();
+    }
+    let mut json = error.to_string();
+    if json.len() > ERROR_JSON_KEPT {
+        let mut cut = ERROR_JSON_KEPT;
+        while !json.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        json.truncate(cut);
+    }
+    json
 }
 
 #[cfg(test)]
@@ -161,6 +204,31 @@ mod tests {
         assert_eq!(llama.cached_prompt_tokens(), Some(9));
         let neither = Chunk::parse(br#"{"choices":[],"usage":{"completion_tokens":3}}"#).unwrap();
         assert_eq!(neither.cached_prompt_tokens(), None);
+    }
+
+    #[test]
+    fn an_error_chunk_is_read_as_the_serves_error() {
+        let c = Chunk::parse(br#"{"error":{"message":"CUDA out of memory","code":500}}"#).unwrap();
+        assert_eq!(error_text(c.error().unwrap()), "CUDA out of memory");
+        let c = Chunk::parse(br#"{"choices":[{"delta":{"content":"a"}}],"error":null}"#).unwrap();
+        assert!(c.error().is_none(), "a null error is no error");
+        assert_eq!(c.content(), "a");
+    }
+
+    #[test]
+    fn an_errors_text_is_its_message_else_its_json() {
+        let text = |s: &str| error_text(&serde_json::from_str(s).unwrap());
+        assert_eq!(text(r#"{"error":{"message":"boom"}}"#), "boom");
+        assert_eq!(text(r#"{"error":"plain words"}"#), "plain words");
+        assert_eq!(
+            text(r#"{"message":"under event: error"}"#),
+            "under event: error"
+        );
+        assert_eq!(text(r#"{"error":{"code":500}}"#), r#"{"code":500}"#);
+        assert_eq!(text(r#""just a string""#), "just a string");
+        assert_eq!(text(r#"{"error":{"message":7}}"#), r#"{"message":7}"#);
+        let long = format!(r#"{{"error":{{"detail":"{}"}}}}"#, "é".repeat(1000));
+        assert!(text(&long).len() <= ERROR_JSON_KEPT);
     }
 
     #[test]

@@ -42,6 +42,7 @@ pub struct Profile {
     ready_timeout: Option<f64>,
     grace: Option<f64>,
     reply_timeout: Option<f64>,
+    reply_limit: Option<f64>,
     serve: Option<Vec<String>>,
 }
 
@@ -88,6 +89,13 @@ pub fn apply(
                 }
             }
         };
+        ($field:ident, optional seconds) => {
+            if !given(stringify!($field)) {
+                if let Some(v) = profile.$field {
+                    args.$field = Some(seconds(stringify!($field), v)?);
+                }
+            }
+        };
         ($field:ident, seconds) => {
             if !given(stringify!($field)) {
                 if let Some(v) = profile.$field {
@@ -113,6 +121,7 @@ pub fn apply(
     take!(ready_timeout, seconds);
     take!(grace, seconds);
     take!(reply_timeout, seconds);
+    take!(reply_limit, optional seconds);
     if !given("prompts") {
         if let Some(p) = profile.prompts {
             args.prompts = Some(dir.join(p));

@@ -105,12 +105,34 @@ pub struct ReplyRecord {
     pub cached_prompt_tokens: Option<u64>,
     /// What went wrong, when the reply did not complete cleanly.
     pub error: Option<String>,
+    /// How much text a failed reply had before `content` and `reasoning` were cut to their
+    /// heads (a failed reply's text is quoted, never judged, and must not hold the gate's
+    /// memory for the rest of the run); absent when nothing was cut.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text_cut: Option<TextCut>,
     /// Figures derived from the above when the reply was recorded (informational).
     #[serde(default)]
     pub metrics: Option<ReplyMetrics>,
 }
 
+/// The sizes of a failed reply's text before it was cut.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TextCut {
+    /// Bytes of answer text received.
+    pub content_bytes: usize,
+    /// Bytes of reasoning text received.
+    pub reasoning_bytes: usize,
+}
+
 impl ReplyRecord {
+    /// Bytes of text (answer and reasoning) the reply received, cut or not.
+    pub fn text_bytes(&self) -> usize {
+        match self.text_cut {
+            Some(cut) => cut.content_bytes + cut.reasoning_bytes,
+            None => self.content.len() + self.reasoning.len(),
+        }
+    }
+
     /// A reply to `prompt` with nothing received yet.
     pub fn new(index: usize, prompt: &str, expect: Option<&str>) -> Self {
         ReplyRecord {
@@ -127,6 +149,7 @@ impl ReplyRecord {
             server_timings: None,
             cached_prompt_tokens: None,
             error: None,
+            text_cut: None,
             metrics: None,
         }
     }
@@ -250,6 +273,10 @@ pub struct Limits {
     pub grace_s: f64,
     /// Seconds a stream may stall (no bytes) before the reply is abandoned.
     pub reply_timeout_s: f64,
+    /// Seconds one whole reply may take (`--reply-limit`); `None`: derived from each reply's
+    /// max_tokens (`--reply-timeout` plus 1 s a token).
+    #[serde(default)]
+    pub reply_limit_s: Option<f64>,
 }
 
 /// The clock the run's ns offsets are on.

@@ -113,6 +113,97 @@ pub struct StandInArgs {
     /// The reply's first words, instead of the right answer to a built-in prompt.
     #[arg(long, value_name = "TEXT")]
     pub answer: Option<String>,
+    /// Fault: after N tokens, an `event: error` frame whose data is --error-data, then
+    /// [DONE].
+    #[arg(long, value_name = "N", help_heading = "Faults in the stream")]
+    pub error_event_after: Option<usize>,
+    /// Fault: after N tokens, a data chunk that is --error-data, then [DONE].
+    #[arg(long, value_name = "N", help_heading = "Faults in the stream")]
+    pub error_chunk_after: Option<usize>,
+    /// The error that --error-event-after and --error-chunk-after send.
+    #[arg(
+        long,
+        default_value = r#"{"error":{"message":"CUDA out of memory","code":500}}"#,
+        value_name = "DATA",
+        help_heading = "Faults in the stream"
+    )]
+    pub error_data: String,
+    /// Fault: the final chunk's finish_reason is TEXT (e.g. "error"), not "stop" or "length".
+    #[arg(long, value_name = "TEXT", help_heading = "Faults in the stream")]
+    pub finish_reason: Option<String>,
+    /// Fault: the usage chunk claims N completion tokens, whatever was sent.
+    #[arg(long, value_name = "N", help_heading = "Faults in the stream")]
+    pub usage_claims: Option<u64>,
+    /// Fault: the answer's body is written one byte at a time, MS apart.
+    #[arg(long, value_name = "MS", help_heading = "Faults in the stream")]
+    pub trickle_ms: Option<u64>,
+    /// Fault: tokens without end (--gaps-ms apart), ignoring max_tokens; no finish, no [DONE].
+    #[arg(long, help_heading = "Faults in the stream")]
+    pub endless: bool,
+    /// Fault: after [DONE], keep the connection open, silent or sending comments (--gaps-ms
+    /// apart).
+    #[arg(
+        long,
+        value_enum,
+        value_name = "HOW",
+        help_heading = "Faults in the stream"
+    )]
+    pub after_done: Option<AfterDone>,
+    /// Fault: no [DONE] after the finish and usage chunks (with --after-done, the connection
+    /// then stays open).
+    #[arg(long, help_heading = "Faults in the stream")]
+    pub no_done: bool,
+    /// Fault: with --http-status, an error body without end.
+    #[arg(long, requires = "http_status", help_heading = "Faults in the stream")]
+    pub endless_body: bool,
+    /// Fault: after N tokens, a `data:` line that never ends.
+    #[arg(long, value_name = "N", help_heading = "Faults in the stream")]
+    pub endless_line_after: Option<usize>,
+    /// The first token's chunk carries BYTES more content (" ok" repeated): one huge chunk.
+    #[arg(long, value_name = "BYTES", help_heading = "Faults in the stream")]
+    pub big_chunk: Option<usize>,
+    /// How many chunks, from the first, --big-chunk makes huge.
+    #[arg(
+        long,
+        default_value_t = 1,
+        value_name = "N",
+        requires = "big_chunk",
+        help_heading = "Faults in the stream"
+    )]
+    pub big_chunks: usize,
+    /// Fault: a streaming request is answered with one JSON completion, as a server that does
+    /// not stream would.
+    #[arg(long, help_heading = "Faults in the stream")]
+    pub not_sse: bool,
+    /// Fault: after N tokens, a chunk that is JSON of the wrong shape.
+    #[arg(long, value_name = "N", help_heading = "Faults in the stream")]
+    pub wrong_shape_after: Option<usize>,
+    /// Fault: these bytes, as given, are written into the stream after --inject-after N tokens
+    /// (a frame of a test's own making).
+    #[arg(
+        long,
+        value_name = "BYTES",
+        requires = "inject_after",
+        help_heading = "Faults in the stream"
+    )]
+    pub inject: Option<String>,
+    /// When --inject's bytes are written: after N tokens.
+    #[arg(
+        long,
+        value_name = "N",
+        requires = "inject",
+        help_heading = "Faults in the stream"
+    )]
+    pub inject_after: Option<usize>,
+}
+
+/// What the stand-in does after [DONE], or where it would have sent it (`--after-done`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AfterDone {
+    /// Keep the connection open and send nothing more.
+    Silent,
+    /// Keep the connection open and send SSE comments without end.
+    Comments,
 }
 
 /// One line of the stand-in's trace.
@@ -195,8 +286,14 @@ impl Trace {
 
 /// Run the stand-in until it is killed.
 pub fn run(args: StandInArgs) -> Result<()> {
-    if args.gaps_ms.iter().any(|g| !g.is_finite() || *g < 0.0) {
-        bail!("--gaps-ms takes numbers of ms, 0 or more");
+    // A day at most: a larger gap would overflow the Duration it becomes (a panic, not a
+    // scripted serve).
+    if args
+        .gaps_ms
+        .iter()
+        .any(|g| !g.is_finite() || *g < 0.0 || *g > 86_400_000.0)
+    {
+        bail!("--gaps-ms takes numbers of ms, 0 to 86400000");
     }
     if args.gaps_ms.is_empty() {
         bail!("--gaps-ms needs at least one number");
@@ -219,15 +316,19 @@ pub fn run(args: StandInArgs) -> Result<()> {
 }
 
 async fn serve(args: StandInArgs) -> Result<()> {
-    eprintln!("{}", args.route_line);
+    let _ = crate::console::err_line(&args.route_line);
     if args.startup_ms > 0 {
-        eprintln!("stand-in: starting up for {} ms", args.startup_ms);
+        let _ =
+            crate::console::err_line(&format!("stand-in: starting up for {} ms", args.startup_ms));
         tokio::time::sleep(Duration::from_millis(args.startup_ms)).await;
     }
     let listener = TcpListener::bind(("127.0.0.1", args.port))
         .await
         .with_context(|| format!("failed to listen on 127.0.0.1:{}", args.port))?;
-    eprintln!("stand-in: listening on http://{}", listener.local_addr()?);
+    let _ = crate::console::err_line(&format!(
+        "stand-in: listening on http://{}",
+        listener.local_addr()?
+    ));
     serve_on(listener, args).await
 }
 
@@ -283,7 +384,7 @@ pub async fn serve_on(listener: TcpListener, args: StandInArgs) -> Result<()> {
     tokio::select! {
         r = server => r.context("the stand-in server failed"),
         _ = term.recv() => {
-            eprintln!("stand-in: SIGTERM, exiting");
+            let _ = crate::console::err_line("stand-in: SIGTERM, exiting");
             Ok(())
         }
     }
@@ -542,6 +643,12 @@ fn burn(d: Duration) {
 const GARBAGE: &[u8] = b"this line is not SSE {\n\n";
 /// The scripted event that is not JSON.
 const BAD_JSON: &[u8] = b"data: {\"choices\": [not json\n\n";
+/// The scripted event that is JSON, but not of a chunk's shape.
+const WRONG_SHAPE: &[u8] = b"data: {\"choices\":{\"delta\":\"Paris\"}}\n\n";
+/// The start of the scripted line that never ends.
+const ENDLESS_LINE_START: &[u8] = b"data: {\"choices\":[{\"delta\":{\"content\":\"";
+/// A piece of a body without end.
+const ENDLESS_PIECE: usize = 64 << 10;
 
 /// What the body stream does next.
 enum Step {
@@ -551,6 +658,79 @@ enum Step {
     Die(Duration),
     /// Give the last bytes time to leave, then end the process.
     Crash,
+    /// Keep the connection open, sending nothing, until the client goes.
+    Hang,
+}
+
+/// The steps of a body, in order; without end for the endless faults.
+type Steps = Box<dyn Iterator<Item = Step> + Send>;
+
+/// `bytes` over and over, without end.
+fn forever(wait: Duration, bytes: Bytes) -> impl Iterator<Item = Step> + Send {
+    std::iter::repeat_with(move || Step::Send(wait, bytes.clone()))
+}
+
+/// The body of `steps`, each written after its wait (and, with `trickle`, a byte at a time).
+fn body_of(steps: Steps, work: Duration, trickle: Option<Duration>) -> Body {
+    let stream = futures_util::stream::unfold(steps, move |mut steps| async move {
+        let (wait, item) = match steps.next()? {
+            Step::Send(wait, bytes) => (wait, Ok(bytes)),
+            Step::Die(wait) => (
+                wait,
+                Err(std::io::Error::other("the stand-in drops the connection")),
+            ),
+            Step::Crash => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                let _ = crate::console::err_line("stand-in: crashing as scripted");
+                std::process::exit(3);
+            }
+            Step::Hang => {
+                futures_util::future::pending::<()>().await;
+                return None;
+            }
+        };
+        if wait >= Duration::from_millis(1) {
+            tokio::time::sleep(wait).await;
+        } else if !wait.is_zero() {
+            // tokio's timer counts whole milliseconds: shorter gaps (a 20,000 tok/s stream)
+            // are kept by spinning, which only the stand-in pays for.
+            let until = std::time::Instant::now() + wait;
+            while std::time::Instant::now() < until {
+                std::hint::spin_loop();
+            }
+        }
+        if !work.is_zero() {
+            burn(work);
+        }
+        let stop = item.is_err();
+        // After an error the stream ends: hyper aborts the connection mid-body.
+        let rest: Steps = if stop {
+            Box::new(std::iter::empty())
+        } else {
+            steps
+        };
+        Some((item, rest))
+    });
+    let Some(gap) = trickle else {
+        return Body::from_stream(stream);
+    };
+    // A byte at a time: each item's bytes are held and let out one by one.
+    let trickled = futures_util::stream::unfold(
+        (Box::pin(stream), Bytes::new()),
+        move |(mut stream, mut held)| async move {
+            use futures_util::StreamExt;
+            while held.is_empty() {
+                match stream.next().await? {
+                    Ok(bytes) => held = bytes,
+                    Err(e) => return Some((Err(e), (stream, held))),
+                }
+            }
+            tokio::time::sleep(gap).await;
+            let byte = held.split_to(1);
+            Some((Ok(byte), (stream, held)))
+        },
+    );
+    Body::from_stream(trickled)
 }
 
 async fn chat(State(script): State<Arc<Script>>, Json(req): Json<ChatRequest>) -> Response {
@@ -570,17 +750,33 @@ async fn chat(State(script): State<Arc<Script>>, Json(req): Json<ChatRequest>) -
             prompt: prompt.clone(),
         });
     }
+    let trickle = args.trickle_ms.map(Duration::from_millis);
     if let Some(code) = args.http_status {
         let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let body = json!({"error": {"message": "scripted error from the stand-in", "code": code}});
+        if args.endless_body {
+            let mut text = body.to_string().into_bytes();
+            text.resize(ENDLESS_PIECE, b' ');
+            let steps = forever(Duration::ZERO, Bytes::from(text));
+            let body = body_of(Box::new(steps), Duration::ZERO, trickle);
+            return (status, [(header::CONTENT_TYPE, "application/json")], body).into_response();
+        }
         return (status, Json(body)).into_response();
     }
     let max_tokens = req.max_tokens.unwrap_or(usize::MAX);
     let n = args.tokens.min(max_tokens);
-    let finish = if n == max_tokens { "length" } else { "stop" };
-    let chunks = reply_chunks(args, &prompt, n);
+    let natural = if n == max_tokens { "length" } else { "stop" };
+    let finish = args.finish_reason.as_deref().unwrap_or(natural);
+    let mut chunks = reply_chunks(args, &prompt, n);
+    if let Some(extra) = args.big_chunk {
+        let mut pad = " ok".repeat(extra.div_ceil(3));
+        pad.truncate(extra);
+        for chunk in chunks.iter_mut().take(args.big_chunks) {
+            chunk.content.push_str(&pad);
+        }
+    }
     let ttft = Duration::from_millis(args.ttft_ms);
-    if !req.stream {
+    if !req.stream || args.not_sse {
         tokio::time::sleep_until(received + ttft).await;
         let content: String = chunks.iter().map(|c| c.content.as_str()).collect();
         let body = json!({
@@ -592,6 +788,7 @@ async fn chat(State(script): State<Arc<Script>>, Json(req): Json<ChatRequest>) -
         });
         return Json(body).into_response();
     }
+    let usage_tokens = args.usage_claims.map_or(n, |c| c as usize);
     let include_usage = req.stream_options.is_some_and(|o| o.include_usage) && !args.no_usage;
     let mut steps = Vec::new();
     if args.role_chunk {
@@ -604,6 +801,11 @@ async fn chat(State(script): State<Arc<Script>>, Json(req): Json<ChatRequest>) -
         ));
     }
     let gap = |i: usize| Duration::from_secs_f64(args.gaps_ms[i % args.gaps_ms.len()] / 1e3);
+    if args.error_event_after == Some(0) || args.error_chunk_after == Some(0) {
+        // After 0 tokens: in place of the first, a stream of nothing but the error.
+        let wait = ttft.saturating_sub(received.elapsed());
+        return stream_answer(steps, error_frame(args, wait), args, trickle);
+    }
     for (i, c) in chunks.iter().enumerate() {
         // The first token waits for ttft from the request's arrival, not from this point.
         let wait = if i == 0 {
@@ -632,17 +834,48 @@ async fn chat(State(script): State<Arc<Script>>, Json(req): Json<ChatRequest>) -
         if reaches(args.bad_json_after) {
             steps.push(Step::Send(Duration::ZERO, Bytes::from_static(BAD_JSON)));
         }
+        if reaches(args.wrong_shape_after) {
+            steps.push(Step::Send(Duration::ZERO, Bytes::from_static(WRONG_SHAPE)));
+        }
+        if let (true, Some(bytes)) = (reaches(args.inject_after), &args.inject) {
+            steps.push(Step::Send(Duration::ZERO, Bytes::from(bytes.clone())));
+        }
         if reaches(args.crash_after) {
             steps.push(Step::Crash);
         }
         if reaches(args.die_after) {
             steps.push(Step::Die(Duration::ZERO));
         }
+        if reaches(args.error_event_after) || reaches(args.error_chunk_after) {
+            return stream_answer(steps, error_frame(args, Duration::ZERO), args, trickle);
+        }
+        if reaches(args.endless_line_after) {
+            let pieces = forever(Duration::ZERO, Bytes::from(vec![b'x'; ENDLESS_PIECE]));
+            let line = std::iter::once(Step::Send(
+                Duration::ZERO,
+                Bytes::from_static(ENDLESS_LINE_START),
+            ));
+            let steps: Steps = Box::new(steps.into_iter().chain(line).chain(pieces));
+            return sse_response(body_of(steps, Duration::ZERO, trickle));
+        }
+    }
+    if args.endless {
+        // Past the scripted tokens, " ok" for ever, as a serve that ignores max_tokens.
+        let gaps = args.gaps_ms.clone();
+        let more = (chunks.len()..).map(move |i| {
+            let gap = Duration::from_secs_f64(gaps[i % gaps.len()] / 1e3);
+            Step::Send(gap, sse(chunk_json(json!({"content": " ok"}), None)))
+        });
+        let steps: Steps = Box::new(steps.into_iter().chain(more));
+        return sse_response(body_of(steps, Duration::from_millis(args.work_ms), trickle));
     }
     // After 0 tokens: in place of the first token.
     let first = usize::from(args.role_chunk);
     if args.garbage_after == Some(0) {
         steps.insert(first, Step::Send(ttft, Bytes::from_static(GARBAGE)));
+    }
+    if let (Some(0), Some(bytes)) = (args.inject_after, &args.inject) {
+        steps.insert(first, Step::Send(ttft, Bytes::from(bytes.clone())));
     }
     if args.die_after == Some(0) {
         steps.insert(first, Step::Die(ttft));
@@ -653,52 +886,57 @@ async fn chat(State(script): State<Arc<Script>>, Json(req): Json<ChatRequest>) -
     ));
     if include_usage {
         let mut usage = chunk_envelope(json!([]));
-        usage["usage"] = usage_json(n);
+        usage["usage"] = usage_json(usage_tokens);
         steps.push(Step::Send(Duration::ZERO, sse(usage)));
     }
-    steps.push(Step::Send(
-        Duration::ZERO,
-        Bytes::from_static(b"data: [DONE]\n\n"),
-    ));
-    let work = Duration::from_millis(args.work_ms);
-    let stream = futures_util::stream::unfold(steps.into_iter(), move |mut steps| async move {
-        let (wait, item) = match steps.next()? {
-            Step::Send(wait, bytes) => (wait, Ok(bytes)),
-            Step::Die(wait) => (
-                wait,
-                Err(std::io::Error::other("the stand-in drops the connection")),
-            ),
-            Step::Crash => {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                eprintln!("stand-in: crashing as scripted");
-                std::process::exit(3);
-            }
-        };
-        if wait >= Duration::from_millis(1) {
-            tokio::time::sleep(wait).await;
-        } else if !wait.is_zero() {
-            // tokio's timer counts whole milliseconds: shorter gaps (a 20,000 tok/s stream)
-            // are kept by spinning, which only the stand-in pays for.
-            let until = std::time::Instant::now() + wait;
-            while std::time::Instant::now() < until {
-                std::hint::spin_loop();
-            }
+    stream_answer(steps, None, args, trickle)
+}
+
+/// The scripted error, as --error-event-after or --error-chunk-after sends it, after `wait`.
+fn error_frame(args: &StandInArgs, wait: Duration) -> Option<Step> {
+    let frame = if args.error_event_after.is_some() {
+        format!("event: error\ndata: {}\n\n", args.error_data)
+    } else {
+        format!("data: {}\n\n", args.error_data)
+    };
+    Some(Step::Send(wait, Bytes::from(frame)))
+}
+
+/// The streamed answer: `steps`, then `last` (a scripted error frame), then [DONE], and what
+/// --after-done asks for after it.
+fn stream_answer(
+    mut steps: Vec<Step>,
+    last: Option<Step>,
+    args: &StandInArgs,
+    trickle: Option<Duration>,
+) -> Response {
+    steps.extend(last);
+    if !args.no_done {
+        steps.push(Step::Send(
+            Duration::ZERO,
+            Bytes::from_static(b"data: [DONE]\n\n"),
+        ));
+    }
+    let gap = Duration::from_secs_f64(args.gaps_ms[0] / 1e3).max(Duration::from_millis(1));
+    let after: Steps = match args.after_done {
+        None => Box::new(std::iter::empty()),
+        Some(AfterDone::Silent) => Box::new(std::iter::once(Step::Hang)),
+        Some(AfterDone::Comments) => {
+            Box::new(forever(gap, Bytes::from_static(b": keep-alive\n\n")))
         }
-        if !work.is_zero() {
-            burn(work);
-        }
-        let stop = item.is_err();
-        // After an error the stream ends: hyper aborts the connection mid-body.
-        let rest = if stop { Vec::new().into_iter() } else { steps };
-        Some((item, rest))
-    });
+    };
+    let steps: Steps = Box::new(steps.into_iter().chain(after));
+    sse_response(body_of(steps, Duration::from_millis(args.work_ms), trickle))
+}
+
+fn sse_response(body: Body) -> Response {
     (
         StatusCode::OK,
         [
             (header::CONTENT_TYPE, "text/event-stream"),
             (header::CACHE_CONTROL, "no-cache"),
         ],
-        Body::from_stream(stream),
+        body,
     )
         .into_response()
 }
@@ -891,6 +1129,57 @@ mod tests {
         let url = start(&["--never-ready"]).await;
         let health = http().get(format!("{url}/health")).send().await.unwrap();
         assert_eq!(health.status(), 503);
+    }
+
+    #[tokio::test]
+    async fn scripted_faults_in_the_stream() {
+        let fast = ["--tokens", "4", "--ttft-ms", "1", "--gaps-ms", "1"];
+        let with = |extra: &[&'static str]| -> Vec<&'static str> {
+            fast.iter().chain(extra).copied().collect()
+        };
+        let url = start(&with(&["--error-event-after", "2"])).await;
+        let (_, text) = post(&url, stream_req("hi", 8)).await;
+        assert!(
+            text.ends_with("event: error\ndata: {\"error\":{\"message\":\"CUDA out of memory\",\"code\":500}}\n\ndata: [DONE]\n\n"),
+            "{text}"
+        );
+        assert_eq!(text.matches("\"content\"").count(), 2, "{text}");
+
+        let url = start(&with(&[
+            "--error-chunk-after",
+            "0",
+            "--error-data",
+            "{\"error\":\"x\"}",
+        ]))
+        .await;
+        let (_, text) = post(&url, stream_req("hi", 8)).await;
+        assert_eq!(text, "data: {\"error\":\"x\"}\n\ndata: [DONE]\n\n");
+
+        let url = start(&with(&[
+            "--usage-claims",
+            "1000000",
+            "--finish-reason",
+            "error",
+            "--no-done",
+        ]))
+        .await;
+        let (_, text) = post(&url, stream_req("hi", 8)).await;
+        assert!(text.contains("\"completion_tokens\":1000000"), "{text}");
+        assert!(text.contains("\"finish_reason\":\"error\""), "{text}");
+        assert!(!text.contains("[DONE]"), "{text}");
+
+        let url = start(&with(&["--not-sse"])).await;
+        let (_, text) = post(&url, stream_req("hi", 8)).await;
+        assert!(
+            text.starts_with('{') && text.contains("chat.completion"),
+            "{text}"
+        );
+
+        let url = start(&with(&["--big-chunk", "1000", "--wrong-shape-after", "1"])).await;
+        let (_, text) = post(&url, stream_req("hi", 8)).await;
+        let events: Vec<&str> = text.split("\n\n").collect();
+        assert!(events[0].len() > 1000, "{text}");
+        assert_eq!(events[1], "data: {\"choices\":{\"delta\":\"Paris\"}}");
     }
 
     #[tokio::test]

@@ -610,13 +610,14 @@ fn rate_line(metrics: &[ReplyMetrics], floor: f64) -> Line {
         .iter()
         .map(|r| r.map_or("-".to_string(), |r| format!("{r:.1}")))
         .collect();
+    let disbelieved = usage_not_believed(metrics);
     let Some(med) = median(&have) else {
         let text = if metrics.is_empty() {
             "no replies to measure".to_string()
         } else {
             format!(
                 "no reply has a rate: each needs text that arrived in at least two reads, \
-                 and a reply sent all at once has none (floor {floor:.1})"
+                 and a reply sent all at once has none (floor {floor:.1}){disbelieved}"
             )
         };
         return Line::new("rate", Status::Fail, text);
@@ -647,12 +648,33 @@ fn rate_line(metrics: &[ReplyMetrics], floor: f64) -> Line {
         "rate",
         status,
         format!(
-            "median {shown} tok/s{over}{} (floor {floor_shown}; each: {}{why_missing}){}",
+            "median {shown} tok/s{over}{} (floor {floor_shown}; each: {}{why_missing}){}{disbelieved}",
             trust.interval,
             each.join(", "),
             trust.notes
         ),
     )
+}
+
+/// "; usage not believed for reply N: ..." for each reply whose usage count claimed more
+/// tokens than its streamed text could hold: the reader should know the rate is not the one
+/// the serve claimed, and why.
+fn usage_not_believed(metrics: &[ReplyMetrics]) -> String {
+    metrics
+        .iter()
+        .enumerate()
+        .filter_map(|(i, m)| {
+            let u = m.usage_not_believed?;
+            Some(format!(
+                "; usage not believed for reply {}: it claimed {} tokens for {} {} of {} bytes of text; the rate is from the chunks",
+                i + 1,
+                u.claimed,
+                u.text_chunks,
+                if u.text_chunks == 1 { "chunk" } else { "chunks" },
+                u.text_bytes
+            ))
+        })
+        .collect()
 }
 
 fn first_token_line(metrics: &[ReplyMetrics], limit_ms: f64, replies: &[ReplyRecord]) -> Line {
@@ -1067,9 +1089,35 @@ RESULT: PASS
     }
 
     #[test]
+    fn usage_the_text_cannot_hold_is_not_believed_and_the_rate_line_says_so() {
+        // 5 one-word events over 2 s claimed as 1,000,000 tokens: at the claim, 399,633 tok/s.
+        let mut lie = reply_at(&[100, 600, 1100, 1600, 2100], Some(1_000_000));
+        lie.content = "Paris is the capital ok.".into(); // 24 bytes
+        let v = judge_with(&[good(), lie], Some(LOG), floors());
+        let rate = line(&v, "rate");
+        assert!(rate.text.contains("each: 100.0, 2.0"), "{rate:?}");
+        assert!(
+            rate.text.ends_with("; usage not believed for reply 2: it claimed 1000000 tokens for 5 chunks of 24 bytes of text; the rate is from the chunks"),
+            "{rate:?}"
+        );
+        // Believed usage adds nothing.
+        let v = judge_with(&[good()], Some(LOG), floors());
+        assert!(!line(&v, "rate").text.contains("not believed"), "{v}");
+        // With no rate at all, the note is still there.
+        let v = judge_with(&[reply_at(&[100], Some(50))], Some(LOG), floors());
+        assert!(
+            line(&v, "rate").text.contains(
+                "usage not believed for reply 1: it claimed 50 tokens for 1 chunk of 1 bytes"
+            ),
+            "{v}"
+        );
+    }
+
+    #[test]
     fn multi_token_chunks_with_usage_rate_on_the_usage_count() {
         // 6 events 50 ms apart, 4 tokens each: 20 tokens after the first event over 250 ms.
-        let r = reply_at(&[100, 150, 200, 250, 300, 350], Some(24));
+        let mut r = reply_at(&[100, 150, 200, 250, 300, 350], Some(24));
+        r.content = " ok ok ok ok".repeat(6);
         let v = judge_with(&[r], Some(LOG), floors());
         assert!(
             line(&v, "rate").text.starts_with("median 80.0 tok/s"),

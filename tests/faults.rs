@@ -241,3 +241,502 @@ fn never_ready_means_fail_after_the_ready_timeout() {
         "{stdout}"
     );
 }
+
+// What the serve says, sends, or never stops sending (issue 14): each fault is a FAIL in the
+// serve's words or the gate's bound, with result.json agreeing with the exit code, within a
+// bounded time, and the gate's own peak RSS (run.json `gate_max_rss_kib`, its VmHWM) under
+// 64 MiB.
+
+/// The gate's peak RSS every fault must stay under, KiB.
+const RSS_CAP_KIB: u64 = 64 * 1024;
+
+/// A gate run against the stand-in with a scripted fault.
+struct Fault {
+    code: Option<i32>,
+    stdout: String,
+    took: std::time::Duration,
+    out: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Fault {
+    /// Run the gate on the stand-in with `script`, with floors no timing can flip.
+    fn run(gate_args: &[&str], script: &[&str]) -> Fault {
+        let (dir, out) = scratch();
+        let start = std::time::Instant::now();
+        let (code, stdout) = stand_in_run(&out, gate_args, script);
+        let fault = Fault {
+            code,
+            stdout,
+            took: start.elapsed(),
+            out,
+            _dir: dir,
+        };
+        fault.check_bounds();
+        fault
+    }
+
+    /// What every fault must keep to: an end within `limit`, result.json agreeing with the
+    /// exit code, and the gate's peak RSS under the cap.
+    fn check_bounds(&self) {
+        assert!(
+            self.took < std::time::Duration::from_secs(60),
+            "the gate took {:?}:\n{}",
+            self.took,
+            self.stdout
+        );
+        let result = json(&self.out.join("result.json"));
+        let want = match self.code {
+            Some(0) => "PASS",
+            Some(1) => "FAIL",
+            other => panic!("exit {other:?}:\n{}", self.stdout),
+        };
+        assert_eq!(result["result"], want, "{}", self.stdout);
+        let rss = json(&self.out.join("run.json"))["gate_max_rss_kib"]
+            .as_u64()
+            .expect("run.json records the gate's peak RSS");
+        assert!(rss < RSS_CAP_KIB, "the gate's peak RSS was {rss} KiB");
+    }
+
+    fn line(&self, check: &str) -> &str {
+        line(&self.stdout, check)
+    }
+
+    /// The content line must FAIL and say `text`.
+    fn fails_saying(&self, text: &str) {
+        assert_eq!(self.code, Some(1), "{}", self.stdout);
+        let content = self.line("content");
+        assert!(
+            content.starts_with("content      FAIL") && content.contains(text),
+            "content should FAIL saying {text:?}:\n{}",
+            self.stdout
+        );
+    }
+
+    fn reply(&self, i: usize) -> serde_json::Value {
+        replies(&self.out)[i].clone()
+    }
+}
+
+#[test]
+fn an_error_frame_after_content_fails_the_reply_quoting_the_serves_message() {
+    let f = Fault::run(
+        &["--replies", "1"],
+        &["--tokens", "6", "--error-event-after", "2"],
+    );
+    f.fails_saying(
+        "reply 1 failed after saying \"Paris. ok\": the serve reported an error: \"CUDA out of memory\"",
+    );
+    let reply = f.reply(0);
+    assert_eq!(reply["content"], "Paris. ok", "what came before is kept");
+    assert_eq!(
+        reply["error"],
+        "the serve reported an error: \"CUDA out of memory\""
+    );
+}
+
+#[test]
+fn error_frames_of_other_shapes_fail_in_the_serves_words() {
+    for (data, says) in [
+        (
+            r#"{"error":"string"}"#,
+            "the serve reported an error: \"string\"",
+        ),
+        (
+            r#"{"message":"boom under event: error"}"#,
+            "the serve reported an error: \"boom under event: error\"",
+        ),
+        (
+            r#"{"error":{"code":500}}"#,
+            "the serve reported an error: \"{\\\"code\\\":500}\"",
+        ),
+        (
+            "out of memory (not JSON)",
+            "the serve reported an error: \"out of memory (not JSON)\"",
+        ),
+    ] {
+        let f = Fault::run(
+            &["--replies", "1"],
+            &[
+                "--tokens",
+                "6",
+                "--error-event-after",
+                "2",
+                "--error-data",
+                data,
+            ],
+        );
+        f.fails_saying(says);
+    }
+    // A frame of the test's own: `event: error` with no data at all.
+    let f = Fault::run(
+        &["--replies", "1"],
+        &[
+            "--tokens",
+            "6",
+            "--inject-after",
+            "3",
+            "--inject",
+            "event: error\n\n",
+        ],
+    );
+    f.fails_saying(
+        "reply 1 failed after saying \"Paris. ok ok\": the serve reported an error (an `event: error` with no data)",
+    );
+}
+
+#[test]
+fn an_error_chunk_fails_the_reply_and_alone_says_the_serves_message_not_no_content() {
+    let f = Fault::run(
+        &["--replies", "1"],
+        &["--tokens", "6", "--error-chunk-after", "2"],
+    );
+    f.fails_saying(
+        "after saying \"Paris. ok\": the serve reported an error: \"CUDA out of memory\"",
+    );
+    let f = Fault::run(
+        &["--replies", "1"],
+        &[
+            "--tokens",
+            "6",
+            "--error-chunk-after",
+            "0",
+            "--error-data",
+            r#"{"error":{"message":"model not loaded","type":"server_error"}}"#,
+        ],
+    );
+    f.fails_saying("reply 1 failed: the serve reported an error: \"model not loaded\"");
+    assert!(
+        !f.line("content").contains("has no content"),
+        "{}",
+        f.stdout
+    );
+    // A chunk of the test's own: text and an error in one.
+    let f = Fault::run(
+        &["--replies", "1"],
+        &[
+            "--tokens",
+            "6",
+            "--inject-after",
+            "2",
+            "--inject",
+            "data: {\"choices\":[{\"delta\":{\"content\":\" more\"}}],\"error\":{\"message\":\"late\"}}\n\n",
+        ],
+    );
+    f.fails_saying("the serve reported an error: \"late\"");
+}
+
+#[test]
+fn a_finish_reason_of_error_fails_the_reply() {
+    let f = Fault::run(
+        &["--replies", "1"],
+        &["--tokens", "4", "--finish-reason", "error"],
+    );
+    f.fails_saying(
+        "reply 1 failed after saying \"Paris. ok ok ok\": the serve ended the reply with finish_reason \"error\"",
+    );
+    assert_eq!(f.reply(0)["finish_reason"], "error");
+}
+
+#[test]
+fn a_usage_count_the_streamed_text_cannot_hold_is_not_believed() {
+    // 5 one-word chunks 100 ms apart, claimed as a million tokens: on the claim, well over
+    // any floor; on the chunks, 10 tok/s, under 60.
+    let (_d, out) = scratch();
+    let o = gate()
+        .args(["run", "--stand-in", "--replies", "2", "--floor", "60"])
+        .args(["--first-token-ms", "600000", "--out"])
+        .arg(&out)
+        .args([
+            "--",
+            "--tokens",
+            "5",
+            "--gaps-ms",
+            "100",
+            "--usage-claims",
+            "1000000",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{stdout}");
+    assert_eq!(json(&out.join("result.json"))["result"], "FAIL");
+    let rate = line(&stdout, "rate");
+    assert!(rate.starts_with("rate         FAIL"), "{stdout}");
+    assert!(
+        rate.contains("; usage not believed for reply 1: it claimed 1000000 tokens for 5 chunks of 18 bytes of text; the rate is from the chunks; usage not believed for reply 2"),
+        "{stdout}"
+    );
+    let m = &replies(&out)[0]["metrics"];
+    assert_eq!(m["token_source"], "chunks-usage-not-believed", "{m}");
+    assert_eq!(m["tokens"], 5.0);
+    assert!(m["rate_tok_s"].as_f64().unwrap() < 60.0, "{m}");
+
+    // A lie of a made-up size, at the edge: 5 chunks of 13 bytes ("Paris", " a", ... " d")
+    // hold at most 18 tokens. 18 is believed, 19 is not.
+    for (claim, source) in [("18", "usage"), ("19", "chunks-usage-not-believed")] {
+        let f = Fault::run(
+            &["--replies", "1"],
+            &[
+                "--tokens",
+                "5",
+                "--answer",
+                "Paris a b c d",
+                "--usage-claims",
+                claim,
+            ],
+        );
+        assert_eq!(f.code, Some(0), "{}", f.stdout);
+        assert_eq!(f.reply(0)["metrics"]["token_source"], source, "{claim}");
+        assert_eq!(
+            f.line("rate").contains(
+                "usage not believed for reply 1: it claimed 19 tokens for 5 chunks of 13 bytes of text"
+            ),
+            claim == "19",
+            "{}",
+            f.stdout
+        );
+    }
+}
+
+#[test]
+fn a_trickling_serve_fails_at_the_reply_limit_saying_how_much_it_sent() {
+    let f = Fault::run(
+        &["--replies", "1", "--reply-limit", "1.5"],
+        &["--tokens", "5", "--trickle-ms", "20"],
+    );
+    f.fails_saying("reply 1 failed: the reply did not end within 1.5 s (--reply-limit); by then the serve had sent ");
+    assert!(
+        f.line("content").contains(" bytes, 0 events (0 with text)"),
+        "{}",
+        f.stdout
+    );
+    // A trickle of a huge chunk, under the limit derived from max_tokens: --reply-timeout (1 s)
+    // plus 1 s for each of 2 tokens.
+    let f = Fault::run(
+        &[
+            "--replies",
+            "2",
+            "--max-tokens",
+            "2",
+            "--reply-timeout",
+            "1",
+        ],
+        &[
+            "--tokens",
+            "2",
+            "--big-chunk",
+            "1000000",
+            "--trickle-ms",
+            "1",
+        ],
+    );
+    f.fails_saying("reply 1 failed: the reply did not end within 3 s (--reply-limit)");
+    assert!(
+        f.line("content")
+            .contains("reply 2 failed: the reply did not end within 3 s"),
+        "{}",
+        f.stdout
+    );
+}
+
+#[test]
+fn tokens_without_end_fail_when_they_pass_what_max_tokens_allows() {
+    let f = Fault::run(&["--replies", "1"], &["--endless", "--gaps-ms", "0"]);
+    f.fails_saying("the serve sent more than 320 events (320 with text) for max_tokens 64: it does not stop at max_tokens");
+    assert_eq!(f.reply(0)["chunks"].as_array().unwrap().len(), 320);
+    // Slower than the cap can catch in time: the limit derived from max_tokens ends it
+    // (1 s + 3 x 1 s), not the 76-event cap (300 ms apart, 23 s).
+    let f = Fault::run(
+        &[
+            "--replies",
+            "1",
+            "--max-tokens",
+            "3",
+            "--reply-timeout",
+            "1",
+        ],
+        &["--endless", "--gaps-ms", "300"],
+    );
+    f.fails_saying("the reply did not end within 4 s (--reply-limit); by then the serve had sent ");
+}
+
+#[test]
+fn a_reply_ends_at_done_though_the_serve_keeps_the_connection_open() {
+    // At the default --reply-timeout (60 s) a reply read past [DONE] would stall and FAIL.
+    for after in ["silent", "comments"] {
+        let f = Fault::run(
+            &["--replies", "2"],
+            &["--tokens", "5", "--after-done", after],
+        );
+        assert_eq!(f.code, Some(0), "{after}: {}", f.stdout);
+        assert!(f.reply(1)["error"].is_null(), "{after}");
+    }
+}
+
+#[test]
+fn a_finish_reason_then_neither_done_nor_an_end_fails_within_the_bounds() {
+    let f = Fault::run(
+        &["--replies", "1", "--reply-timeout", "1"],
+        &["--tokens", "5", "--no-done", "--after-done", "silent"],
+    );
+    f.fails_saying("the serve sent its finish_reason (\"stop\") but then neither [DONE] nor the end of the stream: no bytes for 1 s");
+    let f = Fault::run(
+        &["--replies", "1", "--reply-limit", "1.5"],
+        &["--tokens", "5", "--no-done", "--after-done", "comments"],
+    );
+    f.fails_saying("the reply did not end within 1.5 s (--reply-limit)");
+    assert!(
+        f.line("content")
+            .contains("; it had sent its finish_reason (\"stop\") but no [DONE]"),
+        "{}",
+        f.stdout
+    );
+    // A finish_reason and then the end of the stream is a complete reply, as before.
+    let f = Fault::run(&["--replies", "1"], &["--tokens", "5", "--no-done"]);
+    assert_eq!(f.code, Some(0), "{}", f.stdout);
+}
+
+#[test]
+fn an_error_body_without_end_is_cut_and_quoted() {
+    let f = Fault::run(
+        &["--replies", "2"],
+        &["--http-status", "500", "--endless-body"],
+    );
+    f.fails_saying("reply 1 failed: HTTP 500: \"{\\\"error\\\":{\\\"code\\\":500,\\\"message\\\":\\\"scripted error from the stand-in\\\"}}");
+    assert!(
+        f.line("content").contains("reply 2 failed: HTTP 500"),
+        "{}",
+        f.stdout
+    );
+    // Trickled: what came within --reply-timeout is quoted.
+    let f = Fault::run(
+        &["--replies", "1", "--reply-timeout", "1"],
+        &[
+            "--http-status",
+            "503",
+            "--endless-body",
+            "--trickle-ms",
+            "10",
+        ],
+    );
+    f.fails_saying("reply 1 failed: HTTP 503: \"{\\\"error");
+}
+
+#[test]
+fn an_sse_line_without_end_fails_at_the_line_cap() {
+    let f = Fault::run(
+        &["--replies", "2"],
+        &["--tokens", "5", "--endless-line-after", "2"],
+    );
+    f.fails_saying("reply 1 failed after saying \"Paris. ok\": a line of the stream passed 16 MiB without ending (the gate's cap on one SSE line)");
+    // One chunk of 20 MB is refused the same way.
+    let f = Fault::run(
+        &["--replies", "1"],
+        &["--tokens", "5", "--big-chunk", "20000000"],
+    );
+    f.fails_saying("reply 1 failed: a line of the stream passed 16 MiB without ending");
+}
+
+#[test]
+fn a_real_10_mb_chunk_passes_and_its_content_is_judged() {
+    let f = Fault::run(
+        &["--replies", "1"],
+        &["--tokens", "5", "--big-chunk", "10000000"],
+    );
+    assert_eq!(f.code, Some(0), "{}", f.stdout);
+    assert!(
+        f.line("content")
+            .contains("with content and the expected answer"),
+        "{}",
+        f.stdout
+    );
+    let reply = f.reply(0);
+    assert!(reply["content"].as_str().unwrap().len() > 10_000_000);
+    assert!(reply["content"].as_str().unwrap().starts_with("Paris. ok"));
+}
+
+#[test]
+fn text_past_the_cap_on_one_reply_fails_and_a_failed_reply_keeps_its_head() {
+    // Three chunks of 7 MB: 21 MB of text, over the 16 MiB cap, in every reply of three.
+    let f = Fault::run(
+        &["--replies", "3"],
+        &[
+            "--tokens",
+            "5",
+            "--big-chunk",
+            "7000000",
+            "--big-chunks",
+            "3",
+        ],
+    );
+    f.fails_saying("reply 1 failed after saying \"Paris. ok ok");
+    assert!(
+        f.line("content").contains(
+            "the reply's text passed 16 MiB (the gate's cap on one reply's text); reply 2 failed"
+        ),
+        "{}",
+        f.stdout
+    );
+    let reply = f.reply(2);
+    assert_eq!(reply["content"].as_str().unwrap().len(), 64 << 10);
+    let received = reply["text_cut"]["content_bytes"].as_u64().unwrap();
+    assert!(
+        (14_000_000..14_000_100).contains(&received),
+        "two 7 MB chunks before the third passed the cap: {received}"
+    );
+}
+
+#[test]
+fn a_200_that_is_not_an_event_stream_says_so() {
+    let f = Fault::run(&["--replies", "1"], &["--not-sse"]);
+    f.fails_saying("reply 1 failed: the serve's answer is not an event stream but JSON (Content-Type \"application/json\"), as a serve that ignores \"stream\": true sends: \"{");
+    assert!(!f.line("content").contains("mid-event"), "{}", f.stdout);
+    // Labelled an event stream, but starting with JSON of its own.
+    let f = Fault::run(
+        &["--replies", "1"],
+        &[
+            "--tokens",
+            "3",
+            "--inject-after",
+            "0",
+            "--inject",
+            "{\"choices\":[]}\n",
+        ],
+    );
+    f.fails_saying("reply 1 failed: the serve's answer is labelled an event stream (Content-Type \"text/event-stream\") but is not one: \"{\\\"choices\\\":[]}\"");
+}
+
+#[test]
+fn json_of_the_wrong_shape_is_not_called_not_json() {
+    let f = Fault::run(
+        &["--replies", "1"],
+        &["--tokens", "5", "--wrong-shape-after", "2"],
+    );
+    f.fails_saying(
+        "a chunk is JSON but not a chat completion chunk (invalid type: map, expected a sequence",
+    );
+    for data in [
+        "[1,2]",
+        "\"just text\"",
+        "{\"choices\":[{\"delta\":{\"content\":5}}]}",
+    ] {
+        let f = Fault::run(
+            &["--replies", "1"],
+            &[
+                "--tokens",
+                "5",
+                "--inject-after",
+                "2",
+                "--inject",
+                &format!("data: {data}\n\n"),
+            ],
+        );
+        f.fails_saying("a chunk is JSON but not a chat completion chunk (invalid type");
+    }
+    let f = Fault::run(
+        &["--replies", "1"],
+        &["--tokens", "5", "--bad-json-after", "2"],
+    );
+    f.fails_saying("a chunk is not JSON (");
+}

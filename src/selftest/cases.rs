@@ -115,6 +115,7 @@ pub(crate) fn reply(at_ms: &[u64], content: &str) -> ReplyRecord {
         server_timings: None,
         cached_prompt_tokens: None,
         error: None,
+        text_cut: None,
         metrics: None,
     }
 }
@@ -357,10 +358,49 @@ pub fn all() -> Vec<Case> {
 
     let mut c = base("multi-token chunks rate on the usage count");
     // 6 events 50 ms apart, 4 tokens each: 20 tokens after the first event over 250 ms.
-    let mut multi = reply(&[100, 150, 200, 250, 300, 350], "Paris");
+    let mut multi = reply(
+        &[100, 150, 200, 250, 300, 350],
+        "Paris is the capital of France, and has been for a while.",
+    );
     multi.usage_completion_tokens = Some(24);
     c.replies = vec![multi];
     c.expect = vec![("rate", Ok, "median 80.0 tok/s")];
+    cases.push(c);
+
+    let mut c =
+        base("usage the streamed text cannot hold is not believed: the rate is from the chunks");
+    // 5 one-word events over 2 s claimed as 1,000,000 tokens: 399,633 tok/s on the claim.
+    let mut lie = reply(&[100, 600, 1100, 1600, 2100], "Paris is the capital ok.");
+    lie.usage_completion_tokens = Some(1_000_000);
+    c.replies = numbered(vec![good(), lie, good()]);
+    c.expect = vec![(
+        "rate",
+        Ok,
+        "each: 100.0, 2.0, 100.0); usage not believed for reply 2: it claimed 1000000 tokens for 5 chunks of 24 bytes of text; the rate is from the chunks",
+    )];
+    cases.push(c);
+
+    let mut c = base("a lying usage count cannot lift a slow serve over the floor");
+    let mut slow_lie = reply(&[100, 600, 1100, 1600, 2100], "Paris is the capital ok.");
+    slow_lie.usage_completion_tokens = Some(1_000_000);
+    c.replies = numbered(vec![slow_lie.clone(), slow_lie.clone(), slow_lie]);
+    c.expect = vec![("rate", Fail, "median 2.0 tok/s over 3 replies (floor 60.0")];
+    c.outcome = Outcome::Fail;
+    cases.push(c);
+
+    let mut c = base("an error the serve reported mid-stream fails content, quoting it");
+    let mut oom = good();
+    oom.error = Some("the serve reported an error: \"CUDA out of memory\"".into());
+    let mut only_error = reply(&[], "");
+    only_error.error = Some("the serve reported an error: \"CUDA out of memory\"".into());
+    c.replies = numbered(vec![good(), oom, only_error]);
+    c.expect = vec![(
+        "content",
+        Fail,
+        "reply 2 failed after saying \"Paris.\": the serve reported an error: \"CUDA out of memory\"; reply 3 failed: the serve reported an error: \"CUDA out of memory\"",
+    )];
+    c.refuse = vec![("content", "has no content")];
+    c.outcome = Outcome::Fail;
     cases.push(c);
 
     let mut c = base("a reasoning-first reply times its first reasoning token");
