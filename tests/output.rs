@@ -125,7 +125,11 @@ fn a_timeline_is_drawn_for_each_run_and_for_an_archive_elsewhere() {
         "{}",
         &svg[..200.min(svg.len())]
     );
-    assert_eq!(svg.matches("<circle").count(), 12, "a dot per token");
+    assert_eq!(
+        svg.matches("<circle").count(),
+        12 + 1,
+        "a dot per token, and the legend's"
+    );
 
     let before: Vec<_> = std::fs::read_dir(&out)
         .unwrap()
