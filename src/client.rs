@@ -32,12 +32,12 @@ use crate::stamped::{ReadStamp, StampedStream};
 use crate::verdict::quote;
 
 /// What a readiness probe saw.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Probe {
     /// An HTTP answer with this status.
     Status(u16),
-    /// No HTTP answer (connection refused, reset, timed out).
-    Unreachable,
+    /// No HTTP answer, and why (connection refused, reset, timed out).
+    Unreachable(String),
 }
 
 /// What to send for one reply.
@@ -201,12 +201,15 @@ impl Client {
     /// GET `path` once, with a short timeout.
     pub async fn probe(&self, path: &str) -> Probe {
         let work = async {
-            let (mut link, response, _) = self.send(Method::GET, path, None).await.ok()?;
-            link.alongside(response).await.ok()
+            let (mut link, response, _) = self.send(Method::GET, path, None).await?;
+            link.alongside(response)
+                .await
+                .map_err(|e| format!("the request failed: {}", error_chain(&e)))
         };
         match tokio::time::timeout(Duration::from_secs(2), work).await {
-            Ok(Some(resp)) => Probe::Status(resp.status().as_u16()),
-            _ => Probe::Unreachable,
+            Ok(Ok(resp)) => Probe::Status(resp.status().as_u16()),
+            Ok(Err(e)) => Probe::Unreachable(e),
+            Err(_) => Probe::Unreachable("no answer within 2 s".to_string()),
         }
     }
 

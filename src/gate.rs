@@ -638,6 +638,8 @@ async fn wait_ready(
     let start = Instant::now();
     let mut path = "/health";
     let mut not_ready_answers = 0;
+    // Why the last probe got no HTTP answer, for a serve that never gave one.
+    let mut unreachable = None;
     let mut next_word = Duration::from_secs(10);
     crate::say!(
         "waiting for the serve to be ready (GET /health, up to {} s)",
@@ -671,7 +673,7 @@ async fn wait_ready(
                 continue;
             }
             Probe::Status(_) => not_ready_answers += 1,
-            Probe::Unreachable => {}
+            Probe::Unreachable(why) => unreachable = Some(why),
         }
         let elapsed = start.elapsed();
         if elapsed >= timeout {
@@ -679,6 +681,7 @@ async fn wait_ready(
                 timeout_s: timeout.as_secs_f64(),
                 url: Some(url.to_string()),
                 not_ready_answers: Some(not_ready_answers),
+                last_probe: (not_ready_answers == 0).then_some(unreachable).flatten(),
             };
         }
         tokio::time::sleep((timeout - elapsed).min(Duration::from_millis(100))).await;

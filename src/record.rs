@@ -202,6 +202,10 @@ pub enum Startup {
         /// HTTP answers other than 200 it gave meanwhile (absent in runs from before).
         #[serde(default)]
         not_ready_answers: Option<u32>,
+        /// What the last probe got instead of an answer, when none was an HTTP answer (e.g.
+        /// `connection refused`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        last_probe: Option<String>,
     },
     /// The process could not be started at all.
     SpawnFailed {

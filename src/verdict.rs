@@ -502,15 +502,13 @@ fn serve_line(e: &Evidence<'_>) -> Option<Line> {
     let text = match e.startup {
         Startup::Ready { .. } => return None,
         Startup::Exited { status } => {
-            format!(
-                "the serve exited ({status}) before it was ready; {}",
-                tail()
-            )
+            format!("the serve exited ({status}) before it was ready{}", tail())
         }
         Startup::NotReady {
             timeout_s,
             url,
             not_ready_answers,
+            last_probe,
         } => {
             let polled = match url.as_deref() {
                 Some(u) => {
@@ -520,13 +518,16 @@ fn serve_line(e: &Evidence<'_>) -> Option<Line> {
                 None => "neither /health nor /v1/models answered 200".to_string(),
             };
             let answers = match not_ready_answers {
-                Some(0) => "; it gave no HTTP answer".to_string(),
+                Some(0) => match last_probe {
+                    Some(why) => format!("; it gave no HTTP answer: {why}"),
+                    None => "; it gave no HTTP answer".to_string(),
+                },
                 Some(1) => "; it gave 1 not-ready answer".to_string(),
                 Some(n) => format!("; it gave {n} not-ready answers"),
                 None => String::new(),
             };
             format!(
-                "the serve was not ready after {timeout_s} s ({polled}{answers}); {}",
+                "the serve was not ready after {timeout_s} s ({polled}{answers}){}",
                 tail()
             )
         }
@@ -542,13 +543,18 @@ fn serve_line(e: &Evidence<'_>) -> Option<Line> {
     Some(Line::new("serve", Status::Fail, text))
 }
 
-/// The log's last non-blank lines, quoted, for a FAIL line.
+/// "; last log lines: ..." for a FAIL line: the log's last non-blank lines, quoted. Nothing
+/// for a run with no log (a serve already running, attached without `--serve-log`): there is
+/// no log to call empty.
 fn log_tail(log: Option<&LogScan>) -> String {
-    let Some(log) = log.filter(|l| !l.tail.is_empty()) else {
-        return "its log is empty".to_string();
+    let Some(log) = log else {
+        return String::new();
     };
+    if log.tail.is_empty() {
+        return "; its log is empty".to_string();
+    }
     let quoted: Vec<String> = log.tail.iter().map(|l| quote(l, 200)).collect();
-    format!("last log lines: {}", quoted.join(" | "))
+    format!("; last log lines: {}", quoted.join(" | "))
 }
 
 fn route_line(log: Option<&LogScan>, c: &Criteria, interrupted: bool) -> Line {
@@ -648,12 +654,33 @@ fn rate_line(metrics: &[ReplyMetrics], floor: f64) -> Line {
         "rate",
         status,
         format!(
-            "median {shown} tok/s{over}{} (floor {floor_shown}; each: {}{why_missing}){}{disbelieved}",
+            "median {shown} tok/s{over}{} (floor {floor_shown}; each: {}{why_missing}){}{}{disbelieved}",
             trust.interval,
             each.join(", "),
-            trust.notes
+            trust.notes,
+            few_gaps(metrics)
         ),
     )
+}
+
+/// Fewer gaps between a reply's text events than this make its rate a figure of little weight.
+const FEW_GAPS: usize = 10;
+
+/// "; few tokens: ..." when the replies with a rate have a median of under [`FEW_GAPS`] gaps
+/// between their text events: a rate from 6 gaps (SmolLM2's 7-token answers) moves with one
+/// late token, and the reader should know what it rests on.
+fn few_gaps(metrics: &[ReplyMetrics]) -> String {
+    let gaps: Vec<f64> = metrics
+        .iter()
+        .filter(|m| m.rate_tok_s.is_some())
+        .map(|m| m.text_chunks.saturating_sub(1) as f64)
+        .collect();
+    match median(&gaps) {
+        Some(g) if g < FEW_GAPS as f64 => format!(
+            "; few tokens: each rate rests on a median of {g:.0} gaps between tokens, under {FEW_GAPS}: prompts with longer answers measure it better"
+        ),
+        _ => String::new(),
+    }
 }
 
 /// "; usage not believed for reply N: ..." for each reply whose usage count claimed more
@@ -788,34 +815,9 @@ fn content_line(replies: &[ReplyRecord], planned: usize, serve_died: Option<&str
     let mut problems = Vec::new();
     let mut expected = 0;
     for r in replies {
-        let said = quote(&r.content, 80);
-        if let Some(err) = &r.error {
-            let so_far = if r.content.is_empty() {
-                String::new()
-            } else {
-                format!(" after saying {said}")
-            };
-            problems.push(format!("reply {} failed{so_far}: {err}", r.index));
-        } else if r.content.trim().is_empty() {
-            let only = if r.reasoning.trim().is_empty() {
-                ""
-            } else {
-                " (only reasoning)"
-            };
-            problems.push(format!("reply {} has no content{only}", r.index));
-        } else if let Some(pattern) = &r.expect {
-            expected += 1;
-            match Regex::new(pattern) {
-                Ok(re) if re.is_match(&r.content) => {}
-                Ok(_) => problems.push(format!(
-                    "reply {} said {said}, which does not match /{pattern}/",
-                    r.index
-                )),
-                Err(_) => problems.push(format!(
-                    "reply {}: the expected pattern /{pattern}/ is not a valid regex",
-                    r.index
-                )),
-            }
+        match check_reply(r) {
+            ReplyCheck::Good { expected: e } => expected += usize::from(e),
+            ReplyCheck::Bad { text, .. } => problems.push(text),
         }
     }
     if let Some(died) = serve_died {
@@ -844,20 +846,73 @@ fn content_line(replies: &[ReplyRecord], planned: usize, serve_died: Option<&str
     Line::new("content", Status::Ok, text)
 }
 
-/// What is wrong with one reply, in a few words, as the content line judges it: it failed,
-/// it has no content, or its answer does not match what its prompt expects. `None` when
-/// nothing is.
-pub fn reply_problem(r: &ReplyRecord) -> Option<&'static str> {
-    if r.error.is_some() {
-        return Some("error");
+/// One reply as the content line judges it.
+enum ReplyCheck {
+    /// Nothing is wrong; `expected` when its prompt said what the answer must match.
+    Good { expected: bool },
+    /// Something is: in a few words (for the timeline's mark) and in a sentence.
+    Bad { word: &'static str, text: String },
+}
+
+/// Judge one reply's content: it failed, it has none, or its answer does not match what its
+/// prompt expects. A reply cut at max_tokens says so, where that is the likely reason.
+fn check_reply(r: &ReplyRecord) -> ReplyCheck {
+    let said = quote(&r.content, 80);
+    let cut = if r.finish_reason.as_deref() == Some("length") {
+        " (it was cut at max_tokens: finish_reason \"length\")"
+    } else {
+        ""
+    };
+    if let Some(err) = &r.error {
+        let so_far = if r.content.is_empty() {
+            String::new()
+        } else {
+            format!(" after saying {said}")
+        };
+        return ReplyCheck::Bad {
+            word: "error",
+            text: format!("reply {} failed{so_far}: {err}", r.index),
+        };
     }
     if r.content.trim().is_empty() {
-        return Some("no content");
+        let only = if r.reasoning.trim().is_empty() {
+            ""
+        } else {
+            " (only reasoning)"
+        };
+        return ReplyCheck::Bad {
+            word: "no content",
+            text: format!("reply {} has no content{only}{cut}", r.index),
+        };
     }
-    match r.expect.as_deref().map(Regex::new) {
-        Some(Ok(re)) if !re.is_match(&r.content) => Some("wrong answer"),
-        Some(Err(_)) => Some("bad expected pattern"),
-        _ => None,
+    let Some(pattern) = &r.expect else {
+        return ReplyCheck::Good { expected: false };
+    };
+    match Regex::new(pattern) {
+        Ok(re) if re.is_match(&r.content) => ReplyCheck::Good { expected: true },
+        Ok(_) => ReplyCheck::Bad {
+            word: "wrong answer",
+            text: format!(
+                "reply {} said {said}, which does not match /{pattern}/{cut}",
+                r.index
+            ),
+        },
+        Err(_) => ReplyCheck::Bad {
+            word: "bad expected pattern",
+            text: format!(
+                "reply {}: the expected pattern /{pattern}/ is not a valid regex",
+                r.index
+            ),
+        },
+    }
+}
+
+/// What is wrong with one reply, in a few words, as the content line judges it; `None` when
+/// nothing is.
+pub fn reply_problem(r: &ReplyRecord) -> Option<&'static str> {
+    match check_reply(r) {
+        ReplyCheck::Good { .. } => None,
+        ReplyCheck::Bad { word, .. } => Some(word),
     }
 }
 

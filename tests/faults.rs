@@ -740,3 +740,33 @@ fn json_of_the_wrong_shape_is_not_called_not_json() {
     );
     f.fails_saying("a chunk is not JSON (");
 }
+
+/// An attached serve that never answers: the serve line says what the probe got (connection
+/// refused), not that some log is empty. (issue 15, item 9)
+#[test]
+fn an_attached_serve_that_never_answers_says_connection_refused() {
+    let (_d, out) = scratch();
+    // A port nothing listens on: bound and let go.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let o = gate()
+        .args(["run", "--ready-timeout", "1", "--out"])
+        .arg(&out)
+        .args(["--url", &format!("http://127.0.0.1:{port}")])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{stdout}");
+    let serve = line(&stdout, "serve");
+    assert!(
+        serve.contains(&format!("neither http://127.0.0.1:{port}/health nor"))
+            && serve.contains("it gave no HTTP answer")
+            && serve.contains("Connection refused"),
+        "{serve}"
+    );
+    assert!(!serve.contains("log"), "{serve}");
+    assert_eq!(json(&out.join("result.json"))["result"], "FAIL");
+}

@@ -337,6 +337,43 @@ pub fn all() -> Vec<Case> {
     c.outcome = Outcome::Fail;
     cases.push(c);
 
+    let mut c = base("a wrong answer cut at max_tokens says it was cut");
+    let mut cut = good();
+    cut.content = "The capital of France is".into();
+    cut.expect = Some("(?i)paris".into());
+    cut.finish_reason = Some("length".into());
+    let mut stopped = good();
+    stopped.content = "London.".into();
+    stopped.expect = Some("(?i)paris".into());
+    c.replies = numbered(vec![cut, stopped, good()]);
+    c.expect = vec![(
+        "content",
+        Fail,
+        "reply 1 said \"The capital of France is\", which does not match /(?i)paris/ (it was cut at max_tokens: finish_reason \"length\"); reply 2 said \"London.\", which does not match /(?i)paris/",
+    )];
+    c.outcome = Outcome::Fail;
+    cases.push(c);
+
+    let mut c = base("a rate on few tokens says what it rests on");
+    c.replies = numbered(vec![
+        reply(&[200, 210, 220, 230, 240, 250, 260], "Paris."),
+        reply(&[200, 210, 220, 230, 240, 250, 260], "Paris."),
+        good(),
+    ]);
+    c.expect = vec![(
+        "rate",
+        Ok,
+        "; few tokens: each rate rests on a median of 6 gaps between tokens, under 10",
+    )];
+    c.outcome = Outcome::Pass;
+    cases.push(c);
+
+    let mut c = base("a rate on ten gaps or more has no few-tokens note");
+    c.refuse = vec![("rate", "few tokens")];
+    c.expect = vec![("rate", Ok, "median 100.0 tok/s")];
+    c.outcome = Outcome::Pass;
+    cases.push(c);
+
     let mut c = base("a reply that broke fails content");
     let mut broke = good();
     broke.error = Some("the stream broke: connection reset".into());
@@ -447,6 +484,7 @@ pub fn all() -> Vec<Case> {
         timeout_s: 120.0,
         url: None,
         not_ready_answers: None,
+        last_probe: None,
     };
     c.expect = vec![("serve", Fail, "not ready after 120 s")];
     c.absent = vec!["rate"];
@@ -460,12 +498,38 @@ pub fn all() -> Vec<Case> {
         timeout_s: 5.0,
         url: Some("http://127.0.0.1:8123/".into()),
         not_ready_answers: Some(48),
+        last_probe: None,
     };
     c.expect = vec![(
         "serve",
         Fail,
         "not ready after 5 s (neither http://127.0.0.1:8123/health nor http://127.0.0.1:8123/v1/models answered 200; it gave 48 not-ready answers)",
     )];
+    c.absent = vec!["rate"];
+    c.outcome = Outcome::Fail;
+    cases.push(c);
+
+    let mut c = base(
+        "an attached serve that never answered says what the probe got, not that a log is empty",
+    );
+    c.replies = vec![];
+    c.planned = Some(3);
+    c.log = None;
+    c.startup = Startup::NotReady {
+        timeout_s: 2.0,
+        url: Some("http://127.0.0.1:9".into()),
+        not_ready_answers: Some(0),
+        last_probe: Some(
+            "the request failed: connecting to 127.0.0.1:9: Connection refused (os error 111)"
+                .into(),
+        ),
+    };
+    c.expect = vec![(
+        "serve",
+        Fail,
+        "not ready after 2 s (neither http://127.0.0.1:9/health nor http://127.0.0.1:9/v1/models answered 200; it gave no HTTP answer: the request failed: connecting to 127.0.0.1:9: Connection refused (os error 111))",
+    )];
+    c.refuse = vec![("serve", "log")];
     c.absent = vec!["rate"];
     c.outcome = Outcome::Fail;
     cases.push(c);
