@@ -150,6 +150,63 @@ pub struct Line {
     pub status: Status,
     /// What a reader needs to know.
     pub text: String,
+    /// The line's figures as numbers, for CI to read without parsing the text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub figures: Option<Figures>,
+}
+
+/// A line's figures as numbers (each only where the line has it), with their unit.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Figures {
+    /// The unit of `median`, `interval_95`, `floor` and `limit`: `tok/s` or `ms`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit: Option<String>,
+    /// The median over the replies that have the figure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub median: Option<f64>,
+    /// How many replies the median rests on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub values: Option<usize>,
+    /// How many replies were made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replies: Option<usize>,
+    /// The median's distribution-free 95% interval, low and high (from 6 values).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval_95: Option<[f64; 2]>,
+    /// The floor the median is held to (rate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub floor: Option<f64>,
+    /// The limit the median is held to (first-token).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<f64>,
+    /// The box's 1-minute load average before the serve started (load).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load1: Option<f64>,
+    /// The box's CPUs (load).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ncpu: Option<usize>,
+    /// The share of the time it was ready to run that the serve waited for a CPU during the
+    /// replies, 0 to 1 (load).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serve_cpu_wait: Option<f64>,
+    /// The highest CPU pressure (some, avg10) during the replies, percent (load).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_pressure_pct: Option<f64>,
+}
+
+impl Figures {
+    /// A median's figures: over `values` of `replies`, held to `floor` or `limit`.
+    fn median(unit: &str, values: &[f64], replies: usize) -> Figures {
+        Figures {
+            unit: Some(unit.to_string()),
+            median: median(values),
+            values: Some(values.len()),
+            replies: Some(replies),
+            interval_95: median_ci95(values).map(|(lo, hi)| [lo, hi]),
+            ..Figures::default()
+        }
+    }
 }
 
 impl Line {
@@ -158,7 +215,13 @@ impl Line {
             check: check.to_string(),
             status,
             text: text.into(),
+            figures: None,
         }
+    }
+
+    fn with(mut self, figures: Figures) -> Self {
+        self.figures = Some(figures);
+        self
     }
 }
 
@@ -305,7 +368,14 @@ pub fn judge(e: &Evidence<'_>, c: &Criteria) -> Verdict {
         if let (true, Some(busy)) = (timing_only, &contention) {
             text.push_str(&busy_note(busy, load, c.floors.busy_skip));
         }
-        lines.push(Line::new("load", Status::Info, text));
+        let during = load.during.as_ref();
+        lines.push(Line::new("load", Status::Info, text).with(Figures {
+            load1: Some(load.load1),
+            ncpu: Some(load.ncpu),
+            serve_cpu_wait: during.and_then(|d| d.wait_fraction),
+            cpu_pressure_pct: during.and_then(|d| d.cpu_some_avg10_max),
+            ..Figures::default()
+        }));
     }
     let busy_skip = match (timing_only, &contention, c.floors.busy_skip) {
         (true, Some(c), Some(threshold)) if c.value() >= threshold => Some(c),
@@ -626,7 +696,11 @@ fn rate_line(metrics: &[ReplyMetrics], floor: f64) -> Line {
                  and a reply sent all at once has none (floor {floor:.1}){disbelieved}"
             )
         };
-        return Line::new("rate", Status::Fail, text);
+        let figures = Figures {
+            floor: Some(floor),
+            ..Figures::median("tok/s", &have, metrics.len())
+        };
+        return Line::new("rate", Status::Fail, text).with(figures);
     };
     let status = if med >= floor {
         Status::Ok
@@ -661,6 +735,10 @@ fn rate_line(metrics: &[ReplyMetrics], floor: f64) -> Line {
             few_gaps(metrics)
         ),
     )
+    .with(Figures {
+        floor: Some(floor),
+        ..Figures::median("tok/s", &have, metrics.len())
+    })
 }
 
 /// Fewer gaps between a reply's text events than this make its rate a figure of little weight.
@@ -712,7 +790,11 @@ fn first_token_line(metrics: &[ReplyMetrics], limit_ms: f64, replies: &[ReplyRec
         } else {
             format!("no reply produced a token (limit {limit_ms:.0})")
         };
-        return Line::new("first-token", Status::Fail, text);
+        let figures = Figures {
+            limit: Some(limit_ms),
+            ..Figures::median("ms", &have, metrics.len())
+        };
+        return Line::new("first-token", Status::Fail, text).with(figures);
     };
     let status = if med <= limit_ms {
         Status::Ok
@@ -732,6 +814,10 @@ fn first_token_line(metrics: &[ReplyMetrics], limit_ms: f64, replies: &[ReplyRec
             prompt_cache_note(replies)
         ),
     )
+    .with(Figures {
+        limit: Some(limit_ms),
+        ..Figures::median("ms", &have, metrics.len())
+    })
 }
 
 /// Which first token was measured: a cached prompt's skips prompt processing (llama-server:

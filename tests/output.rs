@@ -5,7 +5,8 @@ use serde::Deserialize;
 
 use crate::util::*;
 
-/// result.json as docs/result-schema.md documents it; any field added or renamed fails here.
+/// result.json as docs/result-schema.md documents it; any field added or renamed fails here
+/// (and docs/result-schema.json holds every result.json the tests read: `util::json`).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ResultJson {
@@ -27,6 +28,8 @@ struct LineJson {
     check: String,
     status: String,
     text: String,
+    #[serde(default)]
+    figures: Option<serde_json::Value>,
 }
 
 #[test]
@@ -53,6 +56,38 @@ fn json_junit_and_the_step_summary_from_one_run() {
     assert!(printed.reason.is_none() && printed.advice.is_none() && printed.signal.is_none());
     let checks: Vec<&str> = printed.lines.iter().map(|l| l.check.as_str()).collect();
     assert_eq!(checks, ["route", "rate", "first-token", "content", "load"]);
+    // The figures as numbers beside the text: CI reads these, not the prose.
+    let figures = |check: &str| {
+        printed
+            .lines
+            .iter()
+            .find(|l| l.check == check)
+            .and_then(|l| l.figures.clone())
+            .unwrap_or_else(|| panic!("no figures on {check}"))
+    };
+    let rate = figures("rate");
+    assert_eq!(rate["unit"], "tok/s");
+    assert_eq!(
+        (rate["values"].as_u64(), rate["replies"].as_u64()),
+        (Some(2), Some(2))
+    );
+    assert_eq!(rate["floor"].as_f64(), Some(0.0));
+    assert!(rate["median"].as_f64().unwrap() > 0.0, "{rate}");
+    assert!(
+        rate.get("interval_95").is_none(),
+        "no interval under 6 replies: {rate}"
+    );
+    let first = figures("first-token");
+    assert_eq!(
+        (first["unit"].as_str(), first["limit"].as_f64()),
+        (Some("ms"), Some(600000.0))
+    );
+    assert!(first["median"].as_f64().unwrap() > 0.0, "{first}");
+    let load = figures("load");
+    assert!(
+        load["load1"].is_number() && load["ncpu"].as_u64().unwrap() >= 1,
+        "{load}"
+    );
     assert!(printed
         .lines
         .iter()

@@ -122,8 +122,38 @@ pub fn stand_in_run(
     )
 }
 
-/// Read a JSON file.
+/// Hold a result.json to docs/result-schema.json with check-jsonschema (from
+/// `tools/install-report-tools.sh`), as a CI reading it would; skipped without the tool
+/// outside CI.
+pub fn check_result_schema(path: &Path) {
+    let Some(tool) = std::env::var_os("CHECK_JSONSCHEMA") else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CHECK_JSONSCHEMA must name check-jsonschema in CI: eval \"$(tools/install-report-tools.sh)\""
+        );
+        return;
+    };
+    let schema = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/result-schema.json");
+    let o = std::process::Command::new(tool)
+        .arg("--schemafile")
+        .arg(&schema)
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{} does not follow docs/result-schema.json: {}{}",
+        path.display(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// Read a JSON file. Every result.json read is also held to its schema.
 pub fn json(path: &Path) -> Value {
+    if path.file_name().is_some_and(|n| n == "result.json") {
+        check_result_schema(path);
+    }
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }

@@ -4,6 +4,7 @@
 #   - xmllint (Debian libxml2-utils) with the Surefire/Jenkins JUnit schema, junit-10.xsd, taken
 #     out of pytest's source package on PyPI (its own tests validate against it);
 #   - junitparser and xunitparser (PyPI), the JUnit readers of Python CI tooling;
+#   - check-jsonschema (PyPI), to hold every result.json to docs/result-schema.json;
 #   - cmark-gfm (Debian), GitHub's Markdown renderer, for the step summary;
 #   - zsh and fish (Debian), to check their completion scripts parse.
 # Python packages and the schema go into a cache outside the clone:
@@ -11,16 +12,18 @@
 # It is idempotent and quick once done. On success it prints, for `eval`:
 #   export JUNIT_XSD=/…/junit-10.xsd
 #   export REPORT_TOOLS_PYTHON=/…/bin/python
+#   export CHECK_JSONSCHEMA=/…/bin/check-jsonschema
 # Everything else goes to stderr. Debian packages need root (CI and the dev boxes are root).
 set -euo pipefail
 
 PYTEST_VERSION=8.3.4
 JUNITPARSER_VERSION=5.0.3
 XUNITPARSER_VERSION=1.3.4
+CHECK_JSONSCHEMA_VERSION=0.39.0
 
 cache=${NPU_SERVE_SMOKE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/npu-serve-smoke}
 dir=$cache/report-tools
-venv=$dir/venv-junitparser-$JUNITPARSER_VERSION-xunitparser-$XUNITPARSER_VERSION
+venv=$dir/venv-junitparser-$JUNITPARSER_VERSION-xunitparser-$XUNITPARSER_VERSION-check-jsonschema-$CHECK_JSONSCHEMA_VERSION
 xsd=$dir/pytest-$PYTEST_VERSION/junit-10.xsd
 mkdir -p "$dir"
 
@@ -41,10 +44,11 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 if [ ! -f "$venv/.complete" ]; then
-    say "installing junitparser==$JUNITPARSER_VERSION and xunitparser==$XUNITPARSER_VERSION"
+    say "installing junitparser==$JUNITPARSER_VERSION, xunitparser==$XUNITPARSER_VERSION and check-jsonschema==$CHECK_JSONSCHEMA_VERSION"
     rm -rf "$venv"
     python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet "junitparser==$JUNITPARSER_VERSION" "xunitparser==$XUNITPARSER_VERSION" >&2
+    "$venv/bin/pip" install --quiet "junitparser==$JUNITPARSER_VERSION" "xunitparser==$XUNITPARSER_VERSION" \
+        "check-jsonschema==$CHECK_JSONSCHEMA_VERSION" >&2
     touch "$venv/.complete"
 fi
 
@@ -60,3 +64,4 @@ fi
 
 printf 'export JUNIT_XSD=%q\n' "$xsd"
 printf 'export REPORT_TOOLS_PYTHON=%q\n' "$venv/bin/python"
+printf 'export CHECK_JSONSCHEMA=%q\n' "$venv/bin/check-jsonschema"
