@@ -1,7 +1,7 @@
 //! Each output read by the tool that reads it in real CI, for runs against a serve that prints
 //! control characters, HTML and Markdown in its log and its replies: the JUnit file by xmllint
 //! against the Surefire/Jenkins schema and by junitparser and xunitparser, the step summary by
-//! cmark-gfm, the completion scripts by zsh and fish. (issue 15, items 1 to 3 and 5)
+//! cmark-gfm, the completion scripts by zsh and fish, timeline.svg by rsvg-convert. (issue 15, items 1 to 3 and 5)
 //!
 //! The tools come from `tools/install-report-tools.sh` (Debian and PyPI packages). Without
 //! them these tests say they skipped; under CI=true they fail.
@@ -251,5 +251,33 @@ fn zsh_and_fish_parse_their_completion_scripts() {
             "{shell} -n: {}",
             String::from_utf8_lossy(&parsed.stderr)
         );
+    }
+}
+
+/// timeline.svg renders as a viewer renders it (rsvg-convert), for a run that passed and for
+/// one whose serve printed garbage and failed.
+#[test]
+fn the_timeline_renders_in_a_real_svg_renderer() {
+    if consumers().is_none() {
+        return;
+    }
+    for script in [vec![], vec!["--answer", GARBAGE]] {
+        let (d, out) = scratch();
+        let mut args = run_args(&out, d.path(), &UNFLIPPABLE, &script);
+        args.retain(|a| a != "--junit" && !a.ends_with("junit.xml"));
+        gate().args(&args).output().unwrap();
+        let png = d.path().join("timeline.png");
+        let o = Command::new("rsvg-convert")
+            .arg(out.join("timeline.svg"))
+            .arg("-o")
+            .arg(&png)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "rsvg-convert: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(std::fs::metadata(&png).unwrap().len() > 1000);
     }
 }

@@ -6,7 +6,8 @@
 #   - junitparser and xunitparser (PyPI), the JUnit readers of Python CI tooling;
 #   - check-jsonschema (PyPI), to hold every result.json to docs/result-schema.json;
 #   - cmark-gfm (Debian), GitHub's Markdown renderer, for the step summary;
-#   - zsh and fish (Debian), to check their completion scripts parse.
+#   - zsh and fish (Debian), to check their completion scripts parse;
+#   - rsvg-convert (Debian librsvg2-bin), to render timeline.svg as a viewer would.
 # Python packages and the schema go into a cache outside the clone:
 #   ${NPU_SERVE_SMOKE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/npu-serve-smoke}/report-tools
 # It is idempotent and quick once done. On success it prints, for `eval`:
@@ -33,7 +34,7 @@ flock 9
 say() { echo "install-report-tools: $*" >&2; }
 
 missing=()
-for tool in xmllint:libxml2-utils cmark-gfm:cmark-gfm zsh:zsh fish:fish; do
+for tool in xmllint:libxml2-utils cmark-gfm:cmark-gfm zsh:zsh fish:fish rsvg-convert:librsvg2-bin; do
     command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool#*:}")
 done
 if [ ${#missing[@]} -gt 0 ]; then
