@@ -153,34 +153,44 @@ fn profile_values_out_of_the_flags_bounds_are_refused_with_one_line() {
 fn closed_stdout_and_stderr_do_not_change_the_verdict_or_lose_the_run() {
     let (d, out) = scratch();
     let junit = d.path().join("junit.xml");
-    let _claim = gate(); // a claim on the box while the gate runs
-    let mut child = std::process::Command::new(BIN)
-        .args(["run", "--stand-in", "--replies", "2", "--out"])
-        .arg(&out)
-        .args(UNFLIPPABLE)
-        .arg("--junit")
-        .arg(&junit)
-        .args(["--", "--tokens", "6"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    drop(child.stdout.take());
-    drop(child.stderr.take());
-    let code = wait_code(&mut child, Duration::from_secs(60));
-    assert_eq!(code, Some(0));
+    let _claim = gate(); // a claim on the box while the gates run
+    let mut args: Vec<std::ffi::OsString> = ["run", "--stand-in", "--replies", "2", "--out"]
+        .map(Into::into)
+        .into();
+    args.push(out.clone().into());
+    args.extend(UNFLIPPABLE.map(Into::into));
+    args.extend(["--junit".into(), junit.clone().into()]);
+    args.extend(["--", "--tokens", "6"].map(Into::into));
+    assert_eq!(with_streams_closed(&args), Some(0));
     assert_eq!(json(&out.join("result.json"))["result"], "PASS");
     assert!(junit.exists(), "the JUnit report was not written");
 
     // A failing verdict keeps its exit code too.
-    let (d2, out2) = scratch();
-    let _ = d2;
+    let (_d2, out2) = scratch();
+    let mut args: Vec<std::ffi::OsString> = ["run", "--stand-in", "--replies", "1", "--out"]
+        .map(Into::into)
+        .into();
+    args.push(out2.clone().into());
+    args.extend(UNFLIPPABLE.map(Into::into));
+    args.extend(["--", "--empty"].map(Into::into));
+    assert_eq!(with_streams_closed(&args), Some(1));
+    assert_eq!(json(&out2.join("result.json"))["result"], "FAIL");
+
+    // Commands that only print: completions, judge, compare.
+    for args in [
+        vec!["completions".into(), "bash".into()],
+        vec!["judge".into(), out.clone().into_os_string()],
+        vec!["compare".into(), out.clone().into_os_string()],
+    ] {
+        assert_eq!(with_streams_closed(&args), Some(0), "{args:?}");
+    }
+}
+
+/// Run the gate with `args`, its stdout and stderr pipes closed by the reader before it
+/// writes anything (every write gets EPIPE); its exit code, within a bounded wait.
+fn with_streams_closed(args: &[std::ffi::OsString]) -> Option<i32> {
     let mut child = std::process::Command::new(BIN)
-        .args(["run", "--stand-in", "--replies", "1", "--out"])
-        .arg(&out2)
-        .args(UNFLIPPABLE)
-        .args(["--", "--empty"])
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -188,30 +198,7 @@ fn closed_stdout_and_stderr_do_not_change_the_verdict_or_lose_the_run() {
         .unwrap();
     drop(child.stdout.take());
     drop(child.stderr.take());
-    assert_eq!(wait_code(&mut child, Duration::from_secs(60)), Some(1));
-    assert_eq!(json(&out2.join("result.json"))["result"], "FAIL");
-
-    // Commands that only print: completions, judge, compare.
-    for args in [
-        vec!["completions".to_string(), "bash".to_string()],
-        vec!["judge".to_string(), out.display().to_string()],
-        vec!["compare".to_string(), out.display().to_string()],
-    ] {
-        let mut child = std::process::Command::new(BIN)
-            .args(&args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        drop(child.stdout.take());
-        drop(child.stderr.take());
-        assert_eq!(
-            wait_code(&mut child, Duration::from_secs(60)),
-            Some(0),
-            "{args:?}"
-        );
-    }
+    wait_code(&mut child, Duration::from_secs(60))
 }
 
 /// Wait (bounded) for a child; its exit code.
