@@ -7,11 +7,12 @@ use anyhow::Result;
 use clap::parser::ValueSource;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
-use crate::compare::{self, CompareArgs};
-use crate::output::OutputArgs;
+use crate::live::supervise::SuperviseArgs;
+use crate::live::{gate, supervise};
+use crate::report::compare::{self, CompareArgs};
+use crate::report::output::OutputArgs;
 use crate::standin::StandInArgs;
-use crate::supervise::SuperviseArgs;
-use crate::{exit_codes, gate, judge, profile, selftest, standin, supervise};
+use crate::{exit_codes, judge, profile, selftest, standin};
 
 /// Default floor for the median decode rate, tok/s.
 pub const DEFAULT_FLOOR: f64 = 60.0;

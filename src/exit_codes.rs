@@ -24,7 +24,7 @@ Exit codes:
   3  SKIP: the hold was not acquired in time, or only timing failed on a busy box (--busy-skip)
   128+N  interrupted by signal N";
 
-use crate::verdict::Outcome;
+use crate::judging::verdict::Outcome;
 
 /// The exit code for a result.
 pub fn for_outcome(outcome: &Outcome) -> u8 {

@@ -6,12 +6,12 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
+use crate::archive::rundir;
 use crate::cli::JudgeArgs;
 use crate::exit_codes;
-use crate::output::{self, Outputs};
-use crate::rundir;
-use crate::timeline;
-use crate::verdict::Criteria;
+use crate::judging::verdict::Criteria;
+use crate::report::output::{self, Outputs};
+use crate::report::timeline;
 
 /// Judge the archive; the exit code for its result.
 pub fn run(args: JudgeArgs) -> Result<u8> {

@@ -4,11 +4,11 @@
 use proptest::collection::vec;
 use proptest::prelude::*;
 
-use crate::conditions::summarize;
-use crate::record::{LoadSnapshot, ReplyRecord, Startup};
-use crate::rundir;
+use crate::archive::record::{LoadSnapshot, ReplyRecord, Startup};
+use crate::archive::rundir;
+use crate::judging::verdict::{judge, Criteria, Evidence, Floors, Outcome, Verdict};
+use crate::live::conditions::summarize;
 use crate::selftest::cases::reply;
-use crate::verdict::{judge, Criteria, Evidence, Floors, Outcome, Verdict};
 
 const LOGS: [&str; 4] = [
     "route: npu-fast\n",
@@ -182,7 +182,7 @@ proptest! {
     /// The readers of untrusted bytes never panic: chunks, prompts, load.json, profiles.
     #[test]
     fn the_loaders_never_panic_on_garbage(bytes in vec(any::<u8>(), 0..400)) {
-        let _ = crate::openai::Chunk::parse(&bytes);
+        let _ = crate::wire::openai::Chunk::parse(&bytes);
         let text = String::from_utf8_lossy(&bytes);
         let _ = crate::prompts::parse(&text);
         let _ = serde_json::from_slice::<LoadSnapshot>(&bytes);

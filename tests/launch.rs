@@ -233,7 +233,9 @@ fn a_missing_hold_program_is_called_the_hold_program() {
 }
 
 fn sha256_of(path: &std::path::Path) -> String {
-    npu_serve_smoke::serve::fingerprint(path).unwrap().sha256
+    npu_serve_smoke::live::serve::fingerprint(path)
+        .unwrap()
+        .sha256
 }
 
 #[test]

@@ -11,7 +11,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use npu_serve_smoke::client::{Client, Probe};
+use npu_serve_smoke::live::client::{Client, Probe};
 
 use crate::util::*;
 

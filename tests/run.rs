@@ -1,7 +1,7 @@
 //! `run` against the stand-in: lines, exit codes, and the run directory.
 
 use crate::util::*;
-use npu_serve_smoke::rundir::ResultFile;
+use npu_serve_smoke::archive::rundir::ResultFile;
 
 #[test]
 fn a_stand_in_run_passes_and_archives_every_file() {

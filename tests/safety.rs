@@ -230,7 +230,7 @@ fn two_gates_on_one_hold_take_turns_and_the_second_names_the_first() {
         .unwrap()
         .starts_with(&format!("PID {} (", a.pid())));
     assert!(
-        npu_serve_smoke::hold::current_holder(&hold).is_none(),
+        npu_serve_smoke::live::hold::current_holder(&hold).is_none(),
         "the last holder clears its holder text"
     );
 }
@@ -269,7 +269,7 @@ fn a_hold_not_acquired_in_time_is_skip_naming_the_holder() {
 /// Wait (bounded) until a holder has written who it is into the hold file.
 fn wait_for_holder(hold: &Path) {
     let start = std::time::Instant::now();
-    while npu_serve_smoke::hold::current_holder(hold).is_none() {
+    while npu_serve_smoke::live::hold::current_holder(hold).is_none() {
         assert!(
             start.elapsed() < LONG,
             "no holder named itself in {}",

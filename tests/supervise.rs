@@ -578,7 +578,7 @@ fn a_stale_holder_text_names_no_dead_pid_and_a_live_holder_is_named() {
     let serve = wait_for_serve_pid(&out, LONG);
     let start = Instant::now();
     let holder = loop {
-        match npu_serve_smoke::hold::current_holder(&hold) {
+        match npu_serve_smoke::live::hold::current_holder(&hold) {
             Some(h) if h.supervisor.is_some() => break h,
             _ => assert!(
                 start.elapsed() < LONG,
@@ -621,7 +621,7 @@ fn a_stale_holder_text_names_no_dead_pid_and_a_live_holder_is_named() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(
-        npu_serve_smoke::hold::current_holder(&hold).is_some(),
+        npu_serve_smoke::live::hold::current_holder(&hold).is_some(),
         "the stale text is there"
     );
 

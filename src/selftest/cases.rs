@@ -2,9 +2,9 @@
 //! boundaries, and the load line. Shipped in the binary so `self-test` can run them on any
 //! box; `cargo test` runs the same table.
 
-use crate::conditions::{summarize, TopProcess};
-use crate::record::{ChunkArrival, LoadSnapshot, ReplyRecord, Startup, StopRecord};
-use crate::verdict::{self, Criteria, Evidence, Floors, Outcome, Status, Verdict};
+use crate::archive::record::{ChunkArrival, LoadSnapshot, ReplyRecord, Startup, StopRecord};
+use crate::judging::verdict::{self, Criteria, Evidence, Floors, Outcome, Status, Verdict};
+use crate::live::conditions::{summarize, TopProcess};
 
 const MS: u64 = 1_000_000;
 

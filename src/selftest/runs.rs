@@ -6,11 +6,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::measure::{self, TokenSource};
-use crate::record::{ReplyRecord, RunManifest};
-use crate::rundir::{self, ResultFile};
+use crate::archive::record::{ReplyRecord, RunManifest};
+use crate::archive::rundir::{self, ResultFile};
+use crate::judging::measure::{self, TokenSource};
+use crate::judging::verdict::{Outcome, Status};
 use crate::standin::TraceLine;
-use crate::verdict::{Outcome, Status};
 
 /// How far a reported time may be from the stand-in's send timestamps. Loopback latency and
 /// scheduler wake-ups on a busy 2-core box stay well under it, and the scripted gaps it must

@@ -322,7 +322,7 @@ mod tests {
         );
         let p = scan(chunk.as_bytes()).expect("every kind of value, skipped");
         assert_eq!((p.content, p.finish_reason), (Some("a b"), Some("stop")));
-        let slow = crate::openai::Chunk::by_serde(chunk.as_bytes()).unwrap();
+        let slow = crate::wire::openai::Chunk::by_serde(chunk.as_bytes()).unwrap();
         assert_eq!(
             (slow.content(), slow.finish_reason()),
             ("a b", Some("stop"))
@@ -614,7 +614,7 @@ mod tests {
         #[test]
         fn the_fast_path_agrees_with_serde(doc in arb_chunk()) {
             if let Some(fast) = scan(&doc) {
-                let slow = crate::openai::Chunk::by_serde(&doc).map_err(|e| {
+                let slow = crate::wire::openai::Chunk::by_serde(&doc).map_err(|e| {
                     TestCaseError::fail(format!("serde refused what the fast path read: {e}"))
                 })?;
                 prop_assert_eq!(slow.content(), fast.content.unwrap_or(""));

@@ -12,10 +12,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
-use crate::record::ReplyRecord;
+use crate::archive::record::ReplyRecord;
+use crate::archive::rundir::{write_atomic, ResultFile};
+use crate::judging::verdict::Verdict;
 use crate::report::{self, RunInfo};
-use crate::rundir::{write_atomic, ResultFile};
-use crate::verdict::Verdict;
 use crate::{console, say};
 
 /// The environment variable GitHub Actions names its step summary file in.

@@ -11,7 +11,7 @@ use std::borrow::Cow;
 
 use serde::Deserialize;
 
-use crate::chunk_scan;
+use crate::wire::chunk_scan;
 
 /// One parsed `data:` payload of a chat completion stream: what the gate reads of it. Its text
 /// borrows from the payload where it can (no escapes), so a chunk costs no string copies.

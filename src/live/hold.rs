@@ -24,7 +24,7 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::clock;
-use crate::supervise::{proc_stat, process_running};
+use crate::live::supervise::{proc_stat, process_running};
 
 /// Who holds a hold, as written into the locked file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,6 +1,6 @@
 //! Launching and stopping the serve, and knowing what was launched.
 //!
-//! The serve is started by the gate's supervisor ([`crate::supervise`], the gate's own binary
+//! The serve is started by the gate's supervisor ([`crate::live::supervise`], the gate's own binary
 //! run as `__supervise`), directly (never through a shell), in a process group of its own within
 //! the gate's session: `setpgid`, not `setsid`, because a new session would also get its own
 //! scheduler autogroup and hide the CPU contention the gate must see. Its stdout and stderr go
@@ -28,9 +28,9 @@ use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::Signal;
 use sha2::{Digest, Sha256};
 
-use crate::hold::Hold;
-use crate::record::{BinaryInfo, StopRecord};
-use crate::supervise::{self, Event};
+use crate::archive::record::{BinaryInfo, StopRecord};
+use crate::live::hold::Hold;
+use crate::live::supervise::{self, Event};
 
 /// The placeholder in the serve's arguments that becomes the port the gate picked.
 pub const PORT_PLACEHOLDER: &str = "{port}";

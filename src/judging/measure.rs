@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::record::ReplyRecord;
+use crate::archive::record::ReplyRecord;
 
 /// Where a reply's token count came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -220,7 +220,7 @@ pub fn median_ci95(values: &[f64]) -> Option<(f64, f64)> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::record::ChunkArrival;
+    use crate::archive::record::ChunkArrival;
 
     const MS: u64 = 1_000_000;
 
@@ -345,7 +345,7 @@ pub(crate) mod tests {
             measure(&r).token_source,
             TokenSource::ChunksUsageNotBelieved
         );
-        r.text_cut = Some(crate::record::TextCut {
+        r.text_cut = Some(crate::archive::record::TextCut {
             content_bytes: 100,
             reasoning_bytes: 0,
         });

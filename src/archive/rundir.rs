@@ -19,9 +19,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::record::{LoadSnapshot, ReplyRecord, RunManifest, Startup, SCHEMA};
-use crate::serve_log::LogScan;
-use crate::verdict::{self, Criteria, Evidence, Verdict};
+use crate::archive::record::{LoadSnapshot, ReplyRecord, RunManifest, Startup, SCHEMA};
+use crate::judging::serve_log::LogScan;
+use crate::judging::verdict::{self, Criteria, Evidence, Verdict};
 
 /// run.json
 pub const MANIFEST: &str = "run.json";

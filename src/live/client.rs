@@ -3,7 +3,7 @@
 //!
 //! One request at a time, each on a fresh connection, through hyper's connection API. Each read
 //! from the socket is stamped on the monotonic clock the moment it returns, before any parsing
-//! ([`crate::stamped`]); every SSE event carries the stamp of the read that completed it.
+//! ([`crate::live::stamped`]); every SSE event carries the stamp of the read that completed it.
 //!
 //! Why hyper's connection API and not a pooled client: the gate polls the connection and the
 //! reply's body in one loop of its own (see [`read_stream`]). A client that runs the connection
@@ -24,12 +24,12 @@ use hyper_util::rt::TokioIo;
 use serde_json::json;
 use tokio::net::TcpStream;
 
+use crate::archive::record::{ChunkArrival, ReplyRecord, TextCut};
 use crate::clock;
-use crate::openai::{self, Chunk};
-use crate::record::{ChunkArrival, ReplyRecord, TextCut};
-use crate::sse::{FeedError, SseItem, SseParser, Unfinished};
-use crate::stamped::{ReadStamp, StampedStream};
-use crate::verdict::quote;
+use crate::judging::verdict::quote;
+use crate::live::stamped::{ReadStamp, StampedStream};
+use crate::wire::openai::{self, Chunk};
+use crate::wire::sse::{FeedError, SseItem, SseParser, Unfinished};
 
 /// What a readiness probe saw.
 #[derive(Debug, Clone, PartialEq, Eq)]

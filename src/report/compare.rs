@@ -7,9 +7,9 @@ use anyhow::{bail, Result};
 use clap::Args;
 use serde::Serialize;
 
-use crate::measure::{measure, median};
-use crate::rundir;
-use crate::verdict::Criteria;
+use crate::archive::rundir;
+use crate::judging::measure::{measure, median};
+use crate::judging::verdict::Criteria;
 
 /// `compare`'s arguments.
 #[derive(Debug, Args)]

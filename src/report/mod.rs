@@ -1,5 +1,13 @@
-//! The report: the verdict as people and CI systems read it. Pure renderers (human lines,
-//! JUnit XML, a Markdown summary); the callers do the I/O.
+//! The report: the verdict as people and CI systems read it. It renders a verdict and decides
+//! nothing. Here the pure renderers: human lines, JUnit XML, a Markdown summary; in
+//! [`output`] where each output goes, in [`timeline`] timeline.svg, in [`compare`] runs side
+//! by side.
+//!
+//! It uses the archive and judging; never live. `tests/layers.rs` checks this.
+
+pub mod compare;
+pub mod output;
+pub mod timeline;
 
 use std::fmt::Write as _;
 
@@ -7,9 +15,9 @@ use anstyle::{AnsiColor, Style};
 use quick_xml::events::{BytesDecl, BytesEnd, BytesStart, BytesText, Event};
 use quick_xml::Writer;
 
-use crate::measure::measure;
-use crate::record::ReplyRecord;
-use crate::verdict::{visible, Line, Outcome, Status, Verdict};
+use crate::archive::record::ReplyRecord;
+use crate::judging::measure::measure;
+use crate::judging::verdict::{visible, Line, Outcome, Status, Verdict};
 
 /// Whether to colour the verdict words: stdout is a terminal that can show colour (TERM is
 /// not `dumb`) and NO_COLOR is unset.
@@ -248,7 +256,7 @@ pub fn md_inert(s: &str) -> String {
                 out.push(c);
             }
             '\n' | '\r' => out.push(' '),
-            c => crate::verdict::push_visible(&mut out, c),
+            c => crate::judging::verdict::push_visible(&mut out, c),
         }
     }
     out

@@ -10,21 +10,24 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{bail, Context, Result};
 use futures_util::FutureExt;
 
-use crate::cli::RunArgs;
-use crate::client::{Client, Probe, ReplyRequest};
-use crate::conditions::Sampler;
-use crate::hold::{self, Hold, Taken};
-use crate::output::{self, Outputs};
-use crate::prompts::{self, Prompt};
-use crate::record::{
+use crate::archive::record::{
     BinaryInfo, ClockInfo, Limits, LoadSnapshot, ReplyRecord, RunManifest, Startup, SCHEMA,
 };
-use crate::rundir::{self, Archive, ResultFile, RunDir};
-use crate::serve::{self, ServeProcess};
-use crate::serve_log::LogScan;
-use crate::signals::Interrupts;
-use crate::verdict::{Criteria, Floors};
-use crate::{clock, conditions, exit_codes, measure, timeline};
+use crate::archive::rundir::{self, Archive, ResultFile, RunDir};
+use crate::cli::RunArgs;
+use crate::judging::measure;
+use crate::judging::serve_log::LogScan;
+use crate::judging::verdict::{Criteria, Floors};
+use crate::live::client::{Client, Probe, ReplyRequest};
+use crate::live::conditions;
+use crate::live::conditions::Sampler;
+use crate::live::hold::{self, Hold, Taken};
+use crate::live::serve::{self, ServeProcess};
+use crate::live::signals::Interrupts;
+use crate::prompts::{self, Prompt};
+use crate::report::output::{self, Outputs};
+use crate::report::timeline;
+use crate::{clock, exit_codes};
 
 /// How the gate reaches the serve.
 #[derive(Debug)]

@@ -7,11 +7,11 @@
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::value::RawValue;
 
-use crate::conditions::DuringReplies;
-use crate::hold::HoldRecord;
-use crate::measure::ReplyMetrics;
+use crate::judging::measure::ReplyMetrics;
+use crate::judging::verdict::Floors;
+use crate::live::conditions::DuringReplies;
+use crate::live::hold::HoldRecord;
 use crate::prompts::Prompt;
-use crate::verdict::Floors;
 
 /// Version of the run directory's file formats. Bumped when a field changes meaning.
 pub const SCHEMA: u32 = 1;

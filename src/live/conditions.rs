@@ -18,7 +18,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use sysinfo::{CpuRefreshKind, ProcessRefreshKind, ProcessesToUpdate, RefreshKind, System};
 
-use crate::record::LoadSnapshot;
+use crate::archive::record::LoadSnapshot;
 
 /// How often the sampler looks during the replies.
 pub const INTERVAL_MS: u64 = 250;

@@ -5,8 +5,8 @@
 use anyhow::{anyhow, Result};
 use plotters::prelude::*;
 
-use crate::measure::measure;
-use crate::record::ReplyRecord;
+use crate::archive::record::ReplyRecord;
+use crate::judging::measure::measure;
 
 fn ms(ns: u64) -> f64 {
     ns as f64 / 1e6
@@ -34,7 +34,7 @@ fn thin(points: &[f64], max: usize) -> Vec<f64> {
 
 /// What marks a row: a reply that failed or whose first token was over the limit.
 fn row_mark(r: &ReplyRecord, first_token_ms: Option<f64>, limit_ms: f64) -> Option<String> {
-    if let Some(problem) = crate::verdict::reply_problem(r) {
+    if let Some(problem) = crate::judging::verdict::reply_problem(r) {
         return Some(format!("FAIL: {problem}"));
     }
     match first_token_ms {

@@ -42,7 +42,7 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 
-use crate::record::StopRecord;
+use crate::archive::record::StopRecord;
 
 /// The hidden subcommand the gate runs its supervisor as.
 pub const SUBCOMMAND: &str = "__supervise";
@@ -421,7 +421,7 @@ impl ExecArgs {
         let path = if program.contains('/') {
             std::path::PathBuf::from(program)
         } else {
-            crate::serve::on_path(program)
+            crate::live::serve::on_path(program)
                 .ok_or_else(|| std::io::Error::from_raw_os_error(libc::ENOENT))?
         };
         let nul = |_| std::io::Error::other("the serve command has a NUL byte");

@@ -9,9 +9,9 @@ use anyhow::{bail, Context, Result};
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 
-use crate::measure::{measure, median, median_ci95, ReplyMetrics, CI_MIN_VALUES};
-use crate::record::{LoadSnapshot, ReplyRecord, Startup, StopRecord};
-use crate::serve_log::LogScan;
+use crate::archive::record::{LoadSnapshot, ReplyRecord, Startup, StopRecord};
+use crate::judging::measure::{measure, median, median_ci95, ReplyMetrics, CI_MIN_VALUES};
+use crate::judging::serve_log::LogScan;
 
 /// Floors, limits and route patterns: what a run is judged against.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -1051,7 +1051,7 @@ pub fn visible(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::measure::tests::reply_at;
+    use crate::judging::measure::tests::reply_at;
 
     const READY: Startup = Startup::Ready {
         after_ms: 1.0,

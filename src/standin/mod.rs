@@ -29,8 +29,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::clock;
-use crate::openai::Chunk;
 use crate::prompts::BUILT_IN;
+use crate::wire::openai::Chunk;
 
 /// The model id the stand-in lists.
 pub const MODEL: &str = "stand-in";

@@ -1,0 +1,9 @@
+//! The archive: the run's data, at the bottom of the house. Every type that goes into a run
+//! directory ([`record`]: the on-disk format and its schema version) and the run directory
+//! itself ([`rundir`]: written atomically, read back, loaded leniently).
+//!
+//! It may use the wire's types and the top-level prompts, clock and console; never judging,
+//! live or report, which all import it. `tests/layers.rs` checks this.
+
+pub mod record;
+pub mod rundir;

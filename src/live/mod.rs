@@ -1,0 +1,16 @@
+//! Live: all the I/O of a run. Its orchestration ([`gate`]), the serve's process ([`serve`])
+//! and its supervisor ([`supervise`]), the device hold ([`hold`]), signals ([`signals`]), the
+//! HTTP client ([`client`]) and the stamped socket under it ([`stamped`]), and the sampler of
+//! the box's conditions ([`conditions`]).
+//!
+//! It uses the wire, the archive, judging and report; none of them uses it.
+//! `tests/layers.rs` checks this.
+
+pub mod client;
+pub mod conditions;
+pub mod gate;
+pub mod hold;
+pub mod serve;
+pub mod signals;
+pub mod stamped;
+pub mod supervise;

@@ -1,0 +1,11 @@
+//! The wire: what a streamed chat reply looks like as bytes. The SSE parser ([`sse`]), the
+//! fields of a streaming chat chunk the gate reads ([`openai`]) and the fast scanner for the
+//! usual chunk ([`chunk_scan`]).
+//!
+//! Pure over bytes: no I/O, no clock, no tokio, `std::fs`, `std::net`, `std::process` or nix.
+//! It uses nothing else of the crate; the client (live) and the stand-in build on it.
+//! `tests/layers.rs` checks this.
+
+pub mod chunk_scan;
+pub mod openai;
+pub mod sse;
