@@ -9,9 +9,11 @@ use anyhow::{bail, Context, Result};
 use crate::archive::rundir;
 use crate::cli::JudgeArgs;
 use crate::exit_codes;
+use crate::judging::archived::judge_archive;
 use crate::judging::verdict::Criteria;
 use crate::report::output::{self, Outputs};
 use crate::report::timeline;
+use crate::report::RunInfo;
 
 /// Judge the archive; the exit code for its result.
 pub fn run(args: JudgeArgs) -> Result<u8> {
@@ -57,14 +59,18 @@ pub fn run(args: JudgeArgs) -> Result<u8> {
         floors.busy_skip = Some(t);
     }
     let criteria = Criteria::new(floors)?;
-    let verdict = archive.judge(&criteria)?;
+    let verdict = judge_archive(&archive, &criteria, archive.read_serve_log()?)?;
     if let Some(path) = &args.svg {
         let title = format!("{} (RESULT: {})", args.dir.display(), verdict.outcome);
         let svg = timeline::svg(&archive.replies, criteria.floors().first_token_ms, &title)?;
         rundir::write_atomic(path, svg.as_bytes())?;
     }
     let title = args.dir.display().to_string();
-    outputs.emit(&verdict, &archive.replies, &archive.report_info(&title));
+    outputs.emit(
+        &verdict,
+        &archive.replies,
+        &RunInfo::of_archive(&archive, &title),
+    );
     Ok(exit_codes::for_outcome(&verdict.outcome))
 }
 

@@ -7,10 +7,6 @@
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::value::RawValue;
 
-use crate::judging::measure::ReplyMetrics;
-use crate::judging::verdict::Floors;
-use crate::live::conditions::DuringReplies;
-use crate::live::hold::HoldRecord;
 use crate::prompts::Prompt;
 
 /// Version of the run directory's file formats. Bumped when a field changes meaning.
@@ -357,6 +353,252 @@ pub struct RunManifest {
     /// defaults.
     #[serde(default)]
     pub settings: Option<serde_json::Value>,
+}
+
+/// Floors, limits and route patterns: what a run is judged against.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Floors {
+    /// Lowest acceptable median decode rate, tok/s.
+    pub floor: f64,
+    /// Highest acceptable median first-token time, ms.
+    pub first_token_ms: f64,
+    /// A regex the serve log must match: it names the fast route.
+    pub fast_route: Option<String>,
+    /// A regex the serve log must not match: it names the slow fallback.
+    pub slow_route: Option<String>,
+    /// The busy-box SKIP policy: a timing-only failure with contention at or above this (the
+    /// serve's CPU-wait fraction, or the load per CPU where that is not measurable) is a SKIP.
+    #[serde(default)]
+    pub busy_skip: Option<f64>,
+}
+
+/// Where a reply's token count came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TokenSource {
+    /// `usage.completion_tokens`, as the serve reported it.
+    Usage,
+    /// `usage.completion_tokens` less one end-of-generation token that was counted but never
+    /// streamed (llama-server: 7 content chunks, completion_tokens 8, finish_reason "stop").
+    UsageLessEndOfGeneration,
+    /// The number of events that carried text.
+    Chunks,
+    /// The number of events that carried text, because `usage.completion_tokens` claimed more
+    /// tokens than the streamed text could hold (see [`usage_ceiling`](crate::judging::measure::usage_ceiling)).
+    ChunksUsageNotBelieved,
+    /// Neither: no usage and no text.
+    None,
+}
+
+/// What a reply measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReplyMetrics {
+    /// Tokens generated.
+    pub tokens: f64,
+    /// Where `tokens` came from.
+    pub token_source: TokenSource,
+    /// Events that carried text (answer or reasoning).
+    pub text_chunks: usize,
+    /// Tokens counted for the first text event (decode rate excludes them).
+    pub first_chunk_tokens: f64,
+    /// When the request was sent (ns since the clock base).
+    pub sent_ns: u64,
+    /// Arrival of the first text event.
+    pub first_ns: Option<u64>,
+    /// Arrival of the last text event.
+    pub last_ns: Option<u64>,
+    /// First token minus sent, in ms.
+    pub first_token_ms: Option<f64>,
+    /// Decode rate in tokens per second, from the first to the last text event.
+    pub rate_tok_s: Option<f64>,
+    /// The serve's own figure for the same, where it reports one (llama-server's
+    /// `timings.predicted_per_second`), for cross-checking.
+    #[serde(default)]
+    pub server_rate_tok_s: Option<f64>,
+    /// The usage count the gate did not believe, and what the streamed text could hold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage_not_believed: Option<UsageNotBelieved>,
+}
+
+/// A usage count claiming more tokens than the streamed text could hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UsageNotBelieved {
+    /// `usage.completion_tokens`, as the serve sent it.
+    pub claimed: u64,
+    /// Events that carried text.
+    pub text_chunks: usize,
+    /// Bytes of text they carried (answer and reasoning).
+    pub text_bytes: usize,
+}
+
+/// What the run records of its hold.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HoldRecord {
+    /// The lock file.
+    pub file: String,
+    /// Whether it was acquired.
+    pub acquired: bool,
+    /// How long the gate waited, ms.
+    pub waited_ms: f64,
+    /// Who held it while the gate waited, if anyone said.
+    pub waited_for: Option<String>,
+    /// The timeout, s.
+    pub timeout_s: f64,
+    /// CLOCK_MONOTONIC ns when it was acquired.
+    pub acquired_ns: Option<u64>,
+    /// CLOCK_MONOTONIC ns when it was released.
+    pub released_ns: Option<u64>,
+}
+
+/// One look at the box and the serve during the replies.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    /// Milliseconds since the replies began.
+    pub t_ms: f64,
+    /// The box's 1-minute load average.
+    pub load1: f64,
+    /// `/proc/pressure/cpu` `some avg10` (percent), where the kernel has it.
+    pub cpu_some_avg10: Option<f64>,
+    /// CPU time of the serve's threads since the replies began, ns.
+    pub serve_cpu_ns: Option<u64>,
+    /// Run-queue wait of the serve's threads since the replies began, ns.
+    pub serve_wait_ns: Option<u64>,
+}
+
+/// A process name that used CPU during the replies.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TopProcess {
+    /// Process name.
+    pub name: String,
+    /// How many processes of that name.
+    pub count: usize,
+    /// CPU used, percent of one CPU, over the replies.
+    pub cpu_pct: f64,
+}
+
+/// What the replies ran beside.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DuringReplies {
+    /// Sampling interval, ms.
+    pub interval_ms: u64,
+    /// Seconds the replies took.
+    pub seconds: f64,
+    /// Highest 1-minute load average seen.
+    pub load1_max: f64,
+    /// Highest CPU pressure (`some avg10`, percent) seen, where the kernel has it.
+    pub cpu_some_avg10_max: Option<f64>,
+    /// CPU seconds the serve's threads used.
+    pub serve_cpu_s: Option<f64>,
+    /// Seconds the serve's threads waited for a CPU while ready to run.
+    pub serve_wait_s: Option<f64>,
+    /// serve_wait / (serve_wait + serve_cpu): of the time the serve was ready to run, the share
+    /// it spent waiting for a CPU.
+    pub wait_fraction: Option<f64>,
+    /// Other processes that used the most CPU (not the serve, not the gate), most first.
+    pub top: Vec<TopProcess>,
+    /// Every sample.
+    pub samples: Vec<Sample>,
+}
+
+/// How a line came out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Status {
+    /// The check passed.
+    #[serde(rename = "ok")]
+    Ok,
+    /// The check failed.
+    #[serde(rename = "FAIL")]
+    Fail,
+    /// Information only; never changes the result.
+    #[serde(rename = "info")]
+    Info,
+}
+
+/// One line of the verdict: a check, how it came out, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Line {
+    /// `serve`, `route`, `rate`, `first-token`, `content` or `load`.
+    pub check: String,
+    /// How it came out.
+    pub status: Status,
+    /// What a reader needs to know.
+    pub text: String,
+    /// The line's figures as numbers, for CI to read without parsing the text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub figures: Option<Figures>,
+}
+
+/// A line's figures as numbers (each only where the line has it), with their unit.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Figures {
+    /// The unit of `median`, `interval_95`, `floor` and `limit`: `tok/s` or `ms`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit: Option<String>,
+    /// The median over the replies that have the figure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub median: Option<f64>,
+    /// How many replies the median rests on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub values: Option<usize>,
+    /// How many replies were made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replies: Option<usize>,
+    /// The median's distribution-free 95% interval, low and high (from 6 values).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval_95: Option<[f64; 2]>,
+    /// The floor the median is held to (rate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub floor: Option<f64>,
+    /// The limit the median is held to (first-token).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<f64>,
+    /// The box's 1-minute load average before the serve started (load).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load1: Option<f64>,
+    /// The box's CPUs (load).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ncpu: Option<usize>,
+    /// The share of the time it was ready to run that the serve waited for a CPU during the
+    /// replies, 0 to 1 (load).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serve_cpu_wait: Option<f64>,
+    /// The highest CPU pressure (some, avg10) during the replies, percent (load).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_pressure_pct: Option<f64>,
+}
+
+/// The run's result. Interrupted is not failed: nobody judged the serve to the end.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "result", rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Outcome {
+    /// Every line that is not info is ok.
+    Pass,
+    /// At least one line failed.
+    Fail,
+    /// The gate decided not to judge.
+    Skip {
+        /// Why.
+        reason: String,
+        /// What to do about it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        advice: Option<String>,
+    },
+    /// A signal stopped the run.
+    Interrupted {
+        /// Which signal, e.g. `SIGTERM`.
+        signal: String,
+    },
+}
+
+/// The lines and the result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    /// One line per check, in a fixed order.
+    pub lines: Vec<Line>,
+    /// The result.
+    #[serde(flatten)]
+    pub outcome: Outcome,
 }
 
 #[cfg(test)]

@@ -19,9 +19,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::archive::record::{LoadSnapshot, ReplyRecord, RunManifest, Startup, SCHEMA};
-use crate::judging::serve_log::LogScan;
-use crate::judging::verdict::{self, Criteria, Evidence, Verdict};
+use crate::archive::record::{LoadSnapshot, ReplyRecord, RunManifest, Verdict, SCHEMA};
 
 /// run.json
 pub const MANIFEST: &str = "run.json";
@@ -258,68 +256,15 @@ pub struct Archive {
 }
 
 impl Archive {
-    /// What a report says of this run besides its verdict; `title` names it.
-    pub fn report_info<'a>(&'a self, title: &'a str) -> crate::report::RunInfo<'a> {
-        crate::report::RunInfo {
-            title,
-            host: &self.manifest.host,
-            started_utc: &self.manifest.started_utc,
-            ended_utc: self.manifest.ended_utc.as_deref(),
-        }
-    }
-
-    /// Judge this run, reading its serve log. `judge DIR` and `compare` come through here.
-    pub fn judge(&self, criteria: &Criteria) -> Result<Verdict> {
-        let log = match &self.serve_log {
-            Some(path) => {
-                let file = File::open(path)
-                    .with_context(|| format!("failed to read {}", path.display()))?;
-                Some(
-                    criteria
-                        .scan_log(file)
-                        .with_context(|| format!("failed to read {}", path.display()))?,
-                )
-            }
-            None => None,
-        };
-        Ok(self.judge_with_log(criteria, log.as_ref()))
-    }
-
-    /// Judge this run with its serve log already scanned (with the same criteria). The live
-    /// run and `judge DIR` both come through here, so the same evidence and criteria always
-    /// give the same lines.
-    pub fn judge_with_log(&self, criteria: &Criteria, log: Option<&LogScan>) -> Verdict {
-        let hold_reason = self
-            .manifest
-            .hold
+    /// Open the run's serve log, where it kept one. Judging scans it
+    /// ([`crate::judging::archived::judge_archive`]).
+    pub fn read_serve_log(&self) -> Result<Option<File>> {
+        self.serve_log
             .as_ref()
-            .filter(|h| !h.acquired)
-            .map(|h| {
-                format!(
-                    "hold not acquired in {} s; held by {}",
-                    h.timeout_s,
-                    h.waited_for.as_deref().unwrap_or("an unknown process")
-                )
-            });
-        let never_started = Startup::SpawnFailed {
-            error: "the run recorded no startup: it ended before the serve was launched".into(),
-        };
-        let evidence = Evidence {
-            replies: &self.replies,
-            replies_planned: self.manifest.replies_planned,
-            startup: self.manifest.startup.as_ref().unwrap_or(&never_started),
-            serve_log: log,
-            load: self.load.as_ref(),
-            interrupted: self.manifest.interrupted.as_deref(),
-            hold_not_acquired: hold_reason.as_deref(),
-            stop: self
-                .manifest
-                .stop
-                .as_ref()
-                .map(|s| (s, self.manifest.limits.grace_s)),
-            serve_died: self.manifest.serve_died.as_deref(),
-        };
-        verdict::judge(&evidence, criteria)
+            .map(|path| {
+                File::open(path).with_context(|| format!("failed to read {}", path.display()))
+            })
+            .transpose()
     }
 }
 

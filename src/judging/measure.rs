@@ -2,68 +2,10 @@
 //!
 //! Pure functions over [`ReplyRecord`]; the verdict calls them on live and archived runs alike.
 
-use serde::{Deserialize, Serialize};
-
 use crate::archive::record::ReplyRecord;
 
-/// Where a reply's token count came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum TokenSource {
-    /// `usage.completion_tokens`, as the serve reported it.
-    Usage,
-    /// `usage.completion_tokens` less one end-of-generation token that was counted but never
-    /// streamed (llama-server: 7 content chunks, completion_tokens 8, finish_reason "stop").
-    UsageLessEndOfGeneration,
-    /// The number of events that carried text.
-    Chunks,
-    /// The number of events that carried text, because `usage.completion_tokens` claimed more
-    /// tokens than the streamed text could hold (see [`usage_ceiling`]).
-    ChunksUsageNotBelieved,
-    /// Neither: no usage and no text.
-    None,
-}
-
-/// What a reply measured.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ReplyMetrics {
-    /// Tokens generated.
-    pub tokens: f64,
-    /// Where `tokens` came from.
-    pub token_source: TokenSource,
-    /// Events that carried text (answer or reasoning).
-    pub text_chunks: usize,
-    /// Tokens counted for the first text event (decode rate excludes them).
-    pub first_chunk_tokens: f64,
-    /// When the request was sent (ns since the clock base).
-    pub sent_ns: u64,
-    /// Arrival of the first text event.
-    pub first_ns: Option<u64>,
-    /// Arrival of the last text event.
-    pub last_ns: Option<u64>,
-    /// First token minus sent, in ms.
-    pub first_token_ms: Option<f64>,
-    /// Decode rate in tokens per second, from the first to the last text event.
-    pub rate_tok_s: Option<f64>,
-    /// The serve's own figure for the same, where it reports one (llama-server's
-    /// `timings.predicted_per_second`), for cross-checking.
-    #[serde(default)]
-    pub server_rate_tok_s: Option<f64>,
-    /// The usage count the gate did not believe, and what the streamed text could hold.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage_not_believed: Option<UsageNotBelieved>,
-}
-
-/// A usage count claiming more tokens than the streamed text could hold.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct UsageNotBelieved {
-    /// `usage.completion_tokens`, as the serve sent it.
-    pub claimed: u64,
-    /// Events that carried text.
-    pub text_chunks: usize,
-    /// Bytes of text they carried (answer and reasoning).
-    pub text_bytes: usize,
-}
+/// What a reply measured, as a run records it; the archive owns the types.
+pub use crate::archive::record::{ReplyMetrics, TokenSource, UsageNotBelieved};
 
 /// The most tokens a reply's streamed text can hold: one a byte, and one more for each text
 /// event (a token that decodes to nothing, such as the end of generation, at most one an

@@ -7,28 +7,13 @@ use std::fmt;
 
 use anyhow::{bail, Context, Result};
 use regex::Regex;
-use serde::{Deserialize, Serialize};
 
 use crate::archive::record::{LoadSnapshot, ReplyRecord, Startup, StopRecord};
 use crate::judging::measure::{measure, median, median_ci95, ReplyMetrics, CI_MIN_VALUES};
 use crate::judging::serve_log::LogScan;
 
-/// Floors, limits and route patterns: what a run is judged against.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Floors {
-    /// Lowest acceptable median decode rate, tok/s.
-    pub floor: f64,
-    /// Highest acceptable median first-token time, ms.
-    pub first_token_ms: f64,
-    /// A regex the serve log must match: it names the fast route.
-    pub fast_route: Option<String>,
-    /// A regex the serve log must not match: it names the slow fallback.
-    pub slow_route: Option<String>,
-    /// The busy-box SKIP policy: a timing-only failure with contention at or above this (the
-    /// serve's CPU-wait fraction, or the load per CPU where that is not measurable) is a SKIP.
-    #[serde(default)]
-    pub busy_skip: Option<f64>,
-}
+/// The floors as a run records them; the archive owns the type.
+pub use crate::archive::record::{Figures, Floors, Line, Outcome, Status, Verdict};
 
 /// [`Floors`], checked and with the route patterns compiled.
 #[derive(Debug, Clone)]
@@ -117,20 +102,6 @@ pub struct Evidence<'a> {
     pub serve_died: Option<&'a str>,
 }
 
-/// How a line came out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Status {
-    /// The check passed.
-    #[serde(rename = "ok")]
-    Ok,
-    /// The check failed.
-    #[serde(rename = "FAIL")]
-    Fail,
-    /// Information only; never changes the result.
-    #[serde(rename = "info")]
-    Info,
-}
-
 impl fmt::Display for Status {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.pad(match self {
@@ -139,60 +110,6 @@ impl fmt::Display for Status {
             Status::Info => "info",
         })
     }
-}
-
-/// One line of the verdict: a check, how it came out, and why.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Line {
-    /// `serve`, `route`, `rate`, `first-token`, `content` or `load`.
-    pub check: String,
-    /// How it came out.
-    pub status: Status,
-    /// What a reader needs to know.
-    pub text: String,
-    /// The line's figures as numbers, for CI to read without parsing the text.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub figures: Option<Figures>,
-}
-
-/// A line's figures as numbers (each only where the line has it), with their unit.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Figures {
-    /// The unit of `median`, `interval_95`, `floor` and `limit`: `tok/s` or `ms`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub unit: Option<String>,
-    /// The median over the replies that have the figure.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub median: Option<f64>,
-    /// How many replies the median rests on.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub values: Option<usize>,
-    /// How many replies were made.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replies: Option<usize>,
-    /// The median's distribution-free 95% interval, low and high (from 6 values).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub interval_95: Option<[f64; 2]>,
-    /// The floor the median is held to (rate).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub floor: Option<f64>,
-    /// The limit the median is held to (first-token).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limit: Option<f64>,
-    /// The box's 1-minute load average before the serve started (load).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub load1: Option<f64>,
-    /// The box's CPUs (load).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ncpu: Option<usize>,
-    /// The share of the time it was ready to run that the serve waited for a CPU during the
-    /// replies, 0 to 1 (load).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub serve_cpu_wait: Option<f64>,
-    /// The highest CPU pressure (some, avg10) during the replies, percent (load).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cpu_pressure_pct: Option<f64>,
 }
 
 impl Figures {
@@ -239,29 +156,6 @@ impl fmt::Display for Line {
     }
 }
 
-/// The run's result. Interrupted is not failed: nobody judged the serve to the end.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "result", rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum Outcome {
-    /// Every line that is not info is ok.
-    Pass,
-    /// At least one line failed.
-    Fail,
-    /// The gate decided not to judge.
-    Skip {
-        /// Why.
-        reason: String,
-        /// What to do about it.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        advice: Option<String>,
-    },
-    /// A signal stopped the run.
-    Interrupted {
-        /// Which signal, e.g. `SIGTERM`.
-        signal: String,
-    },
-}
-
 impl Outcome {
     /// The result in one word, as result.json's `result` has it: `PASS`, `FAIL`, `SKIP`,
     /// `INTERRUPTED`.
@@ -291,16 +185,6 @@ impl fmt::Display for Outcome {
             Outcome::Interrupted { signal } => write!(f, "INTERRUPTED (by {signal})"),
         }
     }
-}
-
-/// The lines and the result.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Verdict {
-    /// One line per check, in a fixed order.
-    pub lines: Vec<Line>,
-    /// The result.
-    #[serde(flatten)]
-    pub outcome: Outcome,
 }
 
 impl fmt::Display for Verdict {

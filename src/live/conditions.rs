@@ -15,63 +15,15 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
-use serde::{Deserialize, Serialize};
 use sysinfo::{CpuRefreshKind, ProcessRefreshKind, ProcessesToUpdate, RefreshKind, System};
 
 use crate::archive::record::LoadSnapshot;
 
+/// The conditions as a run records them; the archive owns the types.
+pub use crate::archive::record::{DuringReplies, Sample, TopProcess};
+
 /// How often the sampler looks during the replies.
 pub const INTERVAL_MS: u64 = 250;
-
-/// One look at the box and the serve during the replies.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Sample {
-    /// Milliseconds since the replies began.
-    pub t_ms: f64,
-    /// The box's 1-minute load average.
-    pub load1: f64,
-    /// `/proc/pressure/cpu` `some avg10` (percent), where the kernel has it.
-    pub cpu_some_avg10: Option<f64>,
-    /// CPU time of the serve's threads since the replies began, ns.
-    pub serve_cpu_ns: Option<u64>,
-    /// Run-queue wait of the serve's threads since the replies began, ns.
-    pub serve_wait_ns: Option<u64>,
-}
-
-/// A process name that used CPU during the replies.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TopProcess {
-    /// Process name.
-    pub name: String,
-    /// How many processes of that name.
-    pub count: usize,
-    /// CPU used, percent of one CPU, over the replies.
-    pub cpu_pct: f64,
-}
-
-/// What the replies ran beside.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct DuringReplies {
-    /// Sampling interval, ms.
-    pub interval_ms: u64,
-    /// Seconds the replies took.
-    pub seconds: f64,
-    /// Highest 1-minute load average seen.
-    pub load1_max: f64,
-    /// Highest CPU pressure (`some avg10`, percent) seen, where the kernel has it.
-    pub cpu_some_avg10_max: Option<f64>,
-    /// CPU seconds the serve's threads used.
-    pub serve_cpu_s: Option<f64>,
-    /// Seconds the serve's threads waited for a CPU while ready to run.
-    pub serve_wait_s: Option<f64>,
-    /// serve_wait / (serve_wait + serve_cpu): of the time the serve was ready to run, the share
-    /// it spent waiting for a CPU.
-    pub wait_fraction: Option<f64>,
-    /// Other processes that used the most CPU (not the serve, not the gate), most first.
-    pub top: Vec<TopProcess>,
-    /// Every sample.
-    pub samples: Vec<Sample>,
-}
 
 /// The load averages and CPU count now; `None` where the OS gives no CPU count.
 pub fn load_snapshot(taken: &str) -> Option<LoadSnapshot> {

@@ -15,6 +15,7 @@ use crate::archive::record::{
 };
 use crate::archive::rundir::{self, Archive, ResultFile, RunDir};
 use crate::cli::RunArgs;
+use crate::judging::archived::judge_with_log;
 use crate::judging::measure;
 use crate::judging::serve_log::LogScan;
 use crate::judging::verdict::{Criteria, Floors};
@@ -27,6 +28,7 @@ use crate::live::signals::Interrupts;
 use crate::prompts::{self, Prompt};
 use crate::report::output::{self, Outputs};
 use crate::report::timeline;
+use crate::report::RunInfo;
 use crate::{clock, exit_codes};
 
 /// How the gate reaches the serve.
@@ -400,7 +402,7 @@ async fn execute(plan: Plan) -> Result<u8> {
         load_problem: None,
         replies_problem: None,
     };
-    let verdict = archive.judge_with_log(&plan.criteria, serve_log.as_ref());
+    let verdict = judge_with_log(&archive, &plan.criteria, serve_log.as_ref());
     dir.write_json(rundir::RESULT, &ResultFile::new(verdict.clone()))?;
     // From here on nothing changes the verdict or the exit code: result.json says it.
     let title = format!("{} (RESULT: {})", dir.path().display(), verdict.outcome);
@@ -412,8 +414,11 @@ async fn execute(plan: Plan) -> Result<u8> {
         crate::say!("no timeline.svg: {e:#}");
     }
     let title = dir.path().display().to_string();
-    plan.output
-        .emit(&verdict, &archive.replies, &archive.report_info(&title));
+    plan.output.emit(
+        &verdict,
+        &archive.replies,
+        &RunInfo::of_archive(&archive, &title),
+    );
     crate::say!("archived in {}", dir.path().display());
     Ok(exit_codes::for_outcome(&verdict.outcome))
 }

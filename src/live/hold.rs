@@ -26,6 +26,9 @@ use serde::{Deserialize, Serialize};
 use crate::clock;
 use crate::live::supervise::{proc_stat, process_running};
 
+/// What a run records of its hold; the archive owns the type.
+pub use crate::archive::record::HoldRecord;
+
 /// Who holds a hold, as written into the locked file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Holder {
@@ -86,25 +89,6 @@ impl Holder {
             )
         })
     }
-}
-
-/// What the run records of its hold.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct HoldRecord {
-    /// The lock file.
-    pub file: String,
-    /// Whether it was acquired.
-    pub acquired: bool,
-    /// How long the gate waited, ms.
-    pub waited_ms: f64,
-    /// Who held it while the gate waited, if anyone said.
-    pub waited_for: Option<String>,
-    /// The timeout, s.
-    pub timeout_s: f64,
-    /// CLOCK_MONOTONIC ns when it was acquired.
-    pub acquired_ns: Option<u64>,
-    /// CLOCK_MONOTONIC ns when it was released.
-    pub released_ns: Option<u64>,
 }
 
 /// A hold this process has. Dropping it closes this copy of the lock; the lock is free once

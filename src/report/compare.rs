@@ -8,6 +8,7 @@ use clap::Args;
 use serde::Serialize;
 
 use crate::archive::rundir;
+use crate::judging::archived::judge_archive;
 use crate::judging::measure::{measure, median};
 use crate::judging::verdict::Criteria;
 
@@ -78,7 +79,11 @@ pub fn rows(dirs: &[PathBuf]) -> Vec<Row> {
 
 fn row(dir: &Path) -> Result<Row> {
     let a = rundir::load_archive(dir)?;
-    let verdict = a.judge(&Criteria::new(a.manifest.floors.clone())?)?;
+    let verdict = judge_archive(
+        &a,
+        &Criteria::new(a.manifest.floors.clone())?,
+        a.read_serve_log()?,
+    )?;
     let metrics: Vec<_> = a.replies.iter().map(measure).collect();
     let rates: Vec<f64> = metrics.iter().filter_map(|m| m.rate_tok_s).collect();
     let firsts: Vec<f64> = metrics.iter().filter_map(|m| m.first_token_ms).collect();

@@ -16,6 +16,7 @@ use quick_xml::events::{BytesDecl, BytesEnd, BytesStart, BytesText, Event};
 use quick_xml::Writer;
 
 use crate::archive::record::ReplyRecord;
+use crate::archive::rundir::Archive;
 use crate::judging::measure::measure;
 use crate::judging::verdict::{visible, Line, Outcome, Status, Verdict};
 
@@ -84,7 +85,17 @@ pub struct RunInfo<'a> {
     pub ended_utc: Option<&'a str>,
 }
 
-impl RunInfo<'_> {
+impl<'a> RunInfo<'a> {
+    /// What a report says of an archived run besides its verdict; `title` names it.
+    pub fn of_archive(archive: &'a Archive, title: &'a str) -> Self {
+        RunInfo {
+            title,
+            host: &archive.manifest.host,
+            started_utc: &archive.manifest.started_utc,
+            ended_utc: archive.manifest.ended_utc.as_deref(),
+        }
+    }
+
     /// Seconds from start to end, where both are known.
     fn seconds(&self) -> Option<f64> {
         let at = |t: &str| humantime::parse_rfc3339(t).ok();

@@ -1,0 +1,63 @@
+//! Judging an archived run: the evidence an [`Archive`] holds, put to the verdict. The live run,
+//! `judge DIR` and `compare` all come through here, so the same evidence and criteria always
+//! give the same lines.
+
+use std::io::Read;
+
+use anyhow::{Context, Result};
+
+use crate::archive::record::Startup;
+use crate::archive::rundir::Archive;
+use crate::judging::serve_log::LogScan;
+use crate::judging::verdict::{self, Criteria, Evidence, Verdict};
+
+/// Judge an archived run, scanning its serve log from `log` (the archive's serve.log, opened by
+/// the caller with [`Archive::read_serve_log`]). `judge DIR` and `compare` come through here.
+pub fn judge_archive(
+    archive: &Archive,
+    criteria: &Criteria,
+    log: Option<impl Read>,
+) -> Result<Verdict> {
+    let log = match log {
+        Some(file) => {
+            let name = archive
+                .serve_log
+                .as_ref()
+                .map_or_else(|| "the serve log".to_string(), |p| p.display().to_string());
+            Some(
+                criteria
+                    .scan_log(file)
+                    .with_context(|| format!("failed to read {name}"))?,
+            )
+        }
+        None => None,
+    };
+    Ok(judge_with_log(archive, criteria, log.as_ref()))
+}
+
+/// Judge an archived run with its serve log already scanned (with the same criteria).
+pub fn judge_with_log(archive: &Archive, criteria: &Criteria, log: Option<&LogScan>) -> Verdict {
+    let manifest = &archive.manifest;
+    let hold_reason = manifest.hold.as_ref().filter(|h| !h.acquired).map(|h| {
+        format!(
+            "hold not acquired in {} s; held by {}",
+            h.timeout_s,
+            h.waited_for.as_deref().unwrap_or("an unknown process")
+        )
+    });
+    let never_started = Startup::SpawnFailed {
+        error: "the run recorded no startup: it ended before the serve was launched".into(),
+    };
+    let evidence = Evidence {
+        replies: &archive.replies,
+        replies_planned: manifest.replies_planned,
+        startup: manifest.startup.as_ref().unwrap_or(&never_started),
+        serve_log: log,
+        load: archive.load.as_ref(),
+        interrupted: manifest.interrupted.as_deref(),
+        hold_not_acquired: hold_reason.as_deref(),
+        stop: manifest.stop.as_ref().map(|s| (s, manifest.limits.grace_s)),
+        serve_died: manifest.serve_died.as_deref(),
+    };
+    verdict::judge(&evidence, criteria)
+}
