@@ -5,15 +5,44 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
+use clap::Args;
 
 use crate::archive::rundir;
-use crate::cli::JudgeArgs;
 use crate::exit_codes;
 use crate::judging::archived::judge_archive;
 use crate::judging::verdict::Criteria;
-use crate::report::output::{self, Outputs};
+use crate::report::output::{self, OutputArgs, Outputs};
 use crate::report::timeline;
 use crate::report::RunInfo;
+
+/// `judge`: re-judge an archive.
+#[derive(Debug, Args)]
+pub struct JudgeArgs {
+    /// The run directory to judge. Nothing is written into it.
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+    /// Override the recorded rate floor, tok/s.
+    #[arg(long, value_name = "TOK_S")]
+    pub floor: Option<f64>,
+    /// Override the recorded first-token limit, ms.
+    #[arg(long, value_name = "MS")]
+    pub first_token_ms: Option<f64>,
+    /// Override the recorded fast-route pattern.
+    #[arg(long, value_name = "REGEX")]
+    pub fast_route: Option<String>,
+    /// Override the recorded slow-route pattern.
+    #[arg(long, value_name = "REGEX")]
+    pub slow_route: Option<String>,
+    /// Override the recorded busy-box SKIP policy (see run --busy-skip).
+    #[arg(long, value_name = "THRESHOLD")]
+    pub busy_skip: Option<f64>,
+    /// Draw the run's timeline to FILE (SVG); never into the archive.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+    /// How to report the verdict.
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
 
 /// Judge the archive; the exit code for its result.
 pub fn run(args: JudgeArgs) -> Result<u8> {

@@ -14,7 +14,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use regex::Regex;
 use serde::Deserialize;
 
-use crate::cli::{self, RunArgs};
+use crate::live::run_args::{self, RunArgs};
 
 /// A profile file's contents. Every key is optional.
 #[derive(Debug, Default, Deserialize)]
@@ -64,7 +64,7 @@ pub fn apply(
     // The same bounds as the command line's, so a profile cannot ask for what a flag cannot
     // (`grace = 1e30` once panicked converting to a Duration).
     let seconds = |key: &str, v: f64| -> Result<Duration> {
-        cli::seconds(v).map_err(|e| anyhow!("{key} in the profile: {e}"))
+        run_args::seconds(v).map_err(|e| anyhow!("{key} in the profile: {e}"))
     };
     let count = |key: &str, v: i64, check: fn(i64) -> Result<u32, String>| -> Result<u32> {
         check(v).map_err(|e| anyhow!("{key} in the profile: {e}"))
@@ -85,7 +85,7 @@ pub fn apply(
         ($field:ident, count) => {
             if !given(stringify!($field)) {
                 if let Some(v) = profile.$field {
-                    args.$field = count(stringify!($field), v, cli::$field)?;
+                    args.$field = count(stringify!($field), v, run_args::$field)?;
                 }
             }
         };

@@ -14,7 +14,6 @@ use crate::archive::record::{
     BinaryInfo, ClockInfo, Limits, LoadSnapshot, ReplyRecord, RunManifest, Startup, SCHEMA,
 };
 use crate::archive::rundir::{self, Archive, ResultFile, RunDir};
-use crate::cli::RunArgs;
 use crate::judging::archived::judge_with_log;
 use crate::judging::measure;
 use crate::judging::serve_log::LogScan;
@@ -23,6 +22,7 @@ use crate::live::client::{Client, Probe, ReplyRequest};
 use crate::live::conditions;
 use crate::live::conditions::Sampler;
 use crate::live::hold::{self, Hold, Taken};
+use crate::live::run_args::RunArgs;
 use crate::live::serve::{self, ServeProcess};
 use crate::live::signals::Interrupts;
 use crate::prompts::{self, Prompt};

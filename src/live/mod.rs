@@ -10,6 +10,7 @@ pub mod client;
 pub mod conditions;
 pub mod gate;
 pub mod hold;
+pub mod run_args;
 pub mod serve;
 pub mod signals;
 pub mod stamped;

@@ -1,0 +1,163 @@
+//! `run`'s arguments: what a live run is given, as the command line and a profile set it, with
+//! the bounds both are held to. The `run` command owns them; the command line composes them.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::report::output::OutputArgs;
+
+/// Default floor for the median decode rate, tok/s.
+pub const DEFAULT_FLOOR: f64 = 60.0;
+/// Default limit for the median first-token time, ms.
+pub const DEFAULT_FIRST_TOKEN_MS: f64 = 600.0;
+
+/// `run`: gate a serve.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// A gate profile (TOML): its keys are these flags' names with underscores, and `serve`,
+    /// the serve command as an array. Flags given here override it.
+    #[arg(long, value_name = "FILE")]
+    pub profile: Option<PathBuf>,
+    /// The run directory (default: runs/<UTC time>); it must be new or empty.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Lowest acceptable median decode rate, tok/s.
+    #[arg(long, default_value_t = DEFAULT_FLOOR, value_name = "TOK_S")]
+    pub floor: f64,
+    /// Highest acceptable median time to the first token, ms.
+    #[arg(long, default_value_t = DEFAULT_FIRST_TOKEN_MS, value_name = "MS")]
+    pub first_token_ms: f64,
+    /// A regex the serve log must match: the line that names the fast route.
+    #[arg(long, value_name = "REGEX")]
+    pub fast_route: Option<String>,
+    /// A regex the serve log must not match: the line that names the slow fallback.
+    #[arg(long, value_name = "REGEX")]
+    pub slow_route: Option<String>,
+    /// Busy-box policy: a failure of rate or first-token alone, with the serve's CPU-wait
+    /// fraction (or, where not measurable, the load per CPU) at or above THRESHOLD, is a SKIP
+    /// (exit 3) instead of a FAIL. 0.2 means 20%. Route and content failures stay FAIL.
+    #[arg(long, value_name = "THRESHOLD")]
+    pub busy_skip: Option<f64>,
+    /// The serve's base URL, instead of http://127.0.0.1:{port}. With no serve command, the
+    /// gate measures a serve that is already running (nothing is launched or stopped).
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// The log of an already running serve, to judge the route by (with --url and no serve
+    /// command).
+    #[arg(long, value_name = "FILE", requires = "url")]
+    pub serve_log: Option<PathBuf>,
+    /// Gate the built-in stand-in serve; arguments after -- go to the stand-in.
+    #[arg(long)]
+    pub stand_in: bool,
+    /// Prompts as JSONL: {"prompt": "...", "expect": "regex", "max_tokens": N} per line.
+    #[arg(long, value_name = "FILE")]
+    pub prompts: Option<PathBuf>,
+    /// Replies to make, cycling the prompts.
+    #[arg(long, default_value_t = 3, value_name = "N", value_parser = parse_replies, allow_negative_numbers = true)]
+    pub replies: u32,
+    /// max_tokens of each request (a prompt's own max_tokens wins).
+    #[arg(long, default_value_t = 64, value_name = "N", value_parser = parse_max_tokens, allow_negative_numbers = true)]
+    pub max_tokens: u32,
+    /// A JSON object merged into every request body, e.g. '{"cache_prompt": false}' to measure
+    /// llama-server without its prompt cache.
+    #[arg(long, value_name = "JSON")]
+    pub extra_body: Option<String>,
+    /// The model name to request (default: the first id from /v1/models, else "default").
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Take an exclusive lock (flock) on FILE before the serve starts and keep it until the
+    /// serve is gone, so gates on one box never share the device.
+    #[arg(long, value_name = "FILE")]
+    pub hold: Option<PathBuf>,
+    /// Seconds to wait for the hold; past it the run is SKIP (exit 3).
+    #[arg(long, default_value = "600", value_name = "S", value_parser = parse_seconds)]
+    pub hold_timeout: Duration,
+    /// Run the serve under an external hold program instead, given as an argv prefix in shell
+    /// quoting, e.g. 'npu-hold --ticket 4s --'.
+    #[arg(long, value_name = "PREFIX")]
+    pub hold_cmd: Option<String>,
+    /// Seconds to wait for the serve to answer GET /health (or /v1/models) with 200.
+    #[arg(long, default_value = "120", value_name = "S", value_parser = parse_seconds)]
+    pub ready_timeout: Duration,
+    /// Seconds between SIGTERM and SIGKILL when stopping the serve.
+    #[arg(long, default_value = "10", value_name = "S", value_parser = parse_seconds)]
+    pub grace: Duration,
+    /// Seconds a reply's stream may go without any bytes before it is abandoned.
+    #[arg(long, default_value = "60", value_name = "S", value_parser = parse_seconds)]
+    pub reply_timeout: Duration,
+    /// Seconds one whole reply may take, from its request to its end, however steadily its
+    /// bytes come; past it the reply FAILs, saying how much it had sent. Default:
+    /// --reply-timeout for the first token plus 1 s for each token max_tokens allows (124 s
+    /// at the defaults), which a serve at 1.9 tok/s still finishes inside.
+    #[arg(long, value_name = "S", value_parser = parse_seconds)]
+    pub reply_limit: Option<Duration>,
+    /// How to report the verdict.
+    #[command(flatten)]
+    pub output: OutputArgs,
+    /// The serve command, run directly (no shell); {port} becomes the port the gate picked.
+    #[arg(last = true, value_name = "SERVE")]
+    pub serve: Vec<String>,
+}
+
+/// The most seconds any phase may be given: a day. Larger values (a profile's `grace = 1e19`)
+/// would overflow the clock arithmetic they feed.
+pub const MAX_SECONDS: f64 = 86_400.0;
+
+/// The most replies a run may make.
+pub const MAX_REPLIES: u32 = 10_000;
+
+/// A number of seconds as a duration: above 0 and at most [`MAX_SECONDS`]. The command line
+/// and profiles are held to the same bounds.
+pub fn seconds(secs: f64) -> Result<Duration, String> {
+    if !secs.is_finite() || secs <= 0.0 || secs > MAX_SECONDS {
+        return Err(format!(
+            "{secs} s is out of range (above 0, at most {MAX_SECONDS})"
+        ));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// `--grace 2.5` and friends: a number of seconds, see [`seconds`].
+pub fn parse_seconds(s: &str) -> Result<Duration, String> {
+    let secs: f64 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    seconds(secs)
+}
+
+/// A count of replies: 1 to [`MAX_REPLIES`].
+pub fn replies(n: i64) -> Result<u32, String> {
+    match u32::try_from(n) {
+        Ok(n) if (1..=MAX_REPLIES).contains(&n) => Ok(n),
+        _ => Err(format!("{n} replies is out of range (1 to {MAX_REPLIES})")),
+    }
+}
+
+/// A request's max_tokens: 1 or more.
+pub fn max_tokens(n: i64) -> Result<u32, String> {
+    match u32::try_from(n) {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!(
+            "max_tokens {n} is out of range (1 to {})",
+            u32::MAX
+        )),
+    }
+}
+
+fn parse_count(s: &str, check: fn(i64) -> Result<u32, String>) -> Result<u32, String> {
+    let n: i64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a whole number"))?;
+    check(n)
+}
+
+fn parse_replies(s: &str) -> Result<u32, String> {
+    parse_count(s, replies)
+}
+
+fn parse_max_tokens(s: &str) -> Result<u32, String> {
+    parse_count(s, max_tokens)
+}
