@@ -10,6 +10,7 @@ mod faults;
 mod inputs;
 mod judge;
 mod launch;
+mod layers;
 mod llama;
 mod output;
 mod profiles;
