@@ -1,0 +1,164 @@
+//! The content line: whether each reply answered, and the helpers that quote a reply's text
+//! visibly.
+
+use regex::Regex;
+
+use crate::archive::record::{Line, ReplyRecord, Status};
+
+pub(super) fn content_line(
+    replies: &[ReplyRecord],
+    planned: usize,
+    serve_died: Option<&str>,
+) -> Line {
+    if replies.is_empty() {
+        return Line::new("content", Status::Fail, "no replies were made");
+    }
+    let mut problems = Vec::new();
+    let mut expected = 0;
+    for r in replies {
+        match check_reply(r) {
+            ReplyCheck::Good { expected: e } => expected += usize::from(e),
+            ReplyCheck::Bad { text, .. } => problems.push(text),
+        }
+    }
+    if let Some(died) = serve_died {
+        problems.push(died.to_string());
+    }
+    if replies.len() < planned {
+        problems.push(format!(
+            "only {} of {planned} replies were made",
+            replies.len()
+        ));
+    }
+    if !problems.is_empty() {
+        return Line::new("content", Status::Fail, problems.join("; "));
+    }
+    let n = replies.len();
+    let all = if n == 1 {
+        "1 reply, with content".to_string()
+    } else {
+        format!("{n} replies, all with content")
+    };
+    let text = match expected {
+        0 => all,
+        e if e == n => format!("{all} and the expected answer"),
+        e => format!("{all}; {e} with the expected answer"),
+    };
+    Line::new("content", Status::Ok, text)
+}
+
+/// One reply as the content line judges it.
+pub(super) enum ReplyCheck {
+    /// Nothing is wrong; `expected` when its prompt said what the answer must match.
+    Good { expected: bool },
+    /// Something is: in a few words (for the timeline's mark) and in a sentence.
+    Bad { word: &'static str, text: String },
+}
+
+/// Judge one reply's content: it failed, it has none, or its answer does not match what its
+/// prompt expects. A reply cut at max_tokens says so, where that is the likely reason.
+pub(super) fn check_reply(r: &ReplyRecord) -> ReplyCheck {
+    let said = quote(&r.content, 80);
+    let cut = if r.finish_reason.as_deref() == Some("length") {
+        " (it was cut at max_tokens: finish_reason \"length\")"
+    } else {
+        ""
+    };
+    if let Some(err) = &r.error {
+        let so_far = if r.content.is_empty() {
+            String::new()
+        } else {
+            format!(" after saying {said}")
+        };
+        return ReplyCheck::Bad {
+            word: "error",
+            text: format!("reply {} failed{so_far}: {err}", r.index),
+        };
+    }
+    if r.content.trim().is_empty() {
+        let only = if r.reasoning.trim().is_empty() {
+            ""
+        } else {
+            " (only reasoning)"
+        };
+        return ReplyCheck::Bad {
+            word: "no content",
+            text: format!("reply {} has no content{only}{cut}", r.index),
+        };
+    }
+    let Some(pattern) = &r.expect else {
+        return ReplyCheck::Good { expected: false };
+    };
+    match Regex::new(pattern) {
+        Ok(re) if re.is_match(&r.content) => ReplyCheck::Good { expected: true },
+        Ok(_) => ReplyCheck::Bad {
+            word: "wrong answer",
+            text: format!(
+                "reply {} said {said}, which does not match /{pattern}/{cut}",
+                r.index
+            ),
+        },
+        Err(_) => ReplyCheck::Bad {
+            word: "bad expected pattern",
+            text: format!(
+                "reply {}: the expected pattern /{pattern}/ is not a valid regex",
+                r.index
+            ),
+        },
+    }
+}
+
+/// What is wrong with one reply, in a few words, as the content line judges it; `None` when
+/// nothing is.
+pub fn reply_problem(r: &ReplyRecord) -> Option<&'static str> {
+    match check_reply(r) {
+        ReplyCheck::Good { .. } => None,
+        ReplyCheck::Bad { word, .. } => Some(word),
+    }
+}
+
+/// `s` in double quotes, cut to `max` characters (marked with …), newlines shown as `\n`.
+pub fn quote(s: &str, max: usize) -> String {
+    let mut out = String::from("\"");
+    for (i, ch) in s.chars().enumerate() {
+        if i == max {
+            out.push('…');
+            break;
+        }
+        match ch {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '"' => out.push_str("\\\""),
+            c => push_visible(&mut out, c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Push `c`, or, for a control character, its escape as Rust writes it (`\u{1b}`): text from
+/// the serve (a reply, its log) can hold escape sequences that would recolour a terminal, and
+/// bytes XML 1.0 forbids; quoted, they are seen, never acted on.
+pub fn push_visible(out: &mut String, c: char) {
+    if c.is_control() {
+        out.push_str(&format!("\\u{{{:x}}}", c as u32));
+    } else {
+        out.push(c);
+    }
+}
+
+/// `s` with every control character but the newline made visible (see [`push_visible`]).
+pub fn visible(s: &str) -> String {
+    if !s.chars().any(|c| c.is_control() && c != '\n') {
+        return s.to_string();
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if c == '\n' {
+            out.push(c);
+        } else {
+            push_visible(&mut out, c);
+        }
+    }
+    out
+}

@@ -1,0 +1,229 @@
+//! The rate and first-token lines: the medians against their floor and limit, with what each
+//! figure rests on (how many replies, whether its interval is clear of the bound).
+
+use crate::archive::record::{Figures, Line, ReplyRecord, Status};
+use crate::judging::measure::{median, median_ci95, ReplyMetrics, CI_MIN_VALUES};
+
+pub(super) fn rate_line(metrics: &[ReplyMetrics], floor: f64) -> Line {
+    let rates: Vec<Option<f64>> = metrics.iter().map(|m| m.rate_tok_s).collect();
+    let have: Vec<f64> = rates.iter().flatten().copied().collect();
+    let each: Vec<String> = rates
+        .iter()
+        .map(|r| r.map_or("-".to_string(), |r| format!("{r:.1}")))
+        .collect();
+    let disbelieved = usage_not_believed(metrics);
+    let Some(med) = median(&have) else {
+        let text = if metrics.is_empty() {
+            "no replies to measure".to_string()
+        } else {
+            format!(
+                "no reply has a rate: each needs text that arrived in at least two reads, \
+                 and a reply sent all at once has none (floor {floor:.1}){disbelieved}"
+            )
+        };
+        let figures = Figures {
+            floor: Some(floor),
+            ..Figures::median("tok/s", &have, metrics.len())
+        };
+        return Line::new("rate", Status::Fail, text).with(figures);
+    };
+    let status = if med >= floor {
+        Status::Ok
+    } else {
+        Status::Fail
+    };
+    let (shown, floor_shown) = distinct(med, floor, 1);
+    let over = over_replies(have.len(), metrics.len());
+    let trust = what_it_rests_on(&have, floor, "floor", 1);
+    let missing: Vec<String> = rates
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.is_none())
+        .map(|(i, _)| (i + 1).to_string())
+        .collect();
+    let why_missing = if missing.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; no rate for reply {}: its text did not arrive in at least two reads",
+            missing.join(", ")
+        )
+    };
+    Line::new(
+        "rate",
+        status,
+        format!(
+            "median {shown} tok/s{over}{} (floor {floor_shown}; each: {}{why_missing}){}{}{disbelieved}",
+            trust.interval,
+            each.join(", "),
+            trust.notes,
+            few_gaps(metrics)
+        ),
+    )
+    .with(Figures {
+        floor: Some(floor),
+        ..Figures::median("tok/s", &have, metrics.len())
+    })
+}
+
+/// Fewer gaps between a reply's text events than this make its rate a figure of little weight.
+pub(super) const FEW_GAPS: usize = 10;
+
+/// "; few tokens: ..." when the replies with a rate have a median of under [`FEW_GAPS`] gaps
+/// between their text events: a rate from 6 gaps (SmolLM2's 7-token answers) moves with one
+/// late token, and the reader should know what it rests on.
+pub(super) fn few_gaps(metrics: &[ReplyMetrics]) -> String {
+    let gaps: Vec<f64> = metrics
+        .iter()
+        .filter(|m| m.rate_tok_s.is_some())
+        .map(|m| m.text_chunks.saturating_sub(1) as f64)
+        .collect();
+    match median(&gaps) {
+        Some(g) if g < FEW_GAPS as f64 => format!(
+            "; few tokens: each rate rests on a median of {g:.0} gaps between tokens, under {FEW_GAPS}: prompts with longer answers measure it better"
+        ),
+        _ => String::new(),
+    }
+}
+
+/// "; usage not believed for reply N: ..." for each reply whose usage count claimed more
+/// tokens than its streamed text could hold: the reader should know the rate is not the one
+/// the serve claimed, and why.
+pub(super) fn usage_not_believed(metrics: &[ReplyMetrics]) -> String {
+    metrics
+        .iter()
+        .enumerate()
+        .filter_map(|(i, m)| {
+            let u = m.usage_not_believed?;
+            Some(format!(
+                "; usage not believed for reply {}: it claimed {} tokens for {} {} of {} bytes of text; the rate is from the chunks",
+                i + 1,
+                u.claimed,
+                u.text_chunks,
+                if u.text_chunks == 1 { "chunk" } else { "chunks" },
+                u.text_bytes
+            ))
+        })
+        .collect()
+}
+
+pub(super) fn first_token_line(
+    metrics: &[ReplyMetrics],
+    limit_ms: f64,
+    replies: &[ReplyRecord],
+) -> Line {
+    let have: Vec<f64> = metrics.iter().filter_map(|m| m.first_token_ms).collect();
+    let Some(med) = median(&have) else {
+        let text = if metrics.is_empty() {
+            "no replies to measure".to_string()
+        } else {
+            format!("no reply produced a token (limit {limit_ms:.0})")
+        };
+        let figures = Figures {
+            limit: Some(limit_ms),
+            ..Figures::median("ms", &have, metrics.len())
+        };
+        return Line::new("first-token", Status::Fail, text).with(figures);
+    };
+    let status = if med <= limit_ms {
+        Status::Ok
+    } else {
+        Status::Fail
+    };
+    let (shown, limit_shown) = distinct(med, limit_ms, 0);
+    let over = over_replies(have.len(), metrics.len());
+    let trust = what_it_rests_on(&have, limit_ms, "limit", 0);
+    Line::new(
+        "first-token",
+        status,
+        format!(
+            "median {shown} ms{over}{} (limit {limit_shown}){}{}",
+            trust.interval,
+            trust.notes,
+            prompt_cache_note(replies)
+        ),
+    )
+    .with(Figures {
+        limit: Some(limit_ms),
+        ..Figures::median("ms", &have, metrics.len())
+    })
+}
+
+/// Which first token was measured: a cached prompt's skips prompt processing (llama-server:
+/// about 145 ms down to 10 ms). Said only where the serve reports it.
+pub(super) fn prompt_cache_note(replies: &[ReplyRecord]) -> String {
+    let reported: Vec<u64> = replies
+        .iter()
+        .filter_map(|r| r.cached_prompt_tokens)
+        .collect();
+    if reported.is_empty() {
+        return String::new();
+    }
+    match reported.iter().filter(|&&n| n > 0).count() {
+        0 => "; no reply reused a cached prompt".to_string(),
+        n => format!("; {n} of {} replies reused a cached prompt", replies.len()),
+    }
+}
+
+/// " over N replies", or " over N of M replies" when some replies have no figure.
+pub(super) fn over_replies(have: usize, of: usize) -> String {
+    match (have, of) {
+        (1, 1) => " over 1 reply".to_string(),
+        (h, o) if h == o => format!(" over {o} replies"),
+        (h, o) => format!(" over {h} of {o} replies"),
+    }
+}
+
+/// What a median rests on: its 95% interval, and the notes a reader needs before trusting it.
+pub(super) struct Trust {
+    /// ", 95% interval LO to HI", where there are enough values.
+    interval: String,
+    /// "; marginal: ..." and/or "; thin: ...".
+    notes: String,
+}
+
+/// Fewer timed replies than this make a figure too thin to lean on.
+pub(super) const THIN_BELOW: usize = 3;
+
+/// The interval of the median of `values` and how `bound` (a floor or a limit) sits in it.
+/// The verdict still follows the median; a bound inside the interval means a re-run may flip
+/// it, and the reader should know.
+pub(super) fn what_it_rests_on(
+    values: &[f64],
+    bound: f64,
+    bound_name: &str,
+    decimals: usize,
+) -> Trust {
+    let mut notes = String::new();
+    let interval = match median_ci95(values) {
+        Some((lo, hi)) => {
+            if lo <= bound && bound <= hi {
+                notes.push_str(&format!(
+                    "; marginal: the {bound_name} is inside the median's 95% interval, so a re-run may flip this line"
+                ));
+            }
+            format!(", 95% interval {lo:.decimals$} to {hi:.decimals$}")
+        }
+        None => String::new(),
+    };
+    if values.len() < THIN_BELOW {
+        notes.push_str(&format!(
+            "; thin: fewer than {THIN_BELOW} timed replies, use --replies {CI_MIN_VALUES} or more for an interval"
+        ));
+    }
+    Trust { interval, notes }
+}
+
+/// `value` and `bound` formatted with `decimals`, or with more where rounding would show them
+/// equal though they differ: "median 60.0 tok/s (floor 60.0)" on a FAIL would read as a bug.
+pub(super) fn distinct(value: f64, bound: f64, decimals: usize) -> (String, String) {
+    let show = |d: usize| (format!("{value:.d$}"), format!("{bound:.d$}"));
+    if value == bound {
+        return show(decimals);
+    }
+    let most = decimals + 6;
+    (decimals..=most)
+        .map(show)
+        .find(|(v, b)| v != b)
+        .unwrap_or_else(|| show(most))
+}

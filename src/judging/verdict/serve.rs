@@ -1,0 +1,103 @@
+//! The serve's own lines: whether it came up and stayed up (`serve`), and how it stopped
+//! (`stop`). A hold not acquired is judged in [`super::judge`].
+
+use super::Evidence;
+use crate::archive::record::{Line, Startup, Status, StopRecord};
+
+use super::route::log_tail;
+
+/// An info line when the serve had to be killed: a serve that ignores SIGTERM holds the
+/// device past its stop, and the reader should know.
+pub(super) fn stop_line(stop: Option<(&StopRecord, f64)>) -> Option<Line> {
+    let (s, grace_s) = stop?;
+    let mut notes = Vec::new();
+    let others = match s.group_killed {
+        0 => String::new(),
+        n => format!(" with {n} other process(es) of its group"),
+    };
+    if s.killed && s.cut_short {
+        notes.push(format!(
+            "the serve was killed (SIGKILL){others} at a second signal, before its grace ran out"
+        ));
+    } else if s.killed {
+        notes.push(format!(
+            "the serve did not exit within the {grace_s} s grace after SIGTERM and was killed (SIGKILL){others}"
+        ));
+    } else if s.group_killed > 0 && s.cut_short {
+        notes.push(format!(
+            "the serve exited, but {} other process(es) of its group were killed (SIGKILL) at a second signal",
+            s.group_killed
+        ));
+    } else if s.group_killed > 0 {
+        notes.push(format!(
+            "the serve exited, but {} other process(es) of its group did not within the {grace_s} s grace after SIGTERM and were killed (SIGKILL)",
+            s.group_killed
+        ));
+    }
+    if s.escaped_killed > 0 {
+        let mut note = format!(
+            "{} process(es) had left the serve's process group and were killed after it stopped",
+            s.escaped_killed
+        );
+        if s.cut_short && !s.killed && s.group_killed == 0 {
+            note.push_str(" (SIGKILL at a second signal, before their grace ran out)");
+        }
+        notes.push(note);
+    }
+    if s.left_running > 0 {
+        notes.push(format!(
+            "{} process(es) of the serve were still running 5 s after SIGKILL (stuck in the kernel?); the gate could not stop them",
+            s.left_running
+        ));
+    }
+    if notes.is_empty() {
+        return None;
+    }
+    Some(Line::new("stop", Status::Info, notes.join("; ")))
+}
+
+pub(super) fn serve_line(e: &Evidence<'_>) -> Option<Line> {
+    let tail = || log_tail(e.serve_log);
+    let text = match e.startup {
+        Startup::Ready { .. } => return None,
+        Startup::Exited { status } => {
+            format!("the serve exited ({status}) before it was ready{}", tail())
+        }
+        Startup::NotReady {
+            timeout_s,
+            url,
+            not_ready_answers,
+            last_probe,
+        } => {
+            let polled = match url.as_deref() {
+                Some(u) => {
+                    let u = u.trim_end_matches('/');
+                    format!("neither {u}/health nor {u}/v1/models answered 200")
+                }
+                None => "neither /health nor /v1/models answered 200".to_string(),
+            };
+            let answers = match not_ready_answers {
+                Some(0) => match last_probe {
+                    Some(why) => format!("; it gave no HTTP answer: {why}"),
+                    None => "; it gave no HTTP answer".to_string(),
+                },
+                Some(1) => "; it gave 1 not-ready answer".to_string(),
+                Some(n) => format!("; it gave {n} not-ready answers"),
+                None => String::new(),
+            };
+            format!(
+                "the serve was not ready after {timeout_s} s ({polled}{answers}){}",
+                tail()
+            )
+        }
+        Startup::SpawnFailed { error } => format!("the serve could not be started: {error}"),
+        Startup::Interrupted => {
+            return Some(Line::new(
+                "serve",
+                Status::Info,
+                "interrupted before the serve was ready",
+            ))
+        }
+    };
+    Some(Line::new("serve", Status::Fail, text))
+}
