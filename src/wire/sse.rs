@@ -501,6 +501,26 @@ mod tests {
         Owned::Event(kind.as_bytes().to_vec(), s.as_bytes().to_vec())
     }
 
+    /// A typed event after untyped ones, in one read and split anywhere, as a serve writes
+    /// an error after some tokens.
+    #[test]
+    fn a_typed_event_after_plain_ones_keeps_its_type() {
+        let text: &[u8] = b"data: {\"a\":1}\n\nevent: error\ndata: {\"detail\": \"NPU hang\"}\n\ndata: [DONE]\n\n";
+        let want = vec![
+            data("{\"a\":1}"),
+            typed("error", "{\"detail\": \"NPU hang\"}"),
+            data("[DONE]"),
+        ];
+        assert_eq!(parse_all(&[text]).0, want);
+        for cut in 0..text.len() {
+            assert_eq!(
+                parse_all(&[&text[..cut], &text[cut..]]).0,
+                want,
+                "cut at {cut}"
+            );
+        }
+    }
+
     #[test]
     fn two_events_in_one_read() {
         let (items, rest) = parse_all(&[b"data: {\"a\":1}\n\ndata: [DONE]\n\n"]);
