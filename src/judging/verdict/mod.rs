@@ -17,11 +17,11 @@ use crate::archive::record::{LoadSnapshot, ReplyRecord, Startup, StopRecord};
 use crate::judging::measure::{measure, median, median_ci95, ReplyMetrics};
 use crate::judging::serve_log::LogScan;
 
-mod conditions;
-mod content;
-mod rate;
-mod route;
-mod serve;
+pub mod conditions;
+pub mod content;
+pub mod rate;
+pub mod route;
+pub mod serve;
 
 use conditions::{busy_note, Contention};
 pub use conditions::{BUSY_LOAD_PER_CPU, BUSY_WAIT_FRACTION};
