@@ -17,7 +17,8 @@
 //!   run; [`live::serve`] and [`live::supervise`]: the serve's process and the supervisor that
 //!   stops its whole tree; [`live::hold`]: the device hold; [`live::signals`]: TERM, INT and
 //!   HUP; [`live::client`] and [`live::stamped`]: the HTTP client and the socket whose reads
-//!   carry their times; [`live::conditions`]: the box's load.
+//!   carry their times; [`live::conditions`]: the box's load; [`live::run_args`]: `run`'s
+//!   arguments and their bounds.
 //! - [`report`]: renders a verdict, decides nothing. Human lines, JUnit and Markdown in
 //!   [`report`] itself; [`report::output`]: where each goes; [`report::timeline`]:
 //!   timeline.svg; [`report::compare`]: runs side by side.

@@ -4,6 +4,9 @@
 //! runs start the gate as a real child process against the stand-in with one scripted fault
 //! each, plus a SIGTERM mid-request; the accuracy runs compare every reported figure with the
 //! stand-in's own send trace ([`runs`]).
+//!
+//! It sits above the layers it checks: it may use the archive, judging, the stand-in and the
+//! conditions' summary, and runs the gate itself only as a child process.
 
 pub mod cases;
 pub mod runs;

@@ -6,6 +6,10 @@
 //! request arrived and when each SSE event's bytes were written to the socket (stamped in the
 //! socket's `poll_write`, on CLOCK_MONOTONIC), so tests can compare what the gate reports with
 //! what was really sent rather than with what was asked for.
+//!
+//! It is the other side of the wire: it may use the wire's chunk fields, the prompts and the
+//! clock, never the gate's client, judging or report (`tests/layers.rs` checks this), so the
+//! gate is never tested against itself.
 
 use std::fs::File;
 use std::io::Write;
