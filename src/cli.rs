@@ -5,7 +5,7 @@ use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::judge::JudgeArgs;
-use crate::live::run_args::RunArgs;
+use crate::live::run_args::{RunArgs, RunSettings};
 use crate::live::supervise::SuperviseArgs;
 use crate::live::{gate, supervise};
 use crate::report::compare::{self, CompareArgs};
@@ -89,7 +89,7 @@ pub fn parse() -> (Cli, Vec<String>) {
 pub fn dispatch(cli: Cli, given: &[String]) -> Result<u8> {
     match cli.command {
         Command::Run(args) => {
-            let mut args = *args;
+            let mut args = RunSettings::from(*args);
             if let Some(path) = args.profile.clone() {
                 let profile = profile::load(&path)?;
                 let dir = path.parent().unwrap_or(std::path::Path::new("."));

@@ -14,7 +14,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use regex::Regex;
 use serde::Deserialize;
 
-use crate::live::run_args::{self, RunArgs};
+use crate::live::run_args::{self, RunSettings};
 
 /// A profile file's contents. Every key is optional.
 #[derive(Debug, Default, Deserialize)]
@@ -56,11 +56,11 @@ pub fn load(path: &Path) -> Result<Profile> {
 /// `args` with every setting the command line left unset taken from `profile`.
 /// `given(flag)` says whether the command line set that flag (its id, e.g. `first_token_ms`).
 pub fn apply(
-    mut args: RunArgs,
+    mut args: RunSettings,
     profile: Profile,
     dir: &Path,
     given: impl Fn(&str) -> bool,
-) -> Result<RunArgs> {
+) -> Result<RunSettings> {
     // The same bounds as the command line's, so a profile cannot ask for what a flag cannot
     // (`grace = 1e30` once panicked converting to a Duration).
     let seconds = |key: &str, v: f64| -> Result<Duration> {
@@ -171,9 +171,9 @@ mod tests {
     use crate::cli::{Cli, Command};
     use clap::Parser;
 
-    fn run_args(argv: &[&str]) -> RunArgs {
+    fn run_args(argv: &[&str]) -> RunSettings {
         match Cli::parse_from(argv).command {
-            Command::Run(r) => *r,
+            Command::Run(r) => RunSettings::from(*r),
             other => panic!("{other:?}"),
         }
     }

@@ -22,7 +22,7 @@ use crate::live::client::{Client, Probe, ReplyRequest};
 use crate::live::conditions;
 use crate::live::conditions::Sampler;
 use crate::live::hold::{self, Hold, Taken};
-use crate::live::run_args::RunArgs;
+use crate::live::run_args::RunSettings;
 use crate::live::serve::{self, ServeProcess};
 use crate::live::signals::Interrupts;
 use crate::prompts::{self, Prompt};
@@ -74,7 +74,7 @@ struct Plan {
 }
 
 /// The settings as the run used them, for run.json.
-fn settings_json(args: &RunArgs) -> serde_json::Value {
+fn settings_json(args: &RunSettings) -> serde_json::Value {
     serde_json::json!({
         "profile": args.profile,
         "out": args.out,
@@ -103,7 +103,7 @@ fn settings_json(args: &RunArgs) -> serde_json::Value {
 }
 
 impl Plan {
-    fn new(args: RunArgs) -> Result<Plan> {
+    fn new(args: RunSettings) -> Result<Plan> {
         let settings = settings_json(&args);
         let criteria = Criteria::new(Floors {
             floor: args.floor,
@@ -250,7 +250,7 @@ fn utc_now() -> String {
 }
 
 /// Run the gate; the exit code for its result.
-pub fn run(args: RunArgs) -> Result<u8> {
+pub fn run(args: RunSettings) -> Result<u8> {
     let plan = Plan::new(args)?;
     // One thread: the gate must stay near idle beside a serve that needs the CPU.
     let rt = tokio::runtime::Builder::new_current_thread()

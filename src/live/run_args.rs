@@ -101,6 +101,103 @@ pub struct RunArgs {
     pub serve: Vec<String>,
 }
 
+/// `run`'s settings as plain data: the command line's [`RunArgs`], with a profile's values
+/// filled in where the command line left them (`profile::apply`). The live run is given
+/// these, never the clap struct.
+#[derive(Debug, Clone)]
+pub struct RunSettings {
+    /// A gate profile (TOML): its keys are these flags' names with underscores, and `serve`,
+    /// the serve command as an array. Flags given here override it.
+    pub profile: Option<PathBuf>,
+    /// The run directory (default: runs/<UTC time>); it must be new or empty.
+    pub out: Option<PathBuf>,
+    /// Lowest acceptable median decode rate, tok/s.
+    pub floor: f64,
+    /// Highest acceptable median time to the first token, ms.
+    pub first_token_ms: f64,
+    /// A regex the serve log must match: the line that names the fast route.
+    pub fast_route: Option<String>,
+    /// A regex the serve log must not match: the line that names the slow fallback.
+    pub slow_route: Option<String>,
+    /// Busy-box policy: a failure of rate or first-token alone, with the serve's CPU-wait
+    /// fraction (or, where not measurable, the load per CPU) at or above THRESHOLD, is a SKIP
+    /// (exit 3) instead of a FAIL. 0.2 means 20%. Route and content failures stay FAIL.
+    pub busy_skip: Option<f64>,
+    /// The serve's base URL, instead of http://127.0.0.1:{port}. With no serve command, the
+    /// gate measures a serve that is already running (nothing is launched or stopped).
+    pub url: Option<String>,
+    /// The log of an already running serve, to judge the route by (with --url and no serve
+    /// command).
+    pub serve_log: Option<PathBuf>,
+    /// Gate the built-in stand-in serve; arguments after -- go to the stand-in.
+    pub stand_in: bool,
+    /// Prompts as JSONL: {"prompt": "...", "expect": "regex", "max_tokens": N} per line.
+    pub prompts: Option<PathBuf>,
+    /// Replies to make, cycling the prompts.
+    pub replies: u32,
+    /// max_tokens of each request (a prompt's own max_tokens wins).
+    pub max_tokens: u32,
+    /// A JSON object merged into every request body, e.g. '{"cache_prompt": false}' to measure
+    /// llama-server without its prompt cache.
+    pub extra_body: Option<String>,
+    /// The model name to request (default: the first id from /v1/models, else "default").
+    pub model: Option<String>,
+    /// Take an exclusive lock (flock) on FILE before the serve starts and keep it until the
+    /// serve is gone, so gates on one box never share the device.
+    pub hold: Option<PathBuf>,
+    /// Seconds to wait for the hold; past it the run is SKIP (exit 3).
+    pub hold_timeout: Duration,
+    /// Run the serve under an external hold program instead, given as an argv prefix in shell
+    /// quoting, e.g. 'npu-hold --ticket 4s --'.
+    pub hold_cmd: Option<String>,
+    /// Seconds to wait for the serve to answer GET /health (or /v1/models) with 200.
+    pub ready_timeout: Duration,
+    /// Seconds between SIGTERM and SIGKILL when stopping the serve.
+    pub grace: Duration,
+    /// Seconds a reply's stream may go without any bytes before it is abandoned.
+    pub reply_timeout: Duration,
+    /// Seconds one whole reply may take, from its request to its end, however steadily its
+    /// bytes come; past it the reply FAILs, saying how much it had sent. Default:
+    /// --reply-timeout for the first token plus 1 s for each token max_tokens allows (124 s
+    /// at the defaults), which a serve at 1.9 tok/s still finishes inside.
+    pub reply_limit: Option<Duration>,
+    /// How to report the verdict.
+    pub output: OutputArgs,
+    /// The serve command, run directly (no shell); {port} becomes the port the gate picked.
+    pub serve: Vec<String>,
+}
+
+impl From<RunArgs> for RunSettings {
+    fn from(a: RunArgs) -> Self {
+        RunSettings {
+            profile: a.profile,
+            out: a.out,
+            floor: a.floor,
+            first_token_ms: a.first_token_ms,
+            fast_route: a.fast_route,
+            slow_route: a.slow_route,
+            busy_skip: a.busy_skip,
+            url: a.url,
+            serve_log: a.serve_log,
+            stand_in: a.stand_in,
+            prompts: a.prompts,
+            replies: a.replies,
+            max_tokens: a.max_tokens,
+            extra_body: a.extra_body,
+            model: a.model,
+            hold: a.hold,
+            hold_timeout: a.hold_timeout,
+            hold_cmd: a.hold_cmd,
+            ready_timeout: a.ready_timeout,
+            grace: a.grace,
+            reply_timeout: a.reply_timeout,
+            reply_limit: a.reply_limit,
+            output: a.output,
+            serve: a.serve,
+        }
+    }
+}
+
 /// The most seconds any phase may be given: a day. Larger values (a profile's `grace = 1e19`)
 /// would overflow the clock arithmetic they feed.
 pub const MAX_SECONDS: f64 = 86_400.0;
