@@ -18,7 +18,7 @@
 //!   stops its whole tree; [`live::hold`]: the device hold; [`live::signals`]: TERM, INT and
 //!   HUP; [`live::client`] and [`live::stamped`]: the HTTP client and the socket whose reads
 //!   carry their times; [`live::conditions`]: the box's load; [`live::run_args`]: `run`'s
-//!   arguments and their bounds.
+//!   arguments (the clap struct), their bounds, and the plain settings a profile fills in.
 //! - [`report`]: renders a verdict, decides nothing. Human lines, JUnit and Markdown in
 //!   [`report`] itself; [`report::output`]: where each goes; [`report::timeline`]:
 //!   timeline.svg; [`report::compare`]: runs side by side.

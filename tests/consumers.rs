@@ -1,7 +1,8 @@
 //! Each output read by the tool that reads it in real CI, for runs against a serve that prints
 //! control characters, HTML and Markdown in its log and its replies: the JUnit file by xmllint
 //! against the Surefire/Jenkins schema and by junitparser and xunitparser, the step summary by
-//! cmark-gfm, the completion scripts by zsh and fish, timeline.svg by rsvg-convert. (issue 15, items 1 to 3 and 5)
+//! cmark-gfm, the completion scripts by zsh and fish, timeline.svg by rsvg-convert. (issue 15,
+//! items 1 to 3, 5 and 10)
 //!
 //! The tools come from `tools/install-report-tools.sh` (Debian and PyPI packages). Without
 //! them these tests say they skipped; under CI=true they fail.
