@@ -110,16 +110,10 @@ fn inside(path: &Path, dir: &Path) -> bool {
     };
     let resolved = match path.canonicalize() {
         Ok(p) => p,
-        Err(_) => {
-            let parent = match path.parent() {
-                Some(p) if !p.as_os_str().is_empty() => p,
-                _ => Path::new("."),
-            };
-            match (parent.canonicalize(), path.file_name()) {
-                (Ok(p), Some(name)) => p.join(name),
-                _ => PathBuf::from(path),
-            }
-        }
+        Err(_) => match (output::dir_of(path).canonicalize(), path.file_name()) {
+            (Ok(p), Some(name)) => p.join(name),
+            _ => PathBuf::from(path),
+        },
     };
     resolved.starts_with(&dir)
 }

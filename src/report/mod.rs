@@ -285,7 +285,7 @@ fn xml_text(s: &str) -> std::borrow::Cow<'_, str> {
     let mut out = String::with_capacity(s.len() + 8);
     for c in s.chars() {
         if forbidden(c) {
-            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+            crate::judging::verdict::push_escape(&mut out, c);
         } else {
             out.push(c);
         }

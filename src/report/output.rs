@@ -110,6 +110,14 @@ impl Outputs {
     }
 }
 
+/// The directory `path` names a file in: its parent, or `.` for a bare name.
+pub fn dir_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
+}
+
 /// Whether `path` can be written as a report file: an existing file that opens for appending
 /// (which changes nothing), or a new name in an existing, writable directory.
 pub fn check_writable(path: &Path) -> Result<()> {
@@ -123,10 +131,7 @@ pub fn check_writable(path: &Path) -> Result<()> {
             Ok(())
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let dir = match path.parent() {
-                Some(d) if !d.as_os_str().is_empty() => d,
-                _ => Path::new("."),
-            };
+            let dir = dir_of(path);
             if !dir.is_dir() {
                 bail!(
                     "{} cannot be written: the directory {} does not exist",

@@ -141,10 +141,17 @@ pub fn quote(s: &str, max: usize) -> String {
 /// bytes XML 1.0 forbids; quoted, they are seen, never acted on.
 pub fn push_visible(out: &mut String, c: char) {
     if c.is_control() {
-        out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        push_escape(out, c);
     } else {
         out.push(c);
     }
+}
+
+/// Push `c` as its escape as Rust writes it: `\u{1b}`. The one spelling of a character made
+/// visible, in quotes, lines and reports alike.
+pub fn push_escape(out: &mut String, c: char) {
+    use std::fmt::Write as _;
+    let _ = write!(out, "\\u{{{:x}}}", c as u32);
 }
 
 /// `s` with every control character but the newline made visible (see [`push_visible`]).

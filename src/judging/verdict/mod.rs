@@ -26,7 +26,7 @@ pub mod serve;
 use conditions::{busy_note, Contention};
 pub use conditions::{BUSY_LOAD_PER_CPU, BUSY_WAIT_FRACTION};
 use content::content_line;
-pub use content::{push_visible, quote, reply_problem, visible};
+pub use content::{push_escape, push_visible, quote, reply_problem, visible};
 use rate::{first_token_line, rate_line};
 use route::route_line;
 use serve::{serve_line, stop_line};
