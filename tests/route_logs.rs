@@ -1,0 +1,227 @@
+//! Every profile under docs/profiles/ against real log lines of its serve.
+//!
+//! Most profiles are for hardware this box does not have, so their route patterns are checked
+//! here instead: each profile with `fast_route` or `slow_route` has a short real log of its serve
+//! on the fast route (`tests/data/route-logs/<stem>.fast.log`) and one on another route
+//! (`<stem>.fallback.log`); `SOURCES.md` beside them names where each was copied from. The logs
+//! are scanned the way the gate scans a serve log (`LogScan`), so a pattern that no longer
+//! matches its serve's real line, or that matches the fallback's, fails here.
+
+use std::path::{Path, PathBuf};
+
+use npu_serve_smoke::judging::serve_log::LogScan;
+use regex::Regex;
+use serde::Deserialize;
+
+/// The route keys of a profile; the rest of the file is the real parser's business.
+#[derive(Deserialize)]
+struct Routes {
+    fast_route: Option<String>,
+    slow_route: Option<String>,
+}
+
+/// What each fallback log's scan must find: the start of the first line the slow route matches,
+/// or `None` where the fallback only lacks the fast route's line. Pins the slow patterns as well as
+/// the fast ones: a slow pattern that stops matching its serve's failure line fails here.
+const FALLBACK_SLOW_LINES: &[(&str, Option<&str>)] = &[
+    ("fastflowlm", Some("Error:  No such device with index '0'")),
+    ("lemonade-flm", Some("Error: Cannot install flm:npu")),
+    (
+        "llama-openvino-npu",
+        Some("GGML OpenVINO Backend: device NPU is not available, fallback to CPU"),
+    ),
+    (
+        "llama-server",
+        Some("llm_load_tensors:      CUDA0 buffer size"),
+    ),
+    (
+        "llama-server-cuda",
+        Some("llm_load_tensors: offloaded 0/33 layers to GPU"),
+    ),
+    (
+        "llama-server-vulkan",
+        Some("load_tensors: offloaded 0/36 layers to GPU"),
+    ),
+    (
+        "ovms-npu",
+        Some("[2026-08-05 19:10:41.740][1][modelmanager][info][modelmanager.cpp:169] Available devices for Open VINO: CPU, GPU"),
+    ),
+    (
+        "rkllm-rk3588",
+        Some("W rkllm: Warning: Your rknpu driver version is too low"),
+    ),
+    (
+        "stand-in",
+        Some("route: cpu-fallback (stand-in told to report it)"),
+    ),
+    ("vllm-ascend", None),
+];
+
+fn profiles_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/profiles")
+}
+
+fn logs_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/route-logs")
+}
+
+/// Every profile file, by stem, in name order.
+fn profiles() -> Vec<(String, PathBuf)> {
+    let mut found: Vec<_> = std::fs::read_dir(profiles_dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .map(|p| (p.file_stem().unwrap().to_string_lossy().into_owned(), p))
+        .collect();
+    found.sort();
+    assert!(found.len() >= 10, "the profiles were not found: {found:?}");
+    found
+}
+
+/// The compiled route patterns of a profile, `None` for a profile without any.
+fn routes(path: &Path) -> Option<(Option<Regex>, Option<Regex>)> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let routes: Routes =
+        toml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let compile = |p: Option<String>| {
+        p.map(|p| Regex::new(&p).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+    };
+    match (compile(routes.fast_route), compile(routes.slow_route)) {
+        (None, None) => None,
+        both => Some(both),
+    }
+}
+
+/// Profiles with route patterns, with their patterns.
+fn routed() -> Vec<(String, Option<Regex>, Option<Regex>)> {
+    profiles()
+        .into_iter()
+        .filter_map(|(stem, path)| routes(&path).map(|(fast, slow)| (stem, fast, slow)))
+        .collect()
+}
+
+fn log(stem: &str, case: &str) -> String {
+    let path = logs_dir().join(format!("{stem}.{case}.log"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The gate's route verdict on a scan: the fast line seen (when a fast pattern is given) and no
+/// slow line.
+fn route_ok(scan: &LogScan, fast: Option<&Regex>) -> bool {
+    (fast.is_none() || scan.fast_matched) && scan.slow_line.is_none()
+}
+
+#[test]
+fn every_profile_is_read_by_the_gates_own_parser() {
+    for (stem, path) in profiles() {
+        if let Err(e) = npu_serve_smoke::profile::load(&path) {
+            panic!("{stem}: {e:#}");
+        }
+    }
+}
+
+#[test]
+fn every_profile_with_route_patterns_has_a_fast_and_a_fallback_log_and_no_log_is_orphaned() {
+    let routed: Vec<String> = routed().into_iter().map(|(stem, ..)| stem).collect();
+    for stem in &routed {
+        for case in ["fast", "fallback"] {
+            assert!(
+                !log(stem, case).trim().is_empty(),
+                "{stem}.{case}.log is empty"
+            );
+        }
+    }
+    let sources = std::fs::read_to_string(logs_dir().join("SOURCES.md")).unwrap();
+    for entry in std::fs::read_dir(logs_dir()).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        if name == "SOURCES.md" {
+            continue;
+        }
+        let stem = name
+            .strip_suffix(".fast.log")
+            .or_else(|| name.strip_suffix(".fallback.log"))
+            .unwrap_or_else(|| panic!("{name}: not <profile>.fast.log or <profile>.fallback.log"));
+        assert!(
+            routed.iter().any(|s| s == stem),
+            "{name}: no profile docs/profiles/{stem}.toml with route patterns"
+        );
+        assert!(
+            sources.contains(&format!("`{name}`")),
+            "{name}: SOURCES.md does not name its source"
+        );
+    }
+    let pinned: Vec<&str> = FALLBACK_SLOW_LINES.iter().map(|(s, _)| *s).collect();
+    assert_eq!(
+        pinned, routed,
+        "FALLBACK_SLOW_LINES lists every profile with route patterns, in name order"
+    );
+}
+
+#[test]
+fn each_profiles_fast_log_passes_its_route() {
+    for (stem, fast, slow) in routed() {
+        let scan = LogScan::of_text(&log(&stem, "fast"), fast.as_ref(), slow.as_ref());
+        if fast.is_some() {
+            assert!(
+                scan.fast_matched,
+                "{stem}: fast_route misses {stem}.fast.log"
+            );
+        }
+        assert_eq!(
+            scan.slow_line, None,
+            "{stem}: slow_route matches a line of {stem}.fast.log"
+        );
+        assert!(route_ok(&scan, fast.as_ref()), "{stem}");
+    }
+}
+
+#[test]
+fn each_profiles_fallback_log_fails_its_route_on_the_line_expected() {
+    for (stem, fast, slow) in routed() {
+        let scan = LogScan::of_text(&log(&stem, "fallback"), fast.as_ref(), slow.as_ref());
+        assert!(
+            !route_ok(&scan, fast.as_ref()),
+            "{stem}: {stem}.fallback.log passes the route"
+        );
+        let expected = FALLBACK_SLOW_LINES
+            .iter()
+            .find(|(s, _)| *s == stem)
+            .and_then(|(_, line)| *line);
+        match expected {
+            Some(line) => assert!(
+                scan.slow_line
+                    .as_deref()
+                    .is_some_and(|l| l.starts_with(line)),
+                "{stem}: the slow line found is {:?}, expected one starting {line:?}",
+                scan.slow_line
+            ),
+            None => {
+                assert_eq!(scan.slow_line, None, "{stem}");
+                assert!(
+                    !scan.fast_matched,
+                    "{stem}: fails only by missing the fast line"
+                );
+            }
+        }
+    }
+}
+
+/// FastFlowLM writes some lines in colour (`\033[32m[FLM]  ...\033[0m`, header_print_g); the
+/// gate matches a line with its escapes removed, so a pattern anchored at the line's start sees
+/// `[FLM]`, not the escape. Its route lines are uncoloured, so this pins the stripping on a real
+/// coloured line of the same serve rather than through its profile.
+#[test]
+fn a_pattern_anchored_at_line_start_matches_fastflowlms_coloured_lines() {
+    let text = log("fastflowlm", "fast");
+    assert!(
+        text.contains("\u{1b}[32m[FLM]  ASR mode enabled"),
+        "the fast log keeps FLM's colour escapes"
+    );
+    let anchored =
+        Regex::new(r"^\[FLM\]  ASR mode enabled: reserving additional 1GB of memory$").unwrap();
+    let scan = LogScan::of_text(&text, Some(&anchored), None);
+    assert!(
+        scan.fast_matched,
+        "the colour escapes around a line hide it from an anchored pattern"
+    );
+}
