@@ -46,6 +46,7 @@ impl Case {
             hold_not_acquired: self.hold_not_acquired,
             stop: self.stop.as_ref().map(|s| (s, 10.0)),
             serve_died: self.serve_died,
+            processes: crate::judging::verdict::ProcessEvidence::Missing("none made"),
         };
         Ok(verdict::judge(&evidence, &criteria))
     }
@@ -140,6 +141,7 @@ fn floors() -> Floors {
         fast_route: Some("route: npu-fast".into()),
         slow_route: Some("route: cpu-fallback".into()),
         busy_skip: None,
+        ..Floors::default()
     }
 }
 
