@@ -10,7 +10,7 @@
 
 use std::fmt;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use regex::Regex;
 
 use crate::archive::record::{LoadSnapshot, ReplyRecord, RouteRecord, Startup, StopRecord};
@@ -45,6 +45,19 @@ pub struct Criteria {
     no_route_lib: Option<Regex>,
     route_device: Option<Regex>,
     device_busy: Option<BusySource>,
+}
+
+/// What is wrong with a pattern, on one line: the regex crate's message is a drawing of the
+/// pattern with a caret under the fault, over several lines.
+fn regex_problem(e: &regex::Error) -> String {
+    let text = e.to_string();
+    text.lines()
+        .rev()
+        .find_map(|l| l.trim().strip_prefix("error: "))
+        .map_or_else(
+            || text.split_whitespace().collect::<Vec<_>>().join(" "),
+            str::to_string,
+        )
 }
 
 /// Where `--device-busy` reads the device's busy counter.
@@ -110,7 +123,11 @@ impl Criteria {
         }
         let compile = |flag: &str, p: &Option<String>| -> Result<Option<Regex>> {
             p.as_deref()
-                .map(|p| Regex::new(p).with_context(|| format!("{flag} is not a valid regex")))
+                .map(|p| {
+                    Regex::new(p).map_err(|e| {
+                        anyhow::anyhow!("{flag} {p:?} is not a valid regex: {}", regex_problem(&e))
+                    })
+                })
                 .transpose()
         };
         let device_busy = floors

@@ -78,6 +78,29 @@ pub(super) fn route_line(
 /// Each process check asked for, as (passed, what was found).
 fn process_checks(r: &RouteRecord, c: &Criteria) -> Vec<(bool, String)> {
     let mut out = Vec::new();
+    if r.root_pid.is_none() {
+        // Attached to a serve already running: there is no tree, only a counter file to read.
+        let asked = [
+            ("--route-lib", &c.route_lib),
+            ("--no-route-lib", &c.no_route_lib),
+            ("--route-device", &c.route_device),
+        ];
+        for (flag, re) in asked {
+            if let Some(re) = re {
+                out.push((
+                    false,
+                    format!(
+                        "{flag} /{}/ cannot be judged: the gate attached to a serve already running and launched no process to look at",
+                        re.as_str()
+                    ),
+                ));
+            }
+        }
+        if let Some(source) = &c.device_busy {
+            out.push(counter_check(r.counter.as_ref(), source));
+        }
+        return out;
+    }
     let unread = unread_note(r);
     if let Some(re) = &c.route_lib {
         out.push(match first_match(r, re, |p| &p.maps) {
@@ -400,4 +423,176 @@ fn log_line(log: Option<&LogScan>, c: &Criteria, interrupted: bool) -> Line {
         _ => "the serve log does not name the slow route",
     };
     Line::new("route", Status::Ok, text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::archive::record::{CounterReading, Floors};
+
+    fn criteria(f: impl FnOnce(&mut Floors)) -> Criteria {
+        let mut floors = Floors {
+            first_token_ms: 600.0,
+            ..Floors::default()
+        };
+        f(&mut floors);
+        Criteria::new(floors).unwrap()
+    }
+
+    fn process(pid: u32, maps: &[&str], open: &[&str]) -> ProcessRecord {
+        ProcessRecord {
+            pid,
+            comm: "serve".into(),
+            maps: maps.iter().map(|s| s.to_string()).collect(),
+            open: open.iter().map(|s| s.to_string()).collect(),
+            ..ProcessRecord::default()
+        }
+    }
+
+    fn counter(before: u64, after: u64, unit: Option<&str>) -> CounterRecord {
+        CounterRecord {
+            source: "/tmp/busy".into(),
+            unit: unit.map(str::to_string),
+            before: Some(CounterReading {
+                at_ns: 0,
+                value: before,
+            }),
+            after: Some(CounterReading {
+                at_ns: 2_000_000_000,
+                value: after,
+            }),
+            problem: None,
+        }
+    }
+
+    /// A record of a launched serve (an attached one has no root).
+    fn launched() -> RouteRecord {
+        RouteRecord {
+            root_pid: Some(7),
+            ..RouteRecord::default()
+        }
+    }
+
+    fn line(r: &RouteRecord, c: &Criteria, interrupted: bool) -> Line {
+        route_line(None, ProcessEvidence::Recorded(r), c, interrupted)
+    }
+
+    #[test]
+    fn a_counter_that_goes_back_or_has_no_unit_is_said_so() {
+        let c = criteria(|f| f.device_busy = Some("/tmp/busy".into()));
+        let mut r = RouteRecord {
+            counter: Some(counter(900, 100, Some("us"))),
+            ..launched()
+        };
+        let l = line(&r, &c, false);
+        assert_eq!(l.status, Status::Fail);
+        assert!(
+            l.text
+                .contains("went back during the replies, from 900 to 100"),
+            "{l}"
+        );
+        r.counter = Some(counter(100, 150, None));
+        let l = line(&r, &c, false);
+        assert_eq!(l.status, Status::Ok);
+        assert_eq!(
+            l.text,
+            "the busy counter /tmp/busy advanced by 50 during the replies"
+        );
+        r.counter = Some(CounterRecord {
+            after: None,
+            problem: Some("after the replies: /tmp/busy: Permission denied".into()),
+            ..counter(1, 1, None)
+        });
+        let l = line(&r, &c, false);
+        assert_eq!(l.status, Status::Fail);
+        assert!(
+            l.text
+                .ends_with("was not read: after the replies: /tmp/busy: Permission denied"),
+            "{l}"
+        );
+    }
+
+    #[test]
+    fn the_libraries_shown_are_capped_and_a_clean_tree_passes_no_route_lib() {
+        let maps: Vec<String> = (0..12).map(|i| format!("/opt/s/lib{i}.so")).collect();
+        let maps: Vec<&str> = maps.iter().map(String::as_str).collect();
+        let r = RouteRecord {
+            processes: vec![process(7, &maps, &[])],
+            ..launched()
+        };
+        let c = criteria(|f| f.route_lib = Some("libcuda".into()));
+        let l = line(&r, &c, false);
+        assert!(l.text.contains("lib7.so and 4 more)"), "{l}");
+        let c = criteria(|f| f.no_route_lib = Some("libcuda".into()));
+        let l = line(&r, &c, false);
+        assert_eq!(
+            (l.status, l.text.as_str()),
+            (Status::Ok, "no process of the serve maps /libcuda/")
+        );
+        // An empty tree proves nothing.
+        let l = line(&launched(), &c, false);
+        assert_eq!(l.status, Status::Fail, "{l}");
+    }
+
+    #[test]
+    fn an_interrupted_run_is_not_judged_on_missing_evidence_and_a_pass_stays_ok() {
+        let c = criteria(|f| f.route_lib = Some("libcuda".into()));
+        let empty = launched();
+        assert_eq!(line(&empty, &c, true).status, Status::Info);
+        let r = RouteRecord {
+            processes: vec![process(7, &["/opt/libcuda.so.1"], &[])],
+            ..launched()
+        };
+        assert_eq!(line(&r, &c, true).status, Status::Ok);
+    }
+
+    #[test]
+    fn route_matches_lists_what_each_pattern_found() {
+        let r = RouteRecord {
+            processes: vec![
+                process(7, &["/opt/libggml-cpu.so"], &["/dev/null"]),
+                process(8, &["/opt/libggml-cpu.so"], &["/dev/accel/accel0"]),
+            ],
+            ..launched()
+        };
+        let c = criteria(|f| {
+            f.route_lib = Some("ggml-cpu".into());
+            f.route_device = Some("^/dev/accel".into());
+        });
+        let m = route_matches(&r, &c);
+        assert_eq!(m.len(), 2);
+        assert_eq!(
+            m[0].found,
+            ["7 /opt/libggml-cpu.so", "8 /opt/libggml-cpu.so"]
+        );
+        assert_eq!(
+            (m[1].check.as_str(), m[1].found.as_slice()),
+            ("route-device", &["8 /dev/accel/accel0".to_string()][..])
+        );
+    }
+
+    #[test]
+    fn bad_route_evidence_settings_are_refused() {
+        let bad = |f: fn(&mut Floors)| {
+            let mut floors = Floors {
+                first_token_ms: 600.0,
+                ..Floors::default()
+            };
+            f(&mut floors);
+            format!("{:#}", Criteria::new(floors).unwrap_err())
+        };
+        assert!(bad(|f| f.route_lib = Some("(".into()))
+            .contains("--route-lib \"(\" is not a valid regex: unclosed group"));
+        assert!(bad(|f| f.route_device = Some("[".into())).contains("is not a valid regex"));
+        assert!(
+            bad(|f| f.device_busy = Some("fdinfo:drm-engine-npu".into()))
+                .contains("give --route-device")
+        );
+        assert!(bad(|f| f.device_busy = Some("fdinfo:".into())).contains("needs the key"));
+        assert!(bad(|f| {
+            f.route_lib = Some("x".into());
+            f.no_route_lib = Some("x".into());
+        })
+        .contains("the same pattern"));
+    }
 }
