@@ -45,7 +45,7 @@ pub enum Command {
     Run(Box<RunArgs>),
     /// Re-judge an archived run from its files alone (also spelled --judge DIR).
     #[command(long_flag = "judge")]
-    Judge(JudgeArgs),
+    Judge(Box<JudgeArgs>),
     /// An OpenAI-compatible stand-in serve on 127.0.0.1, with scripted timing and faults.
     StandIn(Box<StandInArgs>),
     /// Prove the gate judges and measures right, without hardware (also spelled --self-test).
@@ -97,7 +97,7 @@ pub fn dispatch(cli: Cli, given: &[String]) -> Result<u8> {
             }
             gate::run(args)
         }
-        Command::Judge(args) => judge::run(args),
+        Command::Judge(args) => judge::run(*args),
         Command::StandIn(args) => standin::run(*args).map(|()| exit_codes::PASS),
         Command::SelfTest => selftest::run(),
         Command::Compare(args) => compare::run(args),

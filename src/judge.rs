@@ -33,6 +33,19 @@ pub struct JudgeArgs {
     /// Override the recorded slow-route pattern.
     #[arg(long, value_name = "REGEX")]
     pub slow_route: Option<String>,
+    /// Override the recorded --route-lib pattern (judged from the run's route.json).
+    #[arg(long, value_name = "REGEX")]
+    pub route_lib: Option<String>,
+    /// Override the recorded --no-route-lib pattern.
+    #[arg(long, value_name = "REGEX")]
+    pub no_route_lib: Option<String>,
+    /// Override the recorded --route-device pattern.
+    #[arg(long, value_name = "REGEX")]
+    pub route_device: Option<String>,
+    /// Override the recorded --device-busy source; the run's route.json must hold its
+    /// readings.
+    #[arg(long, value_name = "SOURCE")]
+    pub device_busy: Option<String>,
     /// Override the recorded busy-box SKIP policy (see run --busy-skip).
     #[arg(long, value_name = "THRESHOLD")]
     pub busy_skip: Option<f64>,
@@ -86,6 +99,16 @@ pub fn run(args: JudgeArgs) -> Result<u8> {
     }
     if let Some(t) = args.busy_skip {
         floors.busy_skip = Some(t);
+    }
+    for (given, floor) in [
+        (args.route_lib, &mut floors.route_lib),
+        (args.no_route_lib, &mut floors.no_route_lib),
+        (args.route_device, &mut floors.route_device),
+        (args.device_busy, &mut floors.device_busy),
+    ] {
+        if given.is_some() {
+            *floor = given;
+        }
     }
     let criteria = Criteria::new(floors)?;
     let verdict = judge_archive(&archive, &criteria, archive.read_serve_log()?)?;

@@ -26,7 +26,13 @@ pub struct Profile {
     fast_route: Option<String>,
     slow_route: Option<String>,
     busy_skip: Option<f64>,
+    route_lib: Option<String>,
+    no_route_lib: Option<String>,
+    route_device: Option<String>,
+    device_busy: Option<String>,
     url: Option<String>,
+    ready_path: Option<String>,
+    api_base: Option<String>,
     serve_log: Option<PathBuf>,
     stand_in: Option<bool>,
     prompts: Option<PathBuf>,
@@ -113,7 +119,24 @@ pub fn apply(
     take!(fast_route, optional);
     take!(slow_route, optional);
     take!(busy_skip, optional);
+    take!(route_lib, optional);
+    take!(no_route_lib, optional);
+    take!(route_device, optional);
+    take!(device_busy, optional);
     take!(url, optional);
+    if !given("ready_path") {
+        if let Some(p) = profile.ready_path {
+            args.ready_path = Some(
+                run_args::url_path(&p).map_err(|e| anyhow!("ready_path in the profile: {e}"))?,
+            );
+        }
+    }
+    if !given("api_base") {
+        if let Some(p) = profile.api_base {
+            args.api_base =
+                run_args::url_path(&p).map_err(|e| anyhow!("api_base in the profile: {e}"))?;
+        }
+    }
     take!(model, optional);
     take!(hold, optional);
     take!(hold_cmd, optional);

@@ -89,6 +89,7 @@ fn arb_run() -> impl Strategy<Value = Run> {
                         fast_route: patterns.then(|| "route: npu-fast".to_string()),
                         slow_route: patterns.then(|| "route: cpu-fallback".to_string()),
                         busy_skip,
+                        ..Floors::default()
                     },
                 }
             },
@@ -113,6 +114,7 @@ fn verdict_of(run: &Run, floors: &Floors, replies: &[ReplyRecord]) -> Verdict {
         hold_not_acquired: None,
         stop: None,
         serve_died: None,
+        processes: crate::judging::verdict::ProcessEvidence::Missing("none made"),
     };
     judge(&e, &criteria)
 }

@@ -315,3 +315,41 @@ fn llama_server_answers_503_while_it_loads_with_its_socket_open() {
     assert_eq!(answers.first(), Some(&503), "{answers:?}");
     assert_eq!(answers.last(), Some(&200), "{answers:?}");
 }
+
+#[test]
+fn llama_servers_own_process_shows_its_cpu_backend_and_no_cuda_or_nvidia_device() {
+    // The route from the process, not the log: this llama-server loads its backends as
+    // libraries (libggml-cpu.so.0.26.0 beside the binary), and no log verbosity is needed.
+    let _alone = exclusive();
+    let (_d, out) = scratch();
+    let gate = [
+        &FLOORS[..],
+        &["--replies", "1", "--route-lib", "libggml-cpu"],
+    ]
+    .concat();
+    let Some((code, stdout)) = llama_run(&out, &gate, &[]) else {
+        return;
+    };
+    assert_eq!(code, Some(0), "{stdout}");
+    let route = line(&stdout, "route");
+    assert!(
+        route.contains("ok    process ") && route.contains("(llama-server) maps libggml-cpu.so"),
+        "{stdout}"
+    );
+    // The fast route that is not there: named, with the CPU library it maps instead.
+    let (code, judged) = gate_judge(&out, &["--route-lib", "libggml-cuda"]);
+    assert_eq!(code, Some(1), "{judged}");
+    let route = line(&judged, "route");
+    assert!(
+        route.contains("FAIL  no process of the serve maps /libggml-cuda/ (mapped: ")
+            && route.contains("libggml-cpu.so"),
+        "{judged}"
+    );
+    let (code, judged) = gate_judge(&out, &["--route-device", "^/dev/nvidia"]);
+    assert_eq!(code, Some(1), "{judged}");
+    assert!(
+        line(&judged, "route")
+            .contains("FAIL  no process of the serve held open a file matching /^/dev/nvidia/"),
+        "{judged}"
+    );
+}

@@ -14,6 +14,7 @@ mod layers;
 mod llama;
 mod output;
 mod profiles;
+mod route;
 mod route_logs;
 mod run;
 mod run_dir;

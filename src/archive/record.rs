@@ -356,7 +356,7 @@ pub struct RunManifest {
 }
 
 /// Floors, limits and route patterns: what a run is judged against.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Floors {
     /// Lowest acceptable median decode rate, tok/s.
     pub floor: f64,
@@ -370,6 +370,19 @@ pub struct Floors {
     /// serve's CPU-wait fraction, or the load per CPU where that is not measurable) is a SKIP.
     #[serde(default)]
     pub busy_skip: Option<f64>,
+    /// A regex some process of the serve's tree must map a matching file of (route.json).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route_lib: Option<String>,
+    /// A regex no process of the serve's tree may map a matching file of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_route_lib: Option<String>,
+    /// A regex some process of the serve's tree must hold a matching file open by, during
+    /// the replies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route_device: Option<String>,
+    /// The busy counter that must advance during the replies: a file, or `fdinfo:KEY`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_busy: Option<String>,
 }
 
 /// Where a reply's token count came from.
@@ -498,6 +511,86 @@ pub struct DuringReplies {
     pub top: Vec<TopProcess>,
     /// Every sample.
     pub samples: Vec<Sample>,
+}
+
+/// route.json: what the serve's own processes showed of its route while the replies ran: the
+/// files each process of its tree mapped and held open, and the device's busy counter. Read
+/// from /proc, which a release cannot rename the way it renames a log line.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RouteRecord {
+    /// The launched process, the root of the tree.
+    pub root_pid: Option<u32>,
+    /// Every process of the tree seen during the replies, in the order first seen.
+    pub processes: Vec<ProcessRecord>,
+    /// The busy counter's readings, when `--device-busy` was given.
+    #[serde(default)]
+    pub counter: Option<CounterRecord>,
+    /// Evidence that could not be read, in words (e.g. `/proc/812/maps: Permission denied`).
+    #[serde(default)]
+    pub problems: Vec<String>,
+    /// Whether the evidence was read again once the replies were over (false when the run was
+    /// interrupted before then).
+    #[serde(default)]
+    pub read_after_replies: bool,
+    /// Which of the run's patterns matched what, for readers; judging recomputes it.
+    #[serde(default)]
+    pub matched: Vec<RouteMatch>,
+}
+
+/// One process of the serve's tree.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProcessRecord {
+    /// Its pid.
+    pub pid: u32,
+    /// Its parent's pid.
+    pub parent: Option<u32>,
+    /// Its name (`comm`).
+    pub comm: String,
+    /// The executable it runs (`/proc/PID/exe`), where readable.
+    pub exe: Option<String>,
+    /// Every file it mapped, deduplicated, in the order first seen.
+    pub maps: Vec<String>,
+    /// Files it held open during the replies (no sockets, pipes or anonymous inodes),
+    /// deduplicated.
+    pub open: Vec<String>,
+    /// Whether `maps` or `open` reached their cap and more were left out.
+    #[serde(default)]
+    pub truncated: bool,
+}
+
+/// A busy counter read before and after the replies.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CounterRecord {
+    /// What was read: a file path, or `fdinfo:KEY`.
+    pub source: String,
+    /// The counter's unit where known: `us`, `ns`, `ms`.
+    pub unit: Option<String>,
+    /// The reading as the replies began.
+    pub before: Option<CounterReading>,
+    /// The reading once they were over.
+    pub after: Option<CounterReading>,
+    /// Why a reading is missing.
+    pub problem: Option<String>,
+}
+
+/// One reading of a busy counter.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CounterReading {
+    /// When, ns on the run's clock (as the replies' times).
+    pub at_ns: u64,
+    /// The value (for `fdinfo:KEY`, summed over the matching files held open).
+    pub value: u64,
+}
+
+/// What one route pattern matched.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RouteMatch {
+    /// The flag: `route-lib`, `no-route-lib` or `route-device`.
+    pub check: String,
+    /// The pattern.
+    pub pattern: String,
+    /// `PID PATH` for each match.
+    pub found: Vec<String>,
 }
 
 /// How a line came out.

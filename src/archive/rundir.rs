@@ -19,7 +19,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::archive::record::{LoadSnapshot, ReplyRecord, RunManifest, Verdict, SCHEMA};
+use crate::archive::record::{
+    LoadSnapshot, ReplyRecord, RouteRecord, RunManifest, Verdict, SCHEMA,
+};
 
 /// run.json
 pub const MANIFEST: &str = "run.json";
@@ -33,6 +35,8 @@ pub const LOAD: &str = "load.json";
 pub const RESULT: &str = "result.json";
 /// timeline.svg
 pub const TIMELINE: &str = "timeline.svg";
+/// What the serve's processes mapped and held open, and the busy counter ([`RouteRecord`]).
+pub const ROUTE: &str = "route.json";
 /// Where run directories go when `--out` is not given.
 pub const DEFAULT_PARENT: &str = "runs";
 
@@ -253,6 +257,10 @@ pub struct Archive {
     /// What was set aside of replies.jsonl: a part of a last line, from a run killed while it
     /// wrote the line.
     pub replies_problem: Option<String>,
+    /// route.json, when present and readable (runs from before it have none).
+    pub route: Option<RouteRecord>,
+    /// Why route.json was not used, when it exists but could not be read.
+    pub route_problem: Option<String>,
 }
 
 impl Archive {
@@ -311,6 +319,14 @@ pub fn load_archive(dir: &Path) -> Result<Archive> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => (None, None),
         Err(e) => (None, Some(format!("{LOAD} is unreadable ({e})"))),
     };
+    let (route, route_problem) = match fs::read(dir.join(ROUTE)) {
+        Ok(bytes) => match serde_json::from_slice::<RouteRecord>(&bytes) {
+            Ok(r) => (Some(r), None),
+            Err(e) => (None, Some(format!("{ROUTE} is unreadable ({e})"))),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (None, None),
+        Err(e) => (None, Some(format!("{ROUTE} is unreadable ({e})"))),
+    };
     Ok(Archive {
         manifest,
         replies,
@@ -318,6 +334,8 @@ pub fn load_archive(dir: &Path) -> Result<Archive> {
         load,
         load_problem,
         replies_problem,
+        route,
+        route_problem,
     })
 }
 

@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use crate::archive::record::Startup;
 use crate::archive::rundir::Archive;
 use crate::judging::serve_log::LogScan;
-use crate::judging::verdict::{self, Criteria, Evidence, Verdict};
+use crate::judging::verdict::{self, Criteria, Evidence, ProcessEvidence, Verdict};
 
 /// Judge an archived run, scanning its serve log from `log` (the archive's serve.log, opened by
 /// the caller with [`Archive::read_serve_log`]). `judge DIR` and `compare` come through here.
@@ -48,6 +48,19 @@ pub fn judge_with_log(archive: &Archive, criteria: &Criteria, log: Option<&LogSc
     let never_started = Startup::SpawnFailed {
         error: "the run recorded no startup: it ended before the serve was launched".into(),
     };
+    let processes = match (&archive.route, &archive.route_problem) {
+        (Some(record), _) => ProcessEvidence::Recorded(record),
+        (None, Some(problem)) => ProcessEvidence::Missing(problem),
+        (None, None) if manifest.serve_argv.is_none() => ProcessEvidence::Missing(
+            "the gate attached to a serve already running and launched no process to look at",
+        ),
+        (None, None) if manifest.startup.as_ref().is_some_and(|s| !s.is_ready()) => {
+            ProcessEvidence::Missing("no route.json: the serve never came up")
+        }
+        (None, None) => ProcessEvidence::Missing(
+            "no route.json: the run is from before route evidence, or ended before the replies",
+        ),
+    };
     let evidence = Evidence {
         replies: &archive.replies,
         replies_planned: manifest.replies_planned,
@@ -58,6 +71,7 @@ pub fn judge_with_log(archive: &Archive, criteria: &Criteria, log: Option<&LogSc
         hold_not_acquired: hold_reason.as_deref(),
         stop: manifest.stop.as_ref().map(|s| (s, manifest.limits.grace_s)),
         serve_died: manifest.serve_died.as_deref(),
+        processes,
     };
     verdict::judge(&evidence, criteria)
 }

@@ -10,7 +10,12 @@
 //! Route patterns match one line at a time, so `^` and `$` are a line's start and end, as a
 //! reader of the log expects. (They once matched over the whole log at once, where `^` was
 //! only the log's first byte.) Bytes that are not UTF-8 are read as U+FFFD.
+//!
+//! A line is matched, and kept, with its ANSI escape sequences removed ([`strip_ansi`]): some
+//! serves colour their log (FastFlowLM), and a pattern is written for the text a reader sees,
+//! not for `\x1b[32m` between its words.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::io::{self, Read};
 
@@ -103,7 +108,8 @@ struct Scanner<'a> {
 impl Scanner<'_> {
     fn line(&mut self, line: &[u8]) {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
-        let text = String::from_utf8_lossy(line);
+        let line = strip_ansi(line);
+        let text = String::from_utf8_lossy(&line);
         if let Some(fast) = self.fast {
             if !self.out.fast_matched && fast.is_match(&text) {
                 self.out.fast_matched = true;
@@ -121,6 +127,66 @@ impl Scanner<'_> {
             self.tail.push_back(kept(&text));
         }
     }
+}
+
+/// `line` without its ANSI escape sequences (ECMA-48): CSI (`ESC [` parameters, intermediates,
+/// a final byte: colours, cursor moves), the string controls OSC, DCS, SOS, PM and APC (`ESC ]`
+/// and friends, up to BEL or `ESC \`), and the two-byte escapes (`ESC (B`, `ESC 7`). A sequence
+/// cut off by the line's end is dropped with it. A line without ESC is returned as it is.
+pub fn strip_ansi(line: &[u8]) -> Cow<'_, [u8]> {
+    const ESC: u8 = 0x1b;
+    let Some(first) = memchr::memchr(ESC, line) else {
+        return Cow::Borrowed(line);
+    };
+    let mut out = Vec::with_capacity(line.len());
+    out.extend_from_slice(&line[..first]);
+    let mut i = first;
+    while i < line.len() {
+        if line[i] != ESC {
+            let next = memchr::memchr(ESC, &line[i..]).map_or(line.len(), |n| i + n);
+            out.extend_from_slice(&line[i..next]);
+            i = next;
+            continue;
+        }
+        i += 1;
+        match line.get(i) {
+            None => break,
+            Some(b'[') => {
+                i += 1;
+                // Parameters and intermediates, then one final byte.
+                while i < line.len() && (0x20..=0x3f).contains(&line[i]) {
+                    i += 1;
+                }
+                if i < line.len() && (0x40..=0x7e).contains(&line[i]) {
+                    i += 1;
+                }
+            }
+            Some(b']' | b'P' | b'X' | b'^' | b'_') => {
+                i += 1;
+                // A string, up to BEL or ST (ESC \).
+                while i < line.len() {
+                    if line[i] == 0x07 {
+                        i += 1;
+                        break;
+                    }
+                    if line[i] == ESC && line.get(i + 1) == Some(&b'\\') {
+                        i += 2;
+                        break;
+                    }
+                    i += 1;
+                }
+            }
+            Some(_) => {
+                while i < line.len() && (0x20..=0x2f).contains(&line[i]) {
+                    i += 1;
+                }
+                if i < line.len() && (0x30..=0x7e).contains(&line[i]) {
+                    i += 1;
+                }
+            }
+        }
+    }
+    Cow::Owned(out)
 }
 
 /// `text` cut to at most [`KEPT_LINE_CAP`] bytes, at a character boundary.
@@ -213,7 +279,36 @@ mod tests {
         )
         .unwrap();
         assert!(scan.fast_matched);
-        assert_eq!(scan.tail, ["\u{fffd}\u{fffd} route: npu \u{1b}[0m"]);
+        assert_eq!(scan.tail, ["\u{fffd}\u{fffd} route: npu "]);
+    }
+
+    #[test]
+    fn escape_sequences_are_removed_before_matching() {
+        let strip = |b: &[u8]| String::from_utf8(strip_ansi(b).into_owned()).unwrap();
+        // Colours between words, as a coloured log has them.
+        assert_eq!(
+            strip(b"\x1b[1;32m[FLM]\x1b[0m  Loading model on \x1b[36mNPU\x1b[0m"),
+            "[FLM]  Loading model on NPU"
+        );
+        // A window title (OSC, ended by BEL and by ST), a charset switch, a cursor save.
+        assert_eq!(
+            strip(b"a\x1b]0;title\x07b\x1b]2;t\x1b\\c\x1b(Bd\x1b7e"),
+            "abcde"
+        );
+        // Cut off at the line's end: dropped, and never a panic.
+        assert_eq!(strip(b"ok\x1b[38;5"), "ok");
+        assert_eq!(strip(b"ok\x1b"), "ok");
+        assert_eq!(strip(b"ok\x1b]unterminated"), "ok");
+        // Nothing to strip: the same bytes, not a copy.
+        assert!(matches!(strip_ansi(b"plain"), Cow::Borrowed(b"plain")));
+        let scan = LogScan::of_text(
+            "\x1b[32mdevice\x1b[0m: \x1b[1mNPU\x1b[0m\n",
+            Some(&re("device: NPU")),
+            Some(&re(r"\x1b")),
+        );
+        assert!(scan.fast_matched);
+        assert_eq!(scan.slow_line, None, "no escape is left to match");
+        assert_eq!(scan.tail, ["device: NPU"]);
     }
 
     #[test]

@@ -66,6 +66,9 @@ pub struct Client {
     port: u16,
     /// The URL's path without its trailing slash ("" for `http://host:port/`).
     prefix: String,
+    /// The OpenAI-compatible API's path prefix, after the URL's own: `/v1` unless the serve
+    /// puts it elsewhere (`--api-base`).
+    api: String,
 }
 
 /// One request's connection, polled by whoever waits for the request, which no other task
@@ -132,7 +135,19 @@ impl Client {
             authority: format!("{host}:{port}"),
             port,
             prefix: url.path().trim_end_matches('/').to_string(),
+            api: "/v1".to_string(),
         })
+    }
+
+    /// This client with the OpenAI-compatible API under `api` (e.g. `/v3`) instead of `/v1`.
+    pub fn with_api_base(mut self, api: &str) -> Self {
+        self.api = api.trim_end_matches('/').to_string();
+        self
+    }
+
+    /// The path of the API's list of models, e.g. `/v1/models`.
+    pub fn models_path(&self) -> String {
+        format!("{}/models", self.api)
     }
 
     /// The serve's port, as the URL gives it or its scheme implies.
@@ -213,11 +228,15 @@ impl Client {
         }
     }
 
-    /// The first model id from /v1/models, if the serve lists one (in at most
+    /// The first model id from the API's list of models (/v1/models), if the serve lists one (in at most
     /// [`MODELS_BODY_MAX`] bytes).
     pub async fn first_model(&self) -> Option<String> {
         let body = self
-            .get_body("/v1/models", Duration::from_secs(10), MODELS_BODY_MAX)
+            .get_body(
+                &self.models_path(),
+                Duration::from_secs(10),
+                MODELS_BODY_MAX,
+            )
             .await?;
         let body: serde_json::Value = serde_json::from_slice(&body).ok()?;
         body.get("data")?
@@ -450,7 +469,11 @@ async fn read_stream(
     };
     let start = async {
         let (mut link, response, stamp) = client
-            .send(Method::POST, "/v1/chat/completions", Some(body))
+            .send(
+                Method::POST,
+                &format!("{}/chat/completions", client.api),
+                Some(body),
+            )
             .await?;
         let resp = link
             .alongside(response)

@@ -17,7 +17,9 @@ use std::time::Instant;
 
 use sysinfo::{CpuRefreshKind, ProcessRefreshKind, ProcessesToUpdate, RefreshKind, System};
 
-use crate::archive::record::LoadSnapshot;
+use crate::archive::record::{LoadSnapshot, RouteRecord};
+use crate::judging::verdict::Criteria;
+use crate::live::route_probe::RouteProbe;
 
 /// The conditions as a run records them; the archive owns the types.
 pub use crate::archive::record::{DuringReplies, Sample, TopProcess};
@@ -64,11 +66,23 @@ pub fn parse_schedstat(text: &str) -> Option<(u64, u64)> {
 /// A thread's (CPU time, run-queue wait), ns, from its schedstat.
 type CpuWait = (u64, u64);
 
-/// Samples the box and the serve's threads while the replies run.
+/// The serve a sampler looks at: the launched process and the supervisor that is the
+/// subreaper of its orphans.
+#[derive(Debug, Clone, Copy)]
+pub struct ServeTree {
+    /// The launched process.
+    pub root: u32,
+    /// Its supervisor.
+    pub subreaper: Option<u32>,
+}
+
+/// Samples the box, the serve's threads and its route evidence while the replies run.
 #[derive(Debug)]
 pub struct Sampler {
     start: Instant,
+    /// Every process of the serve's tree seen so far.
     serve_tree: HashSet<u32>,
+    route: RouteProbe,
     /// Per thread: (cpu, wait) when first seen, and when last seen. Threads that exit keep
     /// their last reading, so their work is not lost from the sum.
     threads: HashMap<u32, (CpuWait, CpuWait)>,
@@ -78,14 +92,22 @@ pub struct Sampler {
 }
 
 impl Sampler {
-    /// Start sampling: find the serve's process tree (if a serve was launched) and take the
-    /// baseline of every process's CPU time.
-    pub fn start(serve_pid: Option<u32>) -> Sampler {
+    /// Start sampling: walk the serve's process tree (if a serve was launched), read its route
+    /// evidence, and take the baseline of every process's CPU time. `base_ns` is the run's
+    /// clock base; `criteria` say which device file and busy counter to read.
+    pub fn start(serve: Option<ServeTree>, base_ns: u64, criteria: &Criteria) -> Sampler {
+        let route = RouteProbe::start(
+            serve.map(|s| s.root),
+            serve.and_then(|s| s.subreaper),
+            base_ns,
+            criteria.route_device(),
+            criteria.device_busy(),
+        );
         let procs = process_cpu();
-        let serve_tree = serve_pid.map(|p| tree(&procs, p)).unwrap_or_default();
         let mut s = Sampler {
             start: Instant::now(),
-            serve_tree,
+            serve_tree: route.tree().iter().copied().collect(),
+            route,
             threads: HashMap::new(),
             schedstat_readable: false,
             cpu_at_start: procs
@@ -141,6 +163,13 @@ impl Sampler {
 
     /// Take one sample now.
     pub fn sample(&mut self) {
+        self.route.sample();
+        self.serve_tree.extend(self.route.tree());
+        self.sample_conditions();
+    }
+
+    /// The box's conditions and the serve's threads, without the route evidence.
+    fn sample_conditions(&mut self) {
         self.read_threads();
         let totals = self.serve_totals();
         self.samples.push(Sample {
@@ -154,9 +183,23 @@ impl Sampler {
         });
     }
 
+    /// The replies are over, the serve still running: a last sample, and the route evidence
+    /// read once more (maps, open files, the busy counter's second reading).
+    pub fn replies_done(&mut self) {
+        self.route.replies_done();
+        self.serve_tree.extend(self.route.tree());
+        self.sample_conditions();
+    }
+
+    /// The route evidence so far, for route.json.
+    pub fn route(&self) -> RouteRecord {
+        self.route.record()
+    }
+
     /// Stop: a last sample, the top CPU consumers over the window, and the summary.
     pub fn finish(mut self) -> DuringReplies {
-        self.sample();
+        // The serve may be gone by now: its route evidence was read when the replies ended.
+        self.sample_conditions();
         let window_ms = self.start.elapsed().as_secs_f64() * 1e3;
         let me = std::process::id();
         let mut by_name: HashMap<String, (usize, u64)> = HashMap::new();
@@ -250,22 +293,6 @@ fn process_cpu() -> HashMap<u32, (String, Option<u32>, u64)> {
         .collect()
 }
 
-/// `root` and its descendants.
-fn tree(procs: &HashMap<u32, (String, Option<u32>, u64)>, root: u32) -> HashSet<u32> {
-    let mut found: HashSet<u32> = HashSet::from([root]);
-    loop {
-        let before = found.len();
-        for (pid, (_, parent, _)) in procs {
-            if parent.is_some_and(|p| found.contains(&p)) {
-                found.insert(*pid);
-            }
-        }
-        if found.len() == before {
-            return found;
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -298,7 +325,16 @@ mod tests {
     fn the_sampler_measures_this_process_tree() {
         // This test process as the "serve": it burns CPU between samples, so its CPU time
         // must rise (no timing figure is asserted).
-        let mut s = Sampler::start(Some(std::process::id()));
+        let me = ServeTree {
+            root: std::process::id(),
+            subreaper: None,
+        };
+        let criteria = Criteria::new(crate::archive::record::Floors {
+            first_token_ms: 1.0,
+            ..Default::default()
+        })
+        .unwrap();
+        let mut s = Sampler::start(Some(me), 0, &criteria);
         let mut x = 0u64;
         for i in 0..20_000_000u64 {
             x = x.wrapping_mul(31).wrapping_add(i);

@@ -17,11 +17,12 @@ use crate::archive::rundir::{self, Archive, ResultFile, RunDir};
 use crate::judging::archived::judge_with_log;
 use crate::judging::measure;
 use crate::judging::serve_log::LogScan;
-use crate::judging::verdict::{Criteria, Floors};
+use crate::judging::verdict::{route_matches, BusySource, Criteria, Floors};
 use crate::live::client::{Client, Probe, ReplyRequest};
 use crate::live::conditions;
-use crate::live::conditions::Sampler;
+use crate::live::conditions::{Sampler, ServeTree};
 use crate::live::hold::{self, Hold, Taken};
+use crate::live::route_probe;
 use crate::live::run_args::RunSettings;
 use crate::live::serve::{self, ServeProcess};
 use crate::live::signals::Interrupts;
@@ -65,6 +66,8 @@ struct Plan {
     hold_timeout: Duration,
     extra_body: Option<serde_json::Map<String, serde_json::Value>>,
     ready_timeout: Duration,
+    /// `--ready-path`; `None`: /health, falling back to the API's /models.
+    ready_path: Option<String>,
     grace: Duration,
     reply_timeout: Duration,
     /// `--reply-limit`; `None`: derived from each reply's max_tokens.
@@ -83,7 +86,13 @@ fn settings_json(args: &RunSettings) -> serde_json::Value {
         "fast_route": args.fast_route,
         "slow_route": args.slow_route,
         "busy_skip": args.busy_skip,
+        "route_lib": args.route_lib,
+        "no_route_lib": args.no_route_lib,
+        "route_device": args.route_device,
+        "device_busy": args.device_busy,
         "url": args.url,
+        "ready_path": args.ready_path,
+        "api_base": args.api_base,
         "serve_log": args.serve_log,
         "stand_in": args.stand_in,
         "prompts": args.prompts,
@@ -111,6 +120,10 @@ impl Plan {
             fast_route: args.fast_route,
             slow_route: args.slow_route,
             busy_skip: args.busy_skip,
+            route_lib: args.route_lib,
+            no_route_lib: args.no_route_lib,
+            route_device: args.route_device,
+            device_busy: args.device_busy,
         })?;
         let prompts = match &args.prompts {
             Some(path) => prompts::load(path)?,
@@ -147,6 +160,18 @@ impl Plan {
             .context("--url")?;
         if let Some(path) = &args.serve_log {
             check_readable(path).context("--serve-log")?;
+        }
+        if let Some(BusySource::File(path)) = criteria.device_busy() {
+            // Read before and after the replies: a counter that is not there now would be
+            // found missing only once the run is over.
+            check_readable(Path::new(path)).context("--device-busy")?;
+            let text = std::fs::read(path)
+                .with_context(|| format!("--device-busy: failed to read {path}"))?;
+            if route_probe::parse_counter(&String::from_utf8_lossy(&text[..text.len().min(4096)]))
+                .is_none()
+            {
+                bail!("--device-busy: {path} does not hold a number; give the busy counter file (e.g. npu_busy_time_us) or fdinfo:KEY");
+            }
         }
         if let Some(path) = &args.hold {
             // Opening it for the lock creates it; its directory must be there.
@@ -190,7 +215,8 @@ impl Plan {
         let client = match given {
             Some(client) => client,
             None => Client::new(&url)?,
-        };
+        }
+        .with_api_base(&args.api_base);
         let extra_body = match &args.extra_body {
             Some(text) => match serde_json::from_str(text) {
                 Ok(serde_json::Value::Object(fields)) => Some(fields),
@@ -214,6 +240,7 @@ impl Plan {
             hold_timeout: args.hold_timeout,
             extra_body,
             ready_timeout: args.ready_timeout,
+            ready_path: args.ready_path,
             grace: args.grace,
             reply_timeout: args.reply_timeout,
             reply_limit: args.reply_limit,
@@ -375,9 +402,17 @@ async fn execute(plan: Plan) -> Result<u8> {
             h.released_ns = Some(clock::now_ns());
         }
     }
-    if let (Some(sampler), Some(load)) = (progress.sampler.take(), progress.load.as_mut()) {
-        load.during = Some(sampler.finish());
-        dir.write_json(rundir::LOAD, load)?;
+    let mut route = None;
+    if let Some(sampler) = progress.sampler.take() {
+        let mut record = sampler.route();
+        record.matched = route_matches(&record, &plan.criteria);
+        dir.write_json(rundir::ROUTE, &record)?;
+        route = Some(record);
+        let during = sampler.finish();
+        if let Some(load) = progress.load.as_mut() {
+            load.during = Some(during);
+            dir.write_json(rundir::LOAD, load)?;
+        }
     }
     recorded?;
     if interrupted.is_none() {
@@ -401,6 +436,8 @@ async fn execute(plan: Plan) -> Result<u8> {
         load: progress.load,
         load_problem: None,
         replies_problem: None,
+        route,
+        route_problem: None,
     };
     let verdict = judge_with_log(&archive, &plan.criteria, serve_log.as_ref());
     dir.write_json(rundir::RESULT, &ResultFile::new(verdict.clone()))?;
@@ -540,7 +577,14 @@ async fn measure_serve(
                         manifest.serve_pid = Some(p.pid());
                         dir.write_json(rundir::MANIFEST, manifest)?;
                         let p = serve.insert(p);
-                        wait_ready(client, &plan.url, Some(p), plan.ready_timeout).await
+                        wait_ready(
+                            client,
+                            &plan.url,
+                            plan.ready_path.as_deref(),
+                            Some(p),
+                            plan.ready_timeout,
+                        )
+                        .await
                     }
                     Err(e) => Startup::SpawnFailed {
                         error: format!("{}: {e}", argv[0]),
@@ -548,7 +592,16 @@ async fn measure_serve(
                 }
             }
         }
-        Launch::Attach { .. } => wait_ready(client, &plan.url, None, plan.ready_timeout).await,
+        Launch::Attach { .. } => {
+            wait_ready(
+                client,
+                &plan.url,
+                plan.ready_path.as_deref(),
+                None,
+                plan.ready_timeout,
+            )
+            .await
+        }
     };
     let ready = startup.is_ready();
     if let Startup::Ready {
@@ -578,9 +631,13 @@ async fn measure_serve(
     manifest.model = Some(model.clone());
     // The box and the serve are sampled beside the replies, on the same thread: a few /proc
     // reads every 250 ms, so the gate stays near idle.
+    let tree = serve.as_ref().map(|p| ServeTree {
+        root: p.pid(),
+        subreaper: Some(p.supervisor_pid()),
+    });
     let sampler = progress
         .sampler
-        .insert(Sampler::start(serve.as_ref().map(ServeProcess::pid)));
+        .insert(Sampler::start(tree, base_ns, &plan.criteria));
     let replies = make_replies(
         plan,
         client,
@@ -598,10 +655,13 @@ async fn measure_serve(
             sampler.sample();
         }
     };
-    manifest.serve_died = tokio::select! {
-        died = replies => died?,
+    let died = tokio::select! {
+        died = replies => died,
         never = sampling => never,
     };
+    // Before the serve is stopped: what its processes map and hold once the replies are over.
+    sampler.replies_done();
+    manifest.serve_died = died?;
     Ok(())
 }
 
@@ -633,24 +693,28 @@ fn own_usage() -> Option<(f64, u64)> {
     Some((secs(u.user_time()) + secs(u.system_time()), peak))
 }
 
-/// Poll GET /health (falling back to /v1/models where /health is 404) until it answers 200,
+/// Poll GET /health (falling back to /v1/models where /health is 404), or the profile's
+/// `ready_path` alone, until it answers 200,
 /// the serve exits, or `timeout` runs out. A serve loading its model may answer 503 with its
 /// socket already open; that is not ready. Polls are 100 ms apart: the gate stays near idle
 /// while the serve, which may need every core, loads.
 async fn wait_ready(
     client: &Client,
     url: &str,
+    ready_path: Option<&str>,
     mut serve: Option<&mut ServeProcess>,
     timeout: Duration,
 ) -> Startup {
     let start = Instant::now();
-    let mut path = "/health";
+    // A probe the profile names is the only one asked; the default falls back once.
+    let mut path = ready_path.unwrap_or("/health").to_string();
+    let mut may_fall_back = ready_path.is_none();
     let mut not_ready_answers = 0;
     // Why the last probe got no HTTP answer, for a serve that never gave one.
     let mut unreachable = None;
     let mut next_word = Duration::from_secs(10);
     crate::say!(
-        "waiting for the serve to be ready (GET /health, up to {} s)",
+        "waiting for the serve to be ready (GET {path}, up to {} s)",
         timeout.as_secs_f64()
     );
     loop {
@@ -668,16 +732,17 @@ async fn wait_ready(
                 };
             }
         }
-        match client.probe(path).await {
+        match client.probe(&path).await {
             Probe::Status(200) => {
                 return Startup::Ready {
                     after_ms: start.elapsed().as_secs_f64() * 1e3,
-                    probe: path.to_string(),
+                    probe: path,
                     not_ready_answers,
                 }
             }
-            Probe::Status(404) if path == "/health" => {
-                path = "/v1/models";
+            Probe::Status(404) if may_fall_back => {
+                path = client.models_path();
+                may_fall_back = false;
                 continue;
             }
             Probe::Status(_) => not_ready_answers += 1,

@@ -40,10 +40,37 @@ pub struct RunArgs {
     /// (exit 3) instead of a FAIL. 0.2 means 20%. Route and content failures stay FAIL.
     #[arg(long, value_name = "THRESHOLD")]
     pub busy_skip: Option<f64>,
+    /// A regex over the paths the serve's processes map (/proc/PID/maps of the launched
+    /// process and every descendant): some process must map a matching file, e.g. the fast
+    /// backend's library 'libggml-cuda\.so'.
+    #[arg(long, value_name = "REGEX")]
+    pub route_lib: Option<String>,
+    /// A regex over the paths the serve's processes map: none may map a matching file, e.g.
+    /// the slow backend's library.
+    #[arg(long, value_name = "REGEX")]
+    pub no_route_lib: Option<String>,
+    /// A regex over the files the serve's processes hold open during the replies: some
+    /// process must hold a matching one, e.g. '^/dev/accel/accel[0-9]+$'.
+    #[arg(long, value_name = "REGEX")]
+    pub route_device: Option<String>,
+    /// A busy counter that must advance during the replies: a file holding a number (e.g.
+    /// intel_vpu's npu_busy_time_us in sysfs), or fdinfo:KEY for a key in
+    /// /proc/PID/fdinfo/FD of the file --route-device matched (e.g. fdinfo:drm-engine-npu).
+    #[arg(long, value_name = "SOURCE")]
+    pub device_busy: Option<String>,
     /// The serve's base URL, instead of http://127.0.0.1:{port}. With no serve command, the
     /// gate measures a serve that is already running (nothing is launched or stopped).
     #[arg(long, value_name = "URL")]
     pub url: Option<String>,
+    /// The readiness probe: GET PATH until it answers 200 (default: /health, falling back to
+    /// the API's /models where /health is 404), e.g. /v2/health/ready for OpenVINO Model
+    /// Server.
+    #[arg(long, value_name = "PATH", value_parser = parse_url_path)]
+    pub ready_path: Option<String>,
+    /// The path prefix of the serve's OpenAI-compatible API: /v1 (llama-server, vLLM), /v3
+    /// (OpenVINO Model Server), /api/v1 (Lemonade).
+    #[arg(long, value_name = "PATH", default_value = "/v1", value_parser = parse_url_path)]
+    pub api_base: String,
     /// The log of an already running serve, to judge the route by (with --url and no serve
     /// command).
     #[arg(long, value_name = "FILE", requires = "url")]
@@ -123,9 +150,21 @@ pub struct RunSettings {
     /// fraction (or, where not measurable, the load per CPU) at or above THRESHOLD, is a SKIP
     /// (exit 3) instead of a FAIL. 0.2 means 20%. Route and content failures stay FAIL.
     pub busy_skip: Option<f64>,
+    /// Some process of the serve's tree must map a file whose path matches.
+    pub route_lib: Option<String>,
+    /// No process of the serve's tree may map a file whose path matches.
+    pub no_route_lib: Option<String>,
+    /// Some process of the serve's tree must hold open a matching file during the replies.
+    pub route_device: Option<String>,
+    /// A busy counter that must advance during the replies: a file, or fdinfo:KEY.
+    pub device_busy: Option<String>,
     /// The serve's base URL, instead of http://127.0.0.1:{port}. With no serve command, the
     /// gate measures a serve that is already running (nothing is launched or stopped).
     pub url: Option<String>,
+    /// The readiness probe's path (default: /health, else {api_base}/models).
+    pub ready_path: Option<String>,
+    /// The path prefix of the serve's OpenAI-compatible API, e.g. /v1.
+    pub api_base: String,
     /// The log of an already running serve, to judge the route by (with --url and no serve
     /// command).
     pub serve_log: Option<PathBuf>,
@@ -177,7 +216,13 @@ impl From<RunArgs> for RunSettings {
             fast_route: a.fast_route,
             slow_route: a.slow_route,
             busy_skip: a.busy_skip,
+            route_lib: a.route_lib,
+            no_route_lib: a.no_route_lib,
+            route_device: a.route_device,
+            device_busy: a.device_busy,
             url: a.url,
+            ready_path: a.ready_path,
+            api_base: a.api_base,
             serve_log: a.serve_log,
             stand_in: a.stand_in,
             prompts: a.prompts,
@@ -257,4 +302,25 @@ fn parse_replies(s: &str) -> Result<u32, String> {
 
 fn parse_max_tokens(s: &str) -> Result<u32, String> {
     parse_count(s, max_tokens)
+}
+
+/// A URL path for `--ready-path` and `--api-base`: it starts with `/` and holds no spaces,
+/// query or fragment, so it joins the serve's base URL as it is.
+pub fn url_path(s: &str) -> Result<String, String> {
+    if !s.starts_with('/') {
+        return Err(format!("{s:?} is not a URL path: it must start with /"));
+    }
+    if let Some(bad) = s
+        .chars()
+        .find(|c| c.is_whitespace() || c.is_control() || matches!(c, '?' | '#'))
+    {
+        return Err(format!(
+            "{s:?} is not a URL path: {bad:?} has no place in one"
+        ));
+    }
+    Ok(s.trim_end_matches('/').to_string())
+}
+
+fn parse_url_path(s: &str) -> Result<String, String> {
+    url_path(s)
 }

@@ -540,6 +540,12 @@ impl ServeProcess {
         self.pid
     }
 
+    /// The supervisor's process id: the subreaper every orphaned descendant of the serve is
+    /// reparented to (a daemon that forked twice).
+    pub fn supervisor_pid(&self) -> u32 {
+        self.supervisor.id()
+    }
+
     /// Read what the supervisor said since last time (never blocks), keeping what it learns.
     fn read_events(&mut self) -> Vec<Event> {
         let mut buf = [0u8; 4096];

@@ -2,8 +2,13 @@
 //! boundaries, and the load line. Shipped in the binary so `self-test` can run them on any
 //! box; `cargo test` runs the same table.
 
-use crate::archive::record::{ChunkArrival, LoadSnapshot, ReplyRecord, Startup, StopRecord};
-use crate::judging::verdict::{self, Criteria, Evidence, Floors, Outcome, Status, Verdict};
+use crate::archive::record::{
+    ChunkArrival, CounterReading, CounterRecord, LoadSnapshot, ProcessRecord, ReplyRecord,
+    RouteRecord, Startup, StopRecord,
+};
+use crate::judging::verdict::{
+    self, Criteria, Evidence, Floors, Outcome, ProcessEvidence, Status, Verdict,
+};
 use crate::live::conditions::{summarize, TopProcess};
 
 const MS: u64 = 1_000_000;
@@ -21,6 +26,8 @@ pub struct Case {
     hold_not_acquired: Option<&'static str>,
     stop: Option<StopRecord>,
     serve_died: Option<&'static str>,
+    /// route.json; `None`: the run recorded none.
+    route: Option<RouteRecord>,
     floors: Floors,
     /// Lines that must be there: check, status, and a fragment of the text.
     expect: Vec<(&'static str, Status, &'static str)>,
@@ -46,6 +53,10 @@ impl Case {
             hold_not_acquired: self.hold_not_acquired,
             stop: self.stop.as_ref().map(|s| (s, 10.0)),
             serve_died: self.serve_died,
+            processes: match &self.route {
+                Some(r) => ProcessEvidence::Recorded(r),
+                None => ProcessEvidence::Missing("no route.json: a hand-made run"),
+            },
         };
         Ok(verdict::judge(&evidence, &criteria))
     }
@@ -140,6 +151,7 @@ fn floors() -> Floors {
         fast_route: Some("route: npu-fast".into()),
         slow_route: Some("route: cpu-fallback".into()),
         busy_skip: None,
+        ..Floors::default()
     }
 }
 
@@ -193,6 +205,81 @@ fn slow() -> ReplyRecord {
     reply(&at, "Paris.")
 }
 
+/// What a llama-server built for the CPU maps, beside its C runtime (its libggml files are
+/// in its install, outside the system's library folders).
+fn llama_cpu_route() -> RouteRecord {
+    let maps = [
+        "/opt/llama/bin/llama-server",
+        "/usr/lib/x86_64-linux-gnu/libc.so.6",
+        "/usr/lib/x86_64-linux-gnu/libstdc++.so.6.0.33",
+        "/opt/llama/lib/libggml-cpu.so.0.26.0",
+        "/opt/llama/lib/libggml-base.so.0.26.0",
+        "/opt/llama/lib/libggml.so.0.26.0",
+        "/models/smollm2.gguf",
+    ];
+    RouteRecord {
+        root_pid: Some(812),
+        processes: vec![ProcessRecord {
+            pid: 812,
+            parent: Some(811),
+            comm: "llama-server".into(),
+            exe: Some(maps[0].into()),
+            maps: maps.iter().map(|m| m.to_string()).collect(),
+            open: vec!["/dev/null".into(), "/runs/a/serve.log".into()],
+            truncated: false,
+        }],
+        read_after_replies: true,
+        ..RouteRecord::default()
+    }
+}
+
+/// An NPU serve run by a wrapper that does not exec: only the child maps the plugin and holds
+/// the device, and the device's busy counter advanced 2.13 s in 3 s.
+fn npu_wrapped_route() -> RouteRecord {
+    let wrapper = ProcessRecord {
+        pid: 900,
+        parent: Some(899),
+        comm: "python3".into(),
+        exe: Some("/usr/bin/python3.11".into()),
+        maps: vec!["/usr/bin/python3.11".into()],
+        open: vec!["/dev/null".into()],
+        truncated: false,
+    };
+    let child = ProcessRecord {
+        pid: 901,
+        parent: Some(900),
+        comm: "ovms".into(),
+        exe: Some("/ovms/bin/ovms".into()),
+        maps: vec![
+            "/ovms/bin/ovms".into(),
+            "/ovms/lib/libopenvino_intel_npu_plugin.so".into(),
+        ],
+        open: vec!["/dev/accel/accel0".into()],
+        truncated: false,
+    };
+    RouteRecord {
+        root_pid: Some(900),
+        processes: vec![wrapper, child],
+        counter: Some(CounterRecord {
+            source: BUSY.into(),
+            unit: Some("us".into()),
+            before: Some(CounterReading {
+                at_ns: 1_000_000_000,
+                value: 5_000_000,
+            }),
+            after: Some(CounterReading {
+                at_ns: 4_000_000_000,
+                value: 7_130_000,
+            }),
+            problem: None,
+        }),
+        read_after_replies: true,
+        ..RouteRecord::default()
+    }
+}
+
+const BUSY: &str = "/sys/class/accel/accel0/device/npu_busy_time_us";
+
 fn ready() -> Startup {
     Startup::Ready {
         after_ms: 1.0,
@@ -214,6 +301,7 @@ fn base(name: &'static str) -> Case {
         hold_not_acquired: None,
         stop: None,
         serve_died: None,
+        route: None,
         floors: floors(),
         expect: vec![
             ("route", Status::Ok, "names the fast route"),
@@ -790,6 +878,132 @@ pub fn all() -> Vec<Case> {
         ),
         ("first-token", Ok, "; thin: fewer than 3 timed replies"),
     ];
+    cases.push(c);
+
+    let mut c = base("route-lib: a library the serve maps is named");
+    c.route = Some(llama_cpu_route());
+    c.floors.route_lib = Some("libggml-cpu".into());
+    c.expect = vec![(
+        "route",
+        Ok,
+        "process 812 (llama-server) maps libggml-cpu.so.0.26.0 (/libggml-cpu/); log ok",
+    )];
+    cases.push(c);
+
+    let mut c = base("route-lib: a library no process maps fails, naming what was mapped");
+    c.route = Some(llama_cpu_route());
+    c.floors.route_lib = Some("libggml-cuda".into());
+    c.expect = vec![(
+        "route",
+        Fail,
+        "no process of the serve maps /libggml-cuda/ (mapped: libggml-cpu.so.0.26.0, libggml-base.so.0.26.0, libggml.so.0.26.0, libc.so.6",
+    )];
+    c.outcome = Outcome::Fail;
+    cases.push(c);
+
+    let mut c = base("route-lib: a passing log never excuses the library");
+    c.route = Some(llama_cpu_route());
+    c.floors.route_lib = Some("libggml-cuda".into());
+    c.floors.busy_skip = Some(0.0);
+    c.load = Some(serve_waited(900));
+    c.expect = vec![("route", Fail, "; log ok")];
+    c.outcome = Outcome::Fail;
+    cases.push(c);
+
+    let mut c = base("no-route-lib: the slow backend's library fails route");
+    c.route = Some(llama_cpu_route());
+    c.floors.no_route_lib = Some(r"libggml-cpu\.so".into());
+    c.expect = vec![(
+        "route",
+        Fail,
+        r"process 812 (llama-server) maps /libggml-cpu\.so/: /opt/llama/lib/libggml-cpu.so.0.26.0",
+    )];
+    c.outcome = Outcome::Fail;
+    cases.push(c);
+
+    let mut c = base("no-route-lib: maps that could not be read prove nothing");
+    let mut unread = llama_cpu_route();
+    unread.processes[0].maps.clear();
+    unread.problems = vec!["/proc/812/maps: Permission denied (os error 13)".into()];
+    c.route = Some(unread);
+    c.floors.no_route_lib = Some("libggml-cpu".into());
+    c.expect = vec![(
+        "route",
+        Fail,
+        "could not show that no process maps /libggml-cpu/; could not read: \"/proc/812/maps: Permission denied",
+    )];
+    c.outcome = Outcome::Fail;
+    cases.push(c);
+
+    let mut c = base("route-lib and route-device: the wrapper's child is looked at");
+    c.route = Some(npu_wrapped_route());
+    c.floors.route_lib = Some("libopenvino_intel_npu_plugin".into());
+    c.floors.route_device = Some("^/dev/accel/accel[0-9]+$".into());
+    c.expect = vec![(
+        "route",
+        Ok,
+        "process 901 (ovms) maps libopenvino_intel_npu_plugin.so (/libopenvino_intel_npu_plugin/); process 901 (ovms) held /dev/accel/accel0 open",
+    )];
+    cases.push(c);
+
+    let mut c = base("route-device: no device held fails, naming what was held");
+    c.route = Some(llama_cpu_route());
+    c.floors.route_device = Some("^/dev/nvidia[0-9]+$".into());
+    c.expect = vec![(
+        "route",
+        Fail,
+        "no process of the serve held open a file matching /^/dev/nvidia[0-9]+$/ during the replies (held: /dev/null, /runs/a/serve.log)",
+    )];
+    c.outcome = Outcome::Fail;
+    cases.push(c);
+
+    let mut c = base("device-busy: the share of the replies the device was busy");
+    c.route = Some(npu_wrapped_route());
+    c.floors.device_busy = Some(BUSY.into());
+    c.expect = vec![(
+        "route",
+        Ok,
+        "the device was busy 71% of the replies (/sys/class/accel/accel0/device/npu_busy_time_us advanced 2130000 us in 3.0 s)",
+    )];
+    cases.push(c);
+
+    let mut c = base("device-busy: a counter that did not advance fails");
+    let mut idle = npu_wrapped_route();
+    if let Some(k) = idle.counter.as_mut() {
+        k.after = k.before.map(|b| CounterReading {
+            at_ns: 4_000_000_000,
+            ..b
+        });
+    }
+    c.route = Some(idle);
+    c.floors.device_busy = Some(BUSY.into());
+    c.expect = vec![(
+        "route",
+        Fail,
+        "busy counter /sys/class/accel/accel0/device/npu_busy_time_us did not advance during the replies (it read 5000000 before and after)",
+    )];
+    c.outcome = Outcome::Fail;
+    cases.push(c);
+
+    let mut c = base("device-busy: a counter the run did not read fails");
+    c.route = Some(llama_cpu_route());
+    c.floors.device_busy = Some(BUSY.into());
+    c.expect = vec![(
+        "route",
+        Fail,
+        "the run recorded no readings of the busy counter",
+    )];
+    c.outcome = Outcome::Fail;
+    cases.push(c);
+
+    let mut c = base("route evidence asked of a run without route.json fails");
+    c.floors.route_lib = Some("libggml-cpu".into());
+    c.expect = vec![(
+        "route",
+        Fail,
+        "the run recorded no process evidence (no route.json",
+    )];
+    c.outcome = Outcome::Fail;
     cases.push(c);
 
     let mut c = base("an interrupted run is INTERRUPTED, never PASS");

@@ -10,10 +10,10 @@
 
 use std::fmt;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use regex::Regex;
 
-use crate::archive::record::{LoadSnapshot, ReplyRecord, Startup, StopRecord};
+use crate::archive::record::{LoadSnapshot, ReplyRecord, RouteRecord, Startup, StopRecord};
 use crate::judging::measure::{measure, median, median_ci95, ReplyMetrics};
 use crate::judging::serve_log::LogScan;
 
@@ -29,6 +29,7 @@ use content::content_line;
 pub use content::{push_escape, push_visible, quote, reply_problem, visible};
 use rate::{first_token_line, rate_line};
 use route::route_line;
+pub use route::route_matches;
 use serve::{serve_line, stop_line};
 
 /// The floors as a run records them; the archive owns the type.
@@ -40,6 +41,52 @@ pub struct Criteria {
     floors: Floors,
     fast: Option<Regex>,
     slow: Option<Regex>,
+    route_lib: Option<Regex>,
+    no_route_lib: Option<Regex>,
+    route_device: Option<Regex>,
+    device_busy: Option<BusySource>,
+}
+
+/// What is wrong with a pattern, on one line: the regex crate's message is a drawing of the
+/// pattern with a caret under the fault, over several lines.
+fn regex_problem(e: &regex::Error) -> String {
+    let text = e.to_string();
+    text.lines()
+        .rev()
+        .find_map(|l| l.trim().strip_prefix("error: "))
+        .map_or_else(
+            || text.split_whitespace().collect::<Vec<_>>().join(" "),
+            str::to_string,
+        )
+}
+
+/// Where `--device-busy` reads the device's busy counter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BusySource {
+    /// A file holding a number, e.g. intel_vpu's `npu_busy_time_us` in sysfs.
+    File(String),
+    /// `fdinfo:KEY`: the number after `KEY:` in /proc/PID/fdinfo/FD of each file
+    /// `--route-device` matched, summed (DRM's `drm-engine-<name>: N ns`).
+    Fdinfo(String),
+}
+
+impl BusySource {
+    /// Read `--device-busy SOURCE`.
+    pub fn parse(source: &str) -> Result<BusySource> {
+        match source.strip_prefix("fdinfo:") {
+            Some(key) => {
+                let key = key.trim();
+                if key.is_empty() || key.contains(char::is_whitespace) || key.contains(':') {
+                    bail!("--device-busy fdinfo:KEY needs the key of an fdinfo line, e.g. fdinfo:drm-engine-npu (got {source:?})");
+                }
+                Ok(BusySource::Fdinfo(key.to_string()))
+            }
+            None if source.trim().is_empty() => {
+                bail!("--device-busy needs a counter file or fdinfo:KEY (got an empty value)")
+            }
+            None => Ok(BusySource::File(source.to_string())),
+        }
+    }
 }
 
 impl Criteria {
@@ -69,14 +116,35 @@ impl Criteria {
                 bail!("--fast-route and --slow-route are the same pattern /{fast}/: no log could pass the route");
             }
         }
+        if let (Some(lib), Some(no_lib)) = (&floors.route_lib, &floors.no_route_lib) {
+            if lib == no_lib {
+                bail!("--route-lib and --no-route-lib are the same pattern /{lib}/: no serve could pass the route");
+            }
+        }
         let compile = |flag: &str, p: &Option<String>| -> Result<Option<Regex>> {
             p.as_deref()
-                .map(|p| Regex::new(p).with_context(|| format!("{flag} is not a valid regex")))
+                .map(|p| {
+                    Regex::new(p).map_err(|e| {
+                        anyhow::anyhow!("{flag} {p:?} is not a valid regex: {}", regex_problem(&e))
+                    })
+                })
                 .transpose()
         };
+        let device_busy = floors
+            .device_busy
+            .as_deref()
+            .map(BusySource::parse)
+            .transpose()?;
+        if let (Some(BusySource::Fdinfo(key)), None) = (&device_busy, &floors.route_device) {
+            bail!("--device-busy fdinfo:{key} reads the fdinfo of the device file the serve holds open: give --route-device REGEX to say which file");
+        }
         Ok(Criteria {
             fast: compile("--fast-route", &floors.fast_route)?,
             slow: compile("--slow-route", &floors.slow_route)?,
+            route_lib: compile("--route-lib", &floors.route_lib)?,
+            no_route_lib: compile("--no-route-lib", &floors.no_route_lib)?,
+            route_device: compile("--route-device", &floors.route_device)?,
+            device_busy,
             floors,
         })
     }
@@ -84,6 +152,24 @@ impl Criteria {
     /// The floors these criteria were built from.
     pub fn floors(&self) -> &Floors {
         &self.floors
+    }
+
+    /// The pattern a file held open must match to be the device (`--route-device`).
+    pub fn route_device(&self) -> Option<&Regex> {
+        self.route_device.as_ref()
+    }
+
+    /// Where the device's busy counter is read (`--device-busy`).
+    pub fn device_busy(&self) -> Option<&BusySource> {
+        self.device_busy.as_ref()
+    }
+
+    /// Whether any route evidence is asked of the serve's processes.
+    pub fn wants_process_evidence(&self) -> bool {
+        self.route_lib.is_some()
+            || self.no_route_lib.is_some()
+            || self.route_device.is_some()
+            || self.device_busy.is_some()
     }
 
     /// Scan a serve log for these criteria's route patterns, as a stream.
@@ -119,6 +205,17 @@ pub struct Evidence<'a> {
     pub stop: Option<(&'a StopRecord, f64)>,
     /// The serve's exit during the replies.
     pub serve_died: Option<&'a str>,
+    /// What the serve's processes showed of the route (route.json).
+    pub processes: ProcessEvidence<'a>,
+}
+
+/// The route evidence of the serve's own processes, or why the run has none.
+#[derive(Debug, Clone, Copy)]
+pub enum ProcessEvidence<'a> {
+    /// route.json, as recorded.
+    Recorded(&'a RouteRecord),
+    /// Why there is none, e.g. `no route.json: the run is from before route evidence`.
+    Missing(&'a str),
 }
 
 impl fmt::Display for Status {
@@ -226,7 +323,12 @@ pub fn judge(e: &Evidence<'_>, c: &Criteria) -> Verdict {
         if let Some(line) = serve_line(e) {
             lines.push(line);
         }
-        lines.push(route_line(e.serve_log, c, e.interrupted.is_some()));
+        lines.push(route_line(
+            e.serve_log,
+            e.processes,
+            c,
+            e.interrupted.is_some(),
+        ));
         if e.startup.is_ready() {
             let metrics: Vec<ReplyMetrics> = e.replies.iter().map(measure).collect();
             lines.push(rate_line(&metrics, c.floors.floor));
@@ -330,6 +432,7 @@ mod tests {
             fast_route: Some("route: npu-fast".into()),
             slow_route: Some("route: cpu-fallback".into()),
             busy_skip: None,
+            ..Floors::default()
         }
     }
 
@@ -365,6 +468,7 @@ mod tests {
             hold_not_acquired: None,
             stop: None,
             serve_died: None,
+            processes: crate::judging::verdict::ProcessEvidence::Missing("none made"),
         };
         judge(&e, &c)
     }
@@ -715,6 +819,7 @@ RESULT: PASS
             hold_not_acquired: None,
             stop: None,
             serve_died: None,
+            processes: crate::judging::verdict::ProcessEvidence::Missing("none made"),
         };
         let v = judge(&e, &criteria(floors()));
         assert_eq!(line(&v, "content").text, "only 1 of 3 replies were made");
@@ -737,6 +842,7 @@ RESULT: PASS
             hold_not_acquired: None,
             stop: None,
             serve_died: None,
+            processes: crate::judging::verdict::ProcessEvidence::Missing("none made"),
         };
         let v = judge(&e, &criteria(floors()));
         assert_eq!(v.outcome, Outcome::Fail);
@@ -763,6 +869,7 @@ RESULT: PASS
             hold_not_acquired: None,
             stop: None,
             serve_died: None,
+            processes: crate::judging::verdict::ProcessEvidence::Missing("none made"),
         };
         let v = judge(&e, &criteria(floors()));
         assert!(v.lines.iter().all(|l| l.check != "load"));
@@ -783,6 +890,7 @@ RESULT: PASS
             hold_not_acquired: None,
             stop: None,
             serve_died: None,
+            processes: crate::judging::verdict::ProcessEvidence::Missing("none made"),
         };
         let v = judge(&e, &criteria(floors()));
         assert_eq!(

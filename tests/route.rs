@@ -1,0 +1,247 @@
+//! Route evidence read from the serve's own processes (issue 17): the files its tree maps and
+//! holds open, read from the real /proc of real children, into route.json, and judged again
+//! from the archive alone.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::util::*;
+
+/// A shell script in `dir` that runs its arguments as a child and does not exec them, as a
+/// Python wrapper or Lemonade does with the real server.
+fn wrapper(dir: &Path, name: &str, body: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+/// `run` on the stand-in started by `wrapper`: exit code, stdout.
+fn wrapped_run(out: &Path, wrapper: &Path, gate_args: &[&str]) -> (Option<i32>, String) {
+    let o = gate()
+        .args(["run", "--replies", "2", "--out"])
+        .arg(out)
+        .args(UNFLIPPABLE)
+        .args(gate_args)
+        .arg("--")
+        .arg(wrapper)
+        .args([BIN, "stand-in", "--port", "{port}"])
+        .output()
+        .unwrap();
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+    )
+}
+
+fn judge(dir: &Path, args: &[&str]) -> (Option<i32>, String) {
+    let o = gate().arg("judge").arg(dir).args(args).output().unwrap();
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+    )
+}
+
+/// The process of route.json whose pid is `pid`.
+fn process(route: &Value, pid: u64) -> &Value {
+    route["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["pid"] == pid)
+        .unwrap_or_else(|| panic!("no process {pid} in {route}"))
+}
+
+/// The stand-in maps the gate's own binary; the shell that wraps it does not.
+const OWN_BINARY: &str = "npu-serve-smoke$";
+
+#[test]
+fn a_wrapper_that_does_not_exec_is_walked_to_the_child_that_maps_the_library() {
+    let (d, out) = scratch();
+    // A command after the child keeps the shell from exec'ing it.
+    let w = wrapper(d.path(), "wrap.sh", "\"$@\"\nstatus=$?\nexit $status");
+    let (code, stdout) = wrapped_run(&out, &w, &["--route-lib", OWN_BINARY]);
+    assert_eq!(code, Some(0), "{stdout}");
+    let route = json(&out.join("route.json"));
+    let root = route["root_pid"].as_u64().unwrap();
+    assert_eq!(json(&out.join("run.json"))["serve_pid"], root);
+    let wrap = process(&route, root);
+    assert!(
+        !wrap["maps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m.as_str().unwrap().ends_with("/npu-serve-smoke")),
+        "the wrapper itself does not map the binary: {wrap}"
+    );
+    let found = &route["matched"][0]["found"][0];
+    let child: u64 = found
+        .as_str()
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_ne!(child, root, "{route}");
+    assert_eq!(process(&route, child)["parent"], root, "{route}");
+    assert!(
+        line(&stdout, "route").contains(&format!(
+            "ok    process {child} (npu-serve-smoke) maps npu-serve-smoke (/{OWN_BINARY}/)"
+        )),
+        "{stdout}"
+    );
+    assert_eq!(route["read_after_replies"], true);
+
+    // Judged again from the archive alone: a library the child never mapped fails, naming what
+    // the tree did map.
+    let (code, judged) = judge(&out, &["--route-lib", "libggml-cuda"]);
+    assert_eq!(code, Some(1), "{judged}");
+    let route_line = line(&judged, "route");
+    assert!(
+        route_line.contains("FAIL  no process of the serve maps /libggml-cuda/ (mapped: "),
+        "{judged}"
+    );
+    assert!(route_line.contains("libc"), "{judged}");
+    assert!(line(&judged, "content").contains(" ok "), "{judged}");
+}
+
+#[test]
+fn an_orphan_the_supervisor_adopted_is_part_of_the_tree() {
+    // A serve that starts its worker in a subshell that exits at once (a double fork): the
+    // worker is reparented to the gate's supervisor, the subreaper, and is still the serve's.
+    let (d, out) = scratch();
+    let w = wrapper(
+        d.path(),
+        "daemonize.sh",
+        "( \"$@\" & )\nwhile :; do sleep 1; done",
+    );
+    let (code, stdout) = wrapped_run(&out, &w, &["--route-lib", OWN_BINARY]);
+    assert_eq!(code, Some(0), "{stdout}");
+    let route = json(&out.join("route.json"));
+    let root = route["root_pid"].as_u64().unwrap();
+    let found = route["matched"][0]["found"][0].as_str().unwrap();
+    let worker: u64 = found.split(' ').next().unwrap().parse().unwrap();
+    assert_ne!(process(&route, worker)["parent"], root, "{route}");
+    assert!(line(&stdout, "route").contains("ok "), "{stdout}");
+    let stop = &json(&out.join("run.json"))["stop"];
+    assert_eq!(
+        stop["left_running"], 0,
+        "the worker was stopped too: {stop}"
+    );
+}
+
+#[test]
+fn a_file_the_serve_holds_open_is_found_and_one_it_does_not_fails_naming_what_it_held() {
+    let (_d, out) = scratch();
+    // The stand-in's stdout and stderr are the run's serve.log, held open all run.
+    let (code, stdout) = stand_in_run(
+        &out,
+        &["--replies", "1", "--route-device", r"/serve\.log$"],
+        &["--tokens", "3"],
+    );
+    assert_eq!(code, Some(0), "{stdout}");
+    let log = out.join("serve.log").canonicalize().unwrap();
+    assert!(
+        line(&stdout, "route").contains(&format!("held {} open", log.display())),
+        "{stdout}"
+    );
+    let (code, judged) = judge(&out, &["--route-device", "^/dev/nvidia[0-9]+$"]);
+    assert_eq!(code, Some(1), "{judged}");
+    assert!(
+        line(&judged, "route").contains(
+            "FAIL  no process of the serve held open a file matching /^/dev/nvidia[0-9]+$/ during the replies (held: /dev/null"
+        ),
+        "{judged}"
+    );
+}
+
+#[test]
+fn a_busy_counter_that_does_not_advance_fails_route_and_load_never_excuses_it() {
+    let (d, out) = scratch();
+    let counter = d.path().join("npu_busy_time_us");
+    std::fs::write(&counter, "4242\n").unwrap();
+    let (code, stdout) = stand_in_run(
+        &out,
+        &[
+            "--replies",
+            "1",
+            "--device-busy",
+            counter.to_str().unwrap(),
+            "--busy-skip",
+            "0",
+        ],
+        &["--tokens", "3"],
+    );
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(
+        line(&stdout, "route").contains(&format!(
+            "FAIL  the device's busy counter {} did not advance during the replies (it read 4242 before and after)",
+            counter.display()
+        )),
+        "{stdout}"
+    );
+    assert!(stdout.contains("RESULT: FAIL"), "{stdout}");
+    let route = json(&out.join("route.json"));
+    assert_eq!(route["counter"]["unit"], "us", "{route}");
+    assert_eq!(route["counter"]["before"]["value"], 4242);
+}
+
+#[test]
+fn an_archive_without_route_json_judges_as_before_and_fails_a_route_pattern() {
+    let (_d, out) = scratch();
+    let (code, stdout) = stand_in_run(
+        &out,
+        &["--replies", "1", "--fast-route", "route: stand-in"],
+        &["--tokens", "3"],
+    );
+    assert_eq!(code, Some(0), "{stdout}");
+    // As a run from before route evidence: no route.json.
+    std::fs::remove_file(out.join("route.json")).unwrap();
+    let (code, judged) = judge(&out, &[]);
+    assert_eq!(code, Some(0), "{judged}");
+    assert_eq!(
+        line(&judged, "route"),
+        "route        ok    the serve log names the fast route"
+    );
+    let (code, judged) = judge(&out, &["--route-lib", "libggml-cpu"]);
+    assert_eq!(code, Some(1), "{judged}");
+    assert!(
+        line(&judged, "route").contains(
+            "FAIL  the run recorded no process evidence (no route.json: the run is from before route evidence"
+        ),
+        "{judged}"
+    );
+    assert!(line(&judged, "route").ends_with("; log ok"), "{judged}");
+    // One that cannot be read says so.
+    std::fs::write(out.join("route.json"), "{\"processes\": 7").unwrap();
+    let (code, judged) = judge(&out, &["--route-lib", "libggml-cpu"]);
+    assert_eq!(code, Some(1), "{judged}");
+    assert!(
+        line(&judged, "route").contains("(route.json is unreadable ("),
+        "{judged}"
+    );
+}
+
+#[test]
+fn an_attached_serve_has_no_process_to_look_at_and_fails_process_evidence() {
+    let (d, out) = scratch();
+    let s = StandIn::start(&["--tokens", "3"], &d.path().join("stand-in.log"));
+    let o = gate()
+        .args(["run", "--replies", "1", "--url", &s.url, "--out"])
+        .arg(&out)
+        .args(UNFLIPPABLE)
+        .args(["--route-lib", "x"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{stdout}");
+    assert!(
+        line(&stdout, "route").contains(
+            "FAIL  --route-lib /x/ cannot be judged: the gate attached to a serve already running and launched no process to look at"
+        ),
+        "{stdout}"
+    );
+}
