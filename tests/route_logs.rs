@@ -10,6 +10,7 @@
 use std::path::{Path, PathBuf};
 
 use npu_serve_smoke::judging::serve_log::LogScan;
+use npu_serve_smoke::judging::verdict::BusySource;
 use regex::Regex;
 use serde::Deserialize;
 
@@ -21,6 +22,7 @@ struct Routes {
     route_lib: Option<String>,
     no_route_lib: Option<String>,
     route_device: Option<String>,
+    device_busy: Option<String>,
 }
 
 /// Paths each process pattern must take and must refuse: (profile, key, matches, refuses). The
@@ -207,10 +209,34 @@ fn route_ok(scan: &LogScan, fast: Option<&Regex>) -> bool {
 }
 
 #[test]
-fn every_profile_is_read_by_the_gates_own_parser() {
+fn every_profile_is_read_by_the_gates_own_parser_and_its_process_patterns_compile() {
     for (stem, path) in profiles() {
         if let Err(e) = npu_serve_smoke::profile::load(&path) {
             panic!("{stem}: {e:#}");
+        }
+        let routes: Routes = toml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        for pattern in [
+            &routes.route_lib,
+            &routes.no_route_lib,
+            &routes.route_device,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            if let Err(e) = Regex::new(pattern) {
+                panic!("{stem}: {pattern:?}: {e}");
+            }
+        }
+        if let Some(source) = &routes.device_busy {
+            if let Err(e) = BusySource::parse(source) {
+                panic!("{stem}: {e:#}");
+            }
+            if source.starts_with("fdinfo:") {
+                assert!(
+                    routes.route_device.is_some(),
+                    "{stem}: device_busy = {source:?} reads the fdinfo of route_device's file"
+                );
+            }
         }
     }
 }
