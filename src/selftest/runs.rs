@@ -270,7 +270,114 @@ pub fn verdict_runs(exe: &Path, tmp: &Path) -> Vec<Checked> {
             r.expect_line("content", Status::Ok, "with content")
         })(),
     ));
+
+    out.push((
+        "route evidence is read from the child of a wrapper that does not exec",
+        route_evidence_run(exe, tmp),
+    ));
+    out.push((
+        "a library no process maps and an idle device fail route",
+        route_evidence_fails(exe, tmp),
+    ));
     out
+}
+
+/// The files a route-evidence run's stand-in maps, holds open and advances: a "backend
+/// library", a "device" and a busy counter, made in `tmp` under `name`.
+fn route_files(tmp: &Path, name: &str) -> Result<[String; 3], String> {
+    let dir = tmp.join(format!("{name}.files"));
+    let write = |file: &str, text: &str| -> Result<String, String> {
+        let path = dir.join(file);
+        std::fs::write(&path, text)
+            .map_err(|e| format!("failed to write {}: {e}", path.display()))?;
+        Ok(path.display().to_string())
+    };
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| format!("failed to create {}: {e}", dir.display()))?;
+    Ok([
+        write("libstandin-npu.so", "not really a library")?,
+        write("accel0", "")?,
+        write("npu_busy_time_us", "0\n")?,
+    ])
+}
+
+/// The stand-in under its own wrapper (`--wrap`: a parent that does not exec), the child
+/// mapping a library, holding a device open and advancing a busy counter: each found.
+fn route_evidence_run(exe: &Path, tmp: &Path) -> Result<(), String> {
+    let [lib, device, busy] = route_files(tmp, "route-ok")?;
+    let mut gate = UNFLIPPABLE.to_vec();
+    gate.extend([
+        "--replies",
+        "1",
+        "--route-lib",
+        "/libstandin-npu\\.so$",
+        "--route-device",
+        "/accel0$",
+        "--device-busy",
+        &busy,
+    ]);
+    let stand_in = [
+        "--wrap",
+        "--map-file",
+        &lib,
+        "--hold-open",
+        &device,
+        "--busy-counter",
+        &busy,
+        "--tokens",
+        "6",
+    ];
+    let r = gate_run(exe, tmp, "route-ok", &gate, &stand_in)?;
+    r.expect_code(0)?;
+    r.expect_line("route", Status::Ok, "maps libstandin-npu.so")?;
+    r.expect_line("route", Status::Ok, "held ")?;
+    r.expect_line("route", Status::Ok, "the device was busy ")?;
+    // The wrapper is the launched process; the evidence is its child's.
+    let pid = r.manifest.as_ref().and_then(|m| m.serve_pid);
+    let (_, text) = r.line("route").unwrap_or((Status::Info, ""));
+    if pid.is_some_and(|p| text.contains(&format!("process {p} "))) {
+        return Err(r.problem("the evidence should be the wrapper's child's, not the wrapper's"));
+    }
+    Ok(())
+}
+
+/// The same wrapped stand-in asked for a library nobody maps, and a device whose fdinfo
+/// position does not move: route FAILs naming what was found instead.
+fn route_evidence_fails(exe: &Path, tmp: &Path) -> Result<(), String> {
+    let [lib, device, _] = route_files(tmp, "route-fail")?;
+    let mut gate = UNFLIPPABLE.to_vec();
+    gate.extend([
+        "--replies",
+        "1",
+        "--route-lib",
+        "libggml-cuda",
+        "--route-device",
+        "/accel0$",
+        "--device-busy",
+        "fdinfo:pos",
+    ]);
+    let stand_in = [
+        "--wrap",
+        "--map-file",
+        &lib,
+        "--hold-open",
+        &device,
+        "--tokens",
+        "4",
+    ];
+    let r = gate_run(exe, tmp, "route-fail", &gate, &stand_in)?;
+    r.expect_code(1)?;
+    r.expect_line(
+        "route",
+        Status::Fail,
+        "no process of the serve maps /libggml-cuda/ (mapped: libstandin-npu.so",
+    )?;
+    r.expect_line(
+        "route",
+        Status::Fail,
+        "the device's busy counter fdinfo:pos did not advance",
+    )?;
+    r.expect_line("content", Status::Ok, "with content")
 }
 
 /// SIGTERM to the gate while a reply is streaming.
