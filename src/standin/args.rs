@@ -164,6 +164,56 @@ pub struct StandInArgs {
         help_heading = "Faults in the stream"
     )]
     pub inject_after: Option<usize>,
+    /// Map FILE read-only (whole, MAP_PRIVATE) at start and keep it mapped, so /proc/PID/maps
+    /// lists it, as a serve's mapped model or device library is listed. Give it again for more
+    /// files. An empty file cannot be mapped and is refused.
+    #[arg(long, value_name = "FILE", help_heading = "Route evidence")]
+    pub map_file: Vec<PathBuf>,
+    /// Open FILE read-only at start and keep it open, so a link in /proc/PID/fd names it, as a
+    /// serve holds its device file (/dev/accel/accel0) during the replies. Give it again for
+    /// more files.
+    #[arg(long, value_name = "FILE", help_heading = "Route evidence")]
+    pub hold_open: Vec<PathBuf>,
+    /// For each token streamed, move every --hold-open file's position on by N bytes, so
+    /// `pos:` in /proc/PID/fdinfo/FD is a kernel busy counter that grows while the stand-in
+    /// streams (read with `--device-busy fdinfo:pos`).
+    #[arg(long, value_name = "N", help_heading = "Route evidence")]
+    pub held_pos_per_token: Option<u32>,
+    /// Keep FILE holding the microseconds spent producing replies (from a request's arrival to
+    /// its last event, summed over requests) as a number and a newline, like intel_vpu's sysfs
+    /// `npu_busy_time_us`; rewritten whole (a temporary file renamed over it) for each token.
+    /// It counts on from the number FILE holds at start, else 0.
+    #[arg(long, value_name = "FILE", help_heading = "Route evidence")]
+    pub busy_counter: Option<PathBuf>,
+    /// Run as a wrapper that starts this stand-in (without --wrap) as its child, forwards TERM,
+    /// INT and HUP to it and exits as it did (128+N when killed by signal N). Only the child
+    /// listens, maps and holds files, as llama-server under Lemonade or a binary under a Python
+    /// launcher: the gate must walk the serve's whole process tree to find them.
+    #[arg(long, help_heading = "Route evidence")]
+    pub wrap: bool,
+}
+
+impl StandInArgs {
+    /// Refuse a script that cannot run, before anything is opened or started.
+    pub(super) fn check(&self) -> anyhow::Result<()> {
+        // A day at most: a larger gap would overflow the Duration it becomes (a panic, not a
+        // scripted serve).
+        if self
+            .gaps_ms
+            .iter()
+            .any(|g| !g.is_finite() || *g < 0.0 || *g > 86_400_000.0)
+        {
+            anyhow::bail!("--gaps-ms takes numbers of ms, 0 to 86400000");
+        }
+        if self.gaps_ms.is_empty() {
+            anyhow::bail!("--gaps-ms needs at least one number");
+        }
+        // Not clap's `requires`: its error takes several lines, and a bad value here gets one.
+        if self.held_pos_per_token.is_some() && self.hold_open.is_empty() {
+            anyhow::bail!("--held-pos-per-token moves the --hold-open files: give at least one --hold-open FILE");
+        }
+        Ok(())
+    }
 }
 
 /// What the stand-in does after [DONE], or where it would have sent it (`--after-done`).
@@ -191,6 +241,17 @@ pub(super) fn parse(extra: &[&str]) -> StandInArgs {
 #[cfg(test)]
 mod tests {
     use super::parse as args;
+
+    #[test]
+    fn a_position_counter_needs_a_held_file_and_gaps_need_sane_numbers() {
+        let e = args(&["--held-pos-per-token", "4"]).check().unwrap_err();
+        assert!(e.to_string().contains("--hold-open"), "{e}");
+        assert!(args(&["--held-pos-per-token", "4", "--hold-open", "f"])
+            .check()
+            .is_ok());
+        assert!(args(&["--gaps-ms=-1"]).check().is_err());
+        assert!(args(&["--gaps-ms", "1e12"]).check().is_err());
+    }
 
     #[test]
     fn gaps_parse_as_a_list_and_usage_flags_override() {

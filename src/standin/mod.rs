@@ -10,15 +10,31 @@
 //! It is the other side of the wire: it may use the wire's chunk fields, the prompts and the
 //! clock, never the gate's client, judging or report (`tests/layers.rs` checks this), so the
 //! gate is never tested against itself.
+//!
+//! For the gate's route evidence read from /proc, it can leave what a real serve leaves there
+//! (`route.rs`): `--map-file FILE` (mapped at start, listed in /proc/PID/maps), `--hold-open
+//! FILE` (held open, a link in /proc/PID/fd), `--held-pos-per-token N` (each token moves the
+//! held files' positions on by N bytes: `pos:` in /proc/PID/fdinfo/FD grows as it streams) and
+//! `--busy-counter FILE` (the microseconds spent on replies, rewritten atomically per token,
+//! like intel_vpu's sysfs `npu_busy_time_us`). `--wrap` (`wrap.rs`) runs it under a wrapper
+//! process of its own that does not exec, so that evidence is only in a child of the serve the
+//! gate launched. A bad path is refused (exit 2, one line) before it listens.
+//!
+//! # Layout
+//! `args.rs`: the script, as clap reads it, and its checks; `reply.rs`: the chat handler and
+//! the body that sends a scripted reply on time; `trace.rs`: the send trace and the socket that
+//! stamps it; `route.rs`: the route evidence; `wrap.rs`: `--wrap`.
 
 mod args;
 mod reply;
+mod route;
 mod trace;
+mod wrap;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -27,25 +43,20 @@ use tokio::net::TcpListener;
 
 pub use args::{AfterDone, StandInArgs};
 use reply::{chat, models};
+use route::Route;
 pub use trace::TraceLine;
 use trace::{Trace, TracedListener};
 
 /// The model id the stand-in lists.
 pub const MODEL: &str = "stand-in";
 
-/// Run the stand-in until it is killed.
+/// Run the stand-in until it is killed. With `--wrap`, run it as a child and exit as the child
+/// did (this process's exit code is the child's, so it never returns then).
 pub fn run(args: StandInArgs) -> Result<()> {
-    // A day at most: a larger gap would overflow the Duration it becomes (a panic, not a
-    // scripted serve).
-    if args
-        .gaps_ms
-        .iter()
-        .any(|g| !g.is_finite() || *g < 0.0 || *g > 86_400_000.0)
-    {
-        bail!("--gaps-ms takes numbers of ms, 0 to 86400000");
-    }
-    if args.gaps_ms.is_empty() {
-        bail!("--gaps-ms needs at least one number");
+    args.check()?;
+    if args.wrap {
+        let code = wrap::run()?;
+        std::process::exit(code);
     }
     if args.ignore_term {
         // SAFETY: setting a signal's disposition to SIG_IGN installs no handler code.
@@ -57,14 +68,17 @@ pub fn run(args: StandInArgs) -> Result<()> {
         }
         .context("failed to ignore SIGTERM")?;
     }
+    // Mapped for the life of the process: kept here, where serving blocks until the end.
+    let _mapped = route::map_files(&args.map_file)?;
+    let route = Route::open(&args)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("failed to start the async runtime")?;
-    rt.block_on(serve(args))
+    rt.block_on(serve(args, route))
 }
 
-async fn serve(args: StandInArgs) -> Result<()> {
+async fn serve(args: StandInArgs, route: Route) -> Result<()> {
     let _ = crate::console::err_line(&args.route_line);
     if args.startup_ms > 0 {
         let _ =
@@ -78,12 +92,17 @@ async fn serve(args: StandInArgs) -> Result<()> {
         "stand-in: listening on http://{}",
         listener.local_addr()?
     ));
-    serve_on(listener, args).await
+    serve_with(listener, args, route).await
 }
 
 /// Serve on `listener` until the process ends. Taking the listener lets tests bind
-/// 127.0.0.1:0 and run the stand-in in-process.
+/// 127.0.0.1:0 and run the stand-in in-process (`--map-file` and `--wrap` are `run`'s alone).
 pub async fn serve_on(listener: TcpListener, args: StandInArgs) -> Result<()> {
+    let route = Route::open(&args)?;
+    serve_with(listener, args, route).await
+}
+
+async fn serve_with(listener: TcpListener, args: StandInArgs, route: Route) -> Result<()> {
     let trace = match &args.trace {
         Some(path) => Some(Arc::new(Trace(Mutex::new(
             std::fs::OpenOptions::new()
@@ -99,6 +118,7 @@ pub async fn serve_on(listener: TcpListener, args: StandInArgs) -> Result<()> {
     let state = Arc::new(Script {
         args,
         trace: trace.clone(),
+        route: Arc::new(route),
     });
     let app = Router::new()
         .route(
@@ -142,6 +162,7 @@ pub async fn serve_on(listener: TcpListener, args: StandInArgs) -> Result<()> {
 struct Script {
     args: StandInArgs,
     trace: Option<Arc<Trace>>,
+    route: Arc<Route>,
 }
 
 #[cfg(test)]

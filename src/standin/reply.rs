@@ -12,6 +12,7 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::json;
 
+use super::route::Reply;
 use super::{AfterDone, Script, StandInArgs, TraceLine, MODEL};
 use crate::clock;
 use crate::prompts::BUILT_IN;
@@ -159,6 +160,9 @@ const ENDLESS_PIECE: usize = 64 << 10;
 enum Step {
     /// Wait, then send these bytes.
     Send(Duration, Bytes),
+    /// Wait, then send a chunk's bytes that carry this many tokens (the route evidence counts
+    /// them).
+    Token(Duration, Bytes, usize),
     /// Wait, then drop the connection.
     Die(Duration),
     /// Give the last bytes time to leave, then end the process.
@@ -176,46 +180,54 @@ fn forever(wait: Duration, bytes: Bytes) -> impl Iterator<Item = Step> + Send {
 }
 
 /// The body of `steps`, each written after its wait (and, with `trickle`, a byte at a time).
-fn body_of(steps: Steps, work: Duration, trickle: Option<Duration>) -> Body {
-    let stream = futures_util::stream::unfold(steps, move |mut steps| async move {
-        let (wait, item) = match steps.next()? {
-            Step::Send(wait, bytes) => (wait, Ok(bytes)),
-            Step::Die(wait) => (
-                wait,
-                Err(std::io::Error::other("the stand-in drops the connection")),
-            ),
-            Step::Crash => {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                let _ = crate::console::err_line("stand-in: crashing as scripted");
-                std::process::exit(3);
+/// `reply` lives as long as the body: the route evidence counts it busy until it ends or its
+/// connection goes.
+fn body_of(steps: Steps, work: Duration, trickle: Option<Duration>, reply: Reply) -> Body {
+    let stream =
+        futures_util::stream::unfold((steps, reply), move |(mut steps, reply)| async move {
+            let (wait, item, tokens) = match steps.next()? {
+                Step::Send(wait, bytes) => (wait, Ok(bytes), 0),
+                Step::Token(wait, bytes, tokens) => (wait, Ok(bytes), tokens),
+                Step::Die(wait) => (
+                    wait,
+                    Err(std::io::Error::other("the stand-in drops the connection")),
+                    0,
+                ),
+                Step::Crash => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    let _ = crate::console::err_line("stand-in: crashing as scripted");
+                    std::process::exit(3);
+                }
+                Step::Hang => {
+                    futures_util::future::pending::<()>().await;
+                    return None;
+                }
+            };
+            if wait >= Duration::from_millis(1) {
+                tokio::time::sleep(wait).await;
+            } else if !wait.is_zero() {
+                // tokio's timer counts whole milliseconds: shorter gaps (a 20,000 tok/s stream)
+                // are kept by spinning, which only the stand-in pays for.
+                let until = std::time::Instant::now() + wait;
+                while std::time::Instant::now() < until {
+                    std::hint::spin_loop();
+                }
             }
-            Step::Hang => {
-                futures_util::future::pending::<()>().await;
-                return None;
+            if !work.is_zero() {
+                burn(work);
             }
-        };
-        if wait >= Duration::from_millis(1) {
-            tokio::time::sleep(wait).await;
-        } else if !wait.is_zero() {
-            // tokio's timer counts whole milliseconds: shorter gaps (a 20,000 tok/s stream)
-            // are kept by spinning, which only the stand-in pays for.
-            let until = std::time::Instant::now() + wait;
-            while std::time::Instant::now() < until {
-                std::hint::spin_loop();
+            if tokens > 0 {
+                reply.tokens(tokens);
             }
-        }
-        if !work.is_zero() {
-            burn(work);
-        }
-        let stop = item.is_err();
-        // After an error the stream ends: hyper aborts the connection mid-body.
-        let rest: Steps = if stop {
-            Box::new(std::iter::empty())
-        } else {
-            steps
-        };
-        Some((item, rest))
-    });
+            let stop = item.is_err();
+            // After an error the stream ends: hyper aborts the connection mid-body.
+            let rest: Steps = if stop {
+                Box::new(std::iter::empty())
+            } else {
+                steps
+            };
+            Some((item, (rest, reply)))
+        });
     let Some(gap) = trickle else {
         return Body::from_stream(stream);
     };
@@ -243,6 +255,7 @@ pub(super) async fn chat(
     Json(req): Json<ChatRequest>,
 ) -> Response {
     let received = tokio::time::Instant::now();
+    let reply = script.route.reply(received.into_std());
     let args = &script.args;
     let prompt = req
         .messages
@@ -266,7 +279,7 @@ pub(super) async fn chat(
             let mut text = body.to_string().into_bytes();
             text.resize(ENDLESS_PIECE, b' ');
             let steps = forever(Duration::ZERO, Bytes::from(text));
-            let body = body_of(Box::new(steps), Duration::ZERO, trickle);
+            let body = body_of(Box::new(steps), Duration::ZERO, trickle, reply);
             return (status, [(header::CONTENT_TYPE, "application/json")], body).into_response();
         }
         return (status, Json(body)).into_response();
@@ -286,6 +299,8 @@ pub(super) async fn chat(
     let ttft = Duration::from_millis(args.ttft_ms);
     if !req.stream || args.not_sse {
         tokio::time::sleep_until(received + ttft).await;
+        // The whole answer goes at once; `reply` ends when this returns.
+        reply.tokens(n);
         let content: String = chunks.iter().map(|c| c.content.as_str()).collect();
         let body = json!({
             "id": "chatcmpl-stand-in",
@@ -312,7 +327,7 @@ pub(super) async fn chat(
     if args.error_event_after == Some(0) || args.error_chunk_after == Some(0) {
         // After 0 tokens: in place of the first, a stream of nothing but the error.
         let wait = ttft.saturating_sub(received.elapsed());
-        return stream_answer(steps, error_frame(args, wait), args, trickle);
+        return stream_answer(steps, error_frame(args, wait), args, trickle, reply);
     }
     for (i, c) in chunks.iter().enumerate() {
         // The first token waits for ttft from the request's arrival, not from this point.
@@ -327,13 +342,14 @@ pub(super) async fn chat(
         } else {
             delta.insert("content".into(), json!(c.content));
         }
-        steps.push(Step::Send(wait, sse(chunk_json(delta.into(), None))));
-        // "After N tokens": right after the chunk that brings the count to N or past it.
         let before = if i == 0 {
             0
         } else {
             chunks[i - 1].tokens_so_far
         };
+        let bytes = sse(chunk_json(delta.into(), None));
+        steps.push(Step::Token(wait, bytes, c.tokens_so_far - before));
+        // "After N tokens": right after the chunk that brings the count to N or past it.
         let reaches =
             |limit: Option<usize>| limit.is_some_and(|l| before < l && l <= c.tokens_so_far);
         if reaches(args.garbage_after) {
@@ -355,7 +371,13 @@ pub(super) async fn chat(
             steps.push(Step::Die(Duration::ZERO));
         }
         if reaches(args.error_event_after) || reaches(args.error_chunk_after) {
-            return stream_answer(steps, error_frame(args, Duration::ZERO), args, trickle);
+            return stream_answer(
+                steps,
+                error_frame(args, Duration::ZERO),
+                args,
+                trickle,
+                reply,
+            );
         }
         if reaches(args.endless_line_after) {
             let pieces = forever(Duration::ZERO, Bytes::from(vec![b'x'; ENDLESS_PIECE]));
@@ -364,7 +386,7 @@ pub(super) async fn chat(
                 Bytes::from_static(ENDLESS_LINE_START),
             ));
             let steps: Steps = Box::new(steps.into_iter().chain(line).chain(pieces));
-            return sse_response(body_of(steps, Duration::ZERO, trickle));
+            return sse_response(body_of(steps, Duration::ZERO, trickle, reply));
         }
     }
     if args.endless {
@@ -372,10 +394,15 @@ pub(super) async fn chat(
         let gaps = args.gaps_ms.clone();
         let more = (chunks.len()..).map(move |i| {
             let gap = Duration::from_secs_f64(gaps[i % gaps.len()] / 1e3);
-            Step::Send(gap, sse(chunk_json(json!({"content": " ok"}), None)))
+            Step::Token(gap, sse(chunk_json(json!({"content": " ok"}), None)), 1)
         });
         let steps: Steps = Box::new(steps.into_iter().chain(more));
-        return sse_response(body_of(steps, Duration::from_millis(args.work_ms), trickle));
+        return sse_response(body_of(
+            steps,
+            Duration::from_millis(args.work_ms),
+            trickle,
+            reply,
+        ));
     }
     // After 0 tokens: in place of the first token.
     let first = usize::from(args.role_chunk);
@@ -397,7 +424,7 @@ pub(super) async fn chat(
         usage["usage"] = usage_json(usage_tokens);
         steps.push(Step::Send(Duration::ZERO, sse(usage)));
     }
-    stream_answer(steps, None, args, trickle)
+    stream_answer(steps, None, args, trickle, reply)
 }
 
 /// The scripted error, as --error-event-after or --error-chunk-after sends it, after `wait`.
@@ -417,6 +444,7 @@ fn stream_answer(
     last: Option<Step>,
     args: &StandInArgs,
     trickle: Option<Duration>,
+    reply: Reply,
 ) -> Response {
     steps.extend(last);
     if !args.no_done {
@@ -434,7 +462,12 @@ fn stream_answer(
         }
     };
     let steps: Steps = Box::new(steps.into_iter().chain(after));
-    sse_response(body_of(steps, Duration::from_millis(args.work_ms), trickle))
+    sse_response(body_of(
+        steps,
+        Duration::from_millis(args.work_ms),
+        trickle,
+        reply,
+    ))
 }
 
 fn sse_response(body: Body) -> Response {
