@@ -21,4 +21,5 @@ mod run_dir;
 mod safety;
 mod self_test;
 mod serve_log;
+mod standin_route;
 mod supervise;

@@ -1,0 +1,526 @@
+//! The scripted reply to a chat completion request: its tokens, its chunks, its faults, and
+//! the body that sends them on time.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::route::Reply;
+use super::{AfterDone, Script, StandInArgs, TraceLine, MODEL};
+use crate::clock;
+use crate::prompts::BUILT_IN;
+
+pub(super) async fn models() -> Json<serde_json::Value> {
+    Json(json!({
+        "object": "list",
+        "data": [{"id": MODEL, "object": "model", "owned_by": "npu-serve-smoke"}],
+    }))
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct ChatRequest {
+    #[serde(default)]
+    messages: Vec<Message>,
+    #[serde(default)]
+    stream: bool,
+    max_tokens: Option<usize>,
+    stream_options: Option<StreamOptions>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct Message {
+    #[serde(default)]
+    role: String,
+    #[serde(default)]
+    content: serde_json::Value,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct StreamOptions {
+    #[serde(default)]
+    include_usage: bool,
+}
+
+/// The answer's tokens: its words, then filler up to `n`.
+fn answer_tokens(args: &StandInArgs, prompt: &str, n: usize) -> Vec<String> {
+    let answer = match &args.answer {
+        Some(a) => a.as_str(),
+        None => BUILT_IN
+            .iter()
+            .find(|b| b.prompt == prompt)
+            .map_or("I am the stand-in serve.", |b| b.stand_in_answer),
+    };
+    let words = answer.split_whitespace().enumerate().map(|(i, w)| {
+        if i == 0 {
+            w.to_string()
+        } else {
+            format!(" {w}")
+        }
+    });
+    words
+        .chain(std::iter::repeat(" ok".to_string()))
+        .take(n)
+        .collect()
+}
+
+/// What one chunk of a reply carries.
+#[derive(Debug, Clone, PartialEq)]
+struct ScriptedChunk {
+    reasoning: String,
+    content: String,
+    /// Tokens sent up to and including this chunk.
+    tokens_so_far: usize,
+}
+
+/// A reply's chunks: `n` tokens, the first `reasoning_tokens` of them reasoning, grouped
+/// `chunk_tokens` a chunk without mixing the two channels.
+fn reply_chunks(args: &StandInArgs, prompt: &str, n: usize) -> Vec<ScriptedChunk> {
+    let r = args.reasoning_tokens.min(n);
+    let answer = answer_tokens(args, prompt, n - r);
+    let k = args.chunk_tokens as usize;
+    let mut chunks = Vec::new();
+    let mut sent = 0;
+    for group in std::iter::repeat_n(" think".to_string(), r)
+        .collect::<Vec<_>>()
+        .chunks(k)
+    {
+        sent += group.len();
+        chunks.push(ScriptedChunk {
+            reasoning: group.concat(),
+            content: String::new(),
+            tokens_so_far: sent,
+        });
+    }
+    for group in answer.chunks(k) {
+        sent += group.len();
+        chunks.push(ScriptedChunk {
+            reasoning: String::new(),
+            content: if args.empty {
+                String::new()
+            } else {
+                group.concat()
+            },
+            tokens_so_far: sent,
+        });
+    }
+    chunks
+}
+
+fn sse(v: serde_json::Value) -> Bytes {
+    Bytes::from(format!("data: {v}\n\n"))
+}
+
+fn chunk_json(delta: serde_json::Value, finish: Option<&str>) -> serde_json::Value {
+    chunk_envelope(json!([{"index": 0, "delta": delta, "finish_reason": finish}]))
+}
+
+/// A streamed chunk with these choices (none, for the usage chunk).
+fn chunk_envelope(choices: serde_json::Value) -> serde_json::Value {
+    json!({
+        "id": "chatcmpl-stand-in",
+        "object": "chat.completion.chunk",
+        "model": MODEL,
+        "choices": choices,
+    })
+}
+
+/// The usage of a reply of `n` tokens.
+fn usage_json(n: usize) -> serde_json::Value {
+    json!({"prompt_tokens": 1, "completion_tokens": n, "total_tokens": n + 1})
+}
+
+/// Spin on the CPU for `d` of wall time: scripted host work.
+fn burn(d: Duration) {
+    let start = std::time::Instant::now();
+    let mut x = 0u64;
+    while start.elapsed() < d {
+        x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+    }
+}
+
+/// The scripted line that is not SSE.
+const GARBAGE: &[u8] = b"this line is not SSE {\n\n";
+/// The scripted event that is not JSON.
+const BAD_JSON: &[u8] = b"data: {\"choices\": [not json\n\n";
+/// The scripted event that is JSON, but not of a chunk's shape.
+const WRONG_SHAPE: &[u8] = b"data: {\"choices\":{\"delta\":\"Paris\"}}\n\n";
+/// The start of the scripted line that never ends.
+const ENDLESS_LINE_START: &[u8] = b"data: {\"choices\":[{\"delta\":{\"content\":\"";
+/// A piece of a body without end.
+const ENDLESS_PIECE: usize = 64 << 10;
+
+/// What the body stream does next.
+enum Step {
+    /// Wait, then send these bytes.
+    Send(Duration, Bytes),
+    /// Wait, then send a chunk's bytes that carry this many tokens (the route evidence counts
+    /// them).
+    Token(Duration, Bytes, usize),
+    /// Wait, then drop the connection.
+    Die(Duration),
+    /// Give the last bytes time to leave, then end the process.
+    Crash,
+    /// Keep the connection open, sending nothing, until the client goes.
+    Hang,
+}
+
+/// The steps of a body, in order; without end for the endless faults.
+type Steps = Box<dyn Iterator<Item = Step> + Send>;
+
+/// `bytes` over and over, without end.
+fn forever(wait: Duration, bytes: Bytes) -> impl Iterator<Item = Step> + Send {
+    std::iter::repeat_with(move || Step::Send(wait, bytes.clone()))
+}
+
+/// The body of `steps`, each written after its wait (and, with `trickle`, a byte at a time).
+/// `reply` lives as long as the body: the route evidence counts it busy until it ends or its
+/// connection goes.
+fn body_of(steps: Steps, work: Duration, trickle: Option<Duration>, reply: Reply) -> Body {
+    let stream =
+        futures_util::stream::unfold((steps, reply), move |(mut steps, reply)| async move {
+            let (wait, item, tokens) = match steps.next()? {
+                Step::Send(wait, bytes) => (wait, Ok(bytes), 0),
+                Step::Token(wait, bytes, tokens) => (wait, Ok(bytes), tokens),
+                Step::Die(wait) => (
+                    wait,
+                    Err(std::io::Error::other("the stand-in drops the connection")),
+                    0,
+                ),
+                Step::Crash => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    let _ = crate::console::err_line("stand-in: crashing as scripted");
+                    std::process::exit(3);
+                }
+                Step::Hang => {
+                    futures_util::future::pending::<()>().await;
+                    return None;
+                }
+            };
+            if wait >= Duration::from_millis(1) {
+                tokio::time::sleep(wait).await;
+            } else if !wait.is_zero() {
+                // tokio's timer counts whole milliseconds: shorter gaps (a 20,000 tok/s stream)
+                // are kept by spinning, which only the stand-in pays for.
+                let until = std::time::Instant::now() + wait;
+                while std::time::Instant::now() < until {
+                    std::hint::spin_loop();
+                }
+            }
+            if !work.is_zero() {
+                burn(work);
+            }
+            if tokens > 0 {
+                reply.tokens(tokens);
+            }
+            let stop = item.is_err();
+            // After an error the stream ends: hyper aborts the connection mid-body.
+            let rest: Steps = if stop {
+                Box::new(std::iter::empty())
+            } else {
+                steps
+            };
+            Some((item, (rest, reply)))
+        });
+    let Some(gap) = trickle else {
+        return Body::from_stream(stream);
+    };
+    // A byte at a time: each item's bytes are held and let out one by one.
+    let trickled = futures_util::stream::unfold(
+        (Box::pin(stream), Bytes::new()),
+        move |(mut stream, mut held)| async move {
+            use futures_util::StreamExt;
+            while held.is_empty() {
+                match stream.next().await? {
+                    Ok(bytes) => held = bytes,
+                    Err(e) => return Some((Err(e), (stream, held))),
+                }
+            }
+            tokio::time::sleep(gap).await;
+            let byte = held.split_to(1);
+            Some((Ok(byte), (stream, held)))
+        },
+    );
+    Body::from_stream(trickled)
+}
+
+pub(super) async fn chat(
+    State(script): State<Arc<Script>>,
+    Json(req): Json<ChatRequest>,
+) -> Response {
+    let received = tokio::time::Instant::now();
+    let reply = script.route.reply(received.into_std());
+    let args = &script.args;
+    let prompt = req
+        .messages
+        .iter()
+        .rev()
+        .find(|m| m.role == "user")
+        .and_then(|m| m.content.as_str())
+        .unwrap_or("")
+        .to_string();
+    if let Some(trace) = &script.trace {
+        trace.write(&TraceLine::Request {
+            received_ns: clock::now_ns(),
+            prompt: prompt.clone(),
+        });
+    }
+    let trickle = args.trickle_ms.map(Duration::from_millis);
+    if let Some(code) = args.http_status {
+        let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let body = json!({"error": {"message": "scripted error from the stand-in", "code": code}});
+        if args.endless_body {
+            let mut text = body.to_string().into_bytes();
+            text.resize(ENDLESS_PIECE, b' ');
+            let steps = forever(Duration::ZERO, Bytes::from(text));
+            let body = body_of(Box::new(steps), Duration::ZERO, trickle, reply);
+            return (status, [(header::CONTENT_TYPE, "application/json")], body).into_response();
+        }
+        return (status, Json(body)).into_response();
+    }
+    let max_tokens = req.max_tokens.unwrap_or(usize::MAX);
+    let n = args.tokens.min(max_tokens);
+    let natural = if n == max_tokens { "length" } else { "stop" };
+    let finish = args.finish_reason.as_deref().unwrap_or(natural);
+    let mut chunks = reply_chunks(args, &prompt, n);
+    if let Some(extra) = args.big_chunk {
+        let mut pad = " ok".repeat(extra.div_ceil(3));
+        pad.truncate(extra);
+        for chunk in chunks.iter_mut().take(args.big_chunks) {
+            chunk.content.push_str(&pad);
+        }
+    }
+    let ttft = Duration::from_millis(args.ttft_ms);
+    if !req.stream || args.not_sse {
+        tokio::time::sleep_until(received + ttft).await;
+        // The whole answer goes at once; `reply` ends when this returns.
+        reply.tokens(n);
+        let content: String = chunks.iter().map(|c| c.content.as_str()).collect();
+        let body = json!({
+            "id": "chatcmpl-stand-in",
+            "object": "chat.completion",
+            "model": MODEL,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}],
+            "usage": usage_json(n),
+        });
+        return Json(body).into_response();
+    }
+    let usage_tokens = args.usage_claims.map_or(n, |c| c as usize);
+    let include_usage = req.stream_options.is_some_and(|o| o.include_usage) && !args.no_usage;
+    let mut steps = Vec::new();
+    if args.role_chunk {
+        steps.push(Step::Send(
+            Duration::ZERO,
+            sse(chunk_json(
+                json!({"role": "assistant", "content": ""}),
+                None,
+            )),
+        ));
+    }
+    let gap = |i: usize| Duration::from_secs_f64(args.gaps_ms[i % args.gaps_ms.len()] / 1e3);
+    if args.error_event_after == Some(0) || args.error_chunk_after == Some(0) {
+        // After 0 tokens: in place of the first, a stream of nothing but the error.
+        let wait = ttft.saturating_sub(received.elapsed());
+        return stream_answer(steps, error_frame(args, wait), args, trickle, reply);
+    }
+    for (i, c) in chunks.iter().enumerate() {
+        // The first token waits for ttft from the request's arrival, not from this point.
+        let wait = if i == 0 {
+            ttft.saturating_sub(received.elapsed())
+        } else {
+            gap(i - 1)
+        };
+        let mut delta = serde_json::Map::new();
+        if !c.reasoning.is_empty() {
+            delta.insert("reasoning_content".into(), json!(c.reasoning));
+        } else {
+            delta.insert("content".into(), json!(c.content));
+        }
+        let before = if i == 0 {
+            0
+        } else {
+            chunks[i - 1].tokens_so_far
+        };
+        let bytes = sse(chunk_json(delta.into(), None));
+        steps.push(Step::Token(wait, bytes, c.tokens_so_far - before));
+        // "After N tokens": right after the chunk that brings the count to N or past it.
+        let reaches =
+            |limit: Option<usize>| limit.is_some_and(|l| before < l && l <= c.tokens_so_far);
+        if reaches(args.garbage_after) {
+            steps.push(Step::Send(Duration::ZERO, Bytes::from_static(GARBAGE)));
+        }
+        if reaches(args.bad_json_after) {
+            steps.push(Step::Send(Duration::ZERO, Bytes::from_static(BAD_JSON)));
+        }
+        if reaches(args.wrong_shape_after) {
+            steps.push(Step::Send(Duration::ZERO, Bytes::from_static(WRONG_SHAPE)));
+        }
+        if let (true, Some(bytes)) = (reaches(args.inject_after), &args.inject) {
+            steps.push(Step::Send(Duration::ZERO, Bytes::from(bytes.clone())));
+        }
+        if reaches(args.crash_after) {
+            steps.push(Step::Crash);
+        }
+        if reaches(args.die_after) {
+            steps.push(Step::Die(Duration::ZERO));
+        }
+        if reaches(args.error_event_after) || reaches(args.error_chunk_after) {
+            return stream_answer(
+                steps,
+                error_frame(args, Duration::ZERO),
+                args,
+                trickle,
+                reply,
+            );
+        }
+        if reaches(args.endless_line_after) {
+            let pieces = forever(Duration::ZERO, Bytes::from(vec![b'x'; ENDLESS_PIECE]));
+            let line = std::iter::once(Step::Send(
+                Duration::ZERO,
+                Bytes::from_static(ENDLESS_LINE_START),
+            ));
+            let steps: Steps = Box::new(steps.into_iter().chain(line).chain(pieces));
+            return sse_response(body_of(steps, Duration::ZERO, trickle, reply));
+        }
+    }
+    if args.endless {
+        // Past the scripted tokens, " ok" for ever, as a serve that ignores max_tokens.
+        let gaps = args.gaps_ms.clone();
+        let more = (chunks.len()..).map(move |i| {
+            let gap = Duration::from_secs_f64(gaps[i % gaps.len()] / 1e3);
+            Step::Token(gap, sse(chunk_json(json!({"content": " ok"}), None)), 1)
+        });
+        let steps: Steps = Box::new(steps.into_iter().chain(more));
+        return sse_response(body_of(
+            steps,
+            Duration::from_millis(args.work_ms),
+            trickle,
+            reply,
+        ));
+    }
+    // After 0 tokens: in place of the first token.
+    let first = usize::from(args.role_chunk);
+    if args.garbage_after == Some(0) {
+        steps.insert(first, Step::Send(ttft, Bytes::from_static(GARBAGE)));
+    }
+    if let (Some(0), Some(bytes)) = (args.inject_after, &args.inject) {
+        steps.insert(first, Step::Send(ttft, Bytes::from(bytes.clone())));
+    }
+    if args.die_after == Some(0) {
+        steps.insert(first, Step::Die(ttft));
+    }
+    steps.push(Step::Send(
+        Duration::ZERO,
+        sse(chunk_json(json!({}), Some(finish))),
+    ));
+    if include_usage {
+        let mut usage = chunk_envelope(json!([]));
+        usage["usage"] = usage_json(usage_tokens);
+        steps.push(Step::Send(Duration::ZERO, sse(usage)));
+    }
+    stream_answer(steps, None, args, trickle, reply)
+}
+
+/// The scripted error, as --error-event-after or --error-chunk-after sends it, after `wait`.
+fn error_frame(args: &StandInArgs, wait: Duration) -> Option<Step> {
+    let frame = if args.error_event_after.is_some() {
+        format!("event: error\ndata: {}\n\n", args.error_data)
+    } else {
+        format!("data: {}\n\n", args.error_data)
+    };
+    Some(Step::Send(wait, Bytes::from(frame)))
+}
+
+/// The streamed answer: `steps`, then `last` (a scripted error frame), then [DONE], and what
+/// --after-done asks for after it.
+fn stream_answer(
+    mut steps: Vec<Step>,
+    last: Option<Step>,
+    args: &StandInArgs,
+    trickle: Option<Duration>,
+    reply: Reply,
+) -> Response {
+    steps.extend(last);
+    if !args.no_done {
+        steps.push(Step::Send(
+            Duration::ZERO,
+            Bytes::from_static(b"data: [DONE]\n\n"),
+        ));
+    }
+    let gap = Duration::from_secs_f64(args.gaps_ms[0] / 1e3).max(Duration::from_millis(1));
+    let after: Steps = match args.after_done {
+        None => Box::new(std::iter::empty()),
+        Some(AfterDone::Silent) => Box::new(std::iter::once(Step::Hang)),
+        Some(AfterDone::Comments) => {
+            Box::new(forever(gap, Bytes::from_static(b": keep-alive\n\n")))
+        }
+    };
+    let steps: Steps = Box::new(steps.into_iter().chain(after));
+    sse_response(body_of(
+        steps,
+        Duration::from_millis(args.work_ms),
+        trickle,
+        reply,
+    ))
+}
+
+fn sse_response(body: Body) -> Response {
+    (
+        StatusCode::OK,
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::standin::args::parse as args;
+
+    #[test]
+    fn built_in_prompts_get_their_right_answer_then_filler() {
+        let a = args(&[]);
+        assert_eq!(
+            answer_tokens(&a, BUILT_IN[0].prompt, 4).concat(),
+            "Paris. ok ok ok"
+        );
+        assert_eq!(
+            answer_tokens(&args(&["--answer", "London is it"]), "x", 2).concat(),
+            "London is"
+        );
+    }
+
+    #[test]
+    fn chunks_group_tokens_and_keep_reasoning_apart() {
+        let a = args(&[
+            "--chunk-tokens",
+            "3",
+            "--reasoning-tokens",
+            "4",
+            "--answer",
+            "a b c d e f",
+        ]);
+        let c = reply_chunks(&a, "x", 10);
+        let shape: Vec<(usize, usize, usize)> = c
+            .iter()
+            .map(|c| {
+                (
+                    c.reasoning.split_whitespace().count(),
+                    c.content.split_whitespace().count(),
+                    c.tokens_so_far,
+                )
+            })
+            .collect();
+        assert_eq!(shape, vec![(3, 0, 3), (1, 0, 4), (0, 3, 7), (0, 3, 10)]);
+    }
+}
