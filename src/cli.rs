@@ -98,7 +98,7 @@ pub fn dispatch(cli: Cli, given: &[String]) -> Result<u8> {
             gate::run(args)
         }
         Command::Judge(args) => judge::run(*args),
-        Command::StandIn(args) => standin::run(*args).map(|()| exit_codes::PASS),
+        Command::StandIn(args) => standin::run(*args),
         Command::SelfTest => selftest::run(),
         Command::Compare(args) => compare::run(args),
         Command::Supervise(args) => supervise::run(args),

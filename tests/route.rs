@@ -245,3 +245,81 @@ fn an_attached_serve_has_no_process_to_look_at_and_fails_process_evidence() {
         "{stdout}"
     );
 }
+
+#[test]
+fn a_busy_counter_a_real_process_advances_passes_with_the_share_of_the_replies() {
+    // The stand-in adds the microseconds it spends on each reply to a sysfs-like counter file
+    // (written whole, by rename) and moves its held "device" file's position by 5 a token, the
+    // kernel's own fdinfo `pos:` counter.
+    let (d, out) = scratch();
+    let counter = d.path().join("npu_busy_time_us");
+    std::fs::write(&counter, "0\n").unwrap();
+    let device = d.path().join("accel0");
+    std::fs::write(&device, "").unwrap();
+    let (code, stdout) = stand_in_run(
+        &out,
+        &[
+            "--replies",
+            "2",
+            "--device-busy",
+            counter.to_str().unwrap(),
+            "--route-device",
+            "/accel0$",
+        ],
+        &[
+            "--busy-counter",
+            counter.to_str().unwrap(),
+            "--hold-open",
+            device.to_str().unwrap(),
+            "--held-pos-per-token",
+            "5",
+            "--gaps-ms",
+            "20",
+        ],
+    );
+    assert_eq!(code, Some(0), "{stdout}");
+    let route = line(&stdout, "route");
+    assert!(route.contains("the device was busy "), "{stdout}");
+    assert!(route.contains(" us in "), "{stdout}");
+    let record = json(&out.join("route.json"));
+    let k = &record["counter"];
+    assert!(
+        k["after"]["value"].as_u64().unwrap() > k["before"]["value"].as_u64().unwrap(),
+        "{k}"
+    );
+    // The held file's fdinfo position instead: the value the kernel keeps for that open file.
+    let (_d2, out2) = scratch();
+    let (code, stdout) = stand_in_run(
+        &out2,
+        &[
+            "--replies",
+            "2",
+            "--device-busy",
+            "fdinfo:pos",
+            "--route-device",
+            "/accel0$",
+        ],
+        &[
+            "--hold-open",
+            device.to_str().unwrap(),
+            "--held-pos-per-token",
+            "5",
+        ],
+    );
+    assert_eq!(code, Some(0), "{stdout}");
+    let record = json(&out2.join("route.json"));
+    let tokens: u64 = replies(&out2)
+        .iter()
+        .map(|r| r["metrics"]["tokens"].as_f64().unwrap() as u64)
+        .sum();
+    let k = &record["counter"];
+    assert_eq!(k["before"]["value"], 0, "{k}");
+    assert_eq!(k["after"]["value"], tokens * 5, "{k}");
+    assert!(
+        line(&stdout, "route").contains(&format!(
+            "the busy counter fdinfo:pos advanced by {} during the replies",
+            tokens * 5
+        )),
+        "{stdout}"
+    );
+}

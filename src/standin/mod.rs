@@ -50,13 +50,12 @@ use trace::{Trace, TracedListener};
 /// The model id the stand-in lists.
 pub const MODEL: &str = "stand-in";
 
-/// Run the stand-in until it is killed. With `--wrap`, run it as a child and exit as the child
-/// did (this process's exit code is the child's, so it never returns then).
-pub fn run(args: StandInArgs) -> Result<()> {
+/// Run the stand-in until it is killed; its exit code. With `--wrap`, run it as a child and
+/// return the child's exit code once it has exited.
+pub fn run(args: StandInArgs) -> Result<u8> {
     args.check()?;
     if args.wrap {
-        let code = wrap::run()?;
-        std::process::exit(code);
+        return wrap::run();
     }
     if args.ignore_term {
         // SAFETY: setting a signal's disposition to SIG_IGN installs no handler code.
@@ -75,7 +74,8 @@ pub fn run(args: StandInArgs) -> Result<()> {
         .enable_all()
         .build()
         .context("failed to start the async runtime")?;
-    rt.block_on(serve(args, route))
+    rt.block_on(serve(args, route))?;
+    Ok(0)
 }
 
 async fn serve(args: StandInArgs, route: Route) -> Result<()> {

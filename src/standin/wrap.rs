@@ -23,7 +23,7 @@ const FORWARDED: [Signal; 3] = [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP]
 
 /// Start this stand-in again without `--wrap` as a child, pass the forwarded signals on to it,
 /// and return its exit code once it has exited (and been reaped).
-pub(super) fn run() -> Result<i32> {
+pub(super) fn run() -> Result<u8> {
     let exe = std::env::current_exe().context("failed to find this program to start its copy")?;
     let mut set = SigSet::empty();
     for s in FORWARDED {
@@ -70,12 +70,13 @@ fn child_args(args: impl Iterator<Item = OsString>) -> Vec<OsString> {
 
 /// The wrapper's exit code for the child's status: its code, or 128+N when signal N killed it,
 /// as a shell reports it.
-fn exit_code(status: ExitStatus) -> i32 {
-    match (status.code(), status.signal()) {
+fn exit_code(status: ExitStatus) -> u8 {
+    let code = match (status.code(), status.signal()) {
         (Some(code), _) => code,
         (None, Some(sig)) => 128 + sig,
         (None, None) => 1,
-    }
+    };
+    u8::try_from(code).unwrap_or(1)
 }
 
 #[cfg(test)]
