@@ -12,7 +12,12 @@ minute on 2 cores:
  (c) the floor: curl -N streaming the same request, its CPU per 1,000 tokens, so the gate's
      cost is a ratio to curl's measured in the same run;
  (d) overhead around the serve: gate wall time minus the serve's time to ready and the
-     replies' time.
+     replies' time;
+ (e) route evidence: the same 20,000-token stream from a stand-in the gate launches, with
+     --route-lib, --route-device and --device-busy fdinfo:pos (the tree walked, open files read
+     on every 250 ms sample, maps when the tree changes), against the stand-in attached with
+     --url (no tree to walk): the gate's own CPU (run.json gate_cpu_s, so the launched serve's
+     CPU is not counted) per 1,000 tokens each way, and the ratio of the first to curl's.
 
 Per-token costs subtract a 10-token run of the same client, so start-up is not counted as
 streaming. Each cost figure is the median of --trials runs. Exit 1 when a target is missed.
@@ -39,6 +44,7 @@ TARGETS = {
     "peak_rss_mib": 20.0,
     "rate_error_pct": 1.0,
     "overhead_ms": 100.0,
+    "route_on_cpu_ratio_to_curl": 1.5,
 }
 
 
@@ -180,6 +186,39 @@ def cost(tmp, trials):
     }
 
 
+def route_cost(tmp, trials, curl_per_k):
+    """Gate CPU per 1,000 tokens with route evidence on (launched) and off (attached)."""
+    device = os.path.join(tmp, "accel0")
+    open(device, "w").close()
+    evidence = ["--route-lib", "npu-serve-smoke$", "--route-device", "/accel0$",
+                "--device-busy", "fdinfo:pos"]
+    trace = os.path.join(tmp, "route.trace.jsonl")
+    stand_in, url = start_stand_in(tmp, trace)
+    on = {BIG: [], SMALL: []}
+    off = {BIG: [], SMALL: []}
+    try:
+        for i in range(trials):
+            for tokens in (BIG, SMALL):
+                launched = ["--stand-in", "--replies", "1", *UNFLIPPABLE, *evidence,
+                            "--max-tokens", str(tokens), "--", "--tokens", str(BIG),
+                            "--gaps-ms", "0.05", "--hold-open", device]
+                m, _, _, _ = run_gate(launched, tmp, f"route-on-{tokens}-{i}")
+                on[tokens].append(m["gate_cpu_s"])
+                attached = ["--url", url, "--replies", "1", *UNFLIPPABLE, "--max-tokens", str(tokens)]
+                m, _, _, _ = run_gate(attached, tmp, f"route-off-{tokens}-{i}")
+                off[tokens].append(m["gate_cpu_s"])
+    finally:
+        stand_in.terminate()
+        stand_in.wait()
+    per_k = lambda d: (statistics.median(d[BIG]) - statistics.median(d[SMALL])) / ((BIG - SMALL) / 1000)
+    on_k, off_k = per_k(on), per_k(off)
+    return {
+        "route_on_gate_cpu_ms_per_1000_tokens": on_k * 1e3,
+        "route_off_gate_cpu_ms_per_1000_tokens": off_k * 1e3,
+        "route_on_cpu_ratio_to_curl": on_k / curl_per_k if curl_per_k > 0 else float("inf"),
+    }
+
+
 def overhead(tmp, trials):
     results = []
     for i in range(trials):
@@ -199,6 +238,8 @@ def main():
         subprocess.run(["cargo", "build", "--release", "--locked", "--quiet"], cwd=ROOT, check=True)
     with tempfile.TemporaryDirectory(prefix="npu-serve-smoke-bench.") as tmp:
         figures = {**accuracy(tmp), **cost(tmp, args.trials), **overhead(tmp, args.trials)}
+        curl_per_k = figures["curl_cpu_ms_per_1000_tokens"] / 1e3
+        figures.update(route_cost(tmp, args.trials, curl_per_k))
     missed = [k for k, limit in TARGETS.items() if figures[k] > limit]
     if args.json:
         print(json.dumps({"figures": figures, "targets": TARGETS, "missed": missed}, indent=2))
