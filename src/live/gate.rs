@@ -346,7 +346,10 @@ async fn execute(plan: Plan) -> Result<u8> {
         gate_cpu_s: None,
         gate_max_rss_kib: None,
         settings: Some(plan.settings.clone()),
+        provenance: None,
     };
+    // Before run.json is first written, so a run killed later still says what it ran on.
+    manifest.provenance = Some(crate::live::provenance::gather(&manifest, plan.max_tokens));
     dir.write_json(rundir::MANIFEST, &manifest)?;
     let client = &plan.client;
 

@@ -11,6 +11,7 @@ pub mod client;
 pub mod conditions;
 pub mod gate;
 pub mod hold;
+pub mod provenance;
 pub mod route_probe;
 pub mod run_args;
 pub mod serve;
