@@ -8,5 +8,6 @@
 
 pub mod archived;
 pub mod measure;
+pub mod provenance;
 pub mod serve_log;
 pub mod verdict;
