@@ -1,5 +1,7 @@
 //! `compare DIR...`: runs side by side, oldest first, with the conditions each ran under, so a
-//! trend in rate or first-token is read beside the box's load and the serve binary's hash.
+//! trend in rate or first-token is read beside the box's load and the serve binary's hash; and
+//! below the table, what in each later run's provenance differs from the first run's (issue 18):
+//! a model file, the workload or the serve's arguments (the runs are not comparable), or the box.
 
 use std::path::{Path, PathBuf};
 
@@ -7,13 +9,16 @@ use anyhow::{bail, Result};
 use clap::Args;
 use serde::Serialize;
 
+use crate::archive::record::Provenance;
 use crate::archive::rundir;
 use crate::judging::archived::judge_archive;
 use crate::judging::measure::{measure, median};
+use crate::judging::provenance::{differences, Difference};
 use crate::judging::verdict::Criteria;
 
 /// `compare`'s arguments.
 #[derive(Debug, Args)]
+#[command(after_help = DIFFERS_HELP)]
 pub struct CompareArgs {
     /// Run directories to compare.
     #[arg(value_name = "DIR", required = true)]
@@ -22,6 +27,16 @@ pub struct CompareArgs {
     #[arg(long)]
     pub json: bool,
 }
+
+/// What `compare --help` says of the section below the table.
+const DIFFERS_HELP: &str = "\
+Below the table, for each run after the first (oldest) one, what in its provenance (run.json
+`provenance`) differs from the first run's: a model file's hash, the serve's arguments or the
+workload (prompts, max_tokens, extra body), which make the two runs measure different things
+(`not comparable`); or a fact of the box (`box: NAME`, NAME being host, cpu, memory, kernel,
+modules, firmware or tool). A run recorded without provenance is named as such. Nothing is
+printed when every run matches the first. With --json, each row has `provenance` (whether
+the run recorded it) and `differences` (against the first run; null for the first).";
 
 /// One run's row. A run directory that cannot be read has its `dir` and `unreadable` only.
 #[derive(Debug, Clone, Serialize, PartialEq, Default)]
@@ -51,6 +66,14 @@ pub struct Row {
     pub summary: Option<String>,
     /// Why the directory could not be read.
     pub unreadable: Option<String>,
+    /// Whether run.json records the run's provenance.
+    pub provenance: bool,
+    /// For a run after the first, what in its provenance differs from the first run's; `None`
+    /// for the first run, and where either run has no provenance.
+    pub differences: Option<Vec<Difference>>,
+    /// The provenance itself, to compare with.
+    #[serde(skip)]
+    pub recorded: Option<Provenance>,
 }
 
 /// `result` of a run directory that cannot be read.
@@ -73,6 +96,16 @@ pub fn rows(dirs: &[PathBuf]) -> Vec<Row> {
         }
     }
     rows.sort_by(|a, b| a.started_utc.cmp(&b.started_utc));
+    if let Some((first, later)) = rows.split_first_mut() {
+        if let Some(baseline) = &first.recorded {
+            for r in later {
+                r.differences = r
+                    .recorded
+                    .as_ref()
+                    .map(|candidate| differences(candidate, baseline));
+            }
+        }
+    }
     rows.extend(bad);
     rows
 }
@@ -104,7 +137,47 @@ fn row(dir: &Path) -> Result<Row> {
         result: verdict.outcome.word().to_string(),
         summary: Some(format!("RESULT: {}", verdict.outcome)),
         unreadable: None,
+        provenance: a.manifest.provenance.is_some(),
+        differences: None,
+        recorded: a.manifest.provenance.clone(),
     })
+}
+
+/// What each run after the first differs in from the first run's provenance, one line a
+/// difference; empty when every run matches the first.
+pub fn differs(rows: &[Row]) -> String {
+    let readable: Vec<&Row> = rows.iter().filter(|r| r.unreadable.is_none()).collect();
+    let Some((first, later)) = readable.split_first() else {
+        return String::new();
+    };
+    if later.is_empty() {
+        return String::new();
+    }
+    let mut lines = Vec::new();
+    if first.recorded.is_none() {
+        lines.push(format!(
+            "  {}: no provenance recorded (a run from before it was): nothing to compare with",
+            first.dir
+        ));
+    } else {
+        for r in later {
+            match &r.differences {
+                Some(d) => lines.extend(d.iter().map(|d| format!("  {}: {d}", r.dir))),
+                None => lines.push(format!(
+                    "  {}: no provenance recorded (a run from before it was)",
+                    r.dir
+                )),
+            }
+        }
+    }
+    if lines.is_empty() {
+        return String::new();
+    }
+    format!(
+        "\ndiffers from the first run ({}):\n{}\n",
+        first.dir,
+        lines.join("\n")
+    )
 }
 
 /// The rows as an aligned table.
@@ -170,6 +243,7 @@ pub fn table(rows: &[Row]) -> String {
         out.push_str(&u);
         out.push('\n');
     }
+    out.push_str(&differs(rows));
     out
 }
 
