@@ -14,6 +14,7 @@ mod layers;
 mod llama;
 mod output;
 mod profiles;
+mod provenance;
 mod route;
 mod route_logs;
 mod run;
