@@ -642,7 +642,14 @@ fn an_sse_line_without_end_fails_at_the_line_cap() {
 fn a_real_10_mb_chunk_passes_and_its_content_is_judged() {
     let f = Fault::run(
         &["--replies", "1"],
-        &["--tokens", "5", "--big-chunk", "10000000", "--gaps-ms", "200"],
+        &[
+            "--tokens",
+            "5",
+            "--big-chunk",
+            "10000000",
+            "--gaps-ms",
+            "200",
+        ],
     );
     // Plumbing, not timing: on a busy box the gate can still be reading the 10 MB chunk when
     // the last tokens come, so they land in one read and the reply has no rate (rate FAIL, a
