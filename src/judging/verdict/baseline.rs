@@ -101,15 +101,15 @@ pub(super) fn baseline_lines(e: &Evidence<'_>, c: &Criteria) -> Vec<Line> {
                     status = Status::Inconclusive;
                     text.push_str(&format!(
                         "; inconclusive: the box was busier than at the baseline ({} against {})",
-                        h.describe(),
-                        t.describe()
+                        short(&h),
+                        short(&t)
                     ));
                 } else if same_measure && status == Status::Ok && tv > hv + level {
                     status = Status::Inconclusive;
                     text.push_str(&format!(
                         "; inconclusive: the box was quieter than at the baseline ({} against {}), which can hide a regression",
-                        h.describe(),
-                        t.describe()
+                        short(&h),
+                        short(&t)
                     ));
                 }
             }
@@ -126,6 +126,14 @@ pub(super) fn baseline_lines(e: &Evidence<'_>, c: &Criteria) -> Vec<Line> {
             })
         })
         .collect()
+}
+
+/// A contention figure in a few words: "CPU wait 31%", "load 1.40 per CPU".
+fn short(c: &Contention) -> String {
+    match *c {
+        Contention::Wait(w) => format!("CPU wait {:.0}%", w * 100.0),
+        Contention::LoadPerCpu(l) => format!("load {l:.2} per CPU"),
+    }
 }
 
 /// Each reply's figure: the decode rate or the first-token time, where it has one.
