@@ -12,6 +12,9 @@ pub const COULD_NOT_RUN: u8 = 2;
 /// The gate did not judge: the device hold was not acquired in time, or (with `--busy-skip`)
 /// only timing failed, on a busy box.
 pub const SKIP: u8 = 3;
+/// Nothing failed, but a comparison with the accepted baseline could not decide (too few
+/// replies, a busier or quieter box, another host): never a PASS.
+pub const INCONCLUSIVE: u8 = 4;
 /// Interrupted by a signal: 128 + the signal's number (143 for TERM, 130 for INT, 129 for HUP).
 pub const INTERRUPTED_BASE: u8 = 128;
 
@@ -22,6 +25,7 @@ Exit codes:
   1  FAIL: at least one judged line failed
   2  the gate could not run as asked (bad arguments, unreadable files, serve binary not found)
   3  SKIP: the hold was not acquired in time, or only timing failed on a busy box (--busy-skip)
+  4  INCONCLUSIVE: nothing failed, but a comparison with the baseline could not decide
   128+N  interrupted by signal N";
 
 use crate::judging::verdict::Outcome;
@@ -32,6 +36,7 @@ pub fn for_outcome(outcome: &Outcome) -> u8 {
         Outcome::Pass => PASS,
         Outcome::Fail => FAIL,
         Outcome::Skip { .. } => SKIP,
+        Outcome::Inconclusive { .. } => INCONCLUSIVE,
         Outcome::Interrupted { signal } => signal
             .parse::<nix::sys::signal::Signal>()
             .map_or(FAIL, |s| INTERRUPTED_BASE.saturating_add(s as u8)),

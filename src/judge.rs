@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
-use crate::archive::rundir;
+use crate::archive::rundir::{self, BaselineRun};
 use crate::exit_codes;
 use crate::judging::archived::judge_archive;
 use crate::judging::verdict::Criteria;
@@ -46,6 +46,18 @@ pub struct JudgeArgs {
     /// readings.
     #[arg(long, value_name = "SOURCE")]
     pub device_busy: Option<String>,
+    /// Compare with this accepted baseline run directory (overrides the recorded one).
+    #[arg(long, value_name = "DIR")]
+    pub baseline: Option<PathBuf>,
+    /// Override the recorded --baseline-noise.
+    #[arg(long, value_name = "SHARE")]
+    pub baseline_noise: Option<f64>,
+    /// Override the recorded --max-regression.
+    #[arg(long, value_name = "SHARE")]
+    pub max_regression: Option<f64>,
+    /// Override the recorded --baseline-allow.
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub baseline_allow: Option<Vec<String>>,
     /// Override the recorded busy-box SKIP policy (see run --busy-skip).
     #[arg(long, value_name = "THRESHOLD")]
     pub busy_skip: Option<f64>,
@@ -100,6 +112,18 @@ pub fn run(args: JudgeArgs) -> Result<u8> {
     if let Some(t) = args.busy_skip {
         floors.busy_skip = Some(t);
     }
+    if let Some(dir) = &args.baseline {
+        floors.baseline = Some(dir.display().to_string());
+    }
+    if let Some(x) = args.baseline_noise {
+        floors.baseline_noise = Some(x);
+    }
+    if let Some(x) = args.max_regression {
+        floors.max_regression = Some(x);
+    }
+    if let Some(allow) = args.baseline_allow {
+        floors.baseline_allow = allow;
+    }
     for (given, floor) in [
         (args.route_lib, &mut floors.route_lib),
         (args.no_route_lib, &mut floors.no_route_lib),
@@ -111,7 +135,33 @@ pub fn run(args: JudgeArgs) -> Result<u8> {
         }
     }
     let criteria = Criteria::new(floors)?;
-    let verdict = judge_archive(&archive, &criteria, archive.read_serve_log()?)?;
+    let baseline = match (&args.baseline, &criteria.floors().baseline) {
+        // Asked for now: it must be a run, or judge cannot do what it was asked.
+        (Some(dir), _) => {
+            let run = BaselineRun::load(dir);
+            if let Err(why) = &run.archive {
+                bail!("--baseline {} is not a readable run: {why}", dir.display());
+            }
+            Some(run)
+        }
+        // Recorded by the run: one that is gone since leaves the comparison inconclusive.
+        (None, Some(recorded)) => {
+            let mut run = BaselineRun::load(Path::new(recorded));
+            if let Err(why) = &run.archive {
+                run.archive = Err(format!(
+                    "the run's baseline {recorded} cannot be read now ({why}); give --baseline DIR"
+                ));
+            }
+            Some(run)
+        }
+        (None, None) => None,
+    };
+    let verdict = judge_archive(
+        &archive,
+        &criteria,
+        archive.read_serve_log()?,
+        baseline.as_ref(),
+    )?;
     if let Some(path) = &args.svg {
         let title = format!("{} (RESULT: {})", args.dir.display(), verdict.outcome);
         let svg = timeline::svg(&archive.replies, criteria.floors().first_token_ms, &title)?;

@@ -30,6 +30,10 @@ pub struct Profile {
     no_route_lib: Option<String>,
     route_device: Option<String>,
     device_busy: Option<String>,
+    baseline: Option<PathBuf>,
+    baseline_noise: Option<f64>,
+    max_regression: Option<f64>,
+    baseline_allow: Option<Vec<String>>,
     url: Option<String>,
     ready_path: Option<String>,
     api_base: Option<String>,
@@ -123,6 +127,14 @@ pub fn apply(
     take!(no_route_lib, optional);
     take!(route_device, optional);
     take!(device_busy, optional);
+    take!(baseline_noise, optional);
+    take!(max_regression, optional);
+    take!(baseline_allow);
+    if !given("baseline") {
+        if let Some(p) = profile.baseline {
+            args.baseline = Some(dir.join(p));
+        }
+    }
     take!(url, optional);
     if !given("ready_path") {
         if let Some(p) = profile.ready_path {

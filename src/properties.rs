@@ -115,6 +115,7 @@ fn verdict_of(run: &Run, floors: &Floors, replies: &[ReplyRecord]) -> Verdict {
         stop: None,
         serve_died: None,
         processes: crate::judging::verdict::ProcessEvidence::Missing("none made"),
+        baseline: crate::judging::verdict::BaselineEvidence::NotAsked,
     };
     judge(&e, &criteria)
 }

@@ -282,3 +282,50 @@ fn the_timeline_renders_in_a_real_svg_renderer() {
         assert!(std::fs::metadata(&png).unwrap().len() > 1000);
     }
 }
+
+#[test]
+fn an_inconclusive_comparison_is_skipped_in_junit_and_named_in_the_summary() {
+    let Some(c) = consumers() else { return };
+    // Three replies a side: thin, so the comparison can only be inconclusive, whatever the
+    // timing.
+    let (d, baseline) = scratch();
+    let (code, stdout) = stand_in_run(&baseline, &["--replies", "3"], &[]);
+    assert_eq!(code, Some(0), "{stdout}");
+    let out = d.path().join("candidate");
+    let junit = d.path().join("junit.xml");
+    let summary = d.path().join("summary.md");
+    let o = gate()
+        .args(["run", "--stand-in", "--replies", "3", "--out"])
+        .arg(&out)
+        .args(UNFLIPPABLE)
+        .arg("--baseline")
+        .arg(&baseline)
+        .arg("--junit")
+        .arg(&junit)
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(4), "{stdout}");
+    let (cases, counts) = read_junit(&c, &junit);
+    let kind = |name: &str| {
+        cases
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, k)| k.as_str())
+            .unwrap_or_else(|| panic!("no {name} in {cases:?}"))
+    };
+    assert_eq!(kind("baseline-rate"), "Skipped", "{cases:?}");
+    assert_eq!(kind("baseline-first-token"), "Skipped", "{cases:?}");
+    assert_eq!(kind("result"), "Skipped", "{cases:?}");
+    assert_eq!(kind("content"), "Passed", "{cases:?}");
+    assert_eq!(
+        (counts[1], counts[2]),
+        (0, 0),
+        "no failure, no error: {counts:?}"
+    );
+    let html = check_summary(&summary);
+    assert!(html.contains("RESULT: INCONCLUSIVE"), "{html}");
+    assert!(html.contains("inconclusive"), "{html}");
+    check_result_schema(&out.join("result.json"));
+}

@@ -353,3 +353,39 @@ fn llama_servers_own_process_shows_its_cpu_backend_and_no_cuda_or_nvidia_device(
         "{judged}"
     );
 }
+
+#[test]
+fn llama_server_judged_against_a_second_run_of_itself_is_not_a_regression() {
+    // The same binary, model and flags twice on this box: an A/A comparison. Whatever the box
+    // does between the two runs, the candidate must not FAIL against itself (ok, or
+    // inconclusive when the box changed under it).
+    let _alone = exclusive();
+    let (_d, baseline) = scratch();
+    let (_d2, candidate) = scratch();
+    let gate = [&FLOORS[..], &["--replies", "6"]].concat();
+    let Some((code, stdout)) = llama_run(&baseline, &gate, &[]) else {
+        return;
+    };
+    assert_eq!(code, Some(0), "{stdout}");
+    // Wide margins: a plumbing test of a real serve's archives, not a timing verdict (the
+    // default 3% noise would FAIL an A/A about one run in fifty at a 10% spread; docs/baseline.md).
+    let with_baseline = [
+        &gate[..],
+        &[
+            "--baseline",
+            baseline.to_str().unwrap(),
+            "--baseline-noise",
+            "0.2",
+            "--max-regression",
+            "0.4",
+        ],
+    ]
+    .concat();
+    let Some((code, stdout)) = llama_run(&candidate, &with_baseline, &[]) else {
+        return;
+    };
+    assert!(matches!(code, Some(0) | Some(4)), "{stdout}");
+    let rate = line(&stdout, "baseline-rate");
+    assert!(!rate.contains("FAIL"), "{stdout}");
+    assert!(rate.contains("an A/A comparison"), "{stdout}");
+}

@@ -4,6 +4,7 @@
 
 mod util;
 
+mod baseline;
 mod conditions;
 mod consumers;
 mod faults;

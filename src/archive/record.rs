@@ -388,6 +388,19 @@ pub struct Floors {
     /// The busy counter that must advance during the replies: a file, or `fdinfo:KEY`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device_busy: Option<String>,
+    /// The accepted baseline run directory the candidate is compared with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<String>,
+    /// The change against the baseline that is noise, as a share (default 0.03).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_noise: Option<f64>,
+    /// The largest regression against the baseline that is acceptable, as a share (default
+    /// 0.10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_regression: Option<f64>,
+    /// Differences of the box from the baseline's that are accepted (`host`, `kernel`, ...).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub baseline_allow: Vec<String>,
 }
 
 /// Where a reply's token count came from.
@@ -610,6 +623,10 @@ pub enum Status {
     /// Information only; never changes the result.
     #[serde(rename = "info")]
     Info,
+    /// The check could not decide (a comparison with a baseline whose interval straddles the
+    /// limits, or whose conditions differ): the result is INCONCLUSIVE unless something failed.
+    #[serde(rename = "inconclusive")]
+    Inconclusive,
 }
 
 /// One line of the verdict: a check, how it came out, and why.
@@ -664,6 +681,15 @@ pub struct Figures {
     /// The highest CPU pressure (some, avg10) during the replies, percent (load).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_pressure_pct: Option<f64>,
+    /// Against the baseline: the Hodges-Lehmann ratio, candidate / baseline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ratio: Option<f64>,
+    /// Against the baseline: the ratio's 90% interval (Mann-Whitney).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval_90: Option<[f64; 2]>,
+    /// Against the baseline: how many of the baseline's replies the comparison rests on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_values: Option<usize>,
 }
 
 /// The run's result. Interrupted is not failed: nobody judged the serve to the end.
@@ -686,6 +712,11 @@ pub enum Outcome {
     Interrupted {
         /// Which signal, e.g. `SIGTERM`.
         signal: String,
+    },
+    /// Nothing failed, but a comparison with the baseline could not decide: never a PASS.
+    Inconclusive {
+        /// Why, from the inconclusive lines.
+        reason: String,
     },
 }
 

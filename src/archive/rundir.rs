@@ -339,6 +339,35 @@ pub fn load_archive(dir: &Path) -> Result<Archive> {
     })
 }
 
+/// The accepted baseline a run is judged against: its archive, or why it cannot be read.
+#[derive(Debug)]
+pub struct BaselineRun {
+    /// Its directory, as given.
+    pub name: String,
+    /// Its archive, or why it could not be loaded.
+    pub archive: std::result::Result<Archive, String>,
+}
+
+impl BaselineRun {
+    /// Load the baseline at `dir`; a problem is kept, not returned: whether it stops the run
+    /// is the caller's to say.
+    pub fn load(dir: &std::path::Path) -> BaselineRun {
+        let archive = load_archive(dir)
+            .map_err(|e| format!("{e:#}"))
+            .and_then(|a| {
+                if a.replies.is_empty() {
+                    Err(format!("{} holds no replies", dir.display()))
+                } else {
+                    Ok(a)
+                }
+            });
+        BaselineRun {
+            name: dir.display().to_string(),
+            archive,
+        }
+    }
+}
+
 /// replies.jsonl split into its whole lines and a last line that was never finished: one
 /// without its newline that is not a reply. (A last line without a newline that does read as a
 /// reply, as a hand-written file may have, is whole.)

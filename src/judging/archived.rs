@@ -7,9 +7,11 @@ use std::io::Read;
 use anyhow::{Context, Result};
 
 use crate::archive::record::Startup;
-use crate::archive::rundir::Archive;
+use crate::archive::rundir::{Archive, BaselineRun};
 use crate::judging::serve_log::LogScan;
-use crate::judging::verdict::{self, Criteria, Evidence, ProcessEvidence, Verdict};
+use crate::judging::verdict::{
+    self, Baseline, BaselineEvidence, Criteria, Evidence, ProcessEvidence, Verdict,
+};
 
 /// Judge an archived run, scanning its serve log from `log` (the archive's serve.log, opened by
 /// the caller with [`Archive::read_serve_log`]). `judge DIR` and `compare` come through here.
@@ -17,6 +19,7 @@ pub fn judge_archive(
     archive: &Archive,
     criteria: &Criteria,
     log: Option<impl Read>,
+    baseline: Option<&BaselineRun>,
 ) -> Result<Verdict> {
     let log = match log {
         Some(file) => {
@@ -32,11 +35,16 @@ pub fn judge_archive(
         }
         None => None,
     };
-    Ok(judge_with_log(archive, criteria, log.as_ref()))
+    Ok(judge_with_log(archive, criteria, log.as_ref(), baseline))
 }
 
 /// Judge an archived run with its serve log already scanned (with the same criteria).
-pub fn judge_with_log(archive: &Archive, criteria: &Criteria, log: Option<&LogScan>) -> Verdict {
+pub fn judge_with_log(
+    archive: &Archive,
+    criteria: &Criteria,
+    log: Option<&LogScan>,
+    baseline: Option<&BaselineRun>,
+) -> Verdict {
     let manifest = &archive.manifest;
     let hold_reason = manifest.hold.as_ref().filter(|h| !h.acquired).map(|h| {
         format!(
@@ -72,6 +80,24 @@ pub fn judge_with_log(archive: &Archive, criteria: &Criteria, log: Option<&LogSc
         stop: manifest.stop.as_ref().map(|s| (s, manifest.limits.grace_s)),
         serve_died: manifest.serve_died.as_deref(),
         processes,
+        baseline: match baseline {
+            None => BaselineEvidence::NotAsked,
+            Some(BaselineRun {
+                archive: Err(why), ..
+            }) => BaselineEvidence::Missing(why),
+            Some(BaselineRun {
+                name,
+                archive: Ok(b),
+            }) => BaselineEvidence::Recorded {
+                candidate: manifest,
+                baseline: Baseline {
+                    name,
+                    manifest: &b.manifest,
+                    replies: &b.replies,
+                    load: b.load.as_ref(),
+                },
+            },
+        },
     };
     verdict::judge(&evidence, criteria)
 }

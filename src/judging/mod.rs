@@ -1,12 +1,14 @@
 //! Judging: what a recorded run means. Measurement of a recorded reply and the statistics
-//! (median and its interval) in [`measure`]; the serve's log scanned as a stream in
-//! [`serve_log`]; the verdict in [`verdict`], one file per line family; an archived run
-//! judged in [`archived`].
+//! (median and its interval) in [`measure`]; a candidate against an accepted baseline (the
+//! Hodges-Lehmann shift, its interval and the decision) in [`baseline`]; the serve's log
+//! scanned as a stream in [`serve_log`]; the verdict in [`verdict`], one file per line family;
+//! an archived run judged in [`archived`].
 //!
 //! Pure: it reads archive types and returns values. No tokio, `std::fs`, `std::net`,
 //! `std::process` or nix; never live or report. `tests/layers.rs` checks this.
 
 pub mod archived;
+pub mod baseline;
 pub mod measure;
 pub mod provenance;
 pub mod serve_log;

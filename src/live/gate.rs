@@ -13,6 +13,7 @@ use futures_util::FutureExt;
 use crate::archive::record::{
     BinaryInfo, ClockInfo, Limits, LoadSnapshot, ReplyRecord, RunManifest, Startup, SCHEMA,
 };
+use crate::archive::rundir::BaselineRun;
 use crate::archive::rundir::{self, Archive, ResultFile, RunDir};
 use crate::judging::archived::judge_with_log;
 use crate::judging::measure;
@@ -74,6 +75,8 @@ struct Plan {
     reply_limit: Option<Duration>,
     settings: serde_json::Value,
     output: Outputs,
+    /// The accepted baseline to compare with, loaded before anything started.
+    baseline: Option<BaselineRun>,
 }
 
 /// The settings as the run used them, for run.json.
@@ -90,6 +93,10 @@ fn settings_json(args: &RunSettings) -> serde_json::Value {
         "no_route_lib": args.no_route_lib,
         "route_device": args.route_device,
         "device_busy": args.device_busy,
+        "baseline": args.baseline,
+        "baseline_noise": args.baseline_noise,
+        "max_regression": args.max_regression,
+        "baseline_allow": args.baseline_allow,
         "url": args.url,
         "ready_path": args.ready_path,
         "api_base": args.api_base,
@@ -124,7 +131,29 @@ impl Plan {
             no_route_lib: args.no_route_lib,
             route_device: args.route_device,
             device_busy: args.device_busy,
+            // Absolute, so `judge` finds it again from wherever it is run.
+            baseline: args.baseline.as_ref().map(|p| {
+                p.canonicalize()
+                    .unwrap_or_else(|_| p.clone())
+                    .display()
+                    .to_string()
+            }),
+            baseline_noise: args.baseline_noise,
+            max_regression: args.max_regression,
+            baseline_allow: args.baseline_allow.clone(),
         })?;
+        // Read before anything starts: a baseline that is not a run is a usage error, not a
+        // run lost at the end.
+        let baseline = match &args.baseline {
+            Some(dir) => {
+                let run = BaselineRun::load(dir);
+                if let Err(why) = &run.archive {
+                    bail!("--baseline {} is not a readable run: {why}", dir.display());
+                }
+                Some(run)
+            }
+            None => None,
+        };
         let prompts = match &args.prompts {
             Some(path) => prompts::load(path)?,
             None => prompts::built_in(),
@@ -227,6 +256,7 @@ impl Plan {
             None => None,
         };
         Ok(Plan {
+            baseline,
             out: args.out,
             criteria,
             prompts,
@@ -442,7 +472,12 @@ async fn execute(plan: Plan) -> Result<u8> {
         route,
         route_problem: None,
     };
-    let verdict = judge_with_log(&archive, &plan.criteria, serve_log.as_ref());
+    let verdict = judge_with_log(
+        &archive,
+        &plan.criteria,
+        serve_log.as_ref(),
+        plan.baseline.as_ref(),
+    );
     dir.write_json(rundir::RESULT, &ResultFile::new(verdict.clone()))?;
     // From here on nothing changes the verdict or the exit code: result.json says it.
     let title = format!("{} (RESULT: {})", dir.path().display(), verdict.outcome);

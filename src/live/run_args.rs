@@ -58,6 +58,22 @@ pub struct RunArgs {
     /// /proc/PID/fdinfo/FD of the file --route-device matched (e.g. fdinfo:drm-engine-npu).
     #[arg(long, value_name = "SOURCE")]
     pub device_busy: Option<String>,
+    /// An accepted baseline run directory (a run of the last release on this box): the
+    /// candidate's decode rate and first-token are compared with it, reply by reply.
+    #[arg(long, value_name = "DIR")]
+    pub baseline: Option<PathBuf>,
+    /// The change against the baseline that is noise, a share: a FAIL needs the whole 90%
+    /// interval of the change beyond it (default 0.03).
+    #[arg(long, value_name = "SHARE")]
+    pub baseline_noise: Option<f64>,
+    /// The largest acceptable regression against the baseline, a share: ok needs the whole
+    /// 90% interval within it (default 0.10).
+    #[arg(long, value_name = "SHARE")]
+    pub max_regression: Option<f64>,
+    /// Differences of the box from the baseline's that are accepted, comma-separated: host,
+    /// cpu, memory, kernel, modules, firmware.
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub baseline_allow: Vec<String>,
     /// The serve's base URL, instead of http://127.0.0.1:{port}. With no serve command, the
     /// gate measures a serve that is already running (nothing is launched or stopped).
     #[arg(long, value_name = "URL")]
@@ -158,6 +174,14 @@ pub struct RunSettings {
     pub route_device: Option<String>,
     /// A busy counter that must advance during the replies: a file, or fdinfo:KEY.
     pub device_busy: Option<String>,
+    /// An accepted baseline run directory to compare with.
+    pub baseline: Option<PathBuf>,
+    /// The change against the baseline that is noise, a share.
+    pub baseline_noise: Option<f64>,
+    /// The largest acceptable regression against the baseline, a share.
+    pub max_regression: Option<f64>,
+    /// Differences of the box from the baseline's that are accepted.
+    pub baseline_allow: Vec<String>,
     /// The serve's base URL, instead of http://127.0.0.1:{port}. With no serve command, the
     /// gate measures a serve that is already running (nothing is launched or stopped).
     pub url: Option<String>,
@@ -220,6 +244,10 @@ impl From<RunArgs> for RunSettings {
             no_route_lib: a.no_route_lib,
             route_device: a.route_device,
             device_busy: a.device_busy,
+            baseline: a.baseline,
+            baseline_noise: a.baseline_noise,
+            max_regression: a.max_regression,
+            baseline_allow: a.baseline_allow,
             url: a.url,
             ready_path: a.ready_path,
             api_base: a.api_base,

@@ -116,6 +116,7 @@ fn row(dir: &Path) -> Result<Row> {
         &a,
         &Criteria::new(a.manifest.floors.clone())?,
         a.read_serve_log()?,
+        None,
     )?;
     let metrics: Vec<_> = a.replies.iter().map(measure).collect();
     let rates: Vec<f64> = metrics.iter().filter_map(|m| m.rate_tok_s).collect();

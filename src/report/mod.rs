@@ -49,6 +49,7 @@ pub fn human(v: &Verdict, colour: bool) -> String {
             Status::Ok => AnsiColor::Green.on_default(),
             Status::Fail => AnsiColor::Red.on_default().bold(),
             Status::Info => Style::new().dimmed(),
+            Status::Inconclusive => AnsiColor::Yellow.on_default(),
         };
         let _ = writeln!(
             out,
@@ -61,7 +62,9 @@ pub fn human(v: &Verdict, colour: bool) -> String {
     let style = match v.outcome {
         Outcome::Pass => AnsiColor::Green.on_default().bold(),
         Outcome::Fail => AnsiColor::Red.on_default().bold(),
-        Outcome::Skip { .. } | Outcome::Interrupted { .. } => AnsiColor::Yellow.on_default().bold(),
+        Outcome::Skip { .. } | Outcome::Interrupted { .. } | Outcome::Inconclusive { .. } => {
+            AnsiColor::Yellow.on_default().bold()
+        }
     };
     let _ = writeln!(out, "RESULT: {}", paint(style, &v.outcome.to_string()));
     out
@@ -125,17 +128,25 @@ pub fn junit(v: &Verdict, run: &RunInfo<'_>) -> Vec<u8> {
     let interrupted = format!("not judged: RESULT: {}", v.outcome);
     let (skip_reason, skip_all) = match &v.outcome {
         Outcome::Skip { reason, .. } => (Some(reason.as_str()), false),
+        Outcome::Inconclusive { reason } => (Some(reason.as_str()), false),
         Outcome::Interrupted { .. } => (Some(interrupted.as_str()), true),
         _ => (None, false),
     };
-    let skips = |l: &Line| skip_reason.is_some() && (skip_all || l.status == Status::Fail);
+    // An inconclusive line is skipped with its own text: CI shows it as neither pass nor fail.
+    let skips = |l: &Line| {
+        l.status == Status::Inconclusive
+            || (skip_reason.is_some() && (skip_all || l.status == Status::Fail))
+    };
     let failures = cases
         .iter()
         .filter(|l| l.status == Status::Fail && !skips(l))
         .count()
         + usize::from(v.outcome == Outcome::Fail);
     let skipped = cases.iter().filter(|l| skips(l)).count()
-        + usize::from(matches!(v.outcome, Outcome::Skip { .. }));
+        + usize::from(matches!(
+            v.outcome,
+            Outcome::Skip { .. } | Outcome::Inconclusive { .. }
+        ));
     let errors = usize::from(matches!(v.outcome, Outcome::Interrupted { .. }));
     let tests = cases.len() + 1;
     let mut w = Writer::new_with_indent(Vec::new(), b' ', 2);
@@ -200,6 +211,7 @@ pub fn junit(v: &Verdict, run: &RunInfo<'_>) -> Vec<u8> {
     };
     for l in &cases {
         let inner = match (skips(l), skip_reason, l.status) {
+            (true, _, Status::Inconclusive) => Some(("skipped", l.text.as_str())),
             (true, Some(reason), _) => Some(("skipped", reason)),
             (_, _, Status::Fail) => Some(("failure", l.text.as_str())),
             _ => None,
@@ -209,7 +221,7 @@ pub fn junit(v: &Verdict, run: &RunInfo<'_>) -> Vec<u8> {
     let inner = match &v.outcome {
         Outcome::Pass => None,
         Outcome::Fail => Some(("failure", result.as_str())),
-        Outcome::Skip { .. } => Some(("skipped", result.as_str())),
+        Outcome::Skip { .. } | Outcome::Inconclusive { .. } => Some(("skipped", result.as_str())),
         Outcome::Interrupted { .. } => Some(("error", result.as_str())),
     };
     case(&mut w, "result", inner, &result);

@@ -57,6 +57,7 @@ impl Case {
                 Some(r) => ProcessEvidence::Recorded(r),
                 None => ProcessEvidence::Missing("no route.json: a hand-made run"),
             },
+            baseline: verdict::BaselineEvidence::NotAsked,
         };
         Ok(verdict::judge(&evidence, &criteria))
     }

@@ -279,7 +279,77 @@ pub fn verdict_runs(exe: &Path, tmp: &Path) -> Vec<Checked> {
         "a library no process maps and an idle device fail route",
         route_evidence_fails(exe, tmp),
     ));
+    out.push((
+        "a candidate 20% slower than its baseline fails, and the baseline against itself is ok",
+        baseline_judged(exe, tmp),
+    ));
     out
+}
+
+/// `judge DIR --baseline BASE`: the exit code and the baseline-rate line.
+fn judge_against(exe: &Path, dir: &Path, baseline: &Path) -> Result<(Option<i32>, String), String> {
+    let o = Command::new(exe)
+        .arg("judge")
+        .arg(dir)
+        .arg("--baseline")
+        .arg(baseline)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("failed to run judge: {e}"))?;
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("baseline-rate "))
+        .unwrap_or("")
+        .to_string();
+    Ok((o.status.code(), if line.is_empty() { stdout } else { line }))
+}
+
+/// A real run of 8 replies as the baseline; the candidate is the same archive with every
+/// reply's times after its send scaled by 1.25 (a serve 20% slower, as recorded data, so the
+/// decision does not rest on this box's timing).
+fn baseline_judged(exe: &Path, tmp: &Path) -> Result<(), String> {
+    let gate: Vec<&str> = UNFLIPPABLE
+        .iter()
+        .copied()
+        .chain(["--replies", "8"])
+        .collect();
+    let base = gate_run(
+        exe,
+        tmp,
+        "baseline",
+        &gate,
+        &["--tokens", "12", "--gaps-ms", "10"],
+    )?;
+    base.expect_code(0)?;
+    let (code, said) = judge_against(exe, &base.dir, &base.dir)?;
+    if code != Some(0) || !said.contains("a regression of 10.0% is ruled out") {
+        return Err(base.problem(format!("against itself: exit {code:?}: {said}")));
+    }
+    let slower = tmp.join("baseline-slower");
+    std::fs::create_dir(&slower)
+        .map_err(|e| format!("failed to create {}: {e}", slower.display()))?;
+    for name in [rundir::MANIFEST, rundir::LOAD, rundir::SERVE_LOG] {
+        let _ = std::fs::copy(base.dir.join(name), slower.join(name));
+    }
+    let mut lines = Vec::new();
+    for r in &base.replies {
+        let mut r = r.clone();
+        let later = |t: u64| r.sent_ns + ((t - r.sent_ns) as f64 * 1.25) as u64;
+        r.end_ns = later(r.end_ns);
+        for c in &mut r.chunks {
+            c.at_ns = later(c.at_ns);
+        }
+        r.metrics = None;
+        lines.push(serde_json::to_string(&r).map_err(|e| e.to_string())?);
+    }
+    std::fs::write(slower.join(rundir::REPLIES), lines.join("\n") + "\n")
+        .map_err(|e| format!("failed to write the slower replies: {e}"))?;
+    let (code, said) = judge_against(exe, &slower, &base.dir)?;
+    if code != Some(1) || !said.contains("FAIL  decode rate 0.80") {
+        return Err(base.problem(format!("20% slower: exit {code:?}: {said}")));
+    }
+    Ok(())
 }
 
 /// The files a route-evidence run's stand-in maps, holds open and advances: a "backend

@@ -13,10 +13,13 @@ use std::fmt;
 use anyhow::{bail, Result};
 use regex::Regex;
 
-use crate::archive::record::{LoadSnapshot, ReplyRecord, RouteRecord, Startup, StopRecord};
+use crate::archive::record::{
+    LoadSnapshot, ReplyRecord, RouteRecord, RunManifest, Startup, StopRecord,
+};
 use crate::judging::measure::{measure, median, median_ci95, ReplyMetrics};
 use crate::judging::serve_log::LogScan;
 
+pub mod baseline;
 pub mod conditions;
 pub mod content;
 pub mod rate;
@@ -116,6 +119,30 @@ impl Criteria {
                 bail!("--fast-route and --slow-route are the same pattern /{fast}/: no log could pass the route");
             }
         }
+        let noise = floors
+            .baseline_noise
+            .unwrap_or(crate::judging::baseline::DEFAULT_NOISE);
+        let max = floors
+            .max_regression
+            .unwrap_or(crate::judging::baseline::DEFAULT_MAX_REGRESSION);
+        for (flag, x) in [("--baseline-noise", noise), ("--max-regression", max)] {
+            if !(x > 0.0 && x < 0.5) {
+                bail!("{flag} is a share above 0 and below 0.5, e.g. 0.03 for 3% (got {x})");
+            }
+        }
+        if noise >= max {
+            bail!("--baseline-noise {noise} must be below --max-regression {max}: a change beyond noise is what a regression is measured from");
+        }
+        if let Some(bad) = floors
+            .baseline_allow
+            .iter()
+            .find(|a| !baseline::ALLOWABLE.contains(&a.as_str()))
+        {
+            bail!(
+                "--baseline-allow {bad:?} is not a difference the gate knows; give some of {}",
+                baseline::ALLOWABLE.join(", ")
+            );
+        }
         if let (Some(lib), Some(no_lib)) = (&floors.route_lib, &floors.no_route_lib) {
             if lib == no_lib {
                 bail!("--route-lib and --no-route-lib are the same pattern /{lib}/: no serve could pass the route");
@@ -207,6 +234,37 @@ pub struct Evidence<'a> {
     pub serve_died: Option<&'a str>,
     /// What the serve's processes showed of the route (route.json).
     pub processes: ProcessEvidence<'a>,
+    /// The accepted baseline to compare with, when one was asked for.
+    pub baseline: BaselineEvidence<'a>,
+}
+
+/// An accepted baseline run, as its archive holds it.
+#[derive(Debug, Clone, Copy)]
+pub struct Baseline<'a> {
+    /// How to name it: its directory, as given.
+    pub name: &'a str,
+    /// Its run.json.
+    pub manifest: &'a RunManifest,
+    /// Its replies.
+    pub replies: &'a [ReplyRecord],
+    /// Its load.json.
+    pub load: Option<&'a LoadSnapshot>,
+}
+
+/// The baseline a run is compared with.
+#[derive(Debug, Clone, Copy)]
+pub enum BaselineEvidence<'a> {
+    /// No baseline was asked for: no baseline lines.
+    NotAsked,
+    /// The candidate's run.json, and the baseline.
+    Recorded {
+        /// The candidate's run.json (its provenance and settings).
+        candidate: &'a RunManifest,
+        /// The baseline.
+        baseline: Baseline<'a>,
+    },
+    /// A baseline was asked for but cannot be read now (a recorded one that is gone): why.
+    Missing(&'a str),
 }
 
 /// The route evidence of the serve's own processes, or why the run has none.
@@ -224,6 +282,7 @@ impl fmt::Display for Status {
             Status::Ok => "ok",
             Status::Fail => "FAIL",
             Status::Info => "info",
+            Status::Inconclusive => "inconclusive",
         })
     }
 }
@@ -281,6 +340,7 @@ impl Outcome {
             Outcome::Fail => "FAIL",
             Outcome::Skip { .. } => "SKIP",
             Outcome::Interrupted { .. } => "INTERRUPTED",
+            Outcome::Inconclusive { .. } => "INCONCLUSIVE",
         }
     }
 }
@@ -299,6 +359,7 @@ impl fmt::Display for Outcome {
                 advice: Some(advice),
             } => write!(f, "SKIP ({reason}); {advice}"),
             Outcome::Interrupted { signal } => write!(f, "INTERRUPTED (by {signal})"),
+            Outcome::Inconclusive { reason } => write!(f, "INCONCLUSIVE ({reason})"),
         }
     }
 }
@@ -338,6 +399,7 @@ pub fn judge(e: &Evidence<'_>, c: &Criteria) -> Verdict {
                 e.replies,
             ));
             lines.push(content_line(e.replies, e.replies_planned, e.serve_died));
+            lines.extend(baseline::baseline_lines(e, c));
         }
         if let Some(line) = stop_line(e.stop) {
             lines.push(line);
@@ -402,6 +464,10 @@ pub fn judge(e: &Evidence<'_>, c: &Criteria) -> Verdict {
         }
     } else if lines.iter().any(|l| l.status == Status::Fail) {
         Outcome::Fail
+    } else if let Some(l) = lines.iter().find(|l| l.status == Status::Inconclusive) {
+        Outcome::Inconclusive {
+            reason: format!("{} inconclusive", l.check),
+        }
     } else {
         Outcome::Pass
     };
@@ -469,6 +535,7 @@ mod tests {
             stop: None,
             serve_died: None,
             processes: crate::judging::verdict::ProcessEvidence::Missing("none made"),
+            baseline: crate::judging::verdict::BaselineEvidence::NotAsked,
         };
         judge(&e, &c)
     }
@@ -820,6 +887,7 @@ RESULT: PASS
             stop: None,
             serve_died: None,
             processes: crate::judging::verdict::ProcessEvidence::Missing("none made"),
+            baseline: crate::judging::verdict::BaselineEvidence::NotAsked,
         };
         let v = judge(&e, &criteria(floors()));
         assert_eq!(line(&v, "content").text, "only 1 of 3 replies were made");
@@ -843,6 +911,7 @@ RESULT: PASS
             stop: None,
             serve_died: None,
             processes: crate::judging::verdict::ProcessEvidence::Missing("none made"),
+            baseline: crate::judging::verdict::BaselineEvidence::NotAsked,
         };
         let v = judge(&e, &criteria(floors()));
         assert_eq!(v.outcome, Outcome::Fail);
@@ -870,6 +939,7 @@ RESULT: PASS
             stop: None,
             serve_died: None,
             processes: crate::judging::verdict::ProcessEvidence::Missing("none made"),
+            baseline: crate::judging::verdict::BaselineEvidence::NotAsked,
         };
         let v = judge(&e, &criteria(floors()));
         assert!(v.lines.iter().all(|l| l.check != "load"));
@@ -891,6 +961,7 @@ RESULT: PASS
             stop: None,
             serve_died: None,
             processes: crate::judging::verdict::ProcessEvidence::Missing("none made"),
+            baseline: crate::judging::verdict::BaselineEvidence::NotAsked,
         };
         let v = judge(&e, &criteria(floors()));
         assert_eq!(

@@ -57,7 +57,7 @@ pub(super) fn route_line(
         match log.status {
             Status::Ok => passed.push("log ok".to_string()),
             Status::Fail => failed.push(format!("log: {}", log.text)),
-            Status::Info => passed.push(format!("log {}", log.text)),
+            Status::Info | Status::Inconclusive => passed.push(format!("log {}", log.text)),
         }
     }
     let status = match (failed.is_empty(), interrupted) {

@@ -1,0 +1,320 @@
+//! The baseline lines: the candidate's decode rate and first-token against an accepted
+//! baseline run's, reply by reply (issue 18). Three words, with the numbers: FAIL (slower than
+//! the baseline beyond noise), ok (a regression past `--max-regression` is ruled out) or
+//! inconclusive (and about how many replies would decide).
+//!
+//! Comparability comes before statistics: a different model, workload or serve command is
+//! FAIL "not comparable" (a gate asked to compare the incomparable must not pass); another
+//! box (host, CPU, kernel, module or firmware) is inconclusive unless `--baseline-allow`
+//! accepts it. The box's conditions on both sides are held equal: a FAIL on a busier box, or
+//! an ok on a quieter one, is inconclusive. Never the other way round.
+
+use super::conditions::Contention;
+use super::{BaselineEvidence, Criteria, Evidence, Figures, Line, Status};
+use crate::archive::record::{ReplyRecord, RunManifest};
+use crate::judging::baseline::{
+    judge_shift, Decision, Judged, RepliesNeeded, Worse, DEFAULT_MAX_REGRESSION, DEFAULT_NOISE,
+};
+use crate::judging::measure::measure;
+
+/// The two baseline lines, or none when no baseline was asked for.
+pub(super) fn baseline_lines(e: &Evidence<'_>, c: &Criteria) -> Vec<Line> {
+    let floors = c.floors();
+    let noise = floors.baseline_noise.unwrap_or(DEFAULT_NOISE);
+    let max = floors.max_regression.unwrap_or(DEFAULT_MAX_REGRESSION);
+    let checks = [
+        ("baseline-rate", Worse::Lower),
+        ("baseline-first-token", Worse::Higher),
+    ];
+    let (candidate, baseline) = match e.baseline {
+        BaselineEvidence::NotAsked => return Vec::new(),
+        BaselineEvidence::Missing(why) => {
+            return checks
+                .iter()
+                .map(|(check, _)| {
+                    Line::new(check, Status::Inconclusive, format!("not judged: {why}"))
+                })
+                .collect()
+        }
+        BaselineEvidence::Recorded {
+            candidate,
+            baseline,
+        } => (candidate, baseline),
+    };
+    // Comparability first.
+    let comp = comparability(candidate, baseline.manifest);
+    let incomparable = comp.incomparable;
+    let other_box: Vec<String> = comp
+        .other_box
+        .into_iter()
+        .filter(|(allow, _)| !floors.baseline_allow.iter().any(|a| a == allow))
+        .map(|(_, said)| said)
+        .collect();
+    let notes = comp.notes;
+    if !incomparable.is_empty() {
+        let text = format!(
+            "not comparable with the baseline {}: {}",
+            baseline.name,
+            incomparable.join("; ")
+        );
+        return checks
+            .iter()
+            .map(|(check, _)| Line::new(check, Status::Fail, text.clone()))
+            .collect();
+    }
+    let here = e.load.and_then(Contention::of);
+    let there = baseline.load.and_then(Contention::of);
+    checks
+        .iter()
+        .map(|&(check, worse)| {
+            let (cand, base) = (figures(e.replies, worse), figures(baseline.replies, worse));
+            let judged = match judge_shift(&cand, &base, worse, noise, max) {
+                Ok(j) => j,
+                Err(why) => {
+                    return Line::new(
+                        check,
+                        Status::Inconclusive,
+                        format!("cannot compare with the baseline {}: {why}", baseline.name),
+                    )
+                }
+            };
+            let mut text = describe(&judged, worse, noise, max, baseline.name);
+            let mut status = match judged.decision {
+                Decision::Fail => Status::Fail,
+                Decision::Ok => Status::Ok,
+                Decision::Inconclusive => Status::Inconclusive,
+            };
+            if !other_box.is_empty() {
+                if status != Status::Inconclusive {
+                    status = Status::Inconclusive;
+                }
+                text.push_str(&format!(
+                    "; inconclusive: another box than the baseline's ({}; --baseline-allow accepts such differences)",
+                    other_box.join("; ")
+                ));
+            }
+            if let (Some(h), Some(t)) = (here, there) {
+                let (hv, tv) = (h.value(), t.value());
+                let level = h.busy_level(None);
+                let same_measure = std::mem::discriminant(&h) == std::mem::discriminant(&t);
+                if same_measure && status == Status::Fail && hv > tv + level {
+                    status = Status::Inconclusive;
+                    text.push_str(&format!(
+                        "; inconclusive: the box was busier than at the baseline ({} against {})",
+                        short(&h),
+                        short(&t)
+                    ));
+                } else if same_measure && status == Status::Ok && tv > hv + level {
+                    status = Status::Inconclusive;
+                    text.push_str(&format!(
+                        "; inconclusive: the box was quieter than at the baseline ({} against {}), which can hide a regression",
+                        short(&h),
+                        short(&t)
+                    ));
+                }
+            }
+            for n in &notes {
+                text.push_str(&format!("; {n}"));
+            }
+            let s = &judged.shift;
+            Line::new(check, status, text).with(Figures {
+                ratio: Some(s.ratio),
+                interval_90: s.interval.map(|i| [i.low, i.high]),
+                values: Some(s.candidate),
+                baseline_values: Some(s.baseline),
+                ..Figures::default()
+            })
+        })
+        .collect()
+}
+
+/// A contention figure in a few words: "CPU wait 31%", "load 1.40 per CPU".
+fn short(c: &Contention) -> String {
+    match *c {
+        Contention::Wait(w) => format!("CPU wait {:.0}%", w * 100.0),
+        Contention::LoadPerCpu(l) => format!("load {l:.2} per CPU"),
+    }
+}
+
+/// Each reply's figure: the decode rate or the first-token time, where it has one.
+fn figures(replies: &[ReplyRecord], worse: Worse) -> Vec<f64> {
+    replies
+        .iter()
+        .filter(|r| r.error.is_none())
+        .map(measure)
+        .filter_map(|m| match worse {
+            Worse::Lower => m.rate_tok_s,
+            Worse::Higher => m.first_token_ms,
+        })
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .collect()
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.1}%", x * 100.0)
+}
+
+/// "decode rate 0.902x the baseline runs/rc2 (90% interval 0.871x to 0.929x; 30 and 30
+/// replies): 9.8% slower, beyond the 3.0% noise: a regression"
+fn describe(j: &Judged, worse: Worse, noise: f64, max: f64, name: &str) -> String {
+    let s = &j.shift;
+    let (what, worse_word, better_word) = match worse {
+        Worse::Lower => ("decode rate", "slower", "faster"),
+        Worse::Higher => ("first token", "later", "earlier"),
+    };
+    // The change in the worse direction, as a share: 0.098 for a rate ratio of 0.902.
+    let change = match worse {
+        Worse::Lower => 1.0 - s.ratio,
+        Worse::Higher => s.ratio - 1.0,
+    };
+    let interval = match s.interval {
+        Some(i) => format!("90% interval {:.3}x to {:.3}x", i.low, i.high),
+        None => "too few replies for a 90% interval".to_string(),
+    };
+    let moved = if change >= 0.0 {
+        format!("{} {worse_word}", pct(change))
+    } else {
+        format!("{} {better_word}", pct(-change))
+    };
+    let verdict = match j.decision {
+        Decision::Fail => format!(", beyond the {} noise: a regression", pct(noise)),
+        Decision::Ok => format!("; a regression of {} is ruled out", pct(max)),
+        Decision::Inconclusive if j.thin => format!(
+            "; thin: under 6 replies a side the comparison can only be inconclusive{}",
+            needed(j)
+        ),
+        Decision::Inconclusive => format!(
+            "; inconclusive between the {} noise and a {} regression{}",
+            pct(noise),
+            pct(max),
+            needed(j)
+        ),
+    };
+    format!(
+        "{what} {:.3}x the baseline {name} ({interval}; {} and {} replies): {moved}{verdict}",
+        s.ratio, s.candidate, s.baseline
+    )
+}
+
+fn needed(j: &Judged) -> String {
+    match j.replies_needed {
+        Some(RepliesNeeded::About(n)) => {
+            format!("; about {n} replies a side would likely decide it")
+        }
+        Some(RepliesNeeded::OverCap) => {
+            "; the spread is too wide for more replies to decide it".to_string()
+        }
+        None => String::new(),
+    }
+}
+
+/// How the two runs differ, before any statistics: what makes them not comparable, what
+/// makes them runs on another box (each with the `--baseline-allow` name that accepts it), and
+/// notes (an A/A comparison).
+#[derive(Debug, Default)]
+struct Comparability {
+    incomparable: Vec<String>,
+    other_box: Vec<(&'static str, String)>,
+    notes: Vec<String>,
+}
+
+/// The names `--baseline-allow` takes.
+pub const ALLOWABLE: [&str; 6] = ["host", "cpu", "memory", "kernel", "modules", "firmware"];
+
+fn comparability(candidate: &RunManifest, baseline: &RunManifest) -> Comparability {
+    let mut c = Comparability::default();
+    if json(&candidate.prompts) != json(&baseline.prompts) {
+        c.incomparable.push("the prompts differ".to_string());
+    }
+    let setting = |m: &RunManifest, key: &str| {
+        m.settings
+            .as_ref()
+            .and_then(|s| s.get(key))
+            .map_or_else(|| "unrecorded".to_string(), |v| v.to_string())
+    };
+    let (a, b) = (
+        setting(candidate, "max_tokens"),
+        setting(baseline, "max_tokens"),
+    );
+    if a != b {
+        c.incomparable
+            .push(format!("max_tokens: {a} here, {b} at the baseline"));
+    }
+    if json(&candidate.extra_body) != json(&baseline.extra_body) {
+        c.incomparable.push(format!(
+            "extra_body: {} here, {} at the baseline",
+            json(&candidate.extra_body),
+            json(&baseline.extra_body)
+        ));
+    }
+    let (a, b) = (argv_without_port(candidate), argv_without_port(baseline));
+    if a != b {
+        c.incomparable.push(format!(
+            "the serve command differs: {} here, {} at the baseline",
+            a.as_deref()
+                .map_or("none (attached)".to_string(), |v| v.join(" ")),
+            b.as_deref()
+                .map_or("none (attached)".to_string(), |v| v.join(" "))
+        ));
+    }
+    if candidate.host != baseline.host {
+        c.other_box.push((
+            "host",
+            format!(
+                "host {} here, {} at the baseline",
+                candidate.host, baseline.host
+            ),
+        ));
+    }
+    let sha = |m: &RunManifest| m.serve_binary.as_ref().map(|b| b.sha256.clone());
+    if let (Some(a), Some(b)) = (sha(candidate), sha(baseline)) {
+        if a == b {
+            c.notes
+                .push("the same serve binary on both sides: an A/A comparison".to_string());
+        }
+    }
+    c
+}
+
+/// `v` as compact JSON, to compare recorded settings whatever their type.
+fn json<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_string(v).unwrap_or_default()
+}
+
+/// The serve's argv with the run's port written `{port}`, so two runs on two ports compare.
+fn argv_without_port(m: &RunManifest) -> Option<Vec<String>> {
+    let port = url_port(&m.url);
+    m.serve_argv.as_ref().map(|argv| {
+        argv.iter()
+            .map(|a| match &port {
+                Some(p) => replace_number(a, p),
+                None => a.clone(),
+            })
+            .collect()
+    })
+}
+
+/// The port of `http://host:PORT/...`.
+fn url_port(url: &str) -> Option<String> {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split('/').next()?;
+    let (_, port) = authority.rsplit_once(':')?;
+    (!port.is_empty() && port.bytes().all(|b| b.is_ascii_digit())).then(|| port.to_string())
+}
+
+/// `arg` with each whole number equal to `port` (not part of a longer number) as `{port}`.
+fn replace_number(arg: &str, port: &str) -> String {
+    let mut out = String::new();
+    let mut rest = arg;
+    while let Some(i) = rest.find(port) {
+        let before = rest[..i].chars().next_back();
+        let after = rest[i + port.len()..].chars().next();
+        let whole = !before.is_some_and(|c| c.is_ascii_digit())
+            && !after.is_some_and(|c| c.is_ascii_digit());
+        out.push_str(&rest[..i]);
+        out.push_str(if whole { "{port}" } else { port });
+        rest = &rest[i + port.len()..];
+    }
+    out.push_str(rest);
+    out
+}

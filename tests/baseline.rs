@@ -1,0 +1,287 @@
+//! Judging a candidate against an accepted baseline (issue 18), on recorded archives: one real
+//! stand-in run of 30 replies is the baseline, and each candidate is that archive with its
+//! replies' times scaled (a serve 10% or 2% slower), its load or its command edited. The
+//! decision is then a function of recorded data, never of how busy this box is now.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+use crate::util::*;
+
+/// The recorded baseline: a real stand-in run of 30 replies, made once for the whole binary.
+fn recorded_baseline() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let d = tempfile::tempdir().unwrap().keep();
+        let out = d.join("baseline");
+        let (code, stdout) = stand_in_run(&out, &["--replies", "30"], &["--gaps-ms", "10"]);
+        assert_eq!(code, Some(0), "{stdout}");
+        out
+    })
+}
+
+/// A copy of `from` as another run: each reply's times after its send scaled by `scale`
+/// (1.1: every token 10% later), and `edit` applied to its run.json and load.json.
+fn derived(
+    from: &Path,
+    scale: f64,
+    edit: impl Fn(&mut Value, &mut Value),
+) -> (tempfile::TempDir, PathBuf) {
+    let (d, out) = scratch();
+    std::fs::create_dir(&out).unwrap();
+    for name in ["serve.log", "route.json"] {
+        if from.join(name).exists() {
+            std::fs::copy(from.join(name), out.join(name)).unwrap();
+        }
+    }
+    let mut manifest = json(&from.join("run.json"));
+    let mut load = json(&from.join("load.json"));
+    edit(&mut manifest, &mut load);
+    std::fs::write(out.join("run.json"), manifest.to_string()).unwrap();
+    std::fs::write(out.join("load.json"), load.to_string()).unwrap();
+    let mut lines = String::new();
+    for mut r in replies(from) {
+        let sent = r["sent_ns"].as_u64().unwrap();
+        let later = |t: u64| sent + ((t - sent) as f64 * scale).round() as u64;
+        for c in r["chunks"].as_array_mut().unwrap() {
+            c["at_ns"] = later(c["at_ns"].as_u64().unwrap()).into();
+        }
+        r["end_ns"] = later(r["end_ns"].as_u64().unwrap()).into();
+        // Derived figures are recomputed by the verdict; drop the copy's.
+        r.as_object_mut().unwrap().remove("metrics");
+        lines.push_str(&r.to_string());
+        lines.push('\n');
+    }
+    std::fs::write(out.join("replies.jsonl"), lines).unwrap();
+    (d, out)
+}
+
+fn judge(dir: &Path, args: &[&str]) -> (Option<i32>, String) {
+    let o = gate().arg("judge").arg(dir).args(args).output().unwrap();
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+    )
+}
+
+fn against_baseline(dir: &Path) -> (Option<i32>, String) {
+    judge(dir, &["--baseline", recorded_baseline().to_str().unwrap()])
+}
+
+#[test]
+fn the_same_run_judged_against_itself_is_ok_and_an_a_a_comparison() {
+    let (_d, same) = derived(recorded_baseline(), 1.0, |_, _| {});
+    let (code, stdout) = against_baseline(&same);
+    assert_eq!(code, Some(0), "{stdout}");
+    let rate = line(&stdout, "baseline-rate");
+    assert!(
+        rate.contains("ok    decode rate 1.000x the baseline"),
+        "{stdout}"
+    );
+    assert!(rate.contains("30 and 30 replies"), "{stdout}");
+    assert!(
+        rate.contains("a regression of 10.0% is ruled out"),
+        "{stdout}"
+    );
+    assert!(rate.contains("an A/A comparison"), "{stdout}");
+    assert!(
+        line(&stdout, "baseline-first-token").contains(" ok "),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_serve_10_percent_slower_fails_without_anyone_moving_a_floor() {
+    // Every token 1/0.9 later: the rate 0.9x the baseline's. The floor (0) is not moved.
+    let (_d, slower) = derived(recorded_baseline(), 1.0 / 0.9, |_, _| {});
+    let (code, stdout) = against_baseline(&slower);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(
+        line(&stdout, "rate").contains(" ok "),
+        "the floor passes it: {stdout}"
+    );
+    let rate = line(&stdout, "baseline-rate");
+    assert!(rate.contains("FAIL  decode rate 0.90"), "{stdout}");
+    assert!(
+        rate.contains("slower, beyond the 3.0% noise: a regression"),
+        "{stdout}"
+    );
+    let result = json(&slower.join("run.json"));
+    assert!(
+        result["floors"]["baseline"].is_null(),
+        "judge writes nothing into the run"
+    );
+}
+
+#[test]
+fn a_serve_2_percent_slower_never_fails_at_3_percent_noise() {
+    let (_d, slower) = derived(recorded_baseline(), 1.0 / 0.98, |_, _| {});
+    let (code, stdout) = against_baseline(&slower);
+    assert_ne!(code, Some(1), "{stdout}");
+    assert!(!line(&stdout, "baseline-rate").contains("FAIL"), "{stdout}");
+}
+
+#[test]
+fn a_busier_candidate_makes_a_fail_inconclusive_with_both_figures() {
+    // Both sides' conditions as recorded, not as this box happened to be.
+    let (_d0, quiet_baseline) = derived(recorded_baseline(), 1.0, |_, load| {
+        load["during"]["wait_fraction"] = 0.02.into();
+    });
+    let (_d, busy) = derived(recorded_baseline(), 1.0 / 0.9, |_, load| {
+        load["during"]["wait_fraction"] = 0.31.into();
+    });
+    let baseline = quiet_baseline.to_str().unwrap();
+    let (code, stdout) = judge(&busy, &["--baseline", baseline]);
+    assert_eq!(code, Some(4), "{stdout}");
+    let rate = line(&stdout, "baseline-rate");
+    assert!(rate.contains("inconclusive decode rate 0.90"), "{stdout}");
+    assert!(
+        rate.contains(
+            "inconclusive: the box was busier than at the baseline (CPU wait 31% against CPU wait 2%)"
+        ),
+        "{stdout}"
+    );
+    assert!(stdout.contains("RESULT: INCONCLUSIVE"), "{stdout}");
+    // --busy-skip does not apply to it.
+    let (code, stdout) = judge(&busy, &["--baseline", baseline, "--busy-skip", "0"]);
+    assert_eq!(code, Some(4), "{stdout}");
+}
+
+#[test]
+fn a_quieter_candidate_makes_an_ok_inconclusive_and_never_the_other_way() {
+    // The baseline's box was busy; this one is quiet: an ok could hide a regression.
+    let (_d, busy_baseline) = derived(recorded_baseline(), 1.0, |_, load| {
+        load["during"]["wait_fraction"] = 0.6.into();
+    });
+    let (_d2, quiet) = derived(recorded_baseline(), 1.0, |_, load| {
+        load["during"]["wait_fraction"] = 0.01.into();
+    });
+    let (code, stdout) = judge(&quiet, &["--baseline", busy_baseline.to_str().unwrap()]);
+    assert_eq!(code, Some(4), "{stdout}");
+    assert!(
+        line(&stdout, "baseline-rate").contains("the box was quieter than at the baseline"),
+        "{stdout}"
+    );
+    // A busier candidate that is ok stays ok: conditions never excuse, nor condemn.
+    let (code, stdout) = judge(&busy_baseline, &["--baseline", quiet.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{stdout}");
+}
+
+#[test]
+fn another_serve_command_is_not_comparable_and_fails() {
+    let (_d, other) = derived(recorded_baseline(), 1.0, |m, _| {
+        let argv = m["serve_argv"].as_array_mut().unwrap();
+        argv.push("--model".into());
+        argv.push("/models/other.gguf".into());
+    });
+    let (code, stdout) = against_baseline(&other);
+    assert_eq!(code, Some(1), "{stdout}");
+    let rate = line(&stdout, "baseline-rate");
+    assert!(
+        rate.contains("FAIL  not comparable with the baseline"),
+        "{stdout}"
+    );
+    assert!(rate.contains("/models/other.gguf"), "{stdout}");
+}
+
+#[test]
+fn another_host_is_inconclusive_unless_allowed() {
+    let (_d, elsewhere) = derived(recorded_baseline(), 1.0, |m, _| {
+        m["host"] = "npu-box-7".into();
+    });
+    let (code, stdout) = against_baseline(&elsewhere);
+    assert_eq!(code, Some(4), "{stdout}");
+    assert!(
+        line(&stdout, "baseline-rate")
+            .contains("another box than the baseline's (host npu-box-7 here"),
+        "{stdout}"
+    );
+    let (code, stdout) = judge(
+        &elsewhere,
+        &[
+            "--baseline",
+            recorded_baseline().to_str().unwrap(),
+            "--baseline-allow",
+            "host",
+        ],
+    );
+    assert_eq!(code, Some(0), "{stdout}");
+}
+
+#[test]
+fn a_thin_comparison_is_inconclusive_and_says_how_many_replies_would_decide() {
+    let (_d, thin) = derived(recorded_baseline(), 1.0 / 0.9, |m, _| {
+        m["replies_planned"] = 3.into();
+    });
+    let replies = std::fs::read_to_string(thin.join("replies.jsonl")).unwrap();
+    let three: String = replies.lines().take(3).map(|l| format!("{l}\n")).collect();
+    std::fs::write(thin.join("replies.jsonl"), three).unwrap();
+    let (code, stdout) = against_baseline(&thin);
+    assert_eq!(code, Some(4), "{stdout}");
+    let rate = line(&stdout, "baseline-rate");
+    assert!(rate.contains("3 and 30 replies"), "{stdout}");
+    assert!(
+        rate.contains("thin: under 6 replies a side the comparison can only be inconclusive"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_recorded_baseline_that_is_gone_leaves_the_comparison_inconclusive() {
+    let (_d, gone) = derived(recorded_baseline(), 1.0, |m, _| {
+        m["floors"]["baseline"] = "/nonexistent/baseline".into();
+    });
+    let (code, stdout) = judge(&gone, &[]);
+    assert_eq!(code, Some(4), "{stdout}");
+    assert!(
+        line(&stdout, "baseline-rate")
+            .contains("not judged: the run's baseline /nonexistent/baseline cannot be read now"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_baseline_that_is_not_a_run_and_bad_shares_are_refused_before_anything_starts() {
+    let (d, out) = scratch();
+    let empty = d.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["--baseline", empty.to_str().unwrap()],
+            "is not a readable run",
+        ),
+        (
+            &["--baseline-noise", "0.6"],
+            "--baseline-noise is a share above 0 and below 0.5",
+        ),
+        (
+            &["--max-regression", "0"],
+            "--max-regression is a share above 0 and below 0.5",
+        ),
+        (
+            &["--baseline-allow", "moon"],
+            "--baseline-allow \"moon\" is not a difference",
+        ),
+    ];
+    for (extra, says) in cases {
+        let o = gate()
+            .args(["run", "--stand-in", "--out"])
+            .arg(&out)
+            .args(UNFLIPPABLE)
+            .args(extra)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {stderr}");
+        assert!(stderr.contains(says), "{extra:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(!out.exists(), "{extra:?} created the run directory");
+    }
+    let (code, _) = judge(
+        recorded_baseline(),
+        &["--baseline", empty.to_str().unwrap()],
+    );
+    assert_eq!(code, Some(2));
+}
