@@ -12,13 +12,16 @@
 //! - [`judging`]: pure, over archive types. [`judging::measure`]: tokens, first-token time,
 //!   decode rate and the median with its interval; [`judging::serve_log`]: the serve's log
 //!   scanned as a stream; [`judging::verdict`]: recorded run + floors -> lines and RESULT, one
-//!   file per line family.
+//!   file per line family; [`judging::provenance`]: what differs between two runs'
+//!   provenance, and whether it makes them not comparable or runs on another box.
 //! - [`live`]: all the I/O of a run. [`live::gate`]: `run`, from settings to a judged, archived
 //!   run; [`live::serve`] and [`live::supervise`]: the serve's process and the supervisor that
 //!   stops its whole tree; [`live::hold`]: the device hold; [`live::signals`]: TERM, INT and
 //!   HUP; [`live::client`] and [`live::stamped`]: the HTTP client and the socket whose reads
-//!   carry their times; [`live::conditions`]: the box's load; [`live::run_args`]: `run`'s
-//!   arguments (the clap struct), their bounds, and the plain settings a profile fills in.
+//!   carry their times; [`live::conditions`]: the box's load; [`live::provenance`]: the
+//!   run's provenance (files hashed, with their cache; the box's facts);
+//!   [`live::run_args`]: `run`'s arguments (the clap struct), their bounds, and the plain
+//!   settings a profile fills in.
 //! - [`report`]: renders a verdict, decides nothing. Human lines, JUnit and Markdown in
 //!   [`report`] itself; [`report::output`]: where each goes; [`report::timeline`]:
 //!   timeline.svg; [`report::compare`]: runs side by side.

@@ -2,7 +2,8 @@
 //! (median and its interval) in [`measure`]; a candidate against an accepted baseline (the
 //! Hodges-Lehmann shift, its interval and the decision) in [`baseline`]; the serve's log
 //! scanned as a stream in [`serve_log`]; the verdict in [`verdict`], one file per line family;
-//! an archived run judged in [`archived`].
+//! an archived run judged in [`archived`]; what differs between two runs' provenance in
+//! [`provenance`].
 //!
 //! Pure: it reads archive types and returns values. No tokio, `std::fs`, `std::net`,
 //! `std::process` or nix; never live or report. `tests/layers.rs` checks this.
