@@ -6,6 +6,10 @@
 //!
 //! The parsing is pure and tested here; the reads around it are thin, and take their roots as
 //! arguments so the tests give them a made-up /sys.
+//!
+//! It runs on the gate's thread before anything is held or started. The signal handlers are
+//! registered by then, so a signal during the first hash of a large model is not lost: the run
+//! is recorded as interrupted once the hash is done (a few seconds a GB, once).
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -150,7 +154,8 @@ pub fn gather(manifest: &RunManifest, max_tokens: u32) -> Provenance {
     );
     let machine_id = fact(
         read_text(Path::new("/etc/machine-id"), ATTR_MAX_BYTES)
-            .or_else(|_| read_text(Path::new("/var/lib/dbus/machine-id"), ATTR_MAX_BYTES)),
+            .or_else(|_| read_text(Path::new("/var/lib/dbus/machine-id"), ATTR_MAX_BYTES))
+            .context("no machine id: neither /etc/machine-id nor /var/lib/dbus/machine-id"),
     );
     let kernel = fact(read_text(
         Path::new("/proc/sys/kernel/osrelease"),
