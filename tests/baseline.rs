@@ -16,7 +16,14 @@ fn recorded_baseline() -> &'static Path {
     DIR.get_or_init(|| {
         let d = tempfile::tempdir().unwrap().keep();
         let out = d.join("baseline");
-        let (code, stdout) = stand_in_run(&out, &["--replies", "30"], &["--gaps-ms", "10"]);
+        // A model file on the serve's command line, hashed into the run's provenance.
+        let model = d.join("model.gguf");
+        std::fs::write(&model, "weights of the accepted release").unwrap();
+        let (code, stdout) = stand_in_run(
+            &out,
+            &["--replies", "30"],
+            &["--gaps-ms", "10", "--map-file", model.to_str().unwrap()],
+        );
         assert_eq!(code, Some(0), "{stdout}");
         out
     })
@@ -172,7 +179,7 @@ fn a_quieter_candidate_makes_an_ok_inconclusive_and_never_the_other_way() {
 #[test]
 fn another_serve_command_is_not_comparable_and_fails() {
     let (_d, other) = derived(recorded_baseline(), 1.0, |m, _| {
-        let argv = m["serve_argv"].as_array_mut().unwrap();
+        let argv = m["provenance"]["serve_argv"].as_array_mut().unwrap();
         argv.push("--model".into());
         argv.push("/models/other.gguf".into());
     });
@@ -189,13 +196,13 @@ fn another_serve_command_is_not_comparable_and_fails() {
 #[test]
 fn another_host_is_inconclusive_unless_allowed() {
     let (_d, elsewhere) = derived(recorded_baseline(), 1.0, |m, _| {
-        m["host"] = "npu-box-7".into();
+        m["provenance"]["host"] = "npu-box-7".into();
     });
     let (code, stdout) = against_baseline(&elsewhere);
     assert_eq!(code, Some(4), "{stdout}");
     assert!(
         line(&stdout, "baseline-rate")
-            .contains("another box than the baseline's (host npu-box-7 here"),
+            .contains("another box than the baseline's (host: npu-box-7 here"),
         "{stdout}"
     );
     let (code, stdout) = judge(
@@ -284,4 +291,34 @@ fn a_baseline_that_is_not_a_run_and_bad_shares_are_refused_before_anything_start
         &["--baseline", empty.to_str().unwrap()],
     );
     assert_eq!(code, Some(2));
+}
+
+#[test]
+fn another_model_file_is_not_comparable_and_fails() {
+    // The same path, other weights: only the hash tells.
+    let (_d, other) = derived(recorded_baseline(), 1.0, |m, _| {
+        m["provenance"]["model_files"][0]["sha256"] = "0".repeat(64).into();
+    });
+    let (code, stdout) = against_baseline(&other);
+    assert_eq!(code, Some(1), "{stdout}");
+    let rate = line(&stdout, "baseline-rate");
+    assert!(
+        rate.contains("FAIL  not comparable with the baseline"),
+        "{stdout}"
+    );
+    assert!(rate.contains("model file "), "{stdout}");
+    assert!(rate.contains("model.gguf"), "{stdout}");
+}
+
+#[test]
+fn a_baseline_from_before_provenance_is_inconclusive_saying_so() {
+    let (_d, old) = derived(recorded_baseline(), 1.0, |m, _| {
+        m.as_object_mut().unwrap().remove("provenance");
+    });
+    let (code, stdout) = judge(recorded_baseline(), &["--baseline", old.to_str().unwrap()]);
+    assert_eq!(code, Some(4), "{stdout}");
+    assert!(
+        line(&stdout, "baseline-rate").contains("the baseline recorded no provenance"),
+        "{stdout}"
+    );
 }

@@ -16,6 +16,7 @@ use crate::judging::baseline::{
     judge_shift, Decision, Judged, RepliesNeeded, Worse, DEFAULT_MAX_REGRESSION, DEFAULT_NOISE,
 };
 use crate::judging::measure::measure;
+use crate::judging::provenance::{differences, same_binary};
 
 /// The two baseline lines, or none when no baseline was asked for.
 pub(super) fn baseline_lines(e: &Evidence<'_>, c: &Criteria) -> Vec<Line> {
@@ -218,10 +219,46 @@ struct Comparability {
     notes: Vec<String>,
 }
 
-/// The names `--baseline-allow` takes.
-pub const ALLOWABLE: [&str; 6] = ["host", "cpu", "memory", "kernel", "modules", "firmware"];
-
 fn comparability(candidate: &RunManifest, baseline: &RunManifest) -> Comparability {
+    match (&candidate.provenance, &baseline.provenance) {
+        (Some(cp), Some(bp)) => {
+            let mut c = Comparability::default();
+            for d in differences(cp, bp) {
+                let said = format!(
+                    "{}: {} here, {} at the baseline",
+                    d.field, d.candidate, d.baseline
+                );
+                match d.allow_name() {
+                    None => c.incomparable.push(said),
+                    Some(name) => c.other_box.push((name, said)),
+                }
+            }
+            if same_binary(cp, bp) {
+                c.notes
+                    .push("the same serve binary on both sides: an A/A comparison".to_string());
+            }
+            c
+        }
+        // A run from before provenance: what run.json has always held is compared, and the
+        // rest cannot be known, so the comparison cannot decide.
+        (c_prov, _) => {
+            let mut c = recorded_settings(candidate, baseline);
+            let which = if c_prov.is_none() {
+                "this run"
+            } else {
+                "the baseline"
+            };
+            c.other_box.push((
+                "",
+                format!("{which} recorded no provenance (model files, kernel, modules: a run from before they were recorded)"),
+            ));
+            c
+        }
+    }
+}
+
+/// What run.json recorded before provenance: the serve command, prompts, settings and host.
+fn recorded_settings(candidate: &RunManifest, baseline: &RunManifest) -> Comparability {
     let mut c = Comparability::default();
     if json(&candidate.prompts) != json(&baseline.prompts) {
         c.incomparable.push("the prompts differ".to_string());

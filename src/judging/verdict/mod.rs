@@ -136,11 +136,13 @@ impl Criteria {
         if let Some(bad) = floors
             .baseline_allow
             .iter()
-            .find(|a| !baseline::ALLOWABLE.contains(&a.as_str()))
+            .find(|a| crate::judging::provenance::BoxFact::from_name(a).is_none())
         {
             bail!(
                 "--baseline-allow {bad:?} is not a difference the gate knows; give some of {}",
-                baseline::ALLOWABLE.join(", ")
+                crate::judging::provenance::BoxFact::ALL
+                    .map(|f| f.name())
+                    .join(", ")
             );
         }
         if let (Some(lib), Some(no_lib)) = (&floors.route_lib, &floors.no_route_lib) {
