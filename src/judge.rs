@@ -11,6 +11,7 @@ use crate::archive::rundir::{self, BaselineRun};
 use crate::exit_codes;
 use crate::judging::archived::judge_archive;
 use crate::judging::verdict::Criteria;
+use crate::live::run_args::{BaselineArgs, RouteEvidenceArgs};
 use crate::report::output::{self, OutputArgs, Outputs};
 use crate::report::timeline;
 use crate::report::RunInfo;
@@ -33,31 +34,13 @@ pub struct JudgeArgs {
     /// Override the recorded slow-route pattern.
     #[arg(long, value_name = "REGEX")]
     pub slow_route: Option<String>,
-    /// Override the recorded --route-lib pattern (judged from the run's route.json).
-    #[arg(long, value_name = "REGEX")]
-    pub route_lib: Option<String>,
-    /// Override the recorded --no-route-lib pattern.
-    #[arg(long, value_name = "REGEX")]
-    pub no_route_lib: Option<String>,
-    /// Override the recorded --route-device pattern.
-    #[arg(long, value_name = "REGEX")]
-    pub route_device: Option<String>,
-    /// Override the recorded --device-busy source; the run's route.json must hold its
-    /// readings.
-    #[arg(long, value_name = "SOURCE")]
-    pub device_busy: Option<String>,
-    /// Compare with this accepted baseline run directory (overrides the recorded one).
-    #[arg(long, value_name = "DIR")]
-    pub baseline: Option<PathBuf>,
-    /// Override the recorded --baseline-noise.
-    #[arg(long, value_name = "SHARE")]
-    pub baseline_noise: Option<f64>,
-    /// Override the recorded --max-regression.
-    #[arg(long, value_name = "SHARE")]
-    pub max_regression: Option<f64>,
-    /// Override the recorded --baseline-allow.
-    #[arg(long, value_name = "LIST", value_delimiter = ',')]
-    pub baseline_allow: Option<Vec<String>>,
+    /// Process evidence to judge by (from the run's route.json), instead of what the run
+    /// recorded.
+    #[command(flatten)]
+    pub route: RouteEvidenceArgs,
+    /// A baseline to compare with, or how, instead of what the run recorded.
+    #[command(flatten)]
+    pub baseline: BaselineArgs,
     /// Override the recorded busy-box SKIP policy (see run --busy-skip).
     #[arg(long, value_name = "THRESHOLD")]
     pub busy_skip: Option<f64>,
@@ -112,30 +95,36 @@ pub fn run(args: JudgeArgs) -> Result<u8> {
     if let Some(t) = args.busy_skip {
         floors.busy_skip = Some(t);
     }
-    if let Some(dir) = &args.baseline {
+    let BaselineArgs {
+        baseline: baseline_dir,
+        baseline_noise,
+        max_regression,
+        baseline_allow,
+    } = args.baseline;
+    if let Some(dir) = &baseline_dir {
         floors.baseline = Some(dir.display().to_string());
     }
-    if let Some(x) = args.baseline_noise {
-        floors.baseline_noise = Some(x);
+    if baseline_noise.is_some() {
+        floors.baseline_noise = baseline_noise;
     }
-    if let Some(x) = args.max_regression {
-        floors.max_regression = Some(x);
+    if max_regression.is_some() {
+        floors.max_regression = max_regression;
     }
-    if let Some(allow) = args.baseline_allow {
+    if let Some(allow) = baseline_allow {
         floors.baseline_allow = allow;
     }
     for (given, floor) in [
-        (args.route_lib, &mut floors.route_lib),
-        (args.no_route_lib, &mut floors.no_route_lib),
-        (args.route_device, &mut floors.route_device),
-        (args.device_busy, &mut floors.device_busy),
+        (args.route.route_lib, &mut floors.route_lib),
+        (args.route.no_route_lib, &mut floors.no_route_lib),
+        (args.route.route_device, &mut floors.route_device),
+        (args.route.device_busy, &mut floors.device_busy),
     ] {
         if given.is_some() {
             *floor = given;
         }
     }
     let criteria = Criteria::new(floors)?;
-    let baseline = match (&args.baseline, &criteria.floors().baseline) {
+    let baseline = match (&baseline_dir, &criteria.floors().baseline) {
         // Asked for now: it must be a run, or judge cannot do what it was asked.
         (Some(dir), _) => {
             let run = BaselineRun::load(dir);

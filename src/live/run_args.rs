@@ -40,40 +40,12 @@ pub struct RunArgs {
     /// (exit 3) instead of a FAIL. 0.2 means 20%. Route and content failures stay FAIL.
     #[arg(long, value_name = "THRESHOLD")]
     pub busy_skip: Option<f64>,
-    /// A regex over the paths the serve's processes map (/proc/PID/maps of the launched
-    /// process and every descendant): some process must map a matching file, e.g. the fast
-    /// backend's library 'libggml-cuda\.so'.
-    #[arg(long, value_name = "REGEX")]
-    pub route_lib: Option<String>,
-    /// A regex over the paths the serve's processes map: none may map a matching file, e.g.
-    /// the slow backend's library.
-    #[arg(long, value_name = "REGEX")]
-    pub no_route_lib: Option<String>,
-    /// A regex over the files the serve's processes hold open during the replies: some
-    /// process must hold a matching one, e.g. '^/dev/accel/accel[0-9]+$'.
-    #[arg(long, value_name = "REGEX")]
-    pub route_device: Option<String>,
-    /// A busy counter that must advance during the replies: a file holding a number (e.g.
-    /// intel_vpu's npu_busy_time_us in sysfs), or fdinfo:KEY for a key in
-    /// /proc/PID/fdinfo/FD of the file --route-device matched (e.g. fdinfo:drm-engine-npu).
-    #[arg(long, value_name = "SOURCE")]
-    pub device_busy: Option<String>,
-    /// An accepted baseline run directory (a run of the last release on this box): the
-    /// candidate's decode rate and first-token are compared with it, reply by reply.
-    #[arg(long, value_name = "DIR")]
-    pub baseline: Option<PathBuf>,
-    /// The change against the baseline that is noise, a share: a FAIL needs the whole 90%
-    /// interval of the change beyond it (default 0.03).
-    #[arg(long, value_name = "SHARE")]
-    pub baseline_noise: Option<f64>,
-    /// The largest acceptable regression against the baseline, a share: ok needs the whole
-    /// 90% interval within it (default 0.10).
-    #[arg(long, value_name = "SHARE")]
-    pub max_regression: Option<f64>,
-    /// Differences of the box from the baseline's that are accepted, comma-separated: host,
-    /// cpu, memory, kernel, modules, firmware.
-    #[arg(long, value_name = "LIST", value_delimiter = ',')]
-    pub baseline_allow: Vec<String>,
+    /// The route evidence asked of the serve's processes.
+    #[command(flatten)]
+    pub route: RouteEvidenceArgs,
+    /// The accepted baseline to compare with.
+    #[command(flatten)]
+    pub baseline: BaselineArgs,
     /// The serve's base URL, instead of http://127.0.0.1:{port}. With no serve command, the
     /// gate measures a serve that is already running (nothing is launched or stopped).
     #[arg(long, value_name = "URL")]
@@ -142,6 +114,52 @@ pub struct RunArgs {
     /// The serve command, run directly (no shell); {port} becomes the port the gate picked.
     #[arg(last = true, value_name = "SERVE")]
     pub serve: Vec<String>,
+}
+
+/// The route evidence asked of the serve's own processes (docs/route.md): `run` records it
+/// with the floors, `judge` overrides what a run recorded.
+#[derive(Debug, Clone, Default, Args)]
+pub struct RouteEvidenceArgs {
+    /// A regex over the paths the serve's processes map (/proc/PID/maps of the launched
+    /// process and every descendant): some process must map a matching file, e.g. the fast
+    /// backend's library 'libggml-cuda\.so'.
+    #[arg(long, value_name = "REGEX")]
+    pub route_lib: Option<String>,
+    /// A regex over the paths the serve's processes map: none may map a matching file, e.g.
+    /// the slow backend's library.
+    #[arg(long, value_name = "REGEX")]
+    pub no_route_lib: Option<String>,
+    /// A regex over the files the serve's processes hold open during the replies: some
+    /// process must hold a matching one, e.g. '^/dev/accel/accel[0-9]+$'.
+    #[arg(long, value_name = "REGEX")]
+    pub route_device: Option<String>,
+    /// A busy counter that must advance during the replies: a file holding a number (e.g.
+    /// intel_vpu's npu_busy_time_us in sysfs), or fdinfo:KEY for a key in
+    /// /proc/PID/fdinfo/FD of the file --route-device matched (e.g. fdinfo:drm-engine-npu).
+    #[arg(long, value_name = "SOURCE")]
+    pub device_busy: Option<String>,
+}
+
+/// The accepted baseline a candidate is compared with, and how (docs/baseline.md): `run`
+/// records it, `judge` overrides what a run recorded.
+#[derive(Debug, Clone, Default, Args)]
+pub struct BaselineArgs {
+    /// An accepted baseline run directory (a run of the last release on this box): the
+    /// candidate's decode rate and first-token are compared with it, reply by reply.
+    #[arg(long, value_name = "DIR")]
+    pub baseline: Option<PathBuf>,
+    /// The change against the baseline that is noise, a share: a FAIL needs the whole 90%
+    /// interval of the change beyond it (default 0.03).
+    #[arg(long, value_name = "SHARE")]
+    pub baseline_noise: Option<f64>,
+    /// The largest acceptable regression against the baseline, a share: ok needs the whole
+    /// 90% interval within it (default 0.10).
+    #[arg(long, value_name = "SHARE")]
+    pub max_regression: Option<f64>,
+    /// Differences of the box from the baseline's that are accepted, comma-separated: host,
+    /// cpu, memory, kernel, modules, firmware.
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub baseline_allow: Option<Vec<String>>,
 }
 
 /// `run`'s settings as plain data: the command line's [`RunArgs`], with a profile's values
@@ -240,14 +258,14 @@ impl From<RunArgs> for RunSettings {
             fast_route: a.fast_route,
             slow_route: a.slow_route,
             busy_skip: a.busy_skip,
-            route_lib: a.route_lib,
-            no_route_lib: a.no_route_lib,
-            route_device: a.route_device,
-            device_busy: a.device_busy,
-            baseline: a.baseline,
-            baseline_noise: a.baseline_noise,
-            max_regression: a.max_regression,
-            baseline_allow: a.baseline_allow,
+            route_lib: a.route.route_lib,
+            no_route_lib: a.route.no_route_lib,
+            route_device: a.route.route_device,
+            device_busy: a.route.device_busy,
+            baseline: a.baseline.baseline,
+            baseline_noise: a.baseline.baseline_noise,
+            max_regression: a.baseline.max_regression,
+            baseline_allow: a.baseline.baseline_allow.unwrap_or_default(),
             url: a.url,
             ready_path: a.ready_path,
             api_base: a.api_base,
