@@ -547,6 +547,80 @@ mod tests {
     }
 
     #[test]
+    fn a_counters_unit_gives_the_busy_share_and_no_time_gives_none() {
+        let c = criteria(|f| f.device_busy = Some("/tmp/busy".into()));
+        // 2 s of replies: 1 s busy, in each unit.
+        for (unit, delta) in [("ns", 1_000_000_000), ("us", 1_000_000), ("ms", 1_000)] {
+            let r = RouteRecord {
+                counter: Some(counter(0, delta, Some(unit))),
+                ..launched()
+            };
+            let l = line(&r, &c, false);
+            assert!(
+                l.text.starts_with("the device was busy 50% of the replies"),
+                "{unit}: {l}"
+            );
+        }
+        // Both readings at the same instant: no share to give, never a division by zero.
+        let mut same_time = counter(0, 10, Some("us"));
+        same_time.after.as_mut().unwrap().at_ns = 0;
+        let r = RouteRecord {
+            counter: Some(same_time),
+            ..launched()
+        };
+        assert_eq!(
+            line(&r, &c, false).text,
+            "the busy counter /tmp/busy advanced by 10 during the replies"
+        );
+    }
+
+    #[test]
+    fn problems_past_three_are_counted_not_listed() {
+        let c = criteria(|f| f.route_lib = Some("libcuda".into()));
+        let r = RouteRecord {
+            problems: (1..=5).map(|i| format!("/proc/{i}/maps: denied")).collect(),
+            ..launched()
+        };
+        let l = line(&r, &c, false);
+        assert!(l.text.contains("/proc/3/maps: denied\" and 2 more"), "{l}");
+        assert!(!l.text.contains("/proc/4/"), "{l}");
+        let three = RouteRecord {
+            problems: (1..=3).map(|i| format!("/proc/{i}/maps: denied")).collect(),
+            ..launched()
+        };
+        let l = line(&three, &c, false);
+        assert!(l.text.ends_with("/proc/3/maps: denied\""), "{l}");
+    }
+
+    #[test]
+    fn a_log_pattern_beside_process_evidence_is_judged_too() {
+        // One log pattern (the fast one alone) beside a process check: the log still counts.
+        let c = criteria(|f| {
+            f.route_lib = Some("libcuda".into());
+            f.fast_route = Some("route: npu".into());
+        });
+        let r = RouteRecord {
+            processes: vec![process(7, &["/opt/libcuda.so.1"], &[])],
+            ..launched()
+        };
+        let log = c.scan_log_text("route: cpu\n");
+        let l = route_line(Some(&log), ProcessEvidence::Recorded(&r), &c, false);
+        assert_eq!(l.status, Status::Fail, "{l}");
+        assert!(
+            l.text
+                .starts_with("log: the serve log does not name the fast route"),
+            "{l}"
+        );
+        let c = criteria(|f| {
+            f.route_lib = Some("libcuda".into());
+            f.slow_route = Some("route: cpu".into());
+        });
+        let log = c.scan_log_text("route: cpu\n");
+        let l = route_line(Some(&log), ProcessEvidence::Recorded(&r), &c, false);
+        assert_eq!(l.status, Status::Fail, "{l}");
+    }
+
+    #[test]
     fn route_matches_lists_what_each_pattern_found() {
         let r = RouteRecord {
             processes: vec![
