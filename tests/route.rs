@@ -323,3 +323,28 @@ fn a_busy_counter_a_real_process_advances_passes_with_the_share_of_the_replies()
         "{stdout}"
     );
 }
+
+#[test]
+fn a_counter_that_is_no_counter_is_refused_at_once_and_an_endless_one_is_not_read_forever() {
+    let (d, out) = scratch();
+    let words = d.path().join("busy");
+    std::fs::write(&words, "busy\n").unwrap();
+    for (counter, says) in [
+        (words.to_str().unwrap(), "does not hold a number"),
+        ("/dev/zero", "does not hold a number"),
+        ("/nonexistent/npu_busy_time_us", "failed to open"),
+    ] {
+        let o = gate()
+            .args(["run", "--stand-in", "--out"])
+            .arg(&out)
+            .args(UNFLIPPABLE)
+            .args(["--device-busy", counter])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{counter}: {stderr}");
+        assert!(stderr.contains(says), "{counter}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(!out.exists());
+    }
+}
