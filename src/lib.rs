@@ -18,7 +18,9 @@
 //!   run; [`live::serve`] and [`live::supervise`]: the serve's process and the supervisor that
 //!   stops its whole tree; [`live::hold`]: the device hold; [`live::signals`]: TERM, INT and
 //!   HUP; [`live::client`] and [`live::stamped`]: the HTTP client and the socket whose reads
-//!   carry their times; [`live::conditions`]: the box's load; [`live::provenance`]: the
+//!   carry their times; [`live::conditions`]: the box's load; [`live::route_probe`]: the
+//!   route evidence of the serve's process tree (maps, open files, the busy counter, into
+//!   route.json); [`live::provenance`]: the
 //!   run's provenance (files hashed, with their cache; the box's facts);
 //!   [`live::run_args`]: `run`'s arguments (the clap struct), their bounds, and the plain
 //!   settings a profile fills in.

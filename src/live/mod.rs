@@ -1,7 +1,8 @@
 //! Live: all the I/O of a run. Its orchestration ([`gate`]), the serve's process ([`serve`])
 //! and its supervisor ([`supervise`]), the device hold ([`hold`]), signals ([`signals`]), the
 //! HTTP client ([`client`]) and the stamped socket under it ([`stamped`]), and the sampler of
-//! the box's conditions ([`conditions`]); the run's provenance, the files it was given hashed
+//! the box's conditions ([`conditions`]), which also reads the route evidence of the serve's
+//! process tree ([`route_probe`]); the run's provenance, the files it was given hashed
 //! and the box's facts ([`provenance`]). [`run_args`]: `run`'s own arguments and their bounds
 //! (the command line composes them, a profile fills them in).
 //!
