@@ -105,17 +105,9 @@ fn verdict_of(run: &Run, floors: &Floors, replies: &[ReplyRecord]) -> Verdict {
     let criteria = Criteria::new(floors.clone()).unwrap();
     let log = criteria.scan_log_text(run.log);
     let e = Evidence {
-        replies,
-        replies_planned: replies.len(),
-        startup: &startup,
         serve_log: Some(&log),
         load: run.load.as_ref(),
-        interrupted: None,
-        hold_not_acquired: None,
-        stop: None,
-        serve_died: None,
-        processes: crate::judging::verdict::ProcessEvidence::Missing("none made"),
-        baseline: crate::judging::verdict::BaselineEvidence::NotAsked,
+        ..Evidence::of(replies, &startup)
     };
     judge(&e, &criteria)
 }

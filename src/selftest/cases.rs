@@ -43,21 +43,20 @@ impl Case {
     pub fn verdict(&self) -> Result<Verdict, String> {
         let criteria = Criteria::new(self.floors.clone()).map_err(|e| format!("{e:#}"))?;
         let log = self.log.map(|l| criteria.scan_log_text(l));
+        let hand_made = Evidence::of(&self.replies, &self.startup);
         let evidence = Evidence {
-            replies: &self.replies,
             replies_planned: self.planned.unwrap_or(self.replies.len()),
-            startup: &self.startup,
             serve_log: log.as_ref(),
             load: self.load.as_ref(),
             interrupted: self.interrupted,
             hold_not_acquired: self.hold_not_acquired,
             stop: self.stop.as_ref().map(|s| (s, 10.0)),
             serve_died: self.serve_died,
-            processes: match &self.route {
-                Some(r) => ProcessEvidence::Recorded(r),
-                None => ProcessEvidence::Missing("no route.json: a hand-made run"),
-            },
-            baseline: verdict::BaselineEvidence::NotAsked,
+            processes: self
+                .route
+                .as_ref()
+                .map_or(hand_made.processes, ProcessEvidence::Recorded),
+            ..hand_made
         };
         Ok(verdict::judge(&evidence, &criteria))
     }

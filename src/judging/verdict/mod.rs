@@ -269,6 +269,27 @@ pub enum BaselineEvidence<'a> {
     Missing(&'a str),
 }
 
+impl<'a> Evidence<'a> {
+    /// A run that made `replies` (all it planned) after `startup`, with nothing else recorded:
+    /// no serve log, load, interruption, hold, stop, process evidence or baseline. Hand-made
+    /// runs (tests, the self-test's cases, properties) start from it and set what they need.
+    pub fn of(replies: &'a [ReplyRecord], startup: &'a Startup) -> Self {
+        Evidence {
+            replies,
+            replies_planned: replies.len(),
+            startup,
+            serve_log: None,
+            load: None,
+            interrupted: None,
+            hold_not_acquired: None,
+            stop: None,
+            serve_died: None,
+            processes: ProcessEvidence::Missing("no route.json: a hand-made run"),
+            baseline: BaselineEvidence::NotAsked,
+        }
+    }
+}
+
 /// The route evidence of the serve's own processes, or why the run has none.
 #[derive(Debug, Clone, Copy)]
 pub enum ProcessEvidence<'a> {
@@ -487,7 +508,7 @@ mod tests {
     use super::*;
     use crate::judging::measure::tests::reply_at;
 
-    const READY: Startup = Startup::Ready {
+    static READY: Startup = Startup::Ready {
         after_ms: 1.0,
         probe: String::new(),
         not_ready_answers: 0,
@@ -527,17 +548,9 @@ mod tests {
         let c = criteria(f);
         let log = log.map(|l| c.scan_log_text(l));
         let e = Evidence {
-            replies,
-            replies_planned: replies.len(),
-            startup: &READY,
             serve_log: log.as_ref(),
             load: Some(&LOAD),
-            interrupted: None,
-            hold_not_acquired: None,
-            stop: None,
-            serve_died: None,
-            processes: crate::judging::verdict::ProcessEvidence::Missing("none made"),
-            baseline: crate::judging::verdict::BaselineEvidence::NotAsked,
+            ..Evidence::of(replies, &READY)
         };
         judge(&e, &c)
     }
@@ -879,17 +892,9 @@ RESULT: PASS
         let replies = [good()];
         let scanned_log = scanned(LOG);
         let e = Evidence {
-            replies: &replies,
             replies_planned: 3,
-            startup: &READY,
             serve_log: Some(&scanned_log),
-            load: None,
-            interrupted: None,
-            hold_not_acquired: None,
-            stop: None,
-            serve_died: None,
-            processes: crate::judging::verdict::ProcessEvidence::Missing("none made"),
-            baseline: crate::judging::verdict::BaselineEvidence::NotAsked,
+            ..Evidence::of(&replies, &READY)
         };
         let v = judge(&e, &criteria(floors()));
         assert_eq!(line(&v, "content").text, "only 1 of 3 replies were made");
@@ -903,17 +908,10 @@ RESULT: PASS
         let log = "a\nb\n\nc\nd\ne\nf\nerror: no device\n";
         let scanned_log = scanned(log);
         let e = Evidence {
-            replies: &[],
             replies_planned: 3,
-            startup: &startup,
             serve_log: Some(&scanned_log),
             load: Some(&LOAD),
-            interrupted: None,
-            hold_not_acquired: None,
-            stop: None,
-            serve_died: None,
-            processes: crate::judging::verdict::ProcessEvidence::Missing("none made"),
-            baseline: crate::judging::verdict::BaselineEvidence::NotAsked,
+            ..Evidence::of(&[], &startup)
         };
         let v = judge(&e, &criteria(floors()));
         assert_eq!(v.outcome, Outcome::Fail);
@@ -931,17 +929,9 @@ RESULT: PASS
         let replies = [good()];
         let scanned_log = scanned(LOG);
         let e = Evidence {
-            replies: &replies,
             replies_planned: 1,
-            startup: &READY,
             serve_log: Some(&scanned_log),
-            load: None,
-            interrupted: None,
-            hold_not_acquired: None,
-            stop: None,
-            serve_died: None,
-            processes: crate::judging::verdict::ProcessEvidence::Missing("none made"),
-            baseline: crate::judging::verdict::BaselineEvidence::NotAsked,
+            ..Evidence::of(&replies, &READY)
         };
         let v = judge(&e, &criteria(floors()));
         assert!(v.lines.iter().all(|l| l.check != "load"));
@@ -953,17 +943,10 @@ RESULT: PASS
         let replies = [good()];
         let scanned_log = scanned(LOG);
         let e = Evidence {
-            replies: &replies,
             replies_planned: 1,
-            startup: &READY,
             serve_log: Some(&scanned_log),
-            load: None,
             interrupted: Some("SIGTERM"),
-            hold_not_acquired: None,
-            stop: None,
-            serve_died: None,
-            processes: crate::judging::verdict::ProcessEvidence::Missing("none made"),
-            baseline: crate::judging::verdict::BaselineEvidence::NotAsked,
+            ..Evidence::of(&replies, &READY)
         };
         let v = judge(&e, &criteria(floors()));
         assert_eq!(
