@@ -88,7 +88,7 @@ impl RouteProbe {
             tree: BTreeSet::new(),
             problems: Vec::new(),
             counter: busy.map(|b| CounterRecord {
-                source: busy_name(b),
+                source: b.to_string(),
                 unit: None,
                 before: None,
                 after: None,
@@ -391,13 +391,6 @@ fn children(pid: u32) -> Result<Vec<u32>, String> {
         }
     }
     Ok(out)
-}
-
-fn busy_name(b: &BusySource) -> String {
-    match b {
-        BusySource::File(path) => path.clone(),
-        BusySource::Fdinfo(key) => format!("fdinfo:{key}"),
-    }
 }
 
 /// A small file's text, at most [`COUNTER_FILE_MAX`] bytes.

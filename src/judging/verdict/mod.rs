@@ -73,6 +73,17 @@ pub enum BusySource {
     Fdinfo(String),
 }
 
+/// As `--device-busy` takes it, and as route.json's `counter.source` records it: the path, or
+/// `fdinfo:KEY`.
+impl fmt::Display for BusySource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BusySource::File(path) => f.write_str(path),
+            BusySource::Fdinfo(key) => write!(f, "fdinfo:{key}"),
+        }
+    }
+}
+
 impl BusySource {
     /// Read `--device-busy SOURCE`.
     pub fn parse(source: &str) -> Result<BusySource> {

@@ -168,10 +168,7 @@ fn process_checks(r: &RouteRecord, c: &Criteria) -> Vec<(bool, String)> {
 
 /// The counter check: the busy counter advanced during the replies.
 fn counter_check(counter: Option<&CounterRecord>, source: &BusySource) -> (bool, String) {
-    let name = match source {
-        BusySource::File(path) => path.clone(),
-        BusySource::Fdinfo(key) => format!("fdinfo:{key}"),
-    };
+    let name = source.to_string();
     let Some(counter) = counter.filter(|k| k.source == name) else {
         return (
             false,
