@@ -12,6 +12,10 @@ use crate::prompts::Prompt;
 /// Version of the run directory's file formats. Bumped when a field changes meaning.
 pub const SCHEMA: u32 = 1;
 
+/// The placeholder in the serve's arguments that becomes the port the gate picked; the port is
+/// recorded back as it in provenance's `serve_argv`.
+pub const PORT_PLACEHOLDER: &str = "{port}";
+
 /// One SSE event of a reply: when the bytes that completed it arrived, and what text it carried.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChunkArrival {

@@ -13,7 +13,7 @@ use std::fmt;
 
 use serde::{Serialize, Serializer};
 
-use crate::archive::record::{HashedFile, Provenance};
+use crate::archive::record::{HashedFile, Provenance, PORT_PLACEHOLDER};
 
 /// The box facts a difference can be in, each with the short name `--baseline-allow` takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -399,9 +399,87 @@ fn maps(
     }
 }
 
+/// The serve's argv of a run as it was asked for, `{port}` where the run's URL's port was
+/// filled in, so two runs on two ports compare.
+pub fn without_port(argv: &[String], url: &str) -> Vec<String> {
+    match url::Url::parse(url)
+        .ok()
+        .and_then(|u| u.port_or_known_default())
+    {
+        Some(port) => unfill_port(argv, port),
+        None => argv.to_vec(),
+    }
+}
+
+/// `argv` with the port put back as `{port}`: each run of the port's digits that is the whole
+/// argument, or follows `:` or `=` (`--port=8080`, `127.0.0.1:8080`, `http://h:8080/v1`) and
+/// ends the argument or is followed by neither a letter nor a digit. So `q4_8080.gguf` and
+/// `18080` keep their digits.
+pub fn unfill_port(argv: &[String], port: u16) -> Vec<String> {
+    let digits = port.to_string();
+    argv.iter().map(|a| unfill_one(a, &digits)).collect()
+}
+
+fn unfill_one(arg: &str, digits: &str) -> String {
+    let bytes = arg.as_bytes();
+    let mut out = String::with_capacity(arg.len());
+    let mut last = 0;
+    for (i, _) in arg.match_indices(digits) {
+        let end = i + digits.len();
+        let starts = i == 0 || matches!(bytes[i - 1], b':' | b'=');
+        let ends = end == bytes.len() || !bytes[end].is_ascii_alphanumeric();
+        if starts && ends {
+            out.push_str(&arg[last..i]);
+            out.push_str(PORT_PLACEHOLDER);
+            last = end;
+        }
+    }
+    out.push_str(&arg[last..]);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn strings(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn the_port_is_put_back_where_it_stands_as_a_port() {
+        let argv = strings(&[
+            "./serve",
+            "--port",
+            "41234",
+            "--port=41234",
+            "--host=127.0.0.1:41234",
+            "http://127.0.0.1:41234/v1",
+            "[::1]:41234",
+            "q4_41234.gguf",
+            "141234",
+            "412345",
+            "-p41234",
+            "41234x",
+        ]);
+        assert_eq!(
+            unfill_port(&argv, 41234),
+            strings(&[
+                "./serve",
+                "--port",
+                "{port}",
+                "--port={port}",
+                "--host=127.0.0.1:{port}",
+                "http://127.0.0.1:{port}/v1",
+                "[::1]:{port}",
+                "q4_41234.gguf",
+                "141234",
+                "412345",
+                "-p41234",
+                "41234x",
+            ])
+        );
+    }
 
     fn file(path: &str, sha: &str) -> HashedFile {
         HashedFile {

@@ -22,7 +22,8 @@ use sha2::{Digest, Sha256};
 
 use crate::archive::record::{BinaryInfo, HashedFile, Provenance, RunManifest};
 use crate::archive::rundir;
-use crate::live::serve::{self, PORT_PLACEHOLDER};
+use crate::judging::provenance::without_port;
+use crate::live::serve;
 use crate::prompts::Prompt;
 
 /// At most this many files of the serve's arguments are hashed; the rest are named in
@@ -107,19 +108,12 @@ const MAX_FIRMWARE_FILES: usize = 64;
 /// extra body) and `--max-tokens`.
 pub fn gather(manifest: &RunManifest, max_tokens: u32) -> Provenance {
     let mut problems = Vec::new();
-    let port = url::Url::parse(&manifest.url)
-        .ok()
-        .and_then(|u| u.port_or_known_default());
     let (serve_argv, serve_program_at, model_files) =
         match (&manifest.serve_argv, &manifest.serve_binary) {
             (Some(argv), Some(binary)) => {
                 let at = program_index(argv, binary);
                 let files = hash_model_files(argv, at, binary, &mut Cache::closed(), &mut problems);
-                let shown = match port {
-                    Some(p) => unfill_port(argv, p),
-                    None => argv.clone(),
-                };
-                (Some(shown), Some(at), files)
+                (Some(without_port(argv, &manifest.url)), Some(at), files)
             }
             _ => (None, None, Vec::new()),
         };
@@ -210,33 +204,6 @@ pub fn gather(manifest: &RunManifest, max_tokens: u32) -> Provenance {
 }
 
 // ---- The serve's arguments -------------------------------------------------------------
-
-/// `argv` with the port put back as `{port}`: each run of the port's digits that is the whole
-/// argument, or follows `:` or `=` (`--port=8080`, `127.0.0.1:8080`, `http://h:8080/v1`) and
-/// ends the argument or is followed by neither a letter nor a digit. So `q4_8080.gguf` and
-/// `18080` keep their digits.
-pub fn unfill_port(argv: &[String], port: u16) -> Vec<String> {
-    let digits = port.to_string();
-    argv.iter().map(|a| unfill_one(a, &digits)).collect()
-}
-
-fn unfill_one(arg: &str, digits: &str) -> String {
-    let bytes = arg.as_bytes();
-    let mut out = String::with_capacity(arg.len());
-    let mut last = 0;
-    for (i, _) in arg.match_indices(digits) {
-        let end = i + digits.len();
-        let starts = i == 0 || matches!(bytes[i - 1], b':' | b'=');
-        let ends = end == bytes.len() || !bytes[end].is_ascii_alphanumeric();
-        if starts && ends {
-            out.push_str(&arg[last..i]);
-            out.push_str(PORT_PLACEHOLDER);
-            last = end;
-        }
-    }
-    out.push_str(&arg[last..]);
-    out
-}
 
 /// The paths an argument may name: itself, and for `--opt=VALUE` (or `-o=VALUE`) the value.
 pub fn path_candidates(arg: &str) -> Vec<&str> {
@@ -879,41 +846,6 @@ mod tests {
 
     fn strings(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()
-    }
-
-    #[test]
-    fn the_port_is_put_back_where_it_stands_as_a_port() {
-        let argv = strings(&[
-            "./serve",
-            "--port",
-            "41234",
-            "--port=41234",
-            "--host=127.0.0.1:41234",
-            "http://127.0.0.1:41234/v1",
-            "[::1]:41234",
-            "q4_41234.gguf",
-            "141234",
-            "412345",
-            "-p41234",
-            "41234x",
-        ]);
-        assert_eq!(
-            unfill_port(&argv, 41234),
-            strings(&[
-                "./serve",
-                "--port",
-                "{port}",
-                "--port={port}",
-                "--host=127.0.0.1:{port}",
-                "http://127.0.0.1:{port}/v1",
-                "[::1]:{port}",
-                "q4_41234.gguf",
-                "141234",
-                "412345",
-                "-p41234",
-                "41234x",
-            ])
-        );
     }
 
     #[test]

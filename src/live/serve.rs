@@ -32,8 +32,7 @@ use crate::archive::record::{BinaryInfo, StopRecord};
 use crate::live::hold::Hold;
 use crate::live::supervise::{self, Event};
 
-/// The placeholder in the serve's arguments that becomes the port the gate picked.
-pub const PORT_PLACEHOLDER: &str = "{port}";
+pub use crate::archive::record::PORT_PLACEHOLDER;
 
 /// What a program is to the gate, which its errors call it by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -16,7 +16,7 @@ use crate::judging::baseline::{
     judge_shift, Decision, Judged, RepliesNeeded, Worse, DEFAULT_MAX_REGRESSION, DEFAULT_NOISE,
 };
 use crate::judging::measure::measure;
-use crate::judging::provenance::{differences, same_binary};
+use crate::judging::provenance::{differences, same_binary, without_port};
 
 /// The two baseline lines, or none when no baseline was asked for.
 pub(super) fn baseline_lines(e: &Evidence<'_>, c: &Criteria) -> Vec<Line> {
@@ -318,40 +318,7 @@ fn json<T: serde::Serialize>(v: &T) -> String {
     serde_json::to_string(v).unwrap_or_default()
 }
 
-/// The serve's argv with the run's port written `{port}`, so two runs on two ports compare.
+/// The serve's argv with the run's port written `{port}`.
 fn argv_without_port(m: &RunManifest) -> Option<Vec<String>> {
-    let port = url_port(&m.url);
-    m.serve_argv.as_ref().map(|argv| {
-        argv.iter()
-            .map(|a| match &port {
-                Some(p) => replace_number(a, p),
-                None => a.clone(),
-            })
-            .collect()
-    })
-}
-
-/// The port of `http://host:PORT/...`.
-fn url_port(url: &str) -> Option<String> {
-    let rest = url.split_once("://").map_or(url, |(_, r)| r);
-    let authority = rest.split('/').next()?;
-    let (_, port) = authority.rsplit_once(':')?;
-    (!port.is_empty() && port.bytes().all(|b| b.is_ascii_digit())).then(|| port.to_string())
-}
-
-/// `arg` with each whole number equal to `port` (not part of a longer number) as `{port}`.
-fn replace_number(arg: &str, port: &str) -> String {
-    let mut out = String::new();
-    let mut rest = arg;
-    while let Some(i) = rest.find(port) {
-        let before = rest[..i].chars().next_back();
-        let after = rest[i + port.len()..].chars().next();
-        let whole = !before.is_some_and(|c| c.is_ascii_digit())
-            && !after.is_some_and(|c| c.is_ascii_digit());
-        out.push_str(&rest[..i]);
-        out.push_str(if whole { "{port}" } else { port });
-        rest = &rest[i + port.len()..];
-    }
-    out.push_str(rest);
-    out
+    m.serve_argv.as_ref().map(|argv| without_port(argv, &m.url))
 }
