@@ -183,31 +183,37 @@ impl RouteProbe {
         self.tree = tree;
         let pids: Vec<u32> = self.tree.iter().copied().collect();
         for pid in pids {
-            let new = !self.index.contains_key(&pid);
-            if new && !self.add(pid) {
+            // One handle a process a look: its directory opened once for all its reads. One
+            // gone since the walk has nothing more to show; what it showed before stays.
+            let Ok(process) = Process::new(pid as i32) else {
                 continue;
-            }
+            };
+            let (i, new) = match self.index.get(&pid) {
+                Some(&i) => (i, false),
+                None => match self.add(pid, &process) {
+                    Some(i) => (i, true),
+                    None => continue,
+                },
+            };
             if new || changed || all_maps {
-                self.read_maps(pid);
+                self.read_maps(i, &process);
             }
-            self.read_open(pid);
+            self.read_open(i, &process);
         }
     }
 
-    /// Start keeping `pid`; false when the cap is reached or it is gone already.
-    fn add(&mut self, pid: u32) -> bool {
+    /// Start keeping `pid`: its index in `seen`; `None` when the cap is reached or it is gone
+    /// already.
+    fn add(&mut self, pid: u32, process: &Process) -> Option<usize> {
         if self.seen.len() >= MAX_PROCESSES {
             self.problem(format!(
                 "the serve's tree has more than {MAX_PROCESSES} processes; the rest were not looked at"
             ));
-            return false;
+            return None;
         }
-        let Ok(process) = Process::new(pid as i32) else {
-            return false;
-        };
         let (comm, parent) = match process.stat() {
             Ok(stat) => (stat.comm, u32::try_from(stat.ppid).ok()),
-            Err(_) => return false,
+            Err(_) => return None,
         };
         let exe = process.exe().ok().map(|p| p.display().to_string());
         self.index.insert(pid, self.seen.len());
@@ -223,15 +229,11 @@ impl RouteProbe {
             open: HashSet::new(),
             device_fds: Vec::new(),
         });
-        true
+        Some(self.seen.len() - 1)
     }
 
-    fn read_maps(&mut self, pid: u32) {
-        let Some(&i) = self.index.get(&pid) else {
-            return;
-        };
-        let maps = Process::new(pid as i32).and_then(|p| p.maps());
-        match maps {
+    fn read_maps(&mut self, i: usize, process: &Process) {
+        match process.maps() {
             Ok(maps) => {
                 let seen = &mut self.seen[i];
                 for map in maps {
@@ -247,18 +249,19 @@ impl RouteProbe {
             }
             // Gone between the walk and the read: what it showed before stays.
             Err(procfs::ProcError::NotFound(_)) => {}
-            Err(e) => self.problem(format!("/proc/{pid}/maps: {e}")),
+            Err(e) => {
+                let pid = self.seen[i].record.pid;
+                self.problem(format!("/proc/{pid}/maps: {e}"));
+            }
         }
     }
 
-    fn read_open(&mut self, pid: u32) {
-        let Some(&i) = self.index.get(&pid) else {
-            return;
-        };
-        let fds = match Process::new(pid as i32).and_then(|p| p.fd()) {
+    fn read_open(&mut self, i: usize, process: &Process) {
+        let fds = match process.fd() {
             Ok(fds) => fds,
             Err(procfs::ProcError::NotFound(_)) => return,
             Err(e) => {
+                let pid = self.seen[i].record.pid;
                 self.problem(format!("/proc/{pid}/fd: {e}"));
                 return;
             }
