@@ -194,14 +194,10 @@ impl Plan {
             // Read before and after the replies: a counter that is not there now would be
             // found missing only once the run is over.
             check_readable(Path::new(path)).context("--device-busy")?;
-            // A counter is a few bytes; /dev/zero given by mistake must not be read forever.
-            use std::io::Read as _;
-            let mut text = Vec::new();
-            std::fs::File::open(path)
-                .and_then(|f| f.take(4096).read_to_end(&mut text))
-                .with_context(|| format!("--device-busy: failed to read {path}"))?;
-            if route_probe::parse_counter(&String::from_utf8_lossy(&text)).is_none() {
-                bail!("--device-busy: {path} does not hold a number; give the busy counter file (e.g. npu_busy_time_us) or fdinfo:KEY");
+            // As the probe will read it (a bounded read: /dev/zero given by mistake is not
+            // read forever).
+            if let Err(why) = route_probe::read_counter_file(path) {
+                bail!("--device-busy: {why}; give the busy counter file (e.g. npu_busy_time_us) or fdinfo:KEY");
             }
         }
         if let Some(path) = &args.hold {

@@ -292,9 +292,7 @@ impl RouteProbe {
         match self.busy.clone() {
             None => Err("no counter was asked for".to_string()),
             Some(BusySource::File(path)) => {
-                let text = read_small(&path)?;
-                let value = parse_counter(&text)
-                    .ok_or_else(|| format!("{path} does not hold a number: {:?}", cut(&text)))?;
+                let value = read_counter_file(&path)?;
                 Ok((CounterReading { at_ns, value }, unit_of_name(&path)))
             }
             Some(BusySource::Fdinfo(key)) => {
@@ -405,6 +403,13 @@ fn read_small(path: &str) -> Result<String, String> {
         .read_to_string(&mut text)
         .map_err(|e| format!("{path}: {e}"))?;
     Ok(text)
+}
+
+/// The number a counter file holds now (`run` checks the file with this before anything
+/// starts, and the probe reads it with this before and after the replies).
+pub fn read_counter_file(path: &str) -> Result<u64, String> {
+    let text = read_small(path)?;
+    parse_counter(&text).ok_or_else(|| format!("{path} does not hold a number: {:?}", cut(&text)))
 }
 
 fn cut(text: &str) -> String {
