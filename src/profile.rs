@@ -34,6 +34,12 @@ pub struct Profile {
     baseline_noise: Option<f64>,
     max_regression: Option<f64>,
     baseline_allow: Option<Vec<String>>,
+    // As any integer, for the command line's message about the count (see `replies`).
+    concurrency: Option<i64>,
+    rounds: Option<i64>,
+    metrics_url: Option<String>,
+    aggregate_floor: Option<f64>,
+    min_speedup: Option<f64>,
     url: Option<String>,
     ready_path: Option<String>,
     api_base: Option<String>,
@@ -130,6 +136,15 @@ pub fn apply(
     take!(baseline_noise, optional);
     take!(max_regression, optional);
     take!(baseline_allow);
+    take!(concurrency, count);
+    if !given("rounds") {
+        if let Some(v) = profile.rounds {
+            args.rounds = Some(count("rounds", v, run_args::rounds)?);
+        }
+    }
+    take!(metrics_url, optional);
+    take!(aggregate_floor, optional);
+    take!(min_speedup, optional);
     if !given("baseline") {
         if let Some(p) = profile.baseline {
             args.baseline = Some(dir.join(p));

@@ -113,6 +113,39 @@ pub struct ReplyRecord {
     /// Figures derived from the above when the reply was recorded (informational).
     #[serde(default)]
     pub metrics: Option<ReplyMetrics>,
+    /// Where the reply stood in the concurrent bursts (`--concurrency`); absent for the
+    /// single-stream replies. A burst's streams share its release as `sent_ns`, so their
+    /// first-token times include any queueing at the serve.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst: Option<BurstSlot>,
+    /// When the request's last bytes were written to the socket (ns since the clock base),
+    /// for a burst's stream: `written_ns - sent_ns` is the gate's own dispatch delay.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub written_ns: Option<u64>,
+}
+
+/// A stream's place in the concurrent bursts: burst `round` of the run, stream `stream` of
+/// its burst, both from 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BurstSlot {
+    /// The burst, from 1.
+    pub round: usize,
+    /// The stream within its burst, from 1.
+    pub stream: usize,
+}
+
+impl ReplyRecord {
+    /// How a line names this reply: `reply 3`, or for a burst's stream `burst 2 stream 4
+    /// (reply 9)`.
+    pub fn name(&self) -> String {
+        match self.burst {
+            None => format!("reply {}", self.index),
+            Some(b) => format!(
+                "burst {} stream {} (reply {})",
+                b.round, b.stream, self.index
+            ),
+        }
+    }
 }
 
 /// The sizes of a failed reply's text before it was cut.
@@ -151,6 +184,8 @@ impl ReplyRecord {
             error: None,
             text_cut: None,
             metrics: None,
+            burst: None,
+            written_ns: None,
         }
     }
 }
@@ -362,7 +397,63 @@ pub struct RunManifest {
     /// before it was recorded.
     #[serde(default)]
     pub provenance: Option<Provenance>,
+    /// The concurrent bursts planned after the single-stream replies (`--concurrency`);
+    /// absent for a run of one stream at a time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<ConcurrencyPlan>,
 }
+
+/// The concurrent bursts a run plans: `rounds` bursts of `streams` streams released together.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConcurrencyPlan {
+    /// Streams in each burst (`--concurrency`).
+    pub streams: usize,
+    /// Bursts (`--rounds`).
+    pub rounds: usize,
+}
+
+impl ConcurrencyPlan {
+    /// Every stream the bursts plan.
+    pub fn total(&self) -> usize {
+        self.streams.saturating_mul(self.rounds)
+    }
+}
+
+/// The serve's own metrics (Prometheus text), scraped around the bursts: metrics.json.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MetricsRecord {
+    /// The URL scraped.
+    pub url: String,
+    /// Whether it was given (`--metrics-url`) or the serve's `/metrics` was tried.
+    pub given: bool,
+    /// Each scrape, in order: before the bursts, at most one during, after.
+    pub scrapes: Vec<MetricsScrape>,
+}
+
+/// One scrape of the serve's metrics.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MetricsScrape {
+    /// `before`, `during` or `after` the bursts.
+    pub phase: String,
+    /// When the answer was read (ns since the clock base).
+    pub at_ns: u64,
+    /// The HTTP status, when the serve answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// The answer's body as text (invalid UTF-8 replaced), at most
+    /// [`METRICS_BODY_KEPT`] bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+    /// Whether the body was longer than what is kept.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cut: bool,
+    /// Why there is no answer (refused, timed out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// The most bytes of one metrics answer kept: a serve's metrics are a few KiB.
+pub const METRICS_BODY_KEPT: usize = 1 << 20;
 
 /// Floors, limits and route patterns: what a run is judged against.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -405,6 +496,13 @@ pub struct Floors {
     /// Differences of the box from the baseline's that are accepted (`host`, `kernel`, ...).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub baseline_allow: Vec<String>,
+    /// Lowest acceptable median aggregate decode rate of the concurrent bursts, tok/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aggregate_floor: Option<f64>,
+    /// Lowest acceptable speedup of the bursts' median aggregate rate over the single-stream
+    /// median rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_speedup: Option<f64>,
 }
 
 /// Where a reply's token count came from.

@@ -11,7 +11,8 @@ use anyhow::{bail, Context, Result};
 use futures_util::FutureExt;
 
 use crate::archive::record::{
-    BinaryInfo, ClockInfo, Limits, LoadSnapshot, ReplyRecord, RunManifest, Startup, SCHEMA,
+    BinaryInfo, ClockInfo, ConcurrencyPlan, Limits, LoadSnapshot, ReplyRecord, RunManifest,
+    Startup, SCHEMA,
 };
 use crate::archive::rundir::BaselineRun;
 use crate::archive::rundir::{self, Archive, ResultFile, RunDir};
@@ -24,7 +25,7 @@ use crate::live::conditions;
 use crate::live::conditions::{Sampler, ServeTree};
 use crate::live::hold::{self, Hold, Taken};
 use crate::live::route_probe;
-use crate::live::run_args::RunSettings;
+use crate::live::run_args::{RunSettings, DEFAULT_ROUNDS};
 use crate::live::serve::{self, ServeProcess};
 use crate::live::signals::Interrupts;
 use crate::prompts::{self, Prompt};
@@ -77,6 +78,8 @@ struct Plan {
     output: Outputs,
     /// The accepted baseline to compare with, loaded before anything started.
     baseline: Option<BaselineRun>,
+    /// The concurrent bursts after the single-stream replies; `None` for one stream at a time.
+    concurrency: Option<ConcurrencyPlan>,
 }
 
 /// The settings as the run used them, for run.json.
@@ -97,6 +100,11 @@ fn settings_json(args: &RunSettings) -> serde_json::Value {
         "baseline_noise": args.baseline_noise,
         "max_regression": args.max_regression,
         "baseline_allow": args.baseline_allow,
+        "concurrency": args.concurrency,
+        "rounds": args.rounds,
+        "metrics_url": args.metrics_url,
+        "aggregate_floor": args.aggregate_floor,
+        "min_speedup": args.min_speedup,
         "url": args.url,
         "ready_path": args.ready_path,
         "api_base": args.api_base,
@@ -121,6 +129,13 @@ fn settings_json(args: &RunSettings) -> serde_json::Value {
 impl Plan {
     fn new(args: RunSettings) -> Result<Plan> {
         let settings = settings_json(&args);
+        let args_bursts = Bursts {
+            concurrency: args.concurrency,
+            rounds: args.rounds,
+            metrics_url: args.metrics_url.clone(),
+            aggregate_floor: args.aggregate_floor,
+            min_speedup: args.min_speedup,
+        };
         let criteria = Criteria::new(Floors {
             floor: args.floor,
             first_token_ms: args.first_token_ms,
@@ -141,6 +156,8 @@ impl Plan {
             baseline_noise: args.baseline_noise,
             max_regression: args.max_regression,
             baseline_allow: args.baseline_allow.clone(),
+            aggregate_floor: args.aggregate_floor,
+            min_speedup: args.min_speedup,
         })?;
         // Read before anything starts: a baseline that is not a run is a usage error, not a
         // run lost at the end.
@@ -253,7 +270,10 @@ impl Plan {
             },
             None => None,
         };
+        // Where the metrics are scraped is read by the burst runner (next).
+        let (concurrency, _metrics) = plan_bursts(&args_bursts, &url)?;
         Ok(Plan {
+            concurrency,
             baseline,
             out: args.out,
             criteria,
@@ -276,6 +296,111 @@ impl Plan {
             output,
         })
     }
+}
+
+/// Where the serve's metrics are scraped around the bursts.
+#[derive(Debug, Clone)]
+#[allow(dead_code)] // scraped by the burst runner, in the commit after this one
+struct MetricsTarget {
+    url: String,
+    /// Given with `--metrics-url`, not the serve's `/metrics` tried.
+    given: bool,
+}
+
+/// The burst settings, as given.
+struct Bursts {
+    concurrency: u32,
+    rounds: Option<u32>,
+    metrics_url: Option<String>,
+    aggregate_floor: Option<f64>,
+    min_speedup: Option<f64>,
+}
+
+/// The bursts and where their metrics are scraped, checked against the serve's `url` before
+/// anything starts; `(None, None)` for a run of one stream at a time.
+fn plan_bursts(b: &Bursts, url: &str) -> Result<(Option<ConcurrencyPlan>, Option<MetricsTarget>)> {
+    if b.concurrency <= 1 {
+        for (flag, given) in [
+            ("--rounds", b.rounds.is_some()),
+            ("--metrics-url", b.metrics_url.is_some()),
+            ("--aggregate-floor", b.aggregate_floor.is_some()),
+            ("--min-speedup", b.min_speedup.is_some()),
+        ] {
+            if given {
+                bail!("{flag} is for the concurrent bursts: give --concurrency N with N above 1");
+            }
+        }
+        return Ok((None, None));
+    }
+    let plan = ConcurrencyPlan {
+        streams: b.concurrency as usize,
+        rounds: b.rounds.unwrap_or(DEFAULT_ROUNDS) as usize,
+    };
+    // Every stream has a connection of its own, all open at once.
+    raise_open_files(plan.streams)?;
+    let metrics = match &b.metrics_url {
+        Some(given) => {
+            check_metrics_url(given, url)?;
+            MetricsTarget {
+                url: given.clone(),
+                given: true,
+            }
+        }
+        None => MetricsTarget {
+            url: format!("{}/metrics", url.trim_end_matches('/')),
+            given: false,
+        },
+    };
+    Ok((Some(plan), Some(metrics)))
+}
+
+/// Refuse a metrics URL the gate would not scrape: anything but plain HTTP to this box's
+/// loopback or to the serve's own host.
+fn check_metrics_url(given: &str, serve_url: &str) -> Result<()> {
+    let parsed =
+        url::Url::parse(given).with_context(|| format!("--metrics-url {given} is not a URL"))?;
+    if parsed.scheme() != "http" {
+        bail!(
+            "--metrics-url {given}: the gate scrapes plain HTTP on this box, not {}",
+            parsed.scheme()
+        );
+    }
+    let serve_host = url::Url::parse(serve_url)
+        .ok()
+        .and_then(|u| u.host().map(|h| h.to_owned()));
+    let loopback = match parsed.host() {
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+        None => false,
+    };
+    let same_host = parsed.host().map(|h| h.to_owned()) == serve_host && serve_host.is_some();
+    if !loopback && !same_host {
+        bail!("--metrics-url {given}: the gate scrapes the serve's metrics on loopback or on the serve's own host ({serve_url}), nowhere else");
+    }
+    if !parsed.username().is_empty() || parsed.password().is_some() || parsed.fragment().is_some() {
+        bail!("--metrics-url {given}: the gate sends no user name or password, and a fragment is never sent");
+    }
+    Ok(())
+}
+
+/// Let this process hold a connection for each of `streams` streams, with room for the
+/// rest of what it keeps open, raising its soft open-file limit to what is needed (up to the
+/// hard limit) before anything starts.
+fn raise_open_files(streams: usize) -> Result<()> {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let need = streams as u64 + 128;
+    let (soft, hard) =
+        getrlimit(Resource::RLIMIT_NOFILE).context("failed to read the open-file limit")?;
+    if soft >= need {
+        return Ok(());
+    }
+    if hard < need {
+        bail!("--concurrency {streams} needs about {need} open files, and this process may open at most {hard} (ulimit -Hn): raise the limit or lower --concurrency");
+    }
+    setrlimit(Resource::RLIMIT_NOFILE, need, hard)
+        .context("failed to raise the open-file limit")?;
+    Ok(())
 }
 
 /// Whether `path` is a file this process can read: the attached serve's log is read after the
@@ -375,6 +500,7 @@ async fn execute(plan: Plan) -> Result<u8> {
         gate_max_rss_kib: None,
         settings: Some(plan.settings.clone()),
         provenance: None,
+        concurrency: plan.concurrency.clone(),
     };
     // Before run.json is first written, so a run killed later still says what it ran on.
     manifest.provenance = Some(crate::live::provenance::gather(&manifest, plan.max_tokens));

@@ -46,6 +46,12 @@ pub struct RunArgs {
     /// The accepted baseline to compare with.
     #[command(flatten)]
     pub baseline: BaselineArgs,
+    /// Concurrent bursts after the single-stream replies.
+    #[command(flatten)]
+    pub bursts: BurstArgs,
+    /// What the bursts are held to.
+    #[command(flatten)]
+    pub burst_floors: BurstFloorArgs,
     /// The serve's base URL, instead of http://127.0.0.1:{port}. With no serve command, the
     /// gate measures a serve that is already running (nothing is launched or stopped).
     #[arg(long, value_name = "URL")]
@@ -162,6 +168,73 @@ pub struct BaselineArgs {
     pub baseline_allow: Option<Vec<String>>,
 }
 
+/// Concurrent bursts (docs/concurrency.md): after the single-stream replies, `rounds` bursts
+/// of `concurrency` streams released together, each stream on its own connection.
+#[derive(Debug, Clone, Default, Args)]
+pub struct BurstArgs {
+    /// Streams released together in each burst, after the --replies single-stream replies
+    /// (1: no bursts). At most 1024.
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = parse_concurrency, allow_negative_numbers = true)]
+    pub concurrency: u32,
+    /// Bursts of --concurrency streams (default 3).
+    #[arg(long, value_name = "R", value_parser = parse_rounds, allow_negative_numbers = true)]
+    pub rounds: Option<u32>,
+    /// The serve's Prometheus metrics, scraped before, once during and after the bursts
+    /// (default: the serve's /metrics, where it answers; llama-server needs --metrics). http
+    /// on loopback or the serve's own host.
+    #[arg(long, value_name = "URL")]
+    pub metrics_url: Option<String>,
+}
+
+/// What the concurrent bursts are held to: `run` records it, `judge` overrides what a run
+/// recorded. Without either, the aggregate line is information.
+#[derive(Debug, Clone, Default, Args)]
+pub struct BurstFloorArgs {
+    /// Lowest acceptable median aggregate decode rate of the bursts, tok/s (all of a burst's
+    /// tokens after each stream's first, over the latest last token less the earliest first).
+    #[arg(long, value_name = "TOK_S")]
+    pub aggregate_floor: Option<f64>,
+    /// Lowest acceptable speedup of the bursts' median aggregate rate over the single-stream
+    /// median rate, e.g. 1.5.
+    #[arg(long, value_name = "X")]
+    pub min_speedup: Option<f64>,
+}
+
+/// The most streams one burst may have.
+pub const MAX_CONCURRENCY: u32 = 1024;
+
+/// The most bursts a run may make.
+pub const MAX_ROUNDS: u32 = 1000;
+
+/// Bursts when `--concurrency` is given without `--rounds`.
+pub const DEFAULT_ROUNDS: u32 = 3;
+
+/// Streams in a burst: 1 to [`MAX_CONCURRENCY`].
+pub fn concurrency(n: i64) -> Result<u32, String> {
+    match u32::try_from(n) {
+        Ok(n) if (1..=MAX_CONCURRENCY).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "concurrency {n} is out of range (1 to {MAX_CONCURRENCY} streams at once)"
+        )),
+    }
+}
+
+/// Bursts: 1 to [`MAX_ROUNDS`].
+pub fn rounds(n: i64) -> Result<u32, String> {
+    match u32::try_from(n) {
+        Ok(n) if (1..=MAX_ROUNDS).contains(&n) => Ok(n),
+        _ => Err(format!("{n} rounds is out of range (1 to {MAX_ROUNDS})")),
+    }
+}
+
+fn parse_concurrency(s: &str) -> Result<u32, String> {
+    parse_count(s, concurrency)
+}
+
+fn parse_rounds(s: &str) -> Result<u32, String> {
+    parse_count(s, rounds)
+}
+
 /// `run`'s settings as plain data: the command line's [`RunArgs`], with a profile's values
 /// filled in where the command line left them (`profile::apply`). The live run is given
 /// these, never the clap struct.
@@ -200,6 +273,16 @@ pub struct RunSettings {
     pub max_regression: Option<f64>,
     /// Differences of the box from the baseline's that are accepted.
     pub baseline_allow: Vec<String>,
+    /// Streams released together in each burst (1: no bursts).
+    pub concurrency: u32,
+    /// Bursts; `None`: [`DEFAULT_ROUNDS`] when there are bursts.
+    pub rounds: Option<u32>,
+    /// The serve's Prometheus metrics to scrape around the bursts.
+    pub metrics_url: Option<String>,
+    /// Lowest acceptable median aggregate decode rate of the bursts, tok/s.
+    pub aggregate_floor: Option<f64>,
+    /// Lowest acceptable speedup of the bursts over the single-stream median rate.
+    pub min_speedup: Option<f64>,
     /// The serve's base URL, instead of http://127.0.0.1:{port}. With no serve command, the
     /// gate measures a serve that is already running (nothing is launched or stopped).
     pub url: Option<String>,
@@ -266,6 +349,11 @@ impl From<RunArgs> for RunSettings {
             baseline_noise: a.baseline.baseline_noise,
             max_regression: a.baseline.max_regression,
             baseline_allow: a.baseline.baseline_allow.unwrap_or_default(),
+            concurrency: a.bursts.concurrency,
+            rounds: a.bursts.rounds,
+            metrics_url: a.bursts.metrics_url,
+            aggregate_floor: a.burst_floors.aggregate_floor,
+            min_speedup: a.burst_floors.min_speedup,
             url: a.url,
             ready_path: a.ready_path,
             api_base: a.api_base,

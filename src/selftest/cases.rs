@@ -128,6 +128,8 @@ pub(crate) fn reply(at_ms: &[u64], content: &str) -> ReplyRecord {
         error: None,
         text_cut: None,
         metrics: None,
+        burst: None,
+        written_ns: None,
     }
 }
 

@@ -38,6 +38,9 @@ use serve::{serve_line, stop_line};
 /// The floors as a run records them; the archive owns the type.
 pub use crate::archive::record::{Figures, Floors, Line, Outcome, Status, Verdict};
 
+/// The largest `--min-speedup`: a burst has at most 1,024 streams.
+pub const MAX_SPEEDUP: f64 = 1024.0;
+
 /// [`Floors`], checked and with the route patterns compiled.
 #[derive(Debug, Clone)]
 pub struct Criteria {
@@ -128,6 +131,16 @@ impl Criteria {
         if let (Some(fast), Some(slow)) = (&floors.fast_route, &floors.slow_route) {
             if fast == slow {
                 bail!("--fast-route and --slow-route are the same pattern /{fast}/: no log could pass the route");
+            }
+        }
+        if let Some(x) = floors.aggregate_floor {
+            if !x.is_finite() || x <= 0.0 {
+                bail!("--aggregate-floor must be a number of tok/s above 0 (got {x})");
+            }
+        }
+        if let Some(x) = floors.min_speedup {
+            if !x.is_finite() || x <= 0.0 || x > MAX_SPEEDUP {
+                bail!("--min-speedup is how many times the single-stream rate the bursts must reach, above 0 and at most {MAX_SPEEDUP} (got {x})");
             }
         }
         let noise = floors
