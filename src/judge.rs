@@ -11,7 +11,7 @@ use crate::archive::rundir::{self, BaselineRun};
 use crate::exit_codes;
 use crate::judging::archived::judge_archive;
 use crate::judging::verdict::Criteria;
-use crate::live::run_args::{BaselineArgs, RouteEvidenceArgs};
+use crate::live::run_args::{BaselineArgs, BurstFloorArgs, RouteEvidenceArgs};
 use crate::report::output::{self, OutputArgs, Outputs};
 use crate::report::timeline;
 use crate::report::RunInfo;
@@ -41,6 +41,9 @@ pub struct JudgeArgs {
     /// A baseline to compare with, or how, instead of what the run recorded.
     #[command(flatten)]
     pub baseline: BaselineArgs,
+    /// What the concurrent bursts are held to, instead of what the run recorded.
+    #[command(flatten)]
+    pub burst_floors: BurstFloorArgs,
     /// Override the recorded busy-box SKIP policy (see run --busy-skip).
     #[arg(long, value_name = "THRESHOLD")]
     pub busy_skip: Option<f64>,
@@ -122,6 +125,29 @@ pub fn run(args: JudgeArgs) -> Result<u8> {
         if given.is_some() {
             *floor = given;
         }
+    }
+    let BurstFloorArgs {
+        aggregate_floor,
+        min_speedup,
+    } = args.burst_floors;
+    if archive.manifest.concurrency.is_none() {
+        for (flag, given) in [
+            ("--aggregate-floor", aggregate_floor.is_some()),
+            ("--min-speedup", min_speedup.is_some()),
+        ] {
+            if given {
+                bail!(
+                    "{flag} judges concurrent bursts, and {} has none (it was run without --concurrency)",
+                    args.dir.display()
+                );
+            }
+        }
+    }
+    if aggregate_floor.is_some() {
+        floors.aggregate_floor = aggregate_floor;
+    }
+    if min_speedup.is_some() {
+        floors.min_speedup = min_speedup;
     }
     let criteria = Criteria::new(floors)?;
     let baseline = match (&baseline_dir, &criteria.floors().baseline) {

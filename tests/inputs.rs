@@ -10,7 +10,12 @@ use crate::util::*;
 
 /// `run --stand-in --out OUT <extra>` is exit 2 with `says` on stderr, and leaves nothing: no
 /// run directory, no serve started (the hold file, where given, is not created either).
-fn refused_before_anything(out: &Path, extra: &[&str], env: &[(&str, &Path)], says: &str) {
+pub(crate) fn refused_before_anything(
+    out: &Path,
+    extra: &[&str],
+    env: &[(&str, &Path)],
+    says: &str,
+) {
     let mut g = gate();
     g.args(["run", "--stand-in", "--out"])
         .arg(out)

@@ -5,6 +5,7 @@
 mod util;
 
 mod baseline;
+mod concurrency;
 mod conditions;
 mod consumers;
 mod faults;

@@ -792,6 +792,19 @@ pub struct Figures {
     /// Against the baseline: how many of the baseline's replies the comparison rests on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline_values: Option<usize>,
+    /// The bursts' median aggregate rate over the single-stream median rate (aggregate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speedup: Option<f64>,
+    /// The speedup the aggregate is held to (`--min-speedup`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_speedup: Option<f64>,
+    /// The longest any burst's request took to be written after its release, ms: the gate's
+    /// own dispatch delay (aggregate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dispatch_ms: Option<f64>,
+    /// The most streams decoding at once in any burst (overlap).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_streams: Option<usize>,
 }
 
 /// The run's result. Interrupted is not failed: nobody judged the serve to the end.

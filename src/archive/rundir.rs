@@ -20,7 +20,7 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::archive::record::{
-    LoadSnapshot, ReplyRecord, RouteRecord, RunManifest, Verdict, SCHEMA,
+    LoadSnapshot, MetricsRecord, ReplyRecord, RouteRecord, RunManifest, Verdict, SCHEMA,
 };
 
 /// run.json
@@ -37,6 +37,8 @@ pub const RESULT: &str = "result.json";
 pub const TIMELINE: &str = "timeline.svg";
 /// What the serve's processes mapped and held open, and the busy counter ([`RouteRecord`]).
 pub const ROUTE: &str = "route.json";
+/// The serve's own metrics, scraped around the concurrent bursts ([`MetricsRecord`]).
+pub const METRICS: &str = "metrics.json";
 /// Where run directories go when `--out` is not given.
 pub const DEFAULT_PARENT: &str = "runs";
 
@@ -261,6 +263,10 @@ pub struct Archive {
     pub route: Option<RouteRecord>,
     /// Why route.json was not used, when it exists but could not be read.
     pub route_problem: Option<String>,
+    /// metrics.json: the serve's metrics scraped around the bursts, when there were any.
+    pub metrics: Option<MetricsRecord>,
+    /// Why metrics.json was not used, when it exists but could not be read.
+    pub metrics_problem: Option<String>,
 }
 
 impl Archive {
@@ -273,6 +279,22 @@ impl Archive {
                 File::open(path).with_context(|| format!("failed to read {}", path.display()))
             })
             .transpose()
+    }
+}
+
+/// A file of the run that may be absent (runs from before it have none): what it holds, or
+/// why it could not be used when it exists but cannot be read.
+fn read_optional_json<T: serde::de::DeserializeOwned>(
+    dir: &Path,
+    name: &str,
+) -> (Option<T>, Option<String>) {
+    match fs::read(dir.join(name)) {
+        Ok(bytes) => match serde_json::from_slice::<T>(&bytes) {
+            Ok(v) => (Some(v), None),
+            Err(e) => (None, Some(format!("{name} is unreadable ({e})"))),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (None, None),
+        Err(e) => (None, Some(format!("{name} is unreadable ({e})"))),
     }
 }
 
@@ -311,22 +333,9 @@ pub fn load_archive(dir: &Path) -> Result<Archive> {
     };
     let log_path = dir.join(SERVE_LOG);
     let serve_log = (manifest.serve_log_source != "none" && log_path.is_file()).then_some(log_path);
-    let (load, load_problem) = match fs::read(dir.join(LOAD)) {
-        Ok(bytes) => match serde_json::from_slice::<LoadSnapshot>(&bytes) {
-            Ok(l) => (Some(l), None),
-            Err(e) => (None, Some(format!("{LOAD} is unreadable ({e})"))),
-        },
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (None, None),
-        Err(e) => (None, Some(format!("{LOAD} is unreadable ({e})"))),
-    };
-    let (route, route_problem) = match fs::read(dir.join(ROUTE)) {
-        Ok(bytes) => match serde_json::from_slice::<RouteRecord>(&bytes) {
-            Ok(r) => (Some(r), None),
-            Err(e) => (None, Some(format!("{ROUTE} is unreadable ({e})"))),
-        },
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (None, None),
-        Err(e) => (None, Some(format!("{ROUTE} is unreadable ({e})"))),
-    };
+    let (load, load_problem) = read_optional_json::<LoadSnapshot>(dir, LOAD);
+    let (route, route_problem) = read_optional_json::<RouteRecord>(dir, ROUTE);
+    let (metrics, metrics_problem) = read_optional_json::<MetricsRecord>(dir, METRICS);
     Ok(Archive {
         manifest,
         replies,
@@ -336,6 +345,8 @@ pub fn load_archive(dir: &Path) -> Result<Archive> {
         replies_problem,
         route,
         route_problem,
+        metrics,
+        metrics_problem,
     })
 }
 

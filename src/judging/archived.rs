@@ -71,7 +71,8 @@ pub fn judge_with_log(
     };
     let evidence = Evidence {
         replies: &archive.replies,
-        replies_planned: manifest.replies_planned,
+        replies_planned: manifest.replies_planned
+            + manifest.concurrency.as_ref().map_or(0, |c| c.total()),
         startup: manifest.startup.as_ref().unwrap_or(&never_started),
         serve_log: log,
         load: archive.load.as_ref(),
@@ -97,6 +98,12 @@ pub fn judge_with_log(
                     load: b.load.as_ref(),
                 },
             },
+        },
+        concurrency: manifest.concurrency.as_ref(),
+        serve_metrics: match (&archive.metrics, &archive.metrics_problem) {
+            (Some(record), _) => Some(Ok(record)),
+            (None, Some(problem)) => Some(Err(problem.as_str())),
+            (None, None) => None,
         },
     };
     verdict::judge(&evidence, criteria)

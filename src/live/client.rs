@@ -24,10 +24,10 @@ use hyper_util::rt::TokioIo;
 use serde_json::json;
 use tokio::net::TcpStream;
 
-use crate::archive::record::{ChunkArrival, ReplyRecord, TextCut};
+use crate::archive::record::{BurstSlot, ChunkArrival, ReplyRecord, TextCut};
 use crate::clock;
 use crate::judging::verdict::quote;
-use crate::live::stamped::{ReadStamp, StampedStream};
+use crate::live::stamped::{StampedStream, Stamps};
 use crate::wire::openai::{self, Chunk};
 use crate::wire::sse::{FeedError, SseItem, SseParser, Unfinished};
 
@@ -55,6 +55,20 @@ pub struct ReplyRequest<'a> {
     pub max_tokens: u32,
     /// Fields merged into the request body, over the gate's own (`--extra-body`).
     pub extra_body: Option<&'a serde_json::Map<String, serde_json::Value>>,
+    /// For a burst's stream: its place, and the burst's release (ns on the gate's clock),
+    /// which its first token is counted from.
+    pub burst: Option<(BurstSlot, u64)>,
+}
+
+/// What [`Client::fetch`] got: the status, and the body's head.
+#[derive(Debug, Clone)]
+pub struct Fetched {
+    /// The HTTP status.
+    pub status: u16,
+    /// The body, at most the bytes asked for.
+    pub body: Vec<u8>,
+    /// Whether there was more body than that.
+    pub cut: bool,
 }
 
 /// A client for one serve.
@@ -156,17 +170,18 @@ impl Client {
     }
 
     /// Open a connection and send a request on it; the connection comes back with the request's
-    /// response future, for the caller to poll together, and the stamp of its reads.
+    /// response future, for the caller to poll together, and the stamps of its reads and
+    /// writes. A body goes with the index of the reply it asks for.
     async fn send(
         &self,
         method: Method,
         path: &str,
-        body: Option<String>,
+        body: Option<(String, usize)>,
     ) -> Result<
         (
             Link,
             impl Future<Output = hyper::Result<Response<Incoming>>>,
-            ReadStamp,
+            Stamps,
         ),
         String,
     > {
@@ -175,26 +190,37 @@ impl Client {
             .map_err(|e| format!("the request failed: connecting to {}: {e}", self.authority))?;
         // Each event is small and the request is one write; waiting to coalesce helps nothing.
         tcp.set_nodelay(true).ok();
-        let (tcp, stamp) = StampedStream::new(tcp);
+        let (tcp, stamps) = StampedStream::new(tcp);
         let (mut sender, conn) = http1::handshake(TokioIo::new(tcp))
             .await
             .map_err(|e| format!("the request failed: {}", error_chain(&e)))?;
+        let uri = match format!("{}{path}", self.prefix) {
+            uri if uri.is_empty() => "/".to_string(),
+            uri => uri,
+        };
         let mut request = Request::builder()
             .method(method)
-            .uri(format!("{}{path}", self.prefix))
+            .uri(uri)
             .header(header::HOST, &self.authority);
-        if body.is_some() {
-            request = request
-                .header(header::CONTENT_TYPE, "application/json")
-                .header(header::ACCEPT, "text/event-stream");
-        }
+        let body = match body {
+            Some((body, index)) => {
+                // Names the reply in a serve's log (vLLM takes it as the request's id) and in
+                // the stand-in's trace, where concurrent streams interleave.
+                request = request
+                    .header(header::CONTENT_TYPE, "application/json")
+                    .header(header::ACCEPT, "text/event-stream")
+                    .header("x-request-id", format!("npu-serve-smoke-{index}"));
+                body
+            }
+            None => String::new(),
+        };
         let request = request
-            .body(Full::new(Bytes::from(body.unwrap_or_default())))
+            .body(Full::new(Bytes::from(body)))
             .map_err(|e| format!("the request failed: {e}"))?;
         Ok((
             Link(Some(Box::pin(conn))),
             sender.send_request(request),
-            stamp,
+            stamps,
         ))
     }
 
@@ -211,6 +237,49 @@ impl Client {
             Some(body.to_bytes())
         };
         tokio::time::timeout(limit, work).await.ok().flatten()
+    }
+
+    /// GET the URL this client was made for (its own path: no API prefix), reading at most
+    /// `max` bytes of the answer's body within `limit`: a serve's metrics. A longer body is
+    /// cut, and says so.
+    pub async fn fetch(&self, limit: Duration, max: usize) -> Result<Fetched, String> {
+        let work = async {
+            let (mut link, response, _) = self.send(Method::GET, "", None).await?;
+            let resp = link
+                .alongside(response)
+                .await
+                .map_err(|e| format!("the request failed: {}", error_chain(&e)))?;
+            let status = resp.status().as_u16();
+            let mut body = resp.into_body();
+            let mut fetched = Fetched {
+                status,
+                body: Vec::new(),
+                cut: false,
+            };
+            let reading = async {
+                while let Some(frame) = body.frame().await {
+                    let frame =
+                        frame.map_err(|e| format!("the answer broke: {}", error_chain(&e)))?;
+                    let Ok(data) = frame.into_data() else {
+                        continue;
+                    };
+                    let room = max - fetched.body.len();
+                    if data.len() > room {
+                        fetched.body.extend_from_slice(&data[..room]);
+                        fetched.cut = true;
+                        break;
+                    }
+                    fetched.body.extend_from_slice(&data);
+                }
+                Ok::<_, String>(())
+            };
+            link.alongside(reading).await?;
+            Ok(fetched)
+        };
+        match tokio::time::timeout(limit, work).await {
+            Ok(r) => r,
+            Err(_) => Err(format!("no whole answer within {} s", limit.as_secs_f64())),
+        }
     }
 
     /// GET `path` once, with a short timeout.
@@ -275,12 +344,16 @@ impl Client {
         };
         let since_base = move |ns: u64| ns.saturating_sub(base_ns);
         let mut rec = ReplyRecord::new(req.index, req.prompt, req.expect);
+        rec.burst = req.burst.map(|(slot, _)| slot);
+        let released = req.burst.map(|(_, at)| at);
         let client = self.clone();
         let body = body.to_string();
         // The stream is read in a task of its own, so that the bytes arriving wake only the
         // reader, not the gate's whole future (signals, the sampler's timer, the serve's watch).
         let mut reader = AbortOnDrop(tokio::spawn(async move {
-            rec.sent_ns = since_base(clock::now_ns());
+            // A burst's streams are timed from their common release: any wait before this
+            // stream's request left (the gate's dispatch) or at the serve is in its figures.
+            rec.sent_ns = since_base(released.unwrap_or_else(clock::now_ns));
             let outcome = read_stream(&client, body, &mut rec, base_ns, &bounds).await;
             rec.end_ns = since_base(clock::now_ns());
             if let Err(e) = outcome {
@@ -293,6 +366,7 @@ impl Client {
             Ok(rec) => rec,
             Err(e) => ReplyRecord {
                 error: Some(format!("the reply's reader failed: {e}")),
+                burst: req.burst.map(|(slot, _)| slot),
                 ..ReplyRecord::new(req.index, req.prompt, req.expect)
             },
         }
@@ -467,27 +541,34 @@ async fn read_stream(
             bounds.whole.as_secs_f64()
         )
     };
+    let index = rec.index;
     let start = async {
-        let (mut link, response, stamp) = client
+        let (mut link, response, stamps) = client
             .send(
                 Method::POST,
                 &format!("{}/chat/completions", client.api),
-                Some(body),
+                Some((body, index)),
             )
             .await?;
         let resp = link
             .alongside(response)
             .await
             .map_err(|e| format!("the request failed: {}", error_chain(&e)))?;
-        Ok::<_, String>((link, resp, stamp))
+        Ok::<_, String>((link, resp, stamps))
     };
-    let (mut link, resp, stamp) = match tokio::time::timeout(stall.min(bounds.whole), start).await {
+    let (mut link, resp, stamps) = match tokio::time::timeout(stall.min(bounds.whole), start).await
+    {
         Ok(started) => started?,
         Err(_) if bounds.whole <= stall => {
             return Err(over_limit("the serve had not answered".to_string()))
         }
         Err(_) => return Err(stall_msg()),
     };
+    if rec.burst.is_some() {
+        // The answer has begun: the request's writes are over.
+        rec.written_ns = Some(stamps.write.get().saturating_sub(base_ns));
+    }
+    let stamp = stamps.read;
     let status = resp.status();
     let content_type = resp
         .headers()

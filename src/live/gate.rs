@@ -11,8 +11,8 @@ use anyhow::{bail, Context, Result};
 use futures_util::FutureExt;
 
 use crate::archive::record::{
-    BinaryInfo, ClockInfo, ConcurrencyPlan, Limits, LoadSnapshot, ReplyRecord, RunManifest,
-    Startup, SCHEMA,
+    BinaryInfo, ClockInfo, ConcurrencyPlan, Limits, LoadSnapshot, MetricsRecord, ReplyRecord,
+    RunManifest, Startup, SCHEMA,
 };
 use crate::archive::rundir::BaselineRun;
 use crate::archive::rundir::{self, Archive, ResultFile, RunDir};
@@ -20,6 +20,7 @@ use crate::judging::archived::judge_with_log;
 use crate::judging::measure;
 use crate::judging::serve_log::LogScan;
 use crate::judging::verdict::{route_matches, BusySource, Criteria, Floors};
+use crate::live::bursts::{make_bursts, BurstWork};
 use crate::live::client::{Client, Probe, ReplyRequest};
 use crate::live::conditions;
 use crate::live::conditions::{Sampler, ServeTree};
@@ -80,6 +81,8 @@ struct Plan {
     baseline: Option<BaselineRun>,
     /// The concurrent bursts after the single-stream replies; `None` for one stream at a time.
     concurrency: Option<ConcurrencyPlan>,
+    /// Where the serve's metrics are scraped around the bursts.
+    metrics: Option<MetricsTarget>,
 }
 
 /// The settings as the run used them, for run.json.
@@ -270,10 +273,10 @@ impl Plan {
             },
             None => None,
         };
-        // Where the metrics are scraped is read by the burst runner (next).
-        let (concurrency, _metrics) = plan_bursts(&args_bursts, &url)?;
+        let (concurrency, metrics) = plan_bursts(&args_bursts, &url)?;
         Ok(Plan {
             concurrency,
+            metrics,
             baseline,
             out: args.out,
             criteria,
@@ -300,9 +303,10 @@ impl Plan {
 
 /// Where the serve's metrics are scraped around the bursts.
 #[derive(Debug, Clone)]
-#[allow(dead_code)] // scraped by the burst runner, in the commit after this one
 struct MetricsTarget {
     url: String,
+    /// A client for it, made when the plan is.
+    client: Client,
     /// Given with `--metrics-url`, not the serve's `/metrics` tried.
     given: bool,
 }
@@ -343,13 +347,18 @@ fn plan_bursts(b: &Bursts, url: &str) -> Result<(Option<ConcurrencyPlan>, Option
             check_metrics_url(given, url)?;
             MetricsTarget {
                 url: given.clone(),
+                client: Client::new(given).context("--metrics-url")?,
                 given: true,
             }
         }
-        None => MetricsTarget {
-            url: format!("{}/metrics", url.trim_end_matches('/')),
-            given: false,
-        },
+        None => {
+            let url = format!("{}/metrics", url.trim_end_matches('/'));
+            MetricsTarget {
+                client: Client::new(&url)?,
+                url,
+                given: false,
+            }
+        }
     };
     Ok((Some(plan), Some(metrics)))
 }
@@ -595,6 +604,8 @@ async fn execute(plan: Plan) -> Result<u8> {
         replies_problem: None,
         route,
         route_problem: None,
+        metrics: progress.metrics,
+        metrics_problem: None,
     };
     let verdict = judge_with_log(
         &archive,
@@ -691,6 +702,8 @@ struct Progress {
     load: Option<LoadSnapshot>,
     sampler: Option<Sampler>,
     replies: Vec<ReplyRecord>,
+    /// The serve's metrics scraped around the bursts.
+    metrics: Option<MetricsRecord>,
 }
 
 /// Take the hold, launch (or attach), wait until ready, and make the replies. What it learns
@@ -800,15 +813,46 @@ async fn measure_serve(
     let sampler = progress
         .sampler
         .insert(Sampler::start(tree, base_ns, &plan.criteria));
-    let replies = make_replies(
-        plan,
-        client,
-        &model,
-        base_ns,
-        dir,
-        serve,
-        &mut progress.replies,
-    );
+    progress.metrics = plan.metrics.as_ref().map(|m| MetricsRecord {
+        url: m.url.clone(),
+        given: m.given,
+        scrapes: Vec::new(),
+    });
+    let replies = async {
+        let died = make_replies(
+            plan,
+            client,
+            &model,
+            base_ns,
+            dir,
+            serve,
+            &mut progress.replies,
+        )
+        .await?;
+        let Some(bursts) = plan.concurrency.as_ref().filter(|_| died.is_none()) else {
+            return Ok(died);
+        };
+        let work = BurstWork {
+            client,
+            plan: bursts,
+            prompts: &plan.prompts,
+            model: &model,
+            max_tokens: plan.max_tokens,
+            extra_body: plan.extra_body.as_ref(),
+            stall: plan.reply_timeout,
+            limit: plan.reply_limit,
+            metrics: plan.metrics.as_ref().map(|m| &m.client),
+        };
+        make_bursts(
+            &work,
+            base_ns,
+            dir,
+            serve,
+            &mut progress.replies,
+            &mut progress.metrics,
+        )
+        .await
+    };
     let sampling = async {
         let mut every = tokio::time::interval(Duration::from_millis(conditions::INTERVAL_MS));
         every.tick().await;
@@ -944,6 +988,7 @@ async fn make_replies(
             model,
             max_tokens: prompt.max_tokens.unwrap_or(plan.max_tokens),
             extra_body: plan.extra_body.as_ref(),
+            burst: None,
         };
         let mut reply = client
             .stream_reply(&req, base_ns, plan.reply_timeout, plan.reply_limit)
@@ -974,6 +1019,12 @@ async fn make_replies(
 }
 
 fn progress(r: &ReplyRecord, m: &measure::ReplyMetrics, of: usize) -> String {
+    format!("reply {}/{of}: {}", r.index, figures_said(r, m))
+}
+
+/// A reply's figures for its progress line: `32 tokens, first token 51 ms, 98.0 tok/s`, and
+/// its error.
+pub(crate) fn figures_said(r: &ReplyRecord, m: &measure::ReplyMetrics) -> String {
     let first = m.first_token_ms.map_or("no first token".to_string(), |f| {
         format!("first token {f:.0} ms")
     });
@@ -984,8 +1035,5 @@ fn progress(r: &ReplyRecord, m: &measure::ReplyMetrics, of: usize) -> String {
         .error
         .as_deref()
         .map_or(String::new(), |e| format!("; error: {e}"));
-    format!(
-        "reply {}/{of}: {} tokens, {first}, {rate}{err}",
-        r.index, m.tokens
-    )
+    format!("{} tokens, {first}, {rate}{err}", m.tokens)
 }

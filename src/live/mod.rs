@@ -9,6 +9,7 @@
 //! It uses the wire, the archive, judging and report; none of them uses it.
 //! `tests/layers.rs` checks this.
 
+pub mod bursts;
 pub mod client;
 pub mod conditions;
 pub mod gate;

@@ -192,11 +192,11 @@ pub struct BurstArgs {
 pub struct BurstFloorArgs {
     /// Lowest acceptable median aggregate decode rate of the bursts, tok/s (all of a burst's
     /// tokens after each stream's first, over the latest last token less the earliest first).
-    #[arg(long, value_name = "TOK_S")]
+    #[arg(long, value_name = "TOK_S", allow_negative_numbers = true)]
     pub aggregate_floor: Option<f64>,
     /// Lowest acceptable speedup of the bursts' median aggregate rate over the single-stream
     /// median rate, e.g. 1.5.
-    #[arg(long, value_name = "X")]
+    #[arg(long, value_name = "X", allow_negative_numbers = true)]
     pub min_speedup: Option<f64>,
 }
 

@@ -19,11 +19,23 @@ use tokio::net::TcpStream;
 
 use crate::clock;
 
-/// A [`TcpStream`] whose reads are stamped.
+/// A [`TcpStream`] whose reads are stamped, and its writes.
 #[derive(Debug)]
 pub struct StampedStream {
     inner: TcpStream,
     last_read: ReadStamp,
+    last_write: ReadStamp,
+}
+
+/// The stamps of a [`StampedStream`]: its last read that returned bytes, and its last write
+/// that took some (a client's request is its writes: their stamp, once the answer is in, is
+/// when the request was written).
+#[derive(Debug, Clone, Default)]
+pub struct Stamps {
+    /// The last read that returned bytes.
+    pub read: ReadStamp,
+    /// The last write that took bytes.
+    pub write: ReadStamp,
 }
 
 /// When the stream's last read that returned bytes did so (ns on CLOCK_MONOTONIC; 0 before
@@ -39,14 +51,23 @@ impl ReadStamp {
 }
 
 impl StampedStream {
-    /// Wrap `inner`; the stamp reads 0 until the first bytes arrive.
-    pub fn new(inner: TcpStream) -> (Self, ReadStamp) {
-        let last_read = ReadStamp::default();
+    /// Wrap `inner`; each stamp reads 0 until the first bytes go its way.
+    pub fn new(inner: TcpStream) -> (Self, Stamps) {
+        let stamps = Stamps::default();
         let stream = StampedStream {
             inner,
-            last_read: last_read.clone(),
+            last_read: stamps.read.clone(),
+            last_write: stamps.write.clone(),
         };
-        (stream, last_read)
+        (stream, stamps)
+    }
+}
+
+impl StampedStream {
+    fn stamp_write(&self, wrote: &Poll<io::Result<usize>>) {
+        if matches!(wrote, Poll::Ready(Ok(n)) if *n > 0) {
+            self.last_write.0.store(clock::now_ns(), Ordering::Relaxed);
+        }
     }
 }
 
@@ -72,7 +93,10 @@ impl AsyncWrite for StampedStream {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+        let this = self.get_mut();
+        let wrote = Pin::new(&mut this.inner).poll_write(cx, buf);
+        this.stamp_write(&wrote);
+        wrote
     }
 
     fn poll_write_vectored(
@@ -80,7 +104,10 @@ impl AsyncWrite for StampedStream {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+        let this = self.get_mut();
+        let wrote = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+        this.stamp_write(&wrote);
+        wrote
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -113,7 +140,8 @@ mod tests {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             let addr = listener.local_addr().unwrap();
             let (client, accepted) = tokio::join!(TcpStream::connect(addr), listener.accept());
-            let (mut stream, stamp) = StampedStream::new(client.unwrap());
+            let (mut stream, stamps) = StampedStream::new(client.unwrap());
+            let stamp = stamps.read;
             let (mut server, _) = accepted.unwrap();
             assert_eq!(stamp.get(), 0, "stamped before any read");
 
@@ -129,11 +157,19 @@ mod tests {
                 "{before} {first} {after}"
             );
 
+            assert_eq!(stamps.write.get(), 0, "a read stamped as a write");
+            let before = clock::now_ns();
             stream.write_all(b"not stamped").await.unwrap();
+            let after = clock::now_ns();
             let mut got = [0u8; 11];
             server.read_exact(&mut got).await.unwrap();
             assert_eq!(&got, b"not stamped");
-            assert_eq!(stamp.get(), first, "a write moved the stamp");
+            assert_eq!(stamp.get(), first, "a write moved the read stamp");
+            let wrote = stamps.write.get();
+            assert!(
+                before <= wrote && wrote <= after,
+                "{before} {wrote} {after}"
+            );
 
             drop(server);
             assert_eq!(stream.read(&mut buf).await.unwrap(), 0, "end of stream");

@@ -72,7 +72,7 @@ pub(super) fn check_reply(r: &ReplyRecord) -> ReplyCheck {
         };
         return ReplyCheck::Bad {
             word: "error",
-            text: format!("reply {} failed{so_far}: {err}", r.index),
+            text: format!("{} failed{so_far}: {err}", r.name()),
         };
     }
     if r.content.trim().is_empty() {
@@ -83,7 +83,7 @@ pub(super) fn check_reply(r: &ReplyRecord) -> ReplyCheck {
         };
         return ReplyCheck::Bad {
             word: "no content",
-            text: format!("reply {} has no content{only}{cut}", r.index),
+            text: format!("{} has no content{only}{cut}", r.name()),
         };
     }
     let Some(pattern) = &r.expect else {
@@ -94,15 +94,15 @@ pub(super) fn check_reply(r: &ReplyRecord) -> ReplyCheck {
         Ok(_) => ReplyCheck::Bad {
             word: "wrong answer",
             text: format!(
-                "reply {} said {said}, which does not match /{pattern}/{cut}",
-                r.index
+                "{} said {said}, which does not match /{pattern}/{cut}",
+                r.name()
             ),
         },
         Err(_) => ReplyCheck::Bad {
             word: "bad expected pattern",
             text: format!(
-                "reply {}: the expected pattern /{pattern}/ is not a valid regex",
-                r.index
+                "{}: the expected pattern /{pattern}/ is not a valid regex",
+                r.name()
             ),
         },
     }

@@ -14,12 +14,14 @@ use anyhow::{bail, Result};
 use regex::Regex;
 
 use crate::archive::record::{
-    LoadSnapshot, ReplyRecord, RouteRecord, RunManifest, Startup, StopRecord,
+    ConcurrencyPlan, LoadSnapshot, MetricsRecord, ReplyRecord, RouteRecord, RunManifest, Startup,
+    StopRecord,
 };
 use crate::judging::measure::{measure, median, median_ci95, ReplyMetrics};
 use crate::judging::serve_log::LogScan;
 
 pub mod baseline;
+pub mod bursts;
 pub mod conditions;
 pub mod content;
 pub mod rate;
@@ -262,6 +264,12 @@ pub struct Evidence<'a> {
     pub processes: ProcessEvidence<'a>,
     /// The accepted baseline to compare with, when one was asked for.
     pub baseline: BaselineEvidence<'a>,
+    /// The concurrent bursts the run planned after its single-stream replies; `None` for a run
+    /// of one stream at a time (no burst lines).
+    pub concurrency: Option<&'a ConcurrencyPlan>,
+    /// The serve's metrics scraped around the bursts (metrics.json), or why they cannot be
+    /// read; `None` when none were scraped.
+    pub serve_metrics: Option<Result<&'a MetricsRecord, &'a str>>,
 }
 
 /// An accepted baseline run, as its archive holds it.
@@ -310,6 +318,8 @@ impl<'a> Evidence<'a> {
             serve_died: None,
             processes: ProcessEvidence::Missing("no route.json: a hand-made run"),
             baseline: BaselineEvidence::NotAsked,
+            concurrency: None,
+            serve_metrics: None,
         }
     }
 }
@@ -420,6 +430,10 @@ impl fmt::Display for Verdict {
     }
 }
 
+/// The checks that are timing alone: a busy box may explain their failure (never excuse it,
+/// unless --busy-skip says so).
+pub const TIMING_CHECKS: [&str; 3] = ["rate", "first-token", "aggregate"];
+
 /// Judge a run. RESULT is PASS exactly when every line that is not info is ok (and nothing
 /// interrupted the run).
 pub fn judge(e: &Evidence<'_>, c: &Criteria) -> Verdict {
@@ -439,28 +453,35 @@ pub fn judge(e: &Evidence<'_>, c: &Criteria) -> Verdict {
         ));
         if e.startup.is_ready() {
             let metrics: Vec<ReplyMetrics> = e.replies.iter().map(measure).collect();
-            lines.push(rate_line(&metrics, c.floors.floor));
+            lines.push(rate_line(&metrics, c.floors.floor, e.replies));
             lines.push(first_token_line(
                 &metrics,
                 c.floors.first_token_ms,
                 e.replies,
             ));
             lines.push(content_line(e.replies, e.replies_planned, e.serve_died));
+            if let Some(plan) = e.concurrency {
+                let figures = bursts::burst_figures(e.replies);
+                lines.push(bursts::overlap_line(&figures, plan));
+                lines.push(bursts::aggregate_line(
+                    &figures,
+                    e.replies,
+                    plan,
+                    c.floors.aggregate_floor,
+                    c.floors.min_speedup,
+                ));
+            }
             lines.extend(baseline::baseline_lines(e, c));
         }
         if let Some(line) = stop_line(e.stop) {
             lines.push(line);
         }
     }
-    // Only a failure of timing alone can be put down to the box; route, content and a serve
-    // that did not come up are never excused.
-    let timing_failed = lines
-        .iter()
-        .any(|l| l.status == Status::Fail && (l.check == "rate" || l.check == "first-token"));
-    let timing_only = timing_failed
-        && lines
-            .iter()
-            .all(|l| l.status != Status::Fail || l.check == "rate" || l.check == "first-token");
+    // Only a failure of timing alone can be put down to the box; route, content, streams run
+    // one after another and a serve that did not come up are never excused.
+    let timing = |l: &Line| TIMING_CHECKS.contains(&l.check.as_str());
+    let timing_failed = lines.iter().any(|l| l.status == Status::Fail && timing(l));
+    let timing_only = timing_failed && lines.iter().all(|l| l.status != Status::Fail || timing(l));
     let contention = e.load.and_then(Contention::of);
     if let Some(load) = e.load {
         let mut text = format!(
@@ -680,7 +701,12 @@ RESULT: PASS
 
     #[test]
     fn a_one_chunk_reply_has_no_rate_and_the_line_says_so() {
-        let v = judge_with(&[good(), reply_at(&[150], None)], Some(LOG), floors());
+        // A reply is named by its index, whatever its place in the list.
+        let second = ReplyRecord {
+            index: 2,
+            ..reply_at(&[150], None)
+        };
+        let v = judge_with(&[good(), second], Some(LOG), floors());
         let rate = line(&v, "rate");
         assert_eq!(rate.status, Status::Ok);
         assert!(rate.text.contains("over 1 of 2 replies"), "{rate:?}");
@@ -708,6 +734,7 @@ RESULT: PASS
         // 5 one-word events over 2 s claimed as 1,000,000 tokens: at the claim, 399,633 tok/s.
         let mut lie = reply_at(&[100, 600, 1100, 1600, 2100], Some(1_000_000));
         lie.content = "Paris is the capital ok.".into(); // 24 bytes
+        lie.index = 2;
         let v = judge_with(&[good(), lie], Some(LOG), floors());
         let rate = line(&v, "rate");
         assert!(rate.text.contains("each: 100.0, 2.0"), "{rate:?}");

@@ -4,14 +4,24 @@
 use crate::archive::record::{Figures, Line, ReplyRecord, Status};
 use crate::judging::measure::{median, median_ci95, ReplyMetrics, CI_MIN_VALUES};
 
-pub(super) fn rate_line(metrics: &[ReplyMetrics], floor: f64) -> Line {
+/// The most replies' rates the rate line lists one by one; the rest are counted.
+pub(super) const EACH_SHOWN: usize = 64;
+
+/// The rate line. `replies` are the replies `metrics` were measured from, in the same order:
+/// a reply is named by its index.
+pub(super) fn rate_line(metrics: &[ReplyMetrics], floor: f64, replies: &[ReplyRecord]) -> Line {
     let rates: Vec<Option<f64>> = metrics.iter().map(|m| m.rate_tok_s).collect();
     let have: Vec<f64> = rates.iter().flatten().copied().collect();
-    let each: Vec<String> = rates
+    let mut each: Vec<String> = rates
         .iter()
+        .take(EACH_SHOWN)
         .map(|r| r.map_or("-".to_string(), |r| format!("{r:.1}")))
         .collect();
-    let disbelieved = usage_not_believed(metrics);
+    if rates.len() > EACH_SHOWN {
+        each.push(format!("and {} more", rates.len() - EACH_SHOWN));
+    }
+    let index = |i: usize| replies.get(i).map_or(i + 1, |r| r.index);
+    let disbelieved = usage_not_believed(metrics, replies);
     let Some(med) = median(&have) else {
         let text = if metrics.is_empty() {
             "no replies to measure".to_string()
@@ -39,7 +49,7 @@ pub(super) fn rate_line(metrics: &[ReplyMetrics], floor: f64) -> Line {
         .iter()
         .enumerate()
         .filter(|(_, r)| r.is_none())
-        .map(|(i, _)| (i + 1).to_string())
+        .map(|(i, _)| index(i).to_string())
         .collect();
     let why_missing = if missing.is_empty() {
         String::new()
@@ -89,7 +99,7 @@ pub(super) fn few_gaps(metrics: &[ReplyMetrics]) -> String {
 /// "; usage not believed for reply N: ..." for each reply whose usage count claimed more
 /// tokens than its streamed text could hold: the reader should know the rate is not the one
 /// the serve claimed, and why.
-pub(super) fn usage_not_believed(metrics: &[ReplyMetrics]) -> String {
+pub(super) fn usage_not_believed(metrics: &[ReplyMetrics], replies: &[ReplyRecord]) -> String {
     metrics
         .iter()
         .enumerate()
@@ -97,7 +107,7 @@ pub(super) fn usage_not_believed(metrics: &[ReplyMetrics]) -> String {
             let u = m.usage_not_believed?;
             Some(format!(
                 "; usage not believed for reply {}: it claimed {} tokens for {} {} of {} bytes of text; the rate is from the chunks",
-                i + 1,
+                replies.get(i).map_or(i + 1, |r| r.index),
                 u.claimed,
                 u.text_chunks,
                 if u.text_chunks == 1 { "chunk" } else { "chunks" },
