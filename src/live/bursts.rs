@@ -20,7 +20,7 @@ use crate::archive::record::{
 use crate::archive::rundir::{self, RunDir};
 use crate::clock;
 use crate::judging::measure;
-use crate::live::client::{Client, ReplyRequest};
+use crate::live::client::{Client, FirstText, ReplyRequest};
 use crate::live::serve::ServeProcess;
 use crate::prompts::Prompt;
 
@@ -63,16 +63,6 @@ pub async fn make_bursts(
     metrics: &mut Option<MetricsRecord>,
 ) -> Result<Option<String>> {
     let ConcurrencyPlan { streams, rounds } = *work.plan;
-    // The during-scrape comes halfway through the first burst, by the single-stream replies'
-    // length: when a serve that batches has every stream in hand, and one that does not has
-    // the rest waiting. llama.cpp resets its throughput gauges at each scrape, so once only.
-    let single_ns = measure::median(
-        &replies
-            .iter()
-            .filter(|r| r.error.is_none())
-            .map(|r| r.end_ns.saturating_sub(r.sent_ns) as f64)
-            .collect::<Vec<_>>(),
-    );
     let mut metrics_client = work.metrics;
     if let (Some(record), Some(client)) = (metrics.as_mut(), metrics_client) {
         let before = scrape(client, "before", base_ns).await;
@@ -87,6 +77,11 @@ pub async fn make_bursts(
     let mut index = replies.len();
     for round in 1..=rounds {
         let released = clock::now_ns();
+        // The during-scrape comes in the first burst once every stream has its first text (a
+        // serve that batches then has them all in hand), or once a stream has ended before
+        // the rest began (one that does not has the rest waiting). llama.cpp resets its
+        // throughput gauges at each scrape, so once only.
+        let first_text = FirstText::new(streams);
         let mut requests = Vec::with_capacity(streams);
         for stream in 1..=streams {
             index += 1;
@@ -99,6 +94,7 @@ pub async fn make_bursts(
                 max_tokens: prompt.max_tokens.unwrap_or(work.max_tokens),
                 extra_body: work.extra_body,
                 burst: Some((BurstSlot { round, stream }, released)),
+                first_text: (round == 1).then(|| first_text.clone()),
             });
         }
         let mut running = FuturesUnordered::new();
@@ -109,12 +105,10 @@ pub async fn make_bursts(
             );
         }
         crate::say!("burst {round}/{rounds}: {streams} streams released");
-        // Halfway through the first burst, at most once (see above).
         let during = async {
-            match (round, single_ns, metrics_client) {
-                (1, Some(ns), Some(client)) => {
-                    let half = Duration::from_nanos((ns / 2.0) as u64);
-                    tokio::time::sleep(half).await;
+            match (round, metrics_client) {
+                (1, Some(client)) => {
+                    first_text.wait().await;
                     Some(scrape(client, "during", base_ns).await)
                 }
                 _ => futures_util::future::pending().await,
@@ -135,6 +129,7 @@ pub async fn make_bursts(
                     crate::say!("{}", progress(&reply, &m, work.plan));
                     reply.metrics = Some(m);
                     failed |= reply.error.is_some();
+                    first_text.wake();
                     dir.append_reply(&reply)?;
                     replies.push(reply);
                 }

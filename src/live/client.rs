@@ -12,6 +12,8 @@
 
 use std::future::{poll_fn, Future};
 use std::pin::{pin, Pin};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
@@ -23,6 +25,7 @@ use hyper::{header, Method, Request, Response};
 use hyper_util::rt::TokioIo;
 use serde_json::json;
 use tokio::net::TcpStream;
+use tokio::sync::Notify;
 
 use crate::archive::record::{BurstSlot, ChunkArrival, ReplyRecord, TextCut};
 use crate::clock;
@@ -58,6 +61,45 @@ pub struct ReplyRequest<'a> {
     /// For a burst's stream: its place, and the burst's release (ns on the gate's clock),
     /// which its first token is counted from.
     pub burst: Option<(BurstSlot, u64)>,
+    /// Told when the reply's first text arrives.
+    pub first_text: Option<FirstText>,
+}
+
+/// Counts the streams of a burst whose first text has arrived, and wakes whoever waits for
+/// all of them (the scrape of the serve's metrics halfway through a burst).
+#[derive(Debug, Clone)]
+pub struct FirstText {
+    seen: Arc<AtomicUsize>,
+    of: usize,
+    all: Arc<Notify>,
+}
+
+impl FirstText {
+    /// For a burst of `of` streams.
+    pub fn new(of: usize) -> Self {
+        FirstText {
+            seen: Arc::default(),
+            of,
+            all: Arc::new(Notify::new()),
+        }
+    }
+
+    /// One more stream has its first text.
+    fn seen(&self) {
+        if self.seen.fetch_add(1, Ordering::Relaxed) + 1 == self.of {
+            self.all.notify_one();
+        }
+    }
+
+    /// Wake the waiter now, whatever the count: a stream has ended before all had begun.
+    pub fn wake(&self) {
+        self.all.notify_one();
+    }
+
+    /// Wait until every stream has its first text, or [`FirstText::wake`].
+    pub async fn wait(&self) {
+        self.all.notified().await;
+    }
 }
 
 /// What [`Client::fetch`] got: the status, and the body's head.
@@ -346,6 +388,7 @@ impl Client {
         let mut rec = ReplyRecord::new(req.index, req.prompt, req.expect);
         rec.burst = req.burst.map(|(slot, _)| slot);
         let released = req.burst.map(|(_, at)| at);
+        let first_text = req.first_text.clone();
         let client = self.clone();
         let body = body.to_string();
         // The stream is read in a task of its own, so that the bytes arriving wake only the
@@ -354,7 +397,15 @@ impl Client {
             // A burst's streams are timed from their common release: any wait before this
             // stream's request left (the gate's dispatch) or at the serve is in its figures.
             rec.sent_ns = since_base(released.unwrap_or_else(clock::now_ns));
-            let outcome = read_stream(&client, body, &mut rec, base_ns, &bounds).await;
+            let outcome = read_stream(
+                &client,
+                body,
+                &mut rec,
+                base_ns,
+                &bounds,
+                first_text.as_ref(),
+            )
+            .await;
             rec.end_ns = since_base(clock::now_ns());
             if let Err(e) = outcome {
                 rec.error = Some(e);
@@ -530,7 +581,9 @@ async fn read_stream(
     rec: &mut ReplyRecord,
     base_ns: u64,
     bounds: &ReplyBounds,
+    first_text: Option<&FirstText>,
 ) -> Result<(), String> {
+    let mut first_text = first_text;
     let started_ns = clock::now_ns();
     let limit_ns = started_ns.saturating_add(bounds.whole.as_nanos() as u64);
     let stall = bounds.stall;
@@ -668,7 +721,13 @@ async fn read_stream(
                 // A typed event with no data (a ping): nothing the gate reads.
                 SseItem::Event { kind, data: b"" } if !kind.is_empty() => Ok(()),
                 SseItem::Event { data, .. } => {
-                    record_chunk(rec, data, at_ns, bounds).map_err(Halt::Fail)
+                    record_chunk(rec, data, at_ns, bounds).map_err(Halt::Fail)?;
+                    if rec.chunks.last().is_some_and(|c| c.has_text()) {
+                        if let Some(told) = first_text.take() {
+                            told.seen();
+                        }
+                    }
+                    Ok(())
                 }
                 SseItem::Malformed(line) if rec.chunks.is_empty() => Err(Halt::Fail(format!(
                     "{}: {}",

@@ -989,6 +989,7 @@ async fn make_replies(
             max_tokens: prompt.max_tokens.unwrap_or(plan.max_tokens),
             extra_body: plan.extra_body.as_ref(),
             burst: None,
+            first_text: None,
         };
         let mut reply = client
             .stream_reply(&req, base_ns, plan.reply_timeout, plan.reply_limit)

@@ -3,8 +3,8 @@
 //! box; `cargo test` runs the same table.
 
 use crate::archive::record::{
-    ChunkArrival, CounterReading, CounterRecord, LoadSnapshot, ProcessRecord, ReplyRecord,
-    RouteRecord, Startup, StopRecord,
+    BurstSlot, ChunkArrival, ConcurrencyPlan, CounterReading, CounterRecord, LoadSnapshot,
+    ProcessRecord, ReplyRecord, RouteRecord, Startup, StopRecord,
 };
 use crate::judging::verdict::{
     self, Criteria, Evidence, Floors, Outcome, ProcessEvidence, Status, Verdict,
@@ -28,6 +28,8 @@ pub struct Case {
     serve_died: Option<&'static str>,
     /// route.json; `None`: the run recorded none.
     route: Option<RouteRecord>,
+    /// The concurrent bursts the run planned; `None`: one stream at a time.
+    concurrency: Option<ConcurrencyPlan>,
     floors: Floors,
     /// Lines that must be there: check, status, and a fragment of the text.
     expect: Vec<(&'static str, Status, &'static str)>,
@@ -56,6 +58,7 @@ impl Case {
                 .route
                 .as_ref()
                 .map_or(hand_made.processes, ProcessEvidence::Recorded),
+            concurrency: self.concurrency.as_ref(),
             ..hand_made
         };
         Ok(verdict::judge(&evidence, &criteria))
@@ -137,6 +140,35 @@ pub(crate) fn reply(at_ms: &[u64], content: &str) -> ReplyRecord {
 fn good() -> ReplyRecord {
     let at: Vec<u64> = (0..11).map(|i| 200 + 10 * i).collect();
     reply(&at, "Paris.")
+}
+
+/// Stream `stream` of burst `round`, released at 0 and written 0.2 ms later, whose text
+/// events arrive at `at_ms`.
+fn streamed(round: usize, stream: usize, at_ms: &[u64]) -> ReplyRecord {
+    ReplyRecord {
+        burst: Some(BurstSlot { round, stream }),
+        written_ns: Some(200_000),
+        ..reply(at_ms, "Paris.")
+    }
+}
+
+/// The base case's three replies, then one burst of two streams: at 100 tok/s each from 200
+/// ms when `together`, else the second starting 100 ms after the first has ended.
+fn with_burst(c: &mut Case, together: bool) {
+    let first: Vec<u64> = (0..11).map(|i| 200 + 10 * i).collect();
+    let second: Vec<u64> = if together {
+        first.clone()
+    } else {
+        (0..11).map(|i| 400 + 10 * i).collect()
+    };
+    let mut replies = c.replies.clone();
+    replies.push(streamed(1, 1, &first));
+    replies.push(streamed(1, 2, &second));
+    c.replies = numbered(replies);
+    c.concurrency = Some(ConcurrencyPlan {
+        streams: 2,
+        rounds: 1,
+    });
 }
 
 fn numbered(mut replies: Vec<ReplyRecord>) -> Vec<ReplyRecord> {
@@ -304,6 +336,7 @@ fn base(name: &'static str) -> Case {
         stop: None,
         serve_died: None,
         route: None,
+        concurrency: None,
         floors: floors(),
         expect: vec![
             ("route", Status::Ok, "names the fast route"),
@@ -1014,6 +1047,76 @@ pub fn all() -> Vec<Case> {
     c.outcome = Outcome::Interrupted {
         signal: "SIGTERM".into(),
     };
+    cases.push(c);
+
+    let mut c = base("streams of a burst decoding together pass overlap");
+    with_burst(&mut c, true);
+    c.expect = vec![
+        (
+            "overlap",
+            Ok,
+            "the streams ran together: 2 of 2 streams decoding at once",
+        ),
+        // 20 tokens after the firsts over 100 ms: 200 tok/s, twice one stream's 100.
+        (
+            "aggregate",
+            Info,
+            "median 200.0 tok/s over 1 burst of 2 streams, 2.00x the single-stream median 100.0 tok/s",
+        ),
+        ("content", Ok, "5 replies, all with content"),
+    ];
+    cases.push(c);
+
+    let mut c = base("streams run one after another fail overlap, and a busy box excuses it never");
+    with_burst(&mut c, false);
+    c.load = Some(serve_waited(900));
+    c.floors.busy_skip = Some(0.1);
+    c.expect = vec![
+        (
+            "overlap",
+            Fail,
+            "the serve ran the streams one after another, not together",
+        ),
+        ("rate", Ok, "over 5 replies"),
+    ];
+    c.refuse = vec![("load", "likely cause")];
+    c.outcome = Outcome::Fail;
+    cases.push(c);
+
+    let mut c = base("an aggregate under its floor fails, as timing a busy box may explain");
+    with_burst(&mut c, true);
+    c.floors.aggregate_floor = Some(200.5);
+    c.load = Some(serve_waited(310));
+    c.expect = vec![
+        ("aggregate", Fail, "below the floor: median 200.0 tok/s"),
+        ("load", Info, "a busy box is the likely cause"),
+    ];
+    c.outcome = Outcome::Fail;
+    cases.push(c);
+
+    let mut c = base("an aggregate exactly at its floor and speedup is ok");
+    with_burst(&mut c, true);
+    c.floors.aggregate_floor = Some(200.0);
+    c.floors.min_speedup = Some(2.0);
+    c.expect = vec![("aggregate", Ok, "(floor 200.0; speedup at least 2.00x)")];
+    cases.push(c);
+
+    let mut c = base("an aggregate short of its speedup fails");
+    with_burst(&mut c, true);
+    c.floors.min_speedup = Some(2.01);
+    c.expect = vec![("aggregate", Fail, "short of the speedup")];
+    c.outcome = Outcome::Fail;
+    cases.push(c);
+
+    let mut c = base("a failed stream fails content naming its burst and stream");
+    with_burst(&mut c, true);
+    c.replies[4].error = Some("the stream broke: connection reset".into());
+    c.expect = vec![(
+        "content",
+        Fail,
+        "burst 1 stream 2 (reply 5) failed after saying \"Paris.\": the stream broke",
+    )];
+    c.outcome = Outcome::Fail;
     cases.push(c);
 
     cases
