@@ -5,7 +5,9 @@
 //! box. Its timing and its faults are scripted, and with `--trace FILE` it records when each
 //! request arrived and when each SSE event's bytes were written to the socket (stamped in the
 //! socket's `poll_write`, on CLOCK_MONOTONIC), so tests can compare what the gate reports with
-//! what was really sent rather than with what was asked for.
+//! what was really sent rather than with what was asked for. Each line names its connection
+//! (numbered from 1 in accept order) and a request's line its `x-request-id`, so the events of
+//! concurrent streams can be told apart.
 //!
 //! It is the other side of the wire: it may use the wire's chunk fields, the prompts and the
 //! clock, never the gate's client, judging or report (`tests/layers.rs` checks this), so the
@@ -45,7 +47,7 @@ pub use args::{AfterDone, StandInArgs};
 use reply::{chat, models};
 use route::Route;
 pub use trace::TraceLine;
-use trace::{Trace, TracedListener};
+use trace::{ConnId, Trace, TracedListener};
 
 /// The model id the stand-in lists.
 pub const MODEL: &str = "stand-in";
@@ -137,11 +139,11 @@ async fn serve_with(listener: TcpListener, args: StandInArgs, route: Route) -> R
         .route("/v1/models", get(models))
         .route("/v1/chat/completions", post(chat))
         .with_state(state);
-    let listener = TracedListener {
-        inner: listener,
-        trace,
-    };
-    let server = axum::serve(listener, app);
+    let listener = TracedListener::new(listener, trace);
+    let server = axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<ConnId>(),
+    );
     if ignore_term {
         return server.await.context("the stand-in server failed");
     }
@@ -185,13 +187,19 @@ mod tests {
 
     /// POST a chat request; the status and the whole body.
     async fn post(url: &str, body: serde_json::Value) -> (u16, String) {
-        let resp = http()
+        post_as(url, None, body).await
+    }
+
+    /// POST a chat request with this `x-request-id`, on a connection of its own (a new
+    /// client); the status and the whole body.
+    async fn post_as(url: &str, id: Option<&str>, body: serde_json::Value) -> (u16, String) {
+        let mut req = http()
             .post(format!("{url}/v1/chat/completions"))
-            .header("content-type", "application/json")
-            .body(body.to_string())
-            .send()
-            .await
-            .unwrap();
+            .header("content-type", "application/json");
+        if let Some(id) = id {
+            req = req.header("x-request-id", id);
+        }
+        let resp = req.body(body.to_string()).send().await.unwrap();
         let status = resp.status().as_u16();
         let text = match resp.bytes().await {
             Ok(b) => String::from_utf8_lossy(&b).into_owned(),
@@ -378,7 +386,13 @@ mod tests {
             .map(|l| serde_json::from_str(l).unwrap())
             .collect();
         assert_eq!(lines.len(), 1 + 2 + 3, "{lines:?}");
-        let TraceLine::Request { received_ns, .. } = lines[0] else {
+        let TraceLine::Request {
+            received_ns,
+            conn: 1,
+            request_id: None,
+            ..
+        } = lines[0]
+        else {
             panic!("{lines:?}")
         };
         let mut last = received_ns;
@@ -407,6 +421,59 @@ mod tests {
                 (0, Some(3), false),
                 (0, None, true)
             ]
+        );
+    }
+
+    #[tokio::test]
+    async fn trace_lines_name_their_connection_and_request_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("trace.jsonl");
+        let p = path.to_str().unwrap();
+        let url = start(&["--ttft-ms", "1", "--gaps-ms", "1", "--trace", p]).await;
+        let long = "x".repeat(300);
+        // One request a connection, in turn, each with a different length, so its events
+        // can be told from the others' by their count alone.
+        post_as(&url, Some("npu-serve-smoke-0"), stream_req("hi", 1)).await;
+        post_as(&url, None, stream_req("hi", 2)).await;
+        post_as(&url, Some(&long), stream_req("hi", 3)).await;
+        let lines: Vec<TraceLine> = std::fs::read_to_string(&path)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let requests: Vec<(u64, Option<String>)> = lines
+            .iter()
+            .filter_map(|l| match l {
+                TraceLine::Request {
+                    conn, request_id, ..
+                } => Some((*conn, request_id.clone())),
+                TraceLine::Event { .. } => None,
+            })
+            .collect();
+        assert_eq!(
+            requests,
+            vec![
+                (1, Some("npu-serve-smoke-0".to_string())),
+                (2, None),
+                (3, Some(long[..trace::REQUEST_ID_MAX].to_string())),
+            ]
+        );
+        for (conn, tokens) in [(1, 1), (2, 2), (3, 3)] {
+            let content = lines
+                .iter()
+                .filter(|l| {
+                    matches!(l, TraceLine::Event { conn: c, content_chars, .. }
+                        if *c == conn && *content_chars > 0)
+                })
+                .count();
+            assert_eq!(content, tokens, "connection {conn}: {lines:?}");
+        }
+        assert!(
+            lines.iter().all(|l| matches!(
+                l,
+                TraceLine::Event { conn: 1..=3, .. } | TraceLine::Request { .. }
+            )),
+            "{lines:?}"
         );
     }
 }

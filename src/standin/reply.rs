@@ -5,14 +5,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use axum::extract::State;
-use axum::http::{header, StatusCode};
+use axum::extract::{ConnectInfo, State};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
 use serde_json::json;
 
 use super::route::Reply;
+use super::trace::{request_id, ConnId};
 use super::{AfterDone, Script, StandInArgs, TraceLine, MODEL};
 use crate::clock;
 use crate::prompts::BUILT_IN;
@@ -252,6 +253,8 @@ fn body_of(steps: Steps, work: Duration, trickle: Option<Duration>, reply: Reply
 
 pub(super) async fn chat(
     State(script): State<Arc<Script>>,
+    ConnectInfo(ConnId(conn)): ConnectInfo<ConnId>,
+    headers: HeaderMap,
     Json(req): Json<ChatRequest>,
 ) -> Response {
     let received = tokio::time::Instant::now();
@@ -268,6 +271,8 @@ pub(super) async fn chat(
     if let Some(trace) = &script.trace {
         trace.write(&TraceLine::Request {
             received_ns: clock::now_ns(),
+            conn,
+            request_id: request_id(&headers),
             prompt: prompt.clone(),
         });
     }
