@@ -7,7 +7,9 @@
 //! socket's `poll_write`, on CLOCK_MONOTONIC), so tests can compare what the gate reports with
 //! what was really sent rather than with what was asked for. Each line names its connection
 //! (numbered from 1 in accept order) and a request's line its `x-request-id`, so the events of
-//! concurrent streams can be told apart.
+//! concurrent streams can be told apart. `--fault-request K` puts the faults in the K-th chat
+//! completion request alone (counted in arrival order), so one bad reply can be put among
+//! good ones.
 //!
 //! It is the other side of the wire: it may use the wire's chunk fields, the prompts and the
 //! clock, never the gate's client, judging or report (`tests/layers.rs` checks this), so the
@@ -33,6 +35,7 @@ mod route;
 mod trace;
 mod wrap;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -118,7 +121,9 @@ async fn serve_with(listener: TcpListener, args: StandInArgs, route: Route) -> R
     let never_ready = args.never_ready;
     let ignore_term = args.ignore_term;
     let state = Arc::new(Script {
+        clean: args.without_faults(),
         args,
+        requests: AtomicU64::new(0),
         trace: trace.clone(),
         route: Arc::new(route),
     });
@@ -163,8 +168,24 @@ async fn serve_with(listener: TcpListener, args: StandInArgs, route: Route) -> R
 
 struct Script {
     args: StandInArgs,
+    /// `args` without its faults: the reply of every request `--fault-request` does not pick.
+    clean: StandInArgs,
+    /// Chat completion requests received so far, over all connections.
+    requests: AtomicU64,
     trace: Option<Arc<Trace>>,
     route: Arc<Route>,
+}
+
+impl Script {
+    /// The script of the chat completion request that has just arrived: counted now, so
+    /// requests are numbered in the order they reach the handler, whatever their connection.
+    fn next_request(&self) -> &StandInArgs {
+        let nth = self.requests.fetch_add(1, Ordering::Relaxed) + 1;
+        match self.args.fault_request {
+            Some(k) if k != nth => &self.clean,
+            _ => &self.args,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -475,5 +496,36 @@ mod tests {
             )),
             "{lines:?}"
         );
+    }
+
+    #[tokio::test]
+    async fn only_the_request_fault_request_picks_gets_the_faults() {
+        let fast = ["--tokens", "5", "--ttft-ms", "1", "--gaps-ms", "1"];
+        let with = |extra: &[&'static str]| -> Vec<&'static str> {
+            fast.iter().chain(extra).copied().collect()
+        };
+        // Each post is a connection of its own: the count runs across connections.
+        let url = start(&with(&["--fault-request", "2", "--error-event-after", "3"])).await;
+        let mut errors = Vec::new();
+        for _ in 0..3 {
+            let (status, text) = post(&url, stream_req("hi", 8)).await;
+            assert_eq!(status, 200, "{text}");
+            assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+            errors.push(text.contains("event: error"));
+            let tokens = text.matches("\"content\"").count();
+            assert_eq!(
+                tokens,
+                if text.contains("event: error") { 3 } else { 5 },
+                "{text}"
+            );
+        }
+        assert_eq!(errors, [false, true, false]);
+
+        let url = start(&with(&["--fault-request", "2", "--http-status", "500"])).await;
+        let mut statuses = Vec::new();
+        for _ in 0..3 {
+            statuses.push(post(&url, stream_req("hi", 8)).await.0);
+        }
+        assert_eq!(statuses, [200, 500, 200]);
     }
 }

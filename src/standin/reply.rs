@@ -259,7 +259,7 @@ pub(super) async fn chat(
 ) -> Response {
     let received = tokio::time::Instant::now();
     let reply = script.route.reply(received.into_std());
-    let args = &script.args;
+    let args = script.next_request();
     let prompt = req
         .messages
         .iter()
