@@ -79,6 +79,12 @@ pub struct StandInArgs {
         value_name = "TEXT"
     )]
     pub route_line: String,
+    /// Serve one chat completion at a time, as a serve without batching does (llama-server
+    /// with one slot): a request that arrives while another reply is under way waits until
+    /// that reply's body has ended or its connection has gone, and its --ttft-ms (and the
+    /// --busy-counter's time) count from when it starts. /health and /v1/models never wait.
+    #[arg(long)]
+    pub serial: bool,
     /// The reply's first words, instead of the right answer to a built-in prompt.
     #[arg(long, value_name = "TEXT")]
     pub answer: Option<String>,
@@ -266,6 +272,7 @@ impl StandInArgs {
             never_ready,
             trace,
             route_line,
+            serial,
             answer,
             error_event_after: _,
             error_chunk_after: _,
@@ -313,6 +320,7 @@ impl StandInArgs {
             never_ready,
             trace,
             route_line,
+            serial,
             answer,
             error_event_after: None,
             error_chunk_after: None,
@@ -416,6 +424,7 @@ mod tests {
         "--error-data",
         "{}",
         "--never-ready",
+        "--serial",
         "--fault-request",
         "2",
     ];

@@ -9,7 +9,7 @@
 //! (numbered from 1 in accept order) and a request's line its `x-request-id`, so the events of
 //! concurrent streams can be told apart. `--fault-request K` puts the faults in the K-th chat
 //! completion request alone (counted in arrival order), so one bad reply can be put among
-//! good ones.
+//! good ones. `--serial` serves one chat completion at a time, as a serve without batching.
 //!
 //! It is the other side of the wire: it may use the wire's chunk fields, the prompts and the
 //! clock, never the gate's client, judging or report (`tests/layers.rs` checks this), so the
@@ -121,6 +121,7 @@ async fn serve_with(listener: TcpListener, args: StandInArgs, route: Route) -> R
     let never_ready = args.never_ready;
     let ignore_term = args.ignore_term;
     let state = Arc::new(Script {
+        serial: args.serial.then(|| Arc::new(tokio::sync::Mutex::new(()))),
         clean: args.without_faults(),
         args,
         requests: AtomicU64::new(0),
@@ -172,6 +173,9 @@ struct Script {
     clean: StandInArgs,
     /// Chat completion requests received so far, over all connections.
     requests: AtomicU64,
+    /// With `--serial`, the one slot: the reply holding it is the one under way (tokio's lock,
+    /// owned, so its guard can live in the reply's body; it also queues waiters in turn).
+    serial: Option<Arc<tokio::sync::Mutex<()>>>,
     trace: Option<Arc<Trace>>,
     route: Arc<Route>,
 }
@@ -527,5 +531,60 @@ mod tests {
             statuses.push(post(&url, stream_req("hi", 8)).await.0);
         }
         assert_eq!(statuses, [200, 500, 200]);
+    }
+
+    #[tokio::test]
+    async fn a_serial_slot_is_held_until_the_replys_connection_goes_and_health_never_waits() {
+        use std::time::Duration;
+        // Every wait here is a bound on a hang, not a measurement.
+        const HANG: Duration = Duration::from_secs(20);
+        // The first reply stays open after [DONE] (as a serve that never closes), so it holds
+        // the slot until its client goes.
+        let url = start(&[
+            "--serial",
+            "--tokens",
+            "2",
+            "--ttft-ms",
+            "1",
+            "--gaps-ms",
+            "1",
+            "--fault-request",
+            "1",
+            "--after-done",
+            "silent",
+        ])
+        .await;
+        let first_client = http();
+        let mut first = first_client
+            .post(format!("{url}/v1/chat/completions"))
+            .header("content-type", "application/json")
+            .body(stream_req("hi", 8).to_string())
+            .send()
+            .await
+            .unwrap();
+        let mut seen = String::new();
+        while !seen.contains("[DONE]") {
+            let chunk = tokio::time::timeout(HANG, first.chunk()).await.unwrap();
+            seen.push_str(&String::from_utf8_lossy(&chunk.unwrap().unwrap()));
+        }
+        // Not streamed, and waiting all the same.
+        let body = json!({"messages": [{"role": "user", "content": BUILT_IN[1].prompt}]});
+        let mut second = tokio::spawn({
+            let url = url.clone();
+            async move { post(&url, body).await }
+        });
+        for path in ["/health", "/v1/models"] {
+            let got = tokio::time::timeout(HANG, http().get(format!("{url}{path}")).send()).await;
+            assert_eq!(got.unwrap().unwrap().status(), 200, "{path} waited");
+        }
+        // Held, it cannot end however long it is given; without the slot it would end within
+        // a few milliseconds of its 1 ms first token.
+        let held = tokio::time::timeout(Duration::from_millis(500), &mut second).await;
+        assert!(held.is_err(), "the second request did not wait: {held:?}");
+        drop(first);
+        drop(first_client);
+        let (status, text) = tokio::time::timeout(HANG, second).await.unwrap().unwrap();
+        assert_eq!(status, 200);
+        assert!(text.contains("\"content\":\"2 +\""), "{text}");
     }
 }
