@@ -192,8 +192,9 @@ pub struct StandInArgs {
     /// streams (read with `--device-busy fdinfo:pos`).
     #[arg(long, value_name = "N", help_heading = "Route evidence")]
     pub held_pos_per_token: Option<u32>,
-    /// Keep FILE holding the microseconds spent producing replies (from a request's arrival to
-    /// its last event, summed over requests) as a number and a newline, like intel_vpu's sysfs
+    /// Keep FILE holding the microseconds spent producing replies (from a request's arrival,
+    /// or with --serial its start, to its last event, summed over requests) as a number and a
+    /// newline, like intel_vpu's sysfs
     /// `npu_busy_time_us`; rewritten whole (a temporary file renamed over it) for each token.
     /// It counts on from the number FILE holds at start, else 0.
     #[arg(long, value_name = "FILE", help_heading = "Route evidence")]
