@@ -24,5 +24,6 @@ mod run_dir;
 mod safety;
 mod self_test;
 mod serve_log;
+mod standin_concurrency;
 mod standin_route;
 mod supervise;

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 /// The stand-in's script.
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, PartialEq, Args)]
 pub struct StandInArgs {
     /// Port to listen on, on 127.0.0.1 (0: any free port, printed at start).
     #[arg(long, default_value_t = 0)]
@@ -79,6 +79,12 @@ pub struct StandInArgs {
         value_name = "TEXT"
     )]
     pub route_line: String,
+    /// Serve one chat completion at a time, as a serve without batching does (llama-server
+    /// with one slot): a request that arrives while another reply is under way waits until
+    /// that reply's body has ended or its connection has gone, and its --ttft-ms (and the
+    /// --busy-counter's time) count from when it starts. /health and /v1/models never wait.
+    #[arg(long)]
+    pub serial: bool,
     /// The reply's first words, instead of the right answer to a built-in prompt.
     #[arg(long, value_name = "TEXT")]
     pub answer: Option<String>,
@@ -164,6 +170,13 @@ pub struct StandInArgs {
         help_heading = "Faults in the stream"
     )]
     pub inject_after: Option<usize>,
+    /// The faults (every option above under this heading, and --empty, --die-after,
+    /// --http-status, --garbage-after, --bad-json-after, --crash-after) apply to the K-th chat
+    /// completion request alone, counted from 1 in arrival order across connections; every
+    /// other request gets the clean scripted reply. One bad reply among good ones, as a
+    /// concurrent burst may meet it.
+    #[arg(long, value_name = "K", help_heading = "Faults in the stream")]
+    pub fault_request: Option<u64>,
     /// Map FILE read-only (whole, MAP_PRIVATE) at start and keep it mapped, so /proc/PID/maps
     /// lists it, as a serve's mapped model or device library is listed. Give it again for more
     /// files. An empty file cannot be mapped and is refused.
@@ -179,8 +192,9 @@ pub struct StandInArgs {
     /// streams (read with `--device-busy fdinfo:pos`).
     #[arg(long, value_name = "N", help_heading = "Route evidence")]
     pub held_pos_per_token: Option<u32>,
-    /// Keep FILE holding the microseconds spent producing replies (from a request's arrival to
-    /// its last event, summed over requests) as a number and a newline, like intel_vpu's sysfs
+    /// Keep FILE holding the microseconds spent producing replies (from a request's arrival,
+    /// or with --serial its start, to its last event, summed over requests) as a number and a
+    /// newline, like intel_vpu's sysfs
     /// `npu_busy_time_us`; rewritten whole (a temporary file renamed over it) for each token.
     /// It counts on from the number FILE holds at start, else 0.
     #[arg(long, value_name = "FILE", help_heading = "Route evidence")]
@@ -212,7 +226,127 @@ impl StandInArgs {
         if self.held_pos_per_token.is_some() && self.hold_open.is_empty() {
             anyhow::bail!("--held-pos-per-token moves the --hold-open files: give at least one --hold-open FILE");
         }
+        if let Some(k) = self.fault_request {
+            if k == 0 {
+                anyhow::bail!(
+                    "--fault-request counts chat completion requests from 1: give K of 1 or more"
+                );
+            }
+            // Without a fault every reply would be clean, and a test meaning to put one bad
+            // reply among good ones would pass without the bad one.
+            if self.without_faults() == *self {
+                anyhow::bail!(
+                    "--fault-request K picks which request gets the faults: give a fault too"
+                );
+            }
+        }
         Ok(())
+    }
+
+    /// This script with every fault taken out: the clean reply that `--fault-request` gives
+    /// the requests it does not pick. What shapes a clean reply (its timing, tokens, reasoning,
+    /// role chunk, usage, `--answer`) is kept, and so are a fault's own settings
+    /// (`--error-data`, `--big-chunks`), which do nothing without it; so are the faults of the
+    /// process rather than of a reply (`--never-ready`, `--ignore-term`, `--startup-ms`).
+    pub fn without_faults(&self) -> StandInArgs {
+        // Taken apart whole, so a field added to the script does not compile until it is
+        // sorted here: a fault, cleared, or not, kept.
+        let StandInArgs {
+            port,
+            ttft_ms,
+            gaps_ms,
+            tokens,
+            chunk_tokens,
+            reasoning_tokens,
+            role_chunk,
+            usage,
+            no_usage,
+            empty: _,
+            die_after: _,
+            http_status: _,
+            garbage_after: _,
+            bad_json_after: _,
+            work_ms,
+            crash_after: _,
+            ignore_term,
+            startup_ms,
+            never_ready,
+            trace,
+            route_line,
+            serial,
+            answer,
+            error_event_after: _,
+            error_chunk_after: _,
+            error_data,
+            finish_reason: _,
+            usage_claims: _,
+            trickle_ms: _,
+            endless: _,
+            after_done: _,
+            no_done: _,
+            endless_body: _,
+            endless_line_after: _,
+            big_chunk: _,
+            big_chunks,
+            not_sse: _,
+            wrong_shape_after: _,
+            inject: _,
+            inject_after: _,
+            fault_request,
+            map_file,
+            hold_open,
+            held_pos_per_token,
+            busy_counter,
+            wrap,
+        } = self.clone();
+        StandInArgs {
+            port,
+            ttft_ms,
+            gaps_ms,
+            tokens,
+            chunk_tokens,
+            reasoning_tokens,
+            role_chunk,
+            usage,
+            no_usage,
+            empty: false,
+            die_after: None,
+            http_status: None,
+            garbage_after: None,
+            bad_json_after: None,
+            work_ms,
+            crash_after: None,
+            ignore_term,
+            startup_ms,
+            never_ready,
+            trace,
+            route_line,
+            serial,
+            answer,
+            error_event_after: None,
+            error_chunk_after: None,
+            error_data,
+            finish_reason: None,
+            usage_claims: None,
+            trickle_ms: None,
+            endless: false,
+            after_done: None,
+            no_done: false,
+            endless_body: false,
+            endless_line_after: None,
+            big_chunk: None,
+            big_chunks,
+            not_sse: false,
+            wrong_shape_after: None,
+            inject: None,
+            inject_after: None,
+            fault_request,
+            map_file,
+            hold_open,
+            held_pos_per_token,
+            busy_counter,
+            wrap,
+        }
     }
 }
 
@@ -241,6 +375,112 @@ pub(super) fn parse(extra: &[&str]) -> StandInArgs {
 #[cfg(test)]
 mod tests {
     use super::parse as args;
+    use super::StandInArgs;
+
+    /// Every fault, as given on the command line. The heading's options that are not faults
+    /// themselves are in `NOT_FAULTS`.
+    const FAULTS: &[(&str, &[&str])] = &[
+        ("empty", &["--empty"]),
+        ("die_after", &["--die-after", "2"]),
+        ("http_status", &["--http-status", "500"]),
+        ("garbage_after", &["--garbage-after", "2"]),
+        ("bad_json_after", &["--bad-json-after", "2"]),
+        ("crash_after", &["--crash-after", "2"]),
+        ("error_event_after", &["--error-event-after", "2"]),
+        ("error_chunk_after", &["--error-chunk-after", "2"]),
+        ("finish_reason", &["--finish-reason", "error"]),
+        ("usage_claims", &["--usage-claims", "9"]),
+        ("trickle_ms", &["--trickle-ms", "1"]),
+        ("endless", &["--endless"]),
+        ("after_done", &["--after-done", "silent"]),
+        ("no_done", &["--no-done"]),
+        ("endless_body", &["--endless-body"]),
+        ("endless_line_after", &["--endless-line-after", "2"]),
+        ("big_chunk", &["--big-chunk", "100"]),
+        ("not_sse", &["--not-sse"]),
+        ("wrong_shape_after", &["--wrong-shape-after", "2"]),
+        ("inject", &["--inject", "data: x\n\n"]),
+        ("inject_after", &["--inject-after", "2"]),
+    ];
+
+    /// Under the faults' heading, but settings of a fault or of which request gets them.
+    const NOT_FAULTS: &[&str] = &["error_data", "big_chunks", "fault_request"];
+
+    /// What shapes a clean reply, and a fault's own setting: all kept by `without_faults`.
+    const CLEAN: &[&str] = &[
+        "--tokens",
+        "5",
+        "--ttft-ms",
+        "7",
+        "--gaps-ms",
+        "3,4",
+        "--chunk-tokens",
+        "2",
+        "--reasoning-tokens",
+        "1",
+        "--role-chunk",
+        "--no-usage",
+        "--answer",
+        "London",
+        "--error-data",
+        "{}",
+        "--never-ready",
+        "--serial",
+        "--fault-request",
+        "2",
+    ];
+
+    #[test]
+    fn without_faults_clears_every_fault_and_keeps_the_rest() {
+        use clap::Args;
+        let cmd = StandInArgs::augment_args(clap::Command::new("t"));
+        for arg in cmd.get_arguments() {
+            let id = arg.get_id().as_str();
+            if arg.get_help_heading() == Some("Faults in the stream") {
+                assert!(
+                    FAULTS.iter().any(|(f, _)| *f == id) || NOT_FAULTS.contains(&id),
+                    "--{id} is under the faults' heading: add it to FAULTS (and clear it in \
+                     without_faults) or to NOT_FAULTS"
+                );
+            }
+        }
+        let mut all: Vec<&str> = CLEAN.to_vec();
+        for (_, given) in FAULTS {
+            all.extend_from_slice(given);
+        }
+        let faulty = args(&all);
+        assert_ne!(faulty, args(CLEAN));
+        assert_eq!(faulty.without_faults(), args(CLEAN));
+    }
+
+    #[test]
+    fn a_fault_request_needs_a_fault_and_counts_from_one() {
+        let e = args(&["--fault-request", "1"]).check().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--fault-request K picks which request gets the faults: give a fault too"
+        );
+        // A fault's setting alone is no fault.
+        assert!(args(&["--fault-request", "1", "--error-data", "{}"])
+            .check()
+            .is_err());
+        let e = args(&["--fault-request", "0", "--empty"])
+            .check()
+            .unwrap_err();
+        assert!(e.to_string().contains("from 1"), "{e}");
+        for (id, given) in FAULTS {
+            let mut a = vec!["--fault-request", "3"];
+            a.extend_from_slice(given);
+            // --endless-body and --inject need their companions to parse at all.
+            match *id {
+                "endless_body" => a.extend_from_slice(&["--http-status", "500"]),
+                "inject" => a.extend_from_slice(&["--inject-after", "1"]),
+                "inject_after" => a.extend_from_slice(&["--inject", "x"]),
+                _ => {}
+            }
+            assert!(args(&a).check().is_ok(), "--{id} is a fault: {a:?}");
+        }
+    }
 
     #[test]
     fn a_position_counter_needs_a_held_file_and_gaps_need_sane_numbers() {

@@ -5,7 +5,11 @@
 //! box. Its timing and its faults are scripted, and with `--trace FILE` it records when each
 //! request arrived and when each SSE event's bytes were written to the socket (stamped in the
 //! socket's `poll_write`, on CLOCK_MONOTONIC), so tests can compare what the gate reports with
-//! what was really sent rather than with what was asked for.
+//! what was really sent rather than with what was asked for. Each line names its connection
+//! (numbered from 1 in accept order) and a request's line its `x-request-id`, so the events of
+//! concurrent streams can be told apart. `--fault-request K` puts the faults in the K-th chat
+//! completion request alone (counted in arrival order), so one bad reply can be put among
+//! good ones. `--serial` serves one chat completion at a time, as a serve without batching.
 //!
 //! It is the other side of the wire: it may use the wire's chunk fields, the prompts and the
 //! clock, never the gate's client, judging or report (`tests/layers.rs` checks this), so the
@@ -31,6 +35,7 @@ mod route;
 mod trace;
 mod wrap;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -45,7 +50,7 @@ pub use args::{AfterDone, StandInArgs};
 use reply::{chat, models};
 use route::Route;
 pub use trace::TraceLine;
-use trace::{Trace, TracedListener};
+use trace::{ConnId, Trace, TracedListener};
 
 /// The model id the stand-in lists.
 pub const MODEL: &str = "stand-in";
@@ -116,7 +121,10 @@ async fn serve_with(listener: TcpListener, args: StandInArgs, route: Route) -> R
     let never_ready = args.never_ready;
     let ignore_term = args.ignore_term;
     let state = Arc::new(Script {
+        serial: args.serial.then(|| Arc::new(tokio::sync::Mutex::new(()))),
+        clean: args.without_faults(),
         args,
+        requests: AtomicU64::new(0),
         trace: trace.clone(),
         route: Arc::new(route),
     });
@@ -137,11 +145,11 @@ async fn serve_with(listener: TcpListener, args: StandInArgs, route: Route) -> R
         .route("/v1/models", get(models))
         .route("/v1/chat/completions", post(chat))
         .with_state(state);
-    let listener = TracedListener {
-        inner: listener,
-        trace,
-    };
-    let server = axum::serve(listener, app);
+    let listener = TracedListener::new(listener, trace);
+    let server = axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<ConnId>(),
+    );
     if ignore_term {
         return server.await.context("the stand-in server failed");
     }
@@ -161,8 +169,27 @@ async fn serve_with(listener: TcpListener, args: StandInArgs, route: Route) -> R
 
 struct Script {
     args: StandInArgs,
+    /// `args` without its faults: the reply of every request `--fault-request` does not pick.
+    clean: StandInArgs,
+    /// Chat completion requests received so far, over all connections.
+    requests: AtomicU64,
+    /// With `--serial`, the one slot: the reply holding it is the one under way (tokio's lock,
+    /// owned, so its guard can live in the reply's body; it also queues waiters in turn).
+    serial: Option<Arc<tokio::sync::Mutex<()>>>,
     trace: Option<Arc<Trace>>,
     route: Arc<Route>,
+}
+
+impl Script {
+    /// The script of the chat completion request that has just arrived: counted now, so
+    /// requests are numbered in the order they reach the handler, whatever their connection.
+    fn next_request(&self) -> &StandInArgs {
+        let nth = self.requests.fetch_add(1, Ordering::Relaxed) + 1;
+        match self.args.fault_request {
+            Some(k) if k != nth => &self.clean,
+            _ => &self.args,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -185,13 +212,19 @@ mod tests {
 
     /// POST a chat request; the status and the whole body.
     async fn post(url: &str, body: serde_json::Value) -> (u16, String) {
-        let resp = http()
+        post_as(url, None, body).await
+    }
+
+    /// POST a chat request with this `x-request-id`, on a connection of its own (a new
+    /// client); the status and the whole body.
+    async fn post_as(url: &str, id: Option<&str>, body: serde_json::Value) -> (u16, String) {
+        let mut req = http()
             .post(format!("{url}/v1/chat/completions"))
-            .header("content-type", "application/json")
-            .body(body.to_string())
-            .send()
-            .await
-            .unwrap();
+            .header("content-type", "application/json");
+        if let Some(id) = id {
+            req = req.header("x-request-id", id);
+        }
+        let resp = req.body(body.to_string()).send().await.unwrap();
         let status = resp.status().as_u16();
         let text = match resp.bytes().await {
             Ok(b) => String::from_utf8_lossy(&b).into_owned(),
@@ -378,7 +411,13 @@ mod tests {
             .map(|l| serde_json::from_str(l).unwrap())
             .collect();
         assert_eq!(lines.len(), 1 + 2 + 3, "{lines:?}");
-        let TraceLine::Request { received_ns, .. } = lines[0] else {
+        let TraceLine::Request {
+            received_ns,
+            conn: 1,
+            request_id: None,
+            ..
+        } = lines[0]
+        else {
             panic!("{lines:?}")
         };
         let mut last = received_ns;
@@ -408,5 +447,144 @@ mod tests {
                 (0, None, true)
             ]
         );
+    }
+
+    #[tokio::test]
+    async fn trace_lines_name_their_connection_and_request_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("trace.jsonl");
+        let p = path.to_str().unwrap();
+        let url = start(&["--ttft-ms", "1", "--gaps-ms", "1", "--trace", p]).await;
+        let long = "x".repeat(300);
+        // One request a connection, in turn, each with a different length, so its events
+        // can be told from the others' by their count alone.
+        post_as(&url, Some("npu-serve-smoke-0"), stream_req("hi", 1)).await;
+        post_as(&url, None, stream_req("hi", 2)).await;
+        post_as(&url, Some(&long), stream_req("hi", 3)).await;
+        let lines: Vec<TraceLine> = std::fs::read_to_string(&path)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let requests: Vec<(u64, Option<String>)> = lines
+            .iter()
+            .filter_map(|l| match l {
+                TraceLine::Request {
+                    conn, request_id, ..
+                } => Some((*conn, request_id.clone())),
+                TraceLine::Event { .. } => None,
+            })
+            .collect();
+        assert_eq!(
+            requests,
+            vec![
+                (1, Some("npu-serve-smoke-0".to_string())),
+                (2, None),
+                (3, Some(long[..trace::REQUEST_ID_MAX].to_string())),
+            ]
+        );
+        for (conn, tokens) in [(1, 1), (2, 2), (3, 3)] {
+            let content = lines
+                .iter()
+                .filter(|l| {
+                    matches!(l, TraceLine::Event { conn: c, content_chars, .. }
+                        if *c == conn && *content_chars > 0)
+                })
+                .count();
+            assert_eq!(content, tokens, "connection {conn}: {lines:?}");
+        }
+        assert!(
+            lines.iter().all(|l| matches!(
+                l,
+                TraceLine::Event { conn: 1..=3, .. } | TraceLine::Request { .. }
+            )),
+            "{lines:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn only_the_request_fault_request_picks_gets_the_faults() {
+        let fast = ["--tokens", "5", "--ttft-ms", "1", "--gaps-ms", "1"];
+        let with = |extra: &[&'static str]| -> Vec<&'static str> {
+            fast.iter().chain(extra).copied().collect()
+        };
+        // Each post is a connection of its own: the count runs across connections.
+        let url = start(&with(&["--fault-request", "2", "--error-event-after", "3"])).await;
+        let mut errors = Vec::new();
+        for _ in 0..3 {
+            let (status, text) = post(&url, stream_req("hi", 8)).await;
+            assert_eq!(status, 200, "{text}");
+            assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+            errors.push(text.contains("event: error"));
+            let tokens = text.matches("\"content\"").count();
+            assert_eq!(
+                tokens,
+                if text.contains("event: error") { 3 } else { 5 },
+                "{text}"
+            );
+        }
+        assert_eq!(errors, [false, true, false]);
+
+        let url = start(&with(&["--fault-request", "2", "--http-status", "500"])).await;
+        let mut statuses = Vec::new();
+        for _ in 0..3 {
+            statuses.push(post(&url, stream_req("hi", 8)).await.0);
+        }
+        assert_eq!(statuses, [200, 500, 200]);
+    }
+
+    #[tokio::test]
+    async fn a_serial_slot_is_held_until_the_replys_connection_goes_and_health_never_waits() {
+        use std::time::Duration;
+        // Every wait here is a bound on a hang, not a measurement.
+        const HANG: Duration = Duration::from_secs(20);
+        // The first reply stays open after [DONE] (as a serve that never closes), so it holds
+        // the slot until its client goes.
+        let url = start(&[
+            "--serial",
+            "--tokens",
+            "2",
+            "--ttft-ms",
+            "1",
+            "--gaps-ms",
+            "1",
+            "--fault-request",
+            "1",
+            "--after-done",
+            "silent",
+        ])
+        .await;
+        let first_client = http();
+        let mut first = first_client
+            .post(format!("{url}/v1/chat/completions"))
+            .header("content-type", "application/json")
+            .body(stream_req("hi", 8).to_string())
+            .send()
+            .await
+            .unwrap();
+        let mut seen = String::new();
+        while !seen.contains("[DONE]") {
+            let chunk = tokio::time::timeout(HANG, first.chunk()).await.unwrap();
+            seen.push_str(&String::from_utf8_lossy(&chunk.unwrap().unwrap()));
+        }
+        // Not streamed, and waiting all the same.
+        let body = json!({"messages": [{"role": "user", "content": BUILT_IN[1].prompt}]});
+        let mut second = tokio::spawn({
+            let url = url.clone();
+            async move { post(&url, body).await }
+        });
+        for path in ["/health", "/v1/models"] {
+            let got = tokio::time::timeout(HANG, http().get(format!("{url}{path}")).send()).await;
+            assert_eq!(got.unwrap().unwrap().status(), 200, "{path} waited");
+        }
+        // Held, it cannot end however long it is given; without the slot it would end within
+        // a few milliseconds of its 1 ms first token.
+        let held = tokio::time::timeout(Duration::from_millis(500), &mut second).await;
+        assert!(held.is_err(), "the second request did not wait: {held:?}");
+        drop(first);
+        drop(first_client);
+        let (status, text) = tokio::time::timeout(HANG, second).await.unwrap().unwrap();
+        assert_eq!(status, 200);
+        assert!(text.contains("\"content\":\"2 +\""), "{text}");
     }
 }

@@ -5,14 +5,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use axum::extract::State;
-use axum::http::{header, StatusCode};
+use axum::extract::{ConnectInfo, State};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
 use serde_json::json;
+use tokio::sync::OwnedMutexGuard;
 
 use super::route::Reply;
+use super::trace::{request_id, ConnId};
 use super::{AfterDone, Script, StandInArgs, TraceLine, MODEL};
 use crate::clock;
 use crate::prompts::BUILT_IN;
@@ -179,10 +181,23 @@ fn forever(wait: Duration, bytes: Bytes) -> impl Iterator<Item = Step> + Send {
     std::iter::repeat_with(move || Step::Send(wait, bytes.clone()))
 }
 
+/// A reply under way, and with `--serial` the turn it holds. Both live as long as the reply's
+/// body: the route evidence counts it busy, and the next request waits, until the body ends
+/// or its connection goes.
+struct Serving {
+    reply: Reply,
+    _turn: Option<OwnedMutexGuard<()>>,
+}
+
+impl Serving {
+    fn tokens(&self, n: usize) {
+        self.reply.tokens(n);
+    }
+}
+
 /// The body of `steps`, each written after its wait (and, with `trickle`, a byte at a time).
-/// `reply` lives as long as the body: the route evidence counts it busy until it ends or its
-/// connection goes.
-fn body_of(steps: Steps, work: Duration, trickle: Option<Duration>, reply: Reply) -> Body {
+/// `reply` lives as long as the body.
+fn body_of(steps: Steps, work: Duration, trickle: Option<Duration>, reply: Serving) -> Body {
     let stream =
         futures_util::stream::unfold((steps, reply), move |(mut steps, reply)| async move {
             let (wait, item, tokens) = match steps.next()? {
@@ -252,11 +267,11 @@ fn body_of(steps: Steps, work: Duration, trickle: Option<Duration>, reply: Reply
 
 pub(super) async fn chat(
     State(script): State<Arc<Script>>,
+    ConnectInfo(ConnId(conn)): ConnectInfo<ConnId>,
+    headers: HeaderMap,
     Json(req): Json<ChatRequest>,
 ) -> Response {
-    let received = tokio::time::Instant::now();
-    let reply = script.route.reply(received.into_std());
-    let args = &script.args;
+    let args = script.next_request();
     let prompt = req
         .messages
         .iter()
@@ -268,9 +283,23 @@ pub(super) async fn chat(
     if let Some(trace) = &script.trace {
         trace.write(&TraceLine::Request {
             received_ns: clock::now_ns(),
+            conn,
+            request_id: request_id(&headers),
             prompt: prompt.clone(),
         });
     }
+    // With --serial, wait for the reply under way to end. A serve without batching only
+    // starts a request when its slot is free: the first token, and the time the route
+    // evidence counts busy, run from then, not from the arrival.
+    let turn = match &script.serial {
+        Some(slot) => Some(Arc::clone(slot).lock_owned().await),
+        None => None,
+    };
+    let started = tokio::time::Instant::now();
+    let reply = Serving {
+        reply: script.route.reply(started.into_std()),
+        _turn: turn,
+    };
     let trickle = args.trickle_ms.map(Duration::from_millis);
     if let Some(code) = args.http_status {
         let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
@@ -298,8 +327,8 @@ pub(super) async fn chat(
     }
     let ttft = Duration::from_millis(args.ttft_ms);
     if !req.stream || args.not_sse {
-        tokio::time::sleep_until(received + ttft).await;
-        // The whole answer goes at once; `reply` ends when this returns.
+        tokio::time::sleep_until(started + ttft).await;
+        // The whole answer goes at once; `reply`, and its turn, end when this returns.
         reply.tokens(n);
         let content: String = chunks.iter().map(|c| c.content.as_str()).collect();
         let body = json!({
@@ -326,13 +355,13 @@ pub(super) async fn chat(
     let gap = |i: usize| Duration::from_secs_f64(args.gaps_ms[i % args.gaps_ms.len()] / 1e3);
     if args.error_event_after == Some(0) || args.error_chunk_after == Some(0) {
         // After 0 tokens: in place of the first, a stream of nothing but the error.
-        let wait = ttft.saturating_sub(received.elapsed());
+        let wait = ttft.saturating_sub(started.elapsed());
         return stream_answer(steps, error_frame(args, wait), args, trickle, reply);
     }
     for (i, c) in chunks.iter().enumerate() {
-        // The first token waits for ttft from the request's arrival, not from this point.
+        // The first token waits for ttft from the request's start, not from this point.
         let wait = if i == 0 {
-            ttft.saturating_sub(received.elapsed())
+            ttft.saturating_sub(started.elapsed())
         } else {
             gap(i - 1)
         };
@@ -444,7 +473,7 @@ fn stream_answer(
     last: Option<Step>,
     args: &StandInArgs,
     trickle: Option<Duration>,
-    reply: Reply,
+    reply: Serving,
 ) -> Response {
     steps.extend(last);
     if !args.no_done {

@@ -1,5 +1,6 @@
 //! The stand-in's send trace: when each request arrived and when each SSE event's last byte
-//! was written to the socket.
+//! was written to the socket, each line naming its connection so that concurrent streams can
+//! be told apart.
 
 use std::fs::File;
 use std::io::Write;
@@ -8,6 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 
+use axum::http::HeaderMap;
+use axum::serve::IncomingStream;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
@@ -23,6 +26,14 @@ pub enum TraceLine {
     Request {
         /// CLOCK_MONOTONIC ns.
         received_ns: u64,
+        /// The connection it came on (see [`ConnId`]); 0 in traces from before connections
+        /// were numbered.
+        #[serde(default)]
+        conn: u64,
+        /// Its `x-request-id` header, at most [`REQUEST_ID_MAX`] bytes of it; absent when it
+        /// had none.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request_id: Option<String>,
         /// The last user message.
         prompt: String,
     },
@@ -30,6 +41,10 @@ pub enum TraceLine {
     Event {
         /// CLOCK_MONOTONIC ns, taken right after the write returned.
         sent_ns: u64,
+        /// The connection it was written on; 0 in traces from before connections were
+        /// numbered.
+        #[serde(default)]
+        conn: u64,
         /// Characters of `delta.content`.
         content_chars: u32,
         /// Characters of `delta.reasoning_content`.
@@ -41,6 +56,23 @@ pub enum TraceLine {
         /// Not JSON (the scripted garbage).
         garbage: bool,
     },
+}
+
+/// The most of a request's `x-request-id` a trace line keeps: the gate's ids are short, and a
+/// client's header must not make the trace's lines as long as it likes.
+pub const REQUEST_ID_MAX: usize = 200;
+
+/// A request's `x-request-id`, cut to at most [`REQUEST_ID_MAX`] bytes on a character
+/// boundary (bytes that are not UTF-8 are replaced, not refused: the trace records what came).
+pub(super) fn request_id(headers: &HeaderMap) -> Option<String> {
+    let value = headers.get("x-request-id")?;
+    let mut id = String::from_utf8_lossy(value.as_bytes()).into_owned();
+    let mut end = id.len().min(REQUEST_ID_MAX);
+    while !id.is_char_boundary(end) {
+        end -= 1;
+    }
+    id.truncate(end);
+    Some(id)
 }
 
 /// Where trace lines go. Each line is written as it happens: the stand-in is usually ended
@@ -57,13 +89,14 @@ impl Trace {
     }
 
     /// Record an event from the bytes between two blank lines, as written.
-    fn event(&self, sent_ns: u64, raw: &[u8]) {
+    fn event(&self, sent_ns: u64, conn: u64, raw: &[u8]) {
         let data = raw
             .windows(6)
             .rposition(|w| w == b"data: ")
             .map(|i| raw[i + 6..].trim_ascii_end());
         let mut line = TraceLine::Event {
             sent_ns,
+            conn,
             content_chars: 0,
             reasoning_chars: 0,
             usage_tokens: None,
@@ -93,10 +126,34 @@ impl Trace {
     }
 }
 
+/// The number of a connection, from 1 in the order the listener accepted them. It is the
+/// handler's connect info, so a request's trace line names the connection its events are
+/// written on: with concurrent streams the events of several replies interleave in the trace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct ConnId(pub(super) u64);
+
+impl axum::extract::connect_info::Connected<IncomingStream<'_, TracedListener>> for ConnId {
+    fn connect_info(stream: IncomingStream<'_, TracedListener>) -> ConnId {
+        ConnId(stream.io().conn)
+    }
+}
+
 /// Accepts connections whose writes are traced.
 pub(super) struct TracedListener {
-    pub(super) inner: TcpListener,
-    pub(super) trace: Option<Arc<Trace>>,
+    inner: TcpListener,
+    trace: Option<Arc<Trace>>,
+    /// Connections accepted so far.
+    accepted: u64,
+}
+
+impl TracedListener {
+    pub(super) fn new(inner: TcpListener, trace: Option<Arc<Trace>>) -> TracedListener {
+        TracedListener {
+            inner,
+            trace,
+            accepted: 0,
+        }
+    }
 }
 
 impl axum::serve::Listener for TracedListener {
@@ -109,8 +166,10 @@ impl axum::serve::Listener for TracedListener {
                 Ok((stream, addr)) => {
                     // Small writes must leave at once, as a real serve's tokens do.
                     let _ = stream.set_nodelay(true);
+                    self.accepted += 1;
                     let io = TracedStream {
                         inner: stream,
+                        conn: self.accepted,
                         trace: self.trace.clone(),
                         event: Vec::new(),
                     };
@@ -129,6 +188,8 @@ impl axum::serve::Listener for TracedListener {
 /// A connection that stamps each SSE event when the write holding its last byte returns.
 pub(super) struct TracedStream {
     inner: TcpStream,
+    /// Its number, as [`ConnId`] gives it to the handler.
+    conn: u64,
     trace: Option<Arc<Trace>>,
     /// Bytes written since the last event ended (HTTP framing included).
     event: Vec<u8>,
@@ -141,7 +202,7 @@ impl TracedStream {
         for &b in bytes {
             self.event.push(b);
             if b == b'\n' && self.event.ends_with(b"\n\n") {
-                trace.event(now, &self.event);
+                trace.event(now, self.conn, &self.event);
                 self.event.clear();
             }
         }
@@ -206,5 +267,67 @@ impl AsyncWrite for TracedStream {
         cx: &mut TaskContext<'_>,
     ) -> Poll<std::io::Result<()>> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_from_before_connections_were_numbered_still_parse() {
+        let request: TraceLine =
+            serde_json::from_str(r#"{"kind":"request","received_ns":5,"prompt":"hi"}"#).unwrap();
+        assert_eq!(
+            request,
+            TraceLine::Request {
+                received_ns: 5,
+                conn: 0,
+                request_id: None,
+                prompt: "hi".into()
+            }
+        );
+        let event: TraceLine = serde_json::from_str(
+            r#"{"kind":"event","sent_ns":6,"content_chars":1,"reasoning_chars":0,"usage_tokens":null,"done":false,"garbage":false}"#,
+        )
+        .unwrap();
+        assert!(
+            matches!(event, TraceLine::Event { conn: 0, .. }),
+            "{event:?}"
+        );
+    }
+
+    #[test]
+    fn a_request_without_an_id_has_none_in_its_line() {
+        let line = TraceLine::Request {
+            received_ns: 1,
+            conn: 2,
+            request_id: None,
+            prompt: String::new(),
+        };
+        let text = serde_json::to_string(&line).unwrap();
+        assert!(!text.contains("request_id"), "{text}");
+        assert_eq!(request_id(&HeaderMap::new()), None);
+    }
+
+    #[test]
+    fn a_request_id_is_kept_whole_up_to_its_cap_and_cut_on_a_character() {
+        let with = |v: &[u8]| {
+            let mut h = HeaderMap::new();
+            h.insert(
+                "x-request-id",
+                axum::http::HeaderValue::from_bytes(v).unwrap(),
+            );
+            request_id(&h).unwrap()
+        };
+        assert_eq!(with(b"npu-serve-smoke-3"), "npu-serve-smoke-3");
+        let long = "a".repeat(REQUEST_ID_MAX + 50);
+        assert_eq!(with(long.as_bytes()), long[..REQUEST_ID_MAX]);
+        // 199 bytes, then a 2-byte character that would end past the cap: it is left out.
+        let mut cut = "b".repeat(REQUEST_ID_MAX - 1).into_bytes();
+        cut.extend_from_slice("é".as_bytes());
+        assert_eq!(with(&cut), "b".repeat(REQUEST_ID_MAX - 1));
+        // Not UTF-8: replaced, so the line is still JSON.
+        assert_eq!(with(b"id-\xff"), "id-\u{fffd}");
     }
 }
