@@ -336,3 +336,137 @@ fn a_metrics_url_on_loopback_is_accepted_and_what_it_answered_is_kept() {
     assert_eq!(phases.last(), Some(&"after"));
     assert!(metrics["scrapes"][0]["error"].is_string(), "{metrics}");
 }
+
+/// The stand-in's trace lines, parsed.
+fn trace(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn each_streams_figures_are_pinned_to_what_the_stand_in_sent_on_its_connection() {
+    let (d, out) = scratch();
+    let path = d.path().join("trace.jsonl");
+    let (code, stdout) = stand_in_run(
+        &out,
+        &["--replies", "1", "--concurrency", "4", "--rounds", "1"],
+        &[
+            "--tokens",
+            "16",
+            "--gaps-ms",
+            "15",
+            "--trace",
+            path.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, Some(0), "{stdout}");
+    let base = json(&out.join("run.json"))["clock"]["base_ns"]
+        .as_u64()
+        .unwrap();
+    let lines = trace(&path);
+    let replies = replies(&out);
+    let bursts = streams(&replies);
+    assert_eq!(bursts.len(), 4);
+    let mut conns = Vec::new();
+    for r in &bursts {
+        let id = format!("npu-serve-smoke-{}", r["index"]);
+        // The request the gate sent for this stream, found by the id it carried.
+        let request: Vec<&Value> = lines
+            .iter()
+            .filter(|l| l["kind"] == "request" && l["request_id"] == id.as_str())
+            .collect();
+        assert_eq!(request.len(), 1, "{id}: {lines:?}");
+        let conn = request[0]["conn"].as_u64().unwrap();
+        conns.push(conn);
+        let sent: Vec<u64> = lines
+            .iter()
+            .filter(|l| {
+                l["kind"] == "event" && l["conn"] == conn && l["content_chars"].as_u64() > Some(0)
+            })
+            .map(|l| l["sent_ns"].as_u64().unwrap())
+            .collect();
+        let got: Vec<u64> = r["chunks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["content_chars"].as_u64() > Some(0))
+            .map(|c| base + c["at_ns"].as_u64().unwrap())
+            .collect();
+        // Every text event the serve sent on this stream's connection, and only those.
+        assert_eq!(got.len(), sent.len(), "{id}");
+        assert_eq!(got.len(), 16, "{id}");
+        // Received after sent, give or take the stand-in's stamp, taken once its write has
+        // returned (the gate may read the bytes first): a wide 50 ms either way is plumbing,
+        // and no load flips it the wrong way by that much.
+        const SLACK_NS: u64 = 50_000_000;
+        for (g, s) in got.iter().zip(&sent) {
+            assert!(g + SLACK_NS >= *s, "{id}: received at {g}, sent at {s}");
+        }
+        // The first token, from the burst's release, is the serve's first send from it plus
+        // however long the bytes took to be read (plumbing margins: 50 ms under, 1 s over).
+        let release = base + r["sent_ns"].as_u64().unwrap();
+        let reported = r["metrics"]["first_token_ms"].as_f64().unwrap();
+        let truth = (sent[0] - release) as f64 / 1e6;
+        assert!(
+            reported + 50.0 >= truth && reported < truth + 1000.0,
+            "{id}: {reported} ms against {truth} ms"
+        );
+    }
+    conns.sort_unstable();
+    conns.dedup();
+    assert_eq!(conns.len(), 4, "every stream on a connection of its own");
+}
+
+#[test]
+fn a_serve_that_serves_one_request_at_a_time_is_said_to_run_the_streams_one_after_another() {
+    let (_d, out) = scratch();
+    let (code, stdout) = stand_in_run(
+        &out,
+        &["--replies", "1", "--concurrency", "4", "--rounds", "1"],
+        &["--serial", "--tokens", "10", "--gaps-ms", "10"],
+    );
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(
+        line(&stdout, "overlap").contains(
+            "FAIL  the serve ran the streams one after another, not together: in every burst (1), no two of the 4 streams were decoding at once"
+        ),
+        "{stdout}"
+    );
+    // Each stream is fine on its own: that is why it takes a burst to see it.
+    assert!(line(&stdout, "content").contains("ok"), "{stdout}");
+    assert!(
+        line(&stdout, "aggregate").contains("no better than one stream"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn one_failing_stream_among_four_fails_content_naming_its_burst_and_stream() {
+    let (_d, out) = scratch();
+    // The 3rd chat request the stand-in receives (the single reply is the 1st) errors.
+    let (code, stdout) = stand_in_run(
+        &out,
+        &["--replies", "1", "--concurrency", "4", "--rounds", "1"],
+        &["--fault-request", "3", "--error-event-after", "2"],
+    );
+    assert_eq!(code, Some(1), "{stdout}");
+    let replies = replies(&out);
+    let failed: Vec<&Value> = replies.iter().filter(|r| r["error"].is_string()).collect();
+    assert_eq!(failed.len(), 1, "{replies:?}");
+    let f = failed[0];
+    let name = format!(
+        "burst 1 stream {} (reply {}) failed",
+        f["burst"]["stream"], f["index"]
+    );
+    let content = line(&stdout, "content");
+    assert!(
+        content.contains("FAIL") && content.contains(&name),
+        "{name}: {stdout}"
+    );
+    assert!(content.contains("CUDA out of memory"), "{stdout}");
+    // The other streams overlapped and were judged.
+    assert!(line(&stdout, "overlap").contains("ok"), "{stdout}");
+}
