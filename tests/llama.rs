@@ -389,3 +389,85 @@ fn llama_server_judged_against_a_second_run_of_itself_is_not_a_regression() {
     assert!(!rate.contains("FAIL"), "{stdout}");
     assert!(rate.contains("an A/A comparison"), "{stdout}");
 }
+
+/// The sum of a metric's samples in a Prometheus text answer (llama.cpp writes each once,
+/// without labels).
+fn sample(body: &str, name: &str) -> f64 {
+    body.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.strip_prefix(name))
+        .filter_map(|rest| rest.trim().parse::<f64>().ok())
+        .sum()
+}
+
+#[test]
+fn two_streams_at_once_on_two_slots_overlap_and_the_serve_counts_the_tokens_the_gate_did() {
+    // Long answers (48 tokens), so each stream's decode window is wide and two slots decode
+    // them together (llama-server -np 2 batches its slots in one decode).
+    let _alone = exclusive();
+    let (_d, out) = scratch();
+    let prompts = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/smollm2-long.jsonl");
+    let gate = [
+        &FLOORS[..],
+        &[
+            "--prompts",
+            prompts.to_str().unwrap(),
+            "--replies",
+            "2",
+            "--concurrency",
+            "2",
+            "--rounds",
+            "2",
+        ],
+    ]
+    .concat();
+    let Some((_code, stdout)) = llama_run(&out, &gate, &["-np", "2", "--metrics"]) else {
+        return;
+    };
+    // Plumbing, not timing: the verdict's rate and first-token lines may flip on a busy box;
+    // what is pinned is that the streams ran together and the counts agree.
+    let overlap = line(&stdout, "overlap");
+    assert!(
+        overlap.contains("ok    the streams ran together: 2 of 2 streams decoding at once"),
+        "{stdout}"
+    );
+    let replies = replies(&out);
+    let streams: Vec<&serde_json::Value> =
+        replies.iter().filter(|r| r["burst"].is_object()).collect();
+    assert_eq!(streams.len(), 4, "{stdout}");
+    let metrics = json(&out.join("metrics.json"));
+    let scrapes = metrics["scrapes"].as_array().unwrap();
+    let body = |phase: &str| {
+        scrapes
+            .iter()
+            .find(|s| s["phase"] == phase)
+            .and_then(|s| s["body"].as_str())
+            .unwrap_or_else(|| panic!("no {phase} scrape: {metrics}"))
+            .to_string()
+    };
+    let (before, during, after) = (body("before"), body("during"), body("after"));
+    let served = sample(&after, "llamacpp:tokens_predicted_total")
+        - sample(&before, "llamacpp:tokens_predicted_total");
+    // What the gate counted (the rate's tokens) and the end-of-generation token llama-server
+    // counts for each stream that stopped, never streamed.
+    let counted: f64 = streams
+        .iter()
+        .map(|r| r["metrics"]["tokens"].as_f64().unwrap())
+        .sum();
+    let stopped = streams
+        .iter()
+        .filter(|r| r["finish_reason"] == "stop")
+        .count() as f64;
+    let usage: f64 = streams
+        .iter()
+        .map(|r| r["usage_completion_tokens"].as_f64().unwrap())
+        .sum();
+    assert_eq!(served, usage, "the serve's counter against its own usage");
+    assert_eq!(served, counted + stopped, "{stdout}");
+    // Mid-burst, both slots were busy.
+    assert_eq!(
+        sample(&during, "llamacpp:requests_processing"),
+        2.0,
+        "{during}"
+    );
+}
