@@ -85,6 +85,18 @@ pub struct StandInArgs {
     /// --busy-counter's time) count from when it starts. /health and /v1/models never wait.
     #[arg(long)]
     pub serial: bool,
+    /// Answer GET /metrics as llama-server with --metrics does (Prometheus text): the tokens
+    /// streamed (`llamacpp:tokens_predicted_total`), the replies under way
+    /// (`llamacpp:requests_processing`) and those waiting for the --serial slot
+    /// (`llamacpp:requests_deferred`). Without it /metrics is 404.
+    #[arg(long, help_heading = "Metrics")]
+    pub metrics: bool,
+    /// Fault: the tokens counter over-reports by N, as a serve whose metrics lie.
+    #[arg(long, value_name = "N", requires = "metrics", help_heading = "Metrics")]
+    pub metrics_extra_tokens: Option<u64>,
+    /// Fault: GET /metrics answers 200 with an HTML page, not Prometheus text.
+    #[arg(long, requires = "metrics", help_heading = "Metrics")]
+    pub metrics_garbage: bool,
     /// The reply's first words, instead of the right answer to a built-in prompt.
     #[arg(long, value_name = "TEXT")]
     pub answer: Option<String>,
@@ -274,6 +286,9 @@ impl StandInArgs {
             trace,
             route_line,
             serial,
+            metrics,
+            metrics_extra_tokens,
+            metrics_garbage,
             answer,
             error_event_after: _,
             error_chunk_after: _,
@@ -322,6 +337,9 @@ impl StandInArgs {
             trace,
             route_line,
             serial,
+            metrics,
+            metrics_extra_tokens,
+            metrics_garbage,
             answer,
             error_event_after: None,
             error_chunk_after: None,

@@ -47,7 +47,7 @@ use serde_json::json;
 use tokio::net::TcpListener;
 
 pub use args::{AfterDone, StandInArgs};
-use reply::{chat, models};
+use reply::{chat, metrics, models};
 use route::Route;
 pub use trace::TraceLine;
 use trace::{ConnId, Trace, TracedListener};
@@ -120,15 +120,17 @@ async fn serve_with(listener: TcpListener, args: StandInArgs, route: Route) -> R
     };
     let never_ready = args.never_ready;
     let ignore_term = args.ignore_term;
+    let serves_metrics = args.metrics;
     let state = Arc::new(Script {
         serial: args.serial.then(|| Arc::new(tokio::sync::Mutex::new(()))),
         clean: args.without_faults(),
         args,
         requests: AtomicU64::new(0),
+        counts: Arc::default(),
         trace: trace.clone(),
         route: Arc::new(route),
     });
-    let app = Router::new()
+    let mut app = Router::new()
         .route(
             "/health",
             get(move || async move {
@@ -143,8 +145,11 @@ async fn serve_with(listener: TcpListener, args: StandInArgs, route: Route) -> R
             }),
         )
         .route("/v1/models", get(models))
-        .route("/v1/chat/completions", post(chat))
-        .with_state(state);
+        .route("/v1/chat/completions", post(chat));
+    if serves_metrics {
+        app = app.route("/metrics", get(metrics));
+    }
+    let app = app.with_state(state);
     let listener = TracedListener::new(listener, trace);
     let server = axum::serve(
         listener,
@@ -176,8 +181,21 @@ struct Script {
     /// With `--serial`, the one slot: the reply holding it is the one under way (tokio's lock,
     /// owned, so its guard can live in the reply's body; it also queues waiters in turn).
     serial: Option<Arc<tokio::sync::Mutex<()>>>,
+    /// What GET /metrics reports (`--metrics`).
+    counts: Arc<ServeCounts>,
     trace: Option<Arc<Trace>>,
     route: Arc<Route>,
+}
+
+/// The stand-in's own counts, as a serve's metrics give them.
+#[derive(Debug, Default)]
+struct ServeCounts {
+    /// Tokens streamed (and those of whole answers), over all replies.
+    tokens: AtomicU64,
+    /// Replies under way.
+    processing: std::sync::atomic::AtomicI64,
+    /// Requests waiting for the `--serial` slot.
+    deferred: std::sync::atomic::AtomicI64,
 }
 
 impl Script {
@@ -236,6 +254,59 @@ mod tests {
     fn stream_req(prompt: &str, max_tokens: usize) -> serde_json::Value {
         json!({"messages": [{"role": "user", "content": prompt}], "stream": true,
                "max_tokens": max_tokens, "stream_options": {"include_usage": true}})
+    }
+
+    /// GET `path`: the status and the body.
+    async fn get_text(url: &str, path: &str) -> (u16, String) {
+        let resp = http().get(format!("{url}{path}")).send().await.unwrap();
+        (resp.status().as_u16(), resp.text().await.unwrap())
+    }
+
+    #[tokio::test]
+    async fn metrics_count_the_tokens_sent_lie_when_told_and_are_404_unless_asked() {
+        let url = start(&["--tokens", "5", "--gaps-ms", "0"]).await;
+        assert_eq!(get_text(&url, "/metrics").await.0, 404);
+        let url = start(&["--tokens", "5", "--gaps-ms", "0", "--metrics"]).await;
+        let (status, before) = get_text(&url, "/metrics").await;
+        assert_eq!(status, 200);
+        assert!(
+            before.contains("\nllamacpp:tokens_predicted_total 0\n"),
+            "{before}"
+        );
+        assert!(
+            before.contains("# TYPE llamacpp:requests_processing gauge\n"),
+            "{before}"
+        );
+        post(&url, stream_req("p", 64)).await;
+        post(&url, stream_req("p", 3)).await;
+        let (_, after) = get_text(&url, "/metrics").await;
+        // 5 tokens, then 3 (cut at max_tokens); nothing under way once the bodies are read.
+        assert!(
+            after.contains("\nllamacpp:tokens_predicted_total 8\n"),
+            "{after}"
+        );
+        assert!(
+            after.contains("\nllamacpp:requests_processing 0\n"),
+            "{after}"
+        );
+        let url = start(&[
+            "--tokens",
+            "5",
+            "--metrics",
+            "--metrics-extra-tokens",
+            "100",
+        ])
+        .await;
+        post(&url, stream_req("p", 64)).await;
+        let (_, lie) = get_text(&url, "/metrics").await;
+        assert!(
+            lie.contains("\nllamacpp:tokens_predicted_total 105\n"),
+            "{lie}"
+        );
+        let url = start(&["--metrics", "--metrics-garbage"]).await;
+        let (status, page) = get_text(&url, "/metrics").await;
+        assert_eq!(status, 200);
+        assert!(page.starts_with("<html>"), "{page}");
     }
 
     #[tokio::test]

@@ -1,6 +1,7 @@
 //! The scripted reply to a chat completion request: its tokens, its chunks, its faults, and
 //! the body that sends them on time.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,9 +16,47 @@ use tokio::sync::OwnedMutexGuard;
 
 use super::route::Reply;
 use super::trace::{request_id, ConnId};
-use super::{AfterDone, Script, StandInArgs, TraceLine, MODEL};
+use super::{AfterDone, Script, ServeCounts, StandInArgs, TraceLine, MODEL};
 use crate::clock;
 use crate::prompts::BUILT_IN;
+
+/// GET /metrics with `--metrics`: llama-server's names and shapes (tools/server/server.cpp,
+/// `handle_metrics`: `# HELP` and `# TYPE` lines, then `llamacpp:NAME value`).
+pub(super) async fn metrics(State(script): State<Arc<Script>>) -> Response {
+    let args = &script.args;
+    if args.metrics_garbage {
+        let page = "<html><body><h1>It works!</h1></body></html>\n";
+        return ([(header::CONTENT_TYPE, "text/html")], page).into_response();
+    }
+    let c = &script.counts;
+    let tokens = c.tokens.load(Ordering::Relaxed) + args.metrics_extra_tokens.unwrap_or(0);
+    let mut text = String::new();
+    for (name, kind, help, value) in [
+        (
+            "tokens_predicted_total",
+            "counter",
+            "Number of generation tokens processed.",
+            tokens as i64,
+        ),
+        (
+            "requests_processing",
+            "gauge",
+            "Number of requests processing.",
+            c.processing.load(Ordering::Relaxed),
+        ),
+        (
+            "requests_deferred",
+            "gauge",
+            "Number of requests deferred.",
+            c.deferred.load(Ordering::Relaxed),
+        ),
+    ] {
+        text.push_str(&format!(
+            "# HELP llamacpp:{name} {help}\n# TYPE llamacpp:{name} {kind}\nllamacpp:{name} {value}\n"
+        ));
+    }
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}
 
 pub(super) async fn models() -> Json<serde_json::Value> {
     Json(json!({
@@ -187,11 +226,20 @@ fn forever(wait: Duration, bytes: Bytes) -> impl Iterator<Item = Step> + Send {
 struct Serving {
     reply: Reply,
     _turn: Option<OwnedMutexGuard<()>>,
+    /// What /metrics reports: this reply is counted under way until it drops.
+    counts: Arc<ServeCounts>,
 }
 
 impl Serving {
     fn tokens(&self, n: usize) {
         self.reply.tokens(n);
+        self.counts.tokens.fetch_add(n as u64, Ordering::Relaxed);
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        self.counts.processing.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -291,14 +339,22 @@ pub(super) async fn chat(
     // With --serial, wait for the reply under way to end. A serve without batching only
     // starts a request when its slot is free: the first token, and the time the route
     // evidence counts busy, run from then, not from the arrival.
+    let counts = Arc::clone(&script.counts);
     let turn = match &script.serial {
-        Some(slot) => Some(Arc::clone(slot).lock_owned().await),
+        Some(slot) => {
+            counts.deferred.fetch_add(1, Ordering::Relaxed);
+            let turn = Arc::clone(slot).lock_owned().await;
+            counts.deferred.fetch_sub(1, Ordering::Relaxed);
+            Some(turn)
+        }
         None => None,
     };
     let started = tokio::time::Instant::now();
+    counts.processing.fetch_add(1, Ordering::Relaxed);
     let reply = Serving {
         reply: script.route.reply(started.into_std()),
         _turn: turn,
+        counts,
     };
     let trickle = args.trickle_ms.map(Duration::from_millis);
     if let Some(code) = args.http_status {
