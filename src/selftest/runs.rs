@@ -283,6 +283,29 @@ pub fn verdict_runs(exe: &Path, tmp: &Path) -> Vec<Checked> {
         "a candidate 20% slower than its baseline fails, and the baseline against itself is ok",
         baseline_judged(exe, tmp),
     ));
+    out.push((
+        "four streams at once overlap, and a serve that takes one at a time is said to run them one after another",
+        (|| {
+            let gate = with_floors(&["--replies", "1", "--concurrency", "4", "--rounds", "1"]);
+            let script = ["--tokens", "8", "--gaps-ms", "10"];
+            let r = gate_run(exe, tmp, "streams-together", &gate, &script)?;
+            r.expect_code(0)?;
+            r.expect_line(
+                "overlap",
+                Status::Ok,
+                "4 of 4 streams decoding at once",
+            )?;
+            let streams = r.replies.iter().filter(|x| x.burst.is_some()).count();
+            if streams != 4 {
+                return Err(r.problem(format!("expected 4 streams, found {streams}")));
+            }
+            let serial = [&script[..], &["--serial"]].concat();
+            let r = gate_run(exe, tmp, "streams-serial", &gate, &serial)?;
+            r.expect_code(1)?;
+            r.expect_line("overlap", Status::Fail, "one after another")?;
+            r.expect_line("content", Status::Ok, "5 replies, all with content")
+        })(),
+    ));
     out
 }
 
