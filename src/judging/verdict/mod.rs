@@ -349,7 +349,9 @@ impl Figures {
 }
 
 impl Line {
-    fn new(check: &str, status: Status, text: impl Into<String>) -> Self {
+    /// A line with no figures. `pub(crate)` for the line families outside this module
+    /// (`judging::serve_metrics`).
+    pub(crate) fn new(check: &str, status: Status, text: impl Into<String>) -> Self {
         Line {
             check: check.to_string(),
             status,
@@ -358,7 +360,8 @@ impl Line {
         }
     }
 
-    fn with(mut self, figures: Figures) -> Self {
+    /// The line with these figures.
+    pub(crate) fn with(mut self, figures: Figures) -> Self {
         self.figures = Some(figures);
         self
     }
