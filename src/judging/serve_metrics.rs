@@ -695,12 +695,8 @@ fn compare(rec: &MetricsRecord, r: &Read, gate: &GateCount) -> Line {
 
 /// `x` as a count: whole numbers without decimals, others to at most 2.
 fn count(x: f64) -> String {
-    if x.fract() == 0.0 && x.abs() < 1e15 {
-        format!("{x:.0}")
-    } else {
-        let s = format!("{x:.2}");
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    }
+    let s = format!("{x:.2}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 /// `x requests` (or `1 request`).
@@ -891,7 +887,7 @@ mod tests {
     #[test]
     fn values_nan_inf_exponents_and_timestamps() {
         let e = read_ok(
-            "a NaN\nb +Inf\nc -Inf\nd 1.5e-3\ne 4.2421665e+07\nf 1E3 1700000000000\ng -0.5 -12\nh 1e+010\ni .5\n",
+            "a NaN\nb +Inf\nc -Inf\nd 1.5e-3\ne 4.2421665e+07\nf 1E3 1700000000000\ng -0.5 -12\nh 1e+010\ni .5\nj\t2\t3\nk{x=\"1\"}\t4\n",
         );
         let v: Vec<f64> = e.samples.iter().map(|s| s.value).collect();
         assert!(v[0].is_nan());
@@ -906,6 +902,9 @@ mod tests {
         // prometheus_client writes `e+0{exponent}`, so past 1e9 a three-digit exponent.
         assert_eq!(v[7], 1e10);
         assert_eq!(v[8], 0.5);
+        // Tabs separate tokens as blanks do.
+        assert_eq!((v[9], e.samples[9].timestamp_ms), (2.0, Some(3)));
+        assert_eq!(v[10], 4.0);
         assert_eq!(e.samples[0].timestamp_ms, None);
     }
 
@@ -981,20 +980,24 @@ mod tests {
             "{e}"
         );
         assert!(e.ends_with("y…\""), "{e}");
-        // 64 KiB itself is read.
-        let at_cap = format!("b{{x=\"{}\"}} 1", "y".repeat(LINE_CAP - 9));
-        assert_eq!(at_cap.len(), LINE_CAP);
+        // 64 KiB itself is read, a byte more is not.
+        let at_cap = format!("b{{x=\"{}\"}} 1", "y".repeat(65_536 - 9));
+        assert_eq!(at_cap.len(), 65_536);
         assert_eq!(read_ok(&at_cap).total("b"), Some(1.0));
+        let past = format!("b{{x=\"{}\"}} 1", "y".repeat(65_536 - 8));
+        assert!(parse(&past)
+            .unwrap_err()
+            .starts_with("line 1 is longer than 64 KiB (65537 bytes)"));
     }
 
     #[test]
     fn more_samples_than_the_cap_are_refused() {
-        let mut text = "x 1\n".repeat(SAMPLE_CAP);
-        assert_eq!(read_ok(&text).total("x"), Some(SAMPLE_CAP as f64));
+        let mut text = "x 1\n".repeat(100_000);
+        assert_eq!(read_ok(&text).total("x"), Some(100_000.0));
         text.push_str("# comments do not count\nx 1\n");
         assert_eq!(
             parse(&text).unwrap_err(),
-            format!("line 100002 is past the {SAMPLE_CAP} samples the gate reads: \"x 1\"")
+            "line 100002 is past the 100000 samples the gate reads: \"x 1\""
         );
     }
 
@@ -1169,6 +1172,20 @@ mod tests {
             line.text.contains("and the gate counted 256 (no stream ended with \"stop\", so no end-of-generation token is allowed)"),
             "{line:?}"
         );
+    }
+
+    #[test]
+    fn no_tokens_on_either_side_is_a_match() {
+        // A counter that stayed put did not go back, and a count of 0 is a count.
+        let line = metrics_line(&llama_bursts("1000", "1000"), &gate(0.0, 0));
+        assert_eq!(line.status, Status::Info);
+        assert!(
+            line.text.starts_with(
+                "the serve counted 0 generated tokens over the bursts, as the gate did (0); "
+            ),
+            "{line:?}"
+        );
+        assert_eq!(line.figures.unwrap().gate_tokens, Some(0.0));
     }
 
     #[test]
@@ -1477,5 +1494,7 @@ mod tests {
         assert_eq!(count(2.5), "2.5");
         assert_eq!(count(1.0 / 3.0), "0.33");
         assert_eq!(count(1e16), "10000000000000000");
+        assert_eq!(count(100.0), "100");
+        assert_eq!(count(0.0), "0");
     }
 }
