@@ -31,12 +31,15 @@
 //! # What the counters can say
 //!
 //! The generated-token counter's rise from the scrape before the bursts to the one after is
-//! the serve's own count of what it generated for them. Every serve here counts the
-//! end-of-generation token it samples, which is never streamed: a stream that ended with
-//! `finish_reason: "stop"` may have one more token in the serve's count than the gate saw, so
-//! that many are allowed. llama.cpp adds a request's tokens to its counter only when its slot
-//! is released, so a scrape during the bursts shows little of them; only the after scrape
-//! must be taken once every stream has ended. llama.cpp writes its values through a C++ stream
+//! the serve's own count of what it generated for them (and for any other client of an
+//! attached serve meanwhile). A serve counts the end-of-generation token it samples, which is
+//! never streamed (llama.cpp's slot counts it in `n_decoded`; the gate's own token source
+//! [`UsageLessEndOfGeneration`](crate::archive::record::TokenSource::UsageLessEndOfGeneration)
+//! is the same token seen in `usage`): a stream that ended with `finish_reason: "stop"` may
+//! have one more token in the serve's count than the gate saw, so that many are allowed.
+//! llama.cpp adds a request's tokens to its counter only when its slot is released, so a
+//! scrape during the bursts shows little of them; the after scrape must be taken once every
+//! stream has ended. llama.cpp writes its values through a C++ stream
 //! at its default precision, 6 significant digits: past 1,000,000 its counter is rounded
 //! (`1.23457e+06`), and the comparison allows for that rounding rather than failing a serve for
 //! its number format.
@@ -913,6 +916,18 @@ mod tests {
         let e = read_ok("\n# just a comment\n#HELP x help\n  # TYPE x gauge\r\n\tx 1\r\n\n");
         assert_eq!(e.total("x"), Some(1.0));
         assert_eq!(e.metric_type("x"), Some(MetricType::Gauge));
+        let e = read_ok("# TYPE a counter\n# TYPE b gauge\n# TYPE c histogram\n# TYPE d summary\n# TYPE e untyped\n");
+        let kinds: Vec<_> = e.types.iter().map(|(n, k)| (n.as_str(), *k)).collect();
+        assert_eq!(
+            kinds,
+            [
+                ("a", MetricType::Counter),
+                ("b", MetricType::Gauge),
+                ("c", MetricType::Histogram),
+                ("d", MetricType::Summary),
+                ("e", MetricType::Untyped),
+            ]
+        );
         // A second TYPE for a name is let through; the first is kept.
         let e = read_ok("# TYPE x gauge\n# TYPE x counter\nx 1\n");
         assert_eq!(e.metric_type("x"), Some(MetricType::Gauge));
@@ -1486,6 +1501,113 @@ mod tests {
         let line = metrics_line(&llama_bursts("1000", "1256"), &gate(-1.0, 0));
         assert_eq!(line.status, Status::Info);
         assert_eq!(line.figures.unwrap().gate_tokens, None);
+    }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// A scrape that answered with llama.cpp's metrics, or one of the ways one can fail.
+        fn arb_scrape(phase: &'static str) -> impl Strategy<Value = (MetricsScrape, bool)> {
+            let good = answer(phase, &llama("1000", 0, 0));
+            prop_oneof![
+                Just((good.clone(), true)),
+                (100u16..600)
+                    .prop_filter("not 200", |s| *s != 200)
+                    .prop_map({
+                        let g = good.clone();
+                        move |status| {
+                            (
+                                MetricsScrape {
+                                    status: Some(status),
+                                    ..g.clone()
+                                },
+                                false,
+                            )
+                        }
+                    }),
+                Just((
+                    MetricsScrape {
+                        status: None,
+                        body: None,
+                        error: Some("connection refused".into()),
+                        ..good.clone()
+                    },
+                    false
+                )),
+                Just((
+                    MetricsScrape {
+                        cut: true,
+                        ..good.clone()
+                    },
+                    false
+                )),
+                Just((
+                    MetricsScrape {
+                        body: None,
+                        ..good.clone()
+                    },
+                    false
+                )),
+                "[^\n]{1,40}\n?[{}\"= a-z:]{0,40}"
+                    .prop_filter("not a sample", |b| parse(b).is_err())
+                    .prop_map({
+                        let g = good.clone();
+                        move |body| {
+                            (
+                                MetricsScrape {
+                                    body: Some(body),
+                                    ..g.clone()
+                                },
+                                false,
+                            )
+                        }
+                    }),
+            ]
+        }
+
+        proptest! {
+            /// Metrics that cannot be read before or after the bursts never fail the run,
+            /// whatever the gate counted; read on both sides, they fail only on a count outside
+            /// the gate's band.
+            #[test]
+            fn unreadable_metrics_are_never_a_failure(
+                (before, before_ok) in arb_scrape("before"),
+                (after, after_ok) in arb_scrape("after"),
+                given in any::<bool>(),
+                tokens in 0.0f64..100_000.0,
+                stopped in 0usize..64,
+            ) {
+                let rec = MetricsRecord { url: URL.into(), given, scrapes: vec![before, after] };
+                let line = metrics_line(&rec, &gate(tokens, stopped));
+                prop_assert_eq!(&line.check, "metrics");
+                if !(before_ok && after_ok) {
+                    prop_assert_eq!(line.status, Status::Info, "{:?}", line);
+                } else {
+                    // Both read: the serve counted 0 over the bursts.
+                    let fails = tokens.round() > 0.0;
+                    prop_assert_eq!(line.status == Status::Fail, fails, "{:?}", line);
+                }
+            }
+
+            /// The reader never panics, whatever it is given, and its error names a line.
+            #[test]
+            fn any_text_reads_or_names_its_bad_line(text in "(?s).{0,300}") {
+                if let Err(e) = parse(&text) {
+                    prop_assert!(e.starts_with("line "), "{}", e);
+                }
+            }
+
+            /// Text made of the format's own characters, to reach deeper into a line.
+            #[test]
+            fn metric_like_text_reads_or_names_its_bad_line(
+                text in "([a-z_:]{1,8}(\\{[a-z]{1,3} ?= ?\"([^\"\\\\]|\\\\[n\"\\\\t])*\"?,?\\}?)? [-+0-9.eEnaNIf]{0,8}( -?[0-9]{1,4})?\n|# (HELP|TYPE) [a-z]{0,3} [a-z]{0,8}\n){0,6}"
+            ) {
+                if let Err(e) = parse(&text) {
+                    prop_assert!(e.starts_with("line "), "{}", e);
+                }
+            }
+        }
     }
 
     #[test]
