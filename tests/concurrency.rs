@@ -470,3 +470,84 @@ fn one_failing_stream_among_four_fails_content_naming_its_burst_and_stream() {
     // The other streams overlapped and were judged.
     assert!(line(&stdout, "overlap").contains("ok"), "{stdout}");
 }
+
+#[test]
+fn the_serves_own_metrics_are_matched_to_the_gates_count_and_a_lie_or_garbage_is_said() {
+    let gate = ["--replies", "1", "--concurrency", "4", "--rounds", "2"];
+    // Counted right: the stand-in's counter moved by the tokens it streamed.
+    let (_d, out) = scratch();
+    let (code, stdout) = stand_in_run(&out, &gate, &["--metrics", "--tokens", "12"]);
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(
+        line(&stdout, "metrics").contains(
+            "info  the serve counted 96 generated tokens over the bursts, as the gate did (96)"
+        ),
+        "{stdout}"
+    );
+    let metrics = json(&out.join("metrics.json"));
+    let phases: Vec<&str> = metrics["scrapes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["phase"].as_str().unwrap())
+        .collect();
+    assert_eq!(phases, ["before", "during", "after"]);
+    // A counter that counts 10 more a request: 8 streams, 80 tokens too many.
+    let (_d, out) = scratch();
+    let (code, stdout) = stand_in_run(
+        &out,
+        &gate,
+        &[
+            "--metrics",
+            "--metrics-extra-tokens",
+            "10",
+            "--tokens",
+            "12",
+        ],
+    );
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(
+        line(&stdout, "metrics").contains(
+            "FAIL  the serve's metrics say 176 tokens were generated over the bursts, and the gate counted 96"
+        ),
+        "{stdout}"
+    );
+    // Garbage at /metrics: said, and the gate's own figures stand.
+    let (_d, out) = scratch();
+    let (code, stdout) = stand_in_run(&out, &gate, &["--metrics", "--metrics-garbage"]);
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(
+        line(&stdout, "metrics").contains("info  the serve's metrics could not be read (")
+            && line(&stdout, "metrics").contains("the gate's own figures stand"),
+        "{stdout}"
+    );
+    assert!(line(&stdout, "overlap").contains("ok"), "{stdout}");
+    // No metrics at all: the serve's /metrics is tried once and not asked again.
+    let (_d, out) = scratch();
+    let (code, stdout) = stand_in_run(&out, &gate, &[]);
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(
+        line(&stdout, "metrics").contains("the serve has no metrics at http://127.0.0.1:"),
+        "{stdout}"
+    );
+    let metrics = json(&out.join("metrics.json"));
+    assert_eq!(metrics["scrapes"].as_array().unwrap().len(), 1, "{metrics}");
+    // The archive judges the same, metrics line and all.
+    let o = gate_judge_lines(&out);
+    assert_eq!(o, verdict_lines(&stdout));
+}
+
+/// The verdict's lines of `stdout`, without the gate's progress.
+fn verdict_lines(stdout: &str) -> Vec<String> {
+    stdout
+        .lines()
+        .filter(|l| !l.starts_with("npu-serve-smoke:"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// `judge DIR`'s verdict lines.
+fn gate_judge_lines(dir: &Path) -> Vec<String> {
+    let o = gate().arg("judge").arg(dir).output().unwrap();
+    verdict_lines(&String::from_utf8_lossy(&o.stdout))
+}

@@ -734,7 +734,7 @@ pub enum Status {
 /// One line of the verdict: a check, how it came out, and why.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Line {
-    /// `serve`, `route`, `rate`, `first-token`, `content` or `load`.
+    /// `serve`, `route`, `rate`, `first-token`, `content`, `metrics` or `load`.
     pub check: String,
     /// How it came out.
     pub status: Status,
@@ -805,6 +805,21 @@ pub struct Figures {
     /// The most streams decoding at once in any burst (overlap).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak_streams: Option<usize>,
+    /// The serve's own count of tokens generated over the bursts: its token counter after
+    /// them less before them (metrics).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serve_tokens: Option<f64>,
+    /// The tokens the gate counted over the bursts' streams (metrics).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate_tokens: Option<f64>,
+    /// The most requests the serve's metrics showed being processed at one scrape, summed over
+    /// their label sets (metrics).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_processing: Option<f64>,
+    /// The most requests the serve's metrics showed waiting (deferred, queued) at one scrape,
+    /// summed over their label sets (metrics).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_deferred: Option<f64>,
 }
 
 /// The run's result. Interrupted is not failed: nobody judged the serve to the end.

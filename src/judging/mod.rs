@@ -3,7 +3,8 @@
 //! Hodges-Lehmann shift, its interval and the decision) in [`baseline`]; the serve's log
 //! scanned as a stream in [`serve_log`]; the verdict in [`verdict`], one file per line family;
 //! an archived run judged in [`archived`]; what differs between two runs' provenance in
-//! [`provenance`].
+//! [`provenance`]; the serve's own Prometheus metrics, read and set against what the gate
+//! counted over the concurrent bursts, in [`serve_metrics`].
 //!
 //! Pure: it reads archive types and returns values. No tokio, `std::fs`, `std::net`,
 //! `std::process` or nix; never live or report. `tests/layers.rs` checks this.
@@ -13,4 +14,5 @@ pub mod baseline;
 pub mod measure;
 pub mod provenance;
 pub mod serve_log;
+pub mod serve_metrics;
 pub mod verdict;

@@ -91,7 +91,8 @@ pub struct StandInArgs {
     /// (`llamacpp:requests_deferred`). Without it /metrics is 404.
     #[arg(long, help_heading = "Metrics")]
     pub metrics: bool,
-    /// Fault: the tokens counter over-reports by N, as a serve whose metrics lie.
+    /// Fault: the tokens counter counts N more for each chat request, as a serve whose metrics
+    /// lie.
     #[arg(long, value_name = "N", requires = "metrics", help_heading = "Metrics")]
     pub metrics_extra_tokens: Option<u64>,
     /// Fault: GET /metrics answers 200 with an HTML page, not Prometheus text.

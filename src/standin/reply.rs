@@ -29,7 +29,7 @@ pub(super) async fn metrics(State(script): State<Arc<Script>>) -> Response {
         return ([(header::CONTENT_TYPE, "text/html")], page).into_response();
     }
     let c = &script.counts;
-    let tokens = c.tokens.load(Ordering::Relaxed) + args.metrics_extra_tokens.unwrap_or(0);
+    let tokens = c.tokens.load(Ordering::Relaxed);
     let mut text = String::new();
     for (name, kind, help, value) in [
         (
@@ -340,6 +340,9 @@ pub(super) async fn chat(
     // starts a request when its slot is free: the first token, and the time the route
     // evidence counts busy, run from then, not from the arrival.
     let counts = Arc::clone(&script.counts);
+    if let Some(extra) = script.args.metrics_extra_tokens {
+        counts.tokens.fetch_add(extra, Ordering::Relaxed);
+    }
     let turn = match &script.serial {
         Some(slot) => {
             counts.deferred.fetch_add(1, Ordering::Relaxed);

@@ -19,6 +19,7 @@ use crate::archive::record::{
 };
 use crate::judging::measure::{measure, median, median_ci95, ReplyMetrics};
 use crate::judging::serve_log::LogScan;
+use crate::judging::serve_metrics;
 
 pub mod baseline;
 pub mod bursts;
@@ -359,7 +360,9 @@ impl Figures {
 }
 
 impl Line {
-    fn new(check: &str, status: Status, text: impl Into<String>) -> Self {
+    /// A line with no figures. `pub(crate)` for the line families outside this module
+    /// (`judging::serve_metrics`).
+    pub(crate) fn new(check: &str, status: Status, text: impl Into<String>) -> Self {
         Line {
             check: check.to_string(),
             status,
@@ -368,7 +371,8 @@ impl Line {
         }
     }
 
-    fn with(mut self, figures: Figures) -> Self {
+    /// The line with these figures.
+    pub(crate) fn with(mut self, figures: Figures) -> Self {
         self.figures = Some(figures);
         self
     }
@@ -430,6 +434,33 @@ impl fmt::Display for Verdict {
     }
 }
 
+/// The metrics line: the serve's own metrics against what the gate counted over the bursts'
+/// streams.
+fn serve_metrics_line(metrics: Result<&MetricsRecord, &str>, replies: &[ReplyRecord]) -> Line {
+    let record = match metrics {
+        Ok(record) => record,
+        Err(problem) => {
+            return Line::new(
+                "metrics",
+                Status::Info,
+                format!(
+                "the serve's metrics could not be read ({problem}); the gate's own figures stand"
+            ),
+            )
+        }
+    };
+    let streams: Vec<&ReplyRecord> = replies.iter().filter(|r| r.burst.is_some()).collect();
+    let gate = serve_metrics::GateCount {
+        tokens: streams.iter().map(|r| measure(r).tokens).sum(),
+        stopped: streams
+            .iter()
+            .filter(|r| r.finish_reason.as_deref() == Some("stop"))
+            .count(),
+        streams: streams.len(),
+    };
+    serve_metrics::metrics_line(record, &gate)
+}
+
 /// The checks that are timing alone: a busy box may explain their failure (never excuse it,
 /// unless --busy-skip says so).
 pub const TIMING_CHECKS: [&str; 3] = ["rate", "first-token", "aggregate"];
@@ -470,6 +501,9 @@ pub fn judge(e: &Evidence<'_>, c: &Criteria) -> Verdict {
                     c.floors.aggregate_floor,
                     c.floors.min_speedup,
                 ));
+                if let Some(metrics) = e.serve_metrics {
+                    lines.push(serve_metrics_line(metrics, e.replies));
+                }
             }
             lines.extend(baseline::baseline_lines(e, c));
         }
