@@ -35,7 +35,7 @@ mod route;
 mod trace;
 mod wrap;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -125,6 +125,7 @@ async fn serve_with(listener: TcpListener, args: StandInArgs, route: Route) -> R
         clean: args.without_faults(),
         args,
         requests: AtomicU64::new(0),
+        under_way: Arc::new(AtomicUsize::new(0)),
         trace: trace.clone(),
         route: Arc::new(route),
     });
@@ -173,6 +174,9 @@ struct Script {
     clean: StandInArgs,
     /// Chat completion requests received so far, over all connections.
     requests: AtomicU64,
+    /// Chat completion replies under way (each counted while its body lives): a stream
+    /// alone may spin out its sub-millisecond gaps, one beside others must not.
+    under_way: Arc<AtomicUsize>,
     /// With `--serial`, the one slot: the reply holding it is the one under way (tokio's lock,
     /// owned, so its guard can live in the reply's body; it also queues waiters in turn).
     serial: Option<Arc<tokio::sync::Mutex<()>>>,
