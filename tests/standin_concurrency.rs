@@ -94,9 +94,29 @@ fn streams(trace: &Path) -> Vec<Stream> {
     streams
 }
 
-/// Start the stand-in with `script` and a trace, send the burst at once, each request on a
-/// connection of its own, read every reply whole, stop the stand-in and read its trace.
-fn burst(script: &[&str]) -> Vec<Stream> {
+/// A burst of long streams, for sub-millisecond gaps: each under way for about 200 ms at 0.5
+/// ms gaps, far longer than the spread of the requests' arrivals.
+const LONG_BURST: [(&str, usize); 4] = [
+    ("npu-serve-smoke-0", 400),
+    ("npu-serve-smoke-1", 401),
+    ("npu-serve-smoke-2", 402),
+    ("npu-serve-smoke-3", 403),
+];
+
+/// When a burst's requests are sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Start {
+    /// All at once, as the gate releases a burst.
+    Together,
+    /// Each once the stream before it has sent its first bytes: the stand-in is already
+    /// streaming when the next request comes.
+    EachMidStream,
+}
+
+/// Start the stand-in with `script` and a trace, send the burst of `requests` as `start`
+/// says, each on a connection of its own, read every reply whole, stop the stand-in and read
+/// its trace.
+fn burst(script: &[&str], requests: &[(&str, usize)], start: Start) -> Vec<Stream> {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("trace.jsonl");
     let mut args = vec![
@@ -120,27 +140,41 @@ fn burst(script: &[&str]) -> Vec<Stream> {
         .build()
         .unwrap();
     let replies = rt.block_on(async {
-        let sends: Vec<_> = BURST
-            .iter()
-            .map(|&(id, max_tokens)| {
-                // A client each: one connection a request, as the gate's burst opens them.
-                let client = reqwest::Client::builder().no_proxy().build().unwrap();
-                let req = client
-                    .post(format!("{url}/v1/chat/completions"))
-                    .header("content-type", "application/json")
-                    .header("x-request-id", id)
-                    .body(
-                        json!({"messages": [{"role": "user", "content": "hi"}],
-                               "stream": true, "max_tokens": max_tokens,
-                               "stream_options": {"include_usage": true}})
-                        .to_string(),
-                    );
-                tokio::spawn(async move {
-                    let resp = req.send().await.unwrap();
-                    (resp.status().as_u16(), resp.text().await.unwrap())
-                })
-            })
-            .collect();
+        let mut sends = Vec::new();
+        for &(id, max_tokens) in requests {
+            // A client each: one connection a request, as the gate's burst opens them.
+            let client = reqwest::Client::builder().no_proxy().build().unwrap();
+            let req = client
+                .post(format!("{url}/v1/chat/completions"))
+                .header("content-type", "application/json")
+                .header("x-request-id", id)
+                .body(
+                    json!({"messages": [{"role": "user", "content": "hi"}],
+                           "stream": true, "max_tokens": max_tokens,
+                           "stream_options": {"include_usage": true}})
+                    .to_string(),
+                );
+            let (first, got_first) = tokio::sync::oneshot::channel();
+            sends.push(tokio::spawn(async move {
+                let mut resp = req.send().await.unwrap();
+                let status = resp.status().as_u16();
+                let mut text = String::new();
+                let mut first = Some(first);
+                while let Some(bytes) = resp.chunk().await.unwrap() {
+                    text.push_str(&String::from_utf8_lossy(&bytes));
+                    if let Some(first) = first.take() {
+                        let _ = first.send(());
+                    }
+                }
+                (status, text)
+            }));
+            if start == Start::EachMidStream {
+                tokio::time::timeout(WAIT, got_first)
+                    .await
+                    .unwrap()
+                    .unwrap();
+            }
+        }
         let mut replies = Vec::new();
         for send in sends {
             replies.push(tokio::time::timeout(WAIT, send).await.unwrap().unwrap());
@@ -156,13 +190,13 @@ fn burst(script: &[&str]) -> Vec<Stream> {
     stand_in.signal(Signal::SIGTERM);
     assert_eq!(stand_in.wait(WAIT), Some(0), "{}", stand_in.said);
     let streams = streams(&trace);
-    assert_eq!(streams.len(), BURST.len(), "{streams:?}");
+    assert_eq!(streams.len(), requests.len(), "{streams:?}");
     for s in &streams {
         // The events on this connection are those of the request that came on it.
         let [Some(id)] = &s.ids[..] else {
             panic!("one request with an id on each connection: {streams:?}")
         };
-        let (_, max_tokens) = BURST.iter().find(|(i, _)| i == id).unwrap();
+        let (_, max_tokens) = requests.iter().find(|(i, _)| i == id).unwrap();
         assert_eq!(s.content, *max_tokens, "{id}: {streams:?}");
         assert_eq!(s.done, 1, "{id}: {streams:?}");
     }
@@ -173,7 +207,7 @@ fn burst(script: &[&str]) -> Vec<Stream> {
 fn serial_serves_a_burst_one_stream_after_another() {
     let mut script = vec!["--serial"];
     script.extend_from_slice(&SCRIPT);
-    let streams = burst(&script);
+    let streams = burst(&script, &BURST, Start::Together);
     // Without this the test would pass for a client that happened to send one at a time.
     assert!(
         streams[1..]
@@ -200,12 +234,47 @@ fn serial_serves_a_burst_one_stream_after_another() {
 
 #[test]
 fn without_serial_a_burst_streams_at_once() {
-    let streams = burst(&SCRIPT);
+    let streams = burst(&SCRIPT, &BURST, Start::Together);
     // Some stream's first event was sent before another's last: they were under way together,
     // and each connection's events, matched to its request by `burst`, interleaved. Sorted by
     // first events, any overlap shows in a neighbouring pair.
     assert!(
         streams.windows(2).any(|p| p[1].first() < p[0].last()),
         "the streams were sent one after another: {streams:?}"
+    );
+}
+
+#[test]
+fn sub_millisecond_gaps_keep_a_burst_together() {
+    // Under tokio's 1 ms timer the gaps are kept by the stand-in's own waiting; a stream that
+    // spun them out held the one thread, and the four went one after another.
+    let script = ["--ttft-ms", "50", "--gaps-ms", "0.5", "--tokens", "500"];
+    let streams = burst(&script, &LONG_BURST, Start::Together);
+    let last_to_begin = streams.iter().map(Stream::first).max().unwrap();
+    let first_to_end = streams.iter().map(Stream::last).min().unwrap();
+    assert!(
+        last_to_begin < first_to_end,
+        "the four streams were never all under way at once (first and last sent_ns): {:?}",
+        streams
+            .iter()
+            .map(|s| (s.first(), s.last()))
+            .collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn a_request_that_comes_mid_stream_at_sub_millisecond_gaps_is_served_beside_it() {
+    // The stream under way is alone when the next request comes: were it to spin out its gaps
+    // alone, the request would not even be accepted until it ended.
+    let script = ["--ttft-ms", "1", "--gaps-ms", "0.5", "--tokens", "500"];
+    let streams = burst(&script, &LONG_BURST[..2], Start::EachMidStream);
+    let (first, second) = (&streams[0], &streams[1]);
+    assert!(
+        second.first() < first.last(),
+        "the second stream began only after the first ended (first and last sent_ns): {:?}",
+        [
+            (first.first(), first.last()),
+            (second.first(), second.last())
+        ]
     );
 }

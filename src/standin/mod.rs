@@ -35,7 +35,7 @@ mod route;
 mod trace;
 mod wrap;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -127,6 +127,7 @@ async fn serve_with(listener: TcpListener, args: StandInArgs, route: Route) -> R
         args,
         requests: AtomicU64::new(0),
         counts: Arc::default(),
+        under_way: Arc::new(AtomicUsize::new(0)),
         trace: trace.clone(),
         route: Arc::new(route),
     });
@@ -178,6 +179,10 @@ struct Script {
     clean: StandInArgs,
     /// Chat completion requests received so far, over all connections.
     requests: AtomicU64,
+    /// Chat completion replies under way (each counted while its body lives): a stream
+    /// alone may spin out its sub-millisecond gaps, one beside others must not; /metrics
+    /// reports it as the requests processing.
+    under_way: Arc<AtomicUsize>,
     /// With `--serial`, the one slot: the reply holding it is the one under way (tokio's lock,
     /// owned, so its guard can live in the reply's body; it also queues waiters in turn).
     serial: Option<Arc<tokio::sync::Mutex<()>>>,
@@ -192,8 +197,6 @@ struct Script {
 struct ServeCounts {
     /// Tokens streamed (and those of whole answers), over all replies.
     tokens: AtomicU64,
-    /// Replies under way.
-    processing: std::sync::atomic::AtomicI64,
     /// Requests waiting for the `--serial` slot.
     deferred: std::sync::atomic::AtomicI64,
 }
