@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use serde_json::Value;
 
-use crate::inputs::refused_before_anything;
+use crate::inputs::{refused_before_anything, refused_before_the_run};
 use crate::util::*;
 
 const LONG: Duration = Duration::from_secs(60);
@@ -119,16 +119,7 @@ fn judge_of_a_concurrent_archive_gives_the_same_lines_and_its_floors_can_be_over
         &["--tokens", "12", "--gaps-ms", "15"],
     );
     assert_eq!(code, Some(0), "{stdout}");
-    let o = gate().arg("judge").arg(&out).output().unwrap();
-    let judged = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(o.status.code(), Some(0), "{judged}");
-    let verdict = |s: &str| -> Vec<String> {
-        s.lines()
-            .filter(|l| !l.starts_with("npu-serve-smoke:"))
-            .map(str::to_string)
-            .collect()
-    };
-    assert_eq!(verdict(&judged), verdict(&stdout));
+    assert_eq!(gate_judge_lines(&out), verdict_lines(&stdout));
     // Held to a floor no burst can reach, the same archive fails on the aggregate alone.
     let o = gate()
         .arg("judge")
@@ -250,16 +241,7 @@ fn bad_burst_settings_are_refused_before_anything_starts() {
             "0 rounds is out of range",
         ),
     ] {
-        let o = gate()
-            .args(["run", "--stand-in", "--out"])
-            .arg(&out)
-            .args(extra)
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(2), "{extra:?}: {stderr}");
-        assert!(stderr.contains(says), "{extra:?}: {stderr}");
-        assert!(!out.exists(), "{extra:?}");
+        refused_before_the_run(&out, &[&["--stand-in"][..], extra].concat(), says);
     }
     for (extra, says) in [
         (

@@ -268,15 +268,25 @@ fn contradictory_settings_are_refused_with_one_line() {
         ),
     ];
     for (extra, says) in &cases {
-        let o = gate()
-            .args(["run", "--out"])
-            .arg(&out)
-            .args(extra)
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(2), "{extra:?}: {stderr}");
-        assert!(stderr.contains(says), "{extra:?}: {stderr}");
-        assert!(!out.exists(), "{extra:?}");
+        refused_before_the_run(&out, extra, says);
     }
+}
+
+/// `run --out OUT <extra>` is exit 2 with `says` on stderr and creates nothing (the message
+/// may be clap's, of several lines).
+pub(crate) fn refused_before_the_run<S: AsRef<std::ffi::OsStr> + std::fmt::Debug>(
+    out: &Path,
+    extra: &[S],
+    says: &str,
+) {
+    let o = gate()
+        .args(["run", "--out"])
+        .arg(out)
+        .args(extra)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{extra:?}: {stderr}");
+    assert!(stderr.contains(says), "{extra:?}: {stderr}");
+    assert!(!out.exists(), "{extra:?}");
 }
