@@ -97,6 +97,18 @@ pub fn measure(reply: &ReplyRecord) -> ReplyMetrics {
     }
 }
 
+/// Measure `reply` as it is recorded: each event's tokens written into it, and its metrics
+/// kept beside the raw record (informational: judging measures again). Returns the metrics.
+pub fn record_metrics(reply: &mut ReplyRecord) -> ReplyMetrics {
+    let m = measure(reply);
+    let tokens = chunk_tokens(reply, &m);
+    for (c, t) in reply.chunks.iter_mut().zip(tokens) {
+        c.tokens = t;
+    }
+    reply.metrics = Some(m.clone());
+    m
+}
+
 /// The tokens each event of `reply` counts as, in event order (0 for events without text).
 pub fn chunk_tokens(reply: &ReplyRecord, m: &ReplyMetrics) -> Vec<f64> {
     reply

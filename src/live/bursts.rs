@@ -121,13 +121,8 @@ pub async fn make_bursts(
             tokio::select! {
                 done = running.next() => {
                     let Some(mut reply) = done else { break };
-                    let m = measure::measure(&reply);
-                    let tokens = measure::chunk_tokens(&reply, &m);
-                    for (c, t) in reply.chunks.iter_mut().zip(tokens) {
-                        c.tokens = t;
-                    }
+                    let m = measure::record_metrics(&mut reply);
                     crate::say!("{}", progress(&reply, &m, work.plan));
-                    reply.metrics = Some(m);
                     failed |= reply.error.is_some();
                     first_text.wake();
                     dir.append_reply(&reply)?;

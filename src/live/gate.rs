@@ -994,13 +994,8 @@ async fn make_replies(
         let mut reply = client
             .stream_reply(&req, base_ns, plan.reply_timeout, plan.reply_limit)
             .await;
-        let m = measure::measure(&reply);
-        let tokens = measure::chunk_tokens(&reply, &m);
-        for (c, t) in reply.chunks.iter_mut().zip(tokens) {
-            c.tokens = t;
-        }
+        let m = measure::record_metrics(&mut reply);
         crate::say!("{}", progress(&reply, &m, plan.replies));
-        reply.metrics = Some(m);
         let failed = reply.error.is_some();
         dir.append_reply(&reply)?;
         replies.push(reply);
