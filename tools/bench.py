@@ -21,11 +21,28 @@ minute on 2 cores:
 
 Per-token costs subtract a 10-token run of the same client, so start-up is not counted as
 streaming. Each cost figure is the median of --trials runs. Exit 1 when a target is missed.
+
+`--load` runs one more section instead, (f), the gate's cost at load (a few minutes;
+docs/performance.md, "Concurrency: the gate's cost at load"). The gate and the curls are pinned
+to one CPU and the stand-in to another (taskset), the stand-in attached with --url:
+
+ (f) at N = 8 and N = 64 streams of 2,000 tokens (--load-gap-ms apart, one token a chunk):
+     the gate's CPU per 1,000 tokens of its bursts (--concurrency N --rounds R, the 10-token
+     run of the same and the single-stream reply, measured apart, subtracted) against N curl
+     processes started together on the same requests, R times (their 10-token run
+     subtracted), as a ratio; at 64, each text event's stamp against the stand-in's send trace
+     on the stream's own connection (by x-request-id), and the dispatch delay (written_ns -
+     sent_ns); then 64 streams at shorter and shorter gaps, to the highest aggregate rate the
+     gate reads with its median stamp error within 1 ms, the gate's and the stand-in's CPU and
+     CPU wait during each burst read from /proc/PID/task/*/schedstat.
 """
 import argparse
 import json
 import os
+import glob
+import math
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -48,6 +65,32 @@ TARGETS = {
 }
 
 
+# Section (f), --load: limits (at most) and floors (at least).
+LOAD_TARGETS = {
+    "load_cpu_ratio_to_curl_n8": 1.2,
+    "load_cpu_ratio_to_curl_n64": 1.2,
+    "load_first_token_stamp_error_ms_median_n64": 1.0,
+    "load_stamp_error_ms_median_n64": 1.0,
+}
+LOAD_FLOORS = {
+    "load_highest_rate_within_1ms_tok_s": 200000.0,
+}
+LOAD_STREAMS = (8, 64)
+LOAD_TOKENS = 2000
+# Aggregate rate steps, (streams, gap in ms), in turn: more streams at 1 ms, each stream a
+# token a tick of tokio's timer as a batching serve's decode step gives one to each, then 64
+# streams unpaced (gap 0), as fast as the stand-in sends. Gaps under 1 ms are kept by the
+# stand-in's own waiting, which takes its whole core beside other streams: they measure the
+# stand-in first.
+RATE_STEPS = ((64, "1"), (128, "1"), (256, "1"), (512, "1"), (1024, "1"), (64, "0"))
+# Events a rate run holds at most: a stream's tokens are cut below 2,000 above 128 streams, so
+# replies.jsonl and the trace stay a few hundred MB.
+RATE_EVENTS = 256000
+STAMP_LIMIT_MS = 1.0
+# The gate's CPU share of a burst's wall time at which it is said to have saturated its core.
+SATURATED = 0.95
+
+
 def load_jsonl(path):
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]
@@ -58,14 +101,19 @@ def children_cpu():
     return u.ru_utime + u.ru_stime
 
 
-def run_gate(args, tmp, name):
+def pinned(cmd, core):
+    """`cmd` run on CPU `core` alone (taskset), or as it is when `core` is None."""
+    return cmd if core is None else ["taskset", "-c", str(core)] + cmd
+
+
+def run_gate(args, tmp, name, core=None):
     """(run.json, replies, wall seconds, CPU seconds of the whole gate process)."""
     out = os.path.join(tmp, name)
     cpu_before = children_cpu()
     start = time.monotonic()
     # PASS or FAIL are both a run made; the verdict is not what is measured here (a 10-token
     # reply at 0.05 ms gaps arrives in one read and has no rate).
-    done = subprocess.run([BIN, "run", "--out", out] + args,
+    done = subprocess.run(pinned([BIN, "run", "--out", out] + args, core),
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     if done.returncode not in (0, 1):
         raise RuntimeError(f"the gate exited {done.returncode}: {' '.join(args)}")
@@ -127,9 +175,9 @@ def accuracy(tmp):
     }
 
 
-def start_stand_in(tmp, trace):
-    proc = subprocess.Popen([BIN, "stand-in", "--port", "0", "--tokens", str(BIG),
-                             "--gaps-ms", "0.05", "--trace", trace],
+def start_stand_in(tmp, trace, tokens=BIG, gaps_ms="0.05", core=None):
+    proc = subprocess.Popen(pinned([BIN, "stand-in", "--port", "0", "--tokens", str(tokens),
+                                    "--gaps-ms", gaps_ms, "--trace", trace], core),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     for line in proc.stderr:
         if line.startswith("stand-in: listening on "):
@@ -219,6 +267,346 @@ def route_cost(tmp, trials, curl_per_k):
     }
 
 
+def load_cores():
+    """(the CPU for the gate and the curls, the CPU for the stand-in), or (None, None) when
+    taskset or a second CPU is missing: then "one core" is not what the figures rest on."""
+    allowed = sorted(os.sched_getaffinity(0))
+    if shutil.which("taskset") is None or len(allowed) < 2:
+        return None, None
+    return allowed[0], allowed[1]
+
+
+def p99(values):
+    """The 99th percentile, nearest rank."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(0.99 * len(ordered)) - 1)]
+
+
+def spread(values):
+    """Median, least and most, for a figure of several trials."""
+    return statistics.median(values), min(values), max(values)
+
+
+def has_text(c):
+    return c["content_chars"] + c["reasoning_chars"] > 0
+
+
+def burst_streams(replies):
+    return [r for r in replies if r.get("burst")]
+
+
+def settled_sends(path, requests):
+    """The trace, once it ends `requests` requests, as {x-request-id: [sent_ns of each text
+    event on its connection]}: read line by line and kept small, for runs of a million
+    events."""
+    deadline = time.monotonic() + 10
+    while True:
+        with open(path) as f:
+            text = f.read()
+        complete = text[:text.rfind("\n") + 1]  # a line being written has no newline yet
+        if complete.count('"done":true') >= requests:
+            break
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the stand-in's trace did not end {requests} requests in 10 s")
+        time.sleep(0.01)
+    ids, sent = {}, {}
+    for line in complete.splitlines():
+        t = json.loads(line)
+        if t["kind"] == "request" and t.get("request_id"):
+            ids[t["request_id"]] = t["conn"]
+        elif t["kind"] == "event" and has_text(t):
+            sent.setdefault(t["conn"], []).append(t["sent_ns"])
+    return {rid: sent.get(conn, []) for rid, conn in ids.items()}
+
+
+def sent_on(sends, reply):
+    return sends[f"npu-serve-smoke-{reply['index']}"]
+
+
+def stamp_errors(manifest, replies, sends):
+    """Each burst stream's text events as the gate stamped them against the stand-in's send
+    trace on the stream's own connection (its x-request-id names it): (first-token errors, one
+    a stream; every text event's error), ms, the gate's arrival less the stand-in's send."""
+    base = manifest["clock"]["base_ns"]
+    first, every = [], []
+    for r in burst_streams(replies):
+        on_conn = sent_on(sends, r)
+        arrived = [c["at_ns"] + base for c in r["chunks"] if has_text(c)]
+        if len(arrived) != len(on_conn):
+            raise RuntimeError(f"reply {r['index']}: the gate read {len(arrived)} text events, "
+                               f"the stand-in sent {len(on_conn)} on its connection")
+        errors = [(a - s) / 1e6 for a, s in zip(arrived, on_conn)]
+        first.append(errors[0])
+        every.extend(errors)
+    return first, every
+
+
+def aggregate_rates(manifest, replies, sends):
+    """Per burst: (the rate the gate read, the rate the stand-in sent), tok/s, each as the
+    aggregate line counts it: every stream's tokens after its first, over the latest last
+    token less the earliest first token; and the burst's window on CLOCK_MONOTONIC (ns)."""
+    base = manifest["clock"]["base_ns"]
+    rounds = {}
+    for r in burst_streams(replies):
+        rounds.setdefault(r["burst"]["round"], []).append(r)
+    out = []
+    for streams in rounds.values():
+        m = [r["metrics"] for r in streams]
+        first, last = min(x["first_ns"] for x in m) + base, max(x["last_ns"] for x in m) + base
+        read = sum(x["tokens"] - x["first_chunk_tokens"] for x in m) / ((last - first) / 1e9)
+        events = [sent_on(sends, r) for r in streams]
+        s_first, s_last = min(e[0] for e in events), max(e[-1] for e in events)
+        # One token a chunk here, so a stream's tokens after its first are its events after its first.
+        sent_rate = sum(len(e) - 1 for e in events) / ((s_last - s_first) / 1e9)
+        out.append((read, sent_rate, first, last))
+    return out
+
+
+def dispatch_delays(replies):
+    """Each burst stream's written_ns - sent_ns, ms: the gate's own delay in sending it."""
+    return [(r["written_ns"] - r["sent_ns"]) / 1e6 for r in burst_streams(replies)]
+
+
+def curl_burst(url, bodies, core):
+    """Start one curl a body together (each its own process and connection), wait for all;
+    their CPU seconds, the whole processes' as for the gate."""
+    before = children_cpu()
+    procs = [subprocess.Popen(pinned(["curl", "-sN", url + "/v1/chat/completions", "-H",
+                                      "content-type: application/json", "-H", f"x-request-id: {rid}",
+                                      "-d", body], core),
+                              stdout=subprocess.DEVNULL)
+             for rid, body in bodies]
+    failed = [p.wait() for p in procs]
+    if any(failed):
+        raise RuntimeError(f"curl exited {sorted(set(failed))}")
+    return children_cpu() - before
+
+
+def curl_bodies(prompts, streams, rounds, max_tokens):
+    """The bodies the gate's bursts send, round by round: the prompts rotated over the streams,
+    continuing from one single-stream reply, as docs/concurrency.md says."""
+    out = []
+    for r in range(rounds):
+        burst = []
+        for i in range(streams):
+            index = 2 + r * streams + i
+            prompt = prompts[(index - 1) % len(prompts)]["prompt"]
+            burst.append((f"npu-serve-smoke-{index}", json.dumps(
+                {"model": "stand-in", "messages": [{"role": "user", "content": prompt}],
+                 "stream": True, "stream_options": {"include_usage": True},
+                 "temperature": 0, "max_tokens": max_tokens})))
+        out.append(burst)
+    return out
+
+
+def load_cost(tmp, trials, rounds, gap_ms, core, stand_in_core):
+    """(f), first part: the gate's CPU per 1,000 tokens of its bursts and curl's at 8 and 64
+    streams, each trial a figure of its own; the stamps and dispatch delay of each 64-stream
+    run."""
+    trace = os.path.join(tmp, "load.trace.jsonl")
+    stand_in, url = start_stand_in(tmp, trace, tokens=LOAD_TOKENS, gaps_ms=gap_ms, core=stand_in_core)
+    attach = ["--url", url, "--replies", "1", *UNFLIPPABLE]
+    per_trial = {n: {"gate": [], "curl": [], "ratio": []} for n in LOAD_STREAMS}
+    first_errors, errors, dispatch, loads = [], [], [], []
+    streamed = LOAD_TOKENS - SMALL
+    try:
+        for i in range(trials):
+            loads.append(os.getloadavg()[0])
+            # The single-stream reply every run makes, measured apart: a run without bursts.
+            single = {}
+            for tokens in (LOAD_TOKENS, SMALL):
+                open(trace, "w").close()
+                _, _, _, single[tokens] = run_gate(attach + ["--max-tokens", str(tokens)], tmp,
+                                                   f"load-single-{tokens}-{i}", core)
+                settled_sends(trace, 1)
+            single_cost = single[LOAD_TOKENS] - single[SMALL]
+            for n in LOAD_STREAMS:
+                gate, curl = {}, {}
+                for tokens in (LOAD_TOKENS, SMALL):
+                    open(trace, "w").close()
+                    m, replies, _, gate[tokens] = run_gate(
+                        attach + ["--max-tokens", str(tokens), "--concurrency", str(n),
+                                  "--rounds", str(rounds)], tmp, f"load-{n}-{tokens}-{i}", core)
+                    streams = burst_streams(replies)
+                    if len(streams) != n * rounds or any(r["metrics"]["tokens"] != tokens for r in streams):
+                        raise RuntimeError(f"{n} streams of {tokens} tokens: the gate's run is not whole")
+                    sends = settled_sends(trace, 1 + n * rounds)
+                    if n == 64 and tokens == LOAD_TOKENS:
+                        f, e = stamp_errors(m, replies, sends)
+                        first_errors.extend(f)
+                        errors.extend(e)
+                        dispatch.extend(dispatch_delays(replies))
+                    prompts = m["prompts"]
+                    open(trace, "w").close()
+                    curl[tokens] = sum(curl_burst(url, burst, core)
+                                       for burst in curl_bodies(prompts, n, rounds, tokens))
+                    settled_sends(trace, n * rounds)
+                thousands = n * rounds * streamed / 1000
+                g = ((gate[LOAD_TOKENS] - gate[SMALL]) - single_cost) / thousands
+                c = (curl[LOAD_TOKENS] - curl[SMALL]) / thousands
+                per_trial[n]["gate"].append(g * 1e3)
+                per_trial[n]["curl"].append(c * 1e3)
+                per_trial[n]["ratio"].append(g / c if c > 0 else float("inf"))
+            loads.append(os.getloadavg()[0])
+    finally:
+        stand_in.terminate()
+        stand_in.wait()
+    figures = {}
+    for n in LOAD_STREAMS:
+        for key, unit in (("gate", "gate_cpu_ms_per_1000_tokens"), ("curl", "curl_cpu_ms_per_1000_tokens"),
+                          ("ratio", "cpu_ratio_to_curl")):
+            med, lo, hi = spread(per_trial[n][key])
+            figures[f"load_{unit}_n{n}"] = med
+            figures[f"load_{unit}_n{n}_range"] = [lo, hi]
+    figures.update({
+        "load_first_token_stamp_error_ms_median_n64": statistics.median(first_errors),
+        "load_first_token_stamp_error_ms_p99_n64": p99(first_errors),
+        "load_stamp_error_ms_median_n64": statistics.median(errors),
+        "load_stamp_error_ms_p99_n64": p99(errors),
+        "load_stamp_error_events_n64": len(errors),
+        "load_dispatch_delay_ms_median_n64": statistics.median(dispatch),
+        "load_dispatch_delay_ms_max_n64": max(dispatch),
+        "load_cost_trials": trials,
+        "load_cost_rounds": rounds,
+        "load_cost_gap_ms": float(gap_ms),
+        "load_cost_load1": [min(loads), max(loads)],
+    })
+    return figures
+
+
+def task_times(pid):
+    """(ns on a CPU, ns waiting for one) over every thread of `pid`, from schedstat; None once
+    it has gone."""
+    run = wait = 0
+    for path in glob.glob(f"/proc/{pid}/task/*/schedstat"):
+        try:
+            with open(path) as f:
+                on_cpu, waited, _ = f.read().split()
+        except (OSError, ValueError):
+            continue
+        run += int(on_cpu)
+        wait += int(waited)
+    return (run, wait) if run else None
+
+
+def shares(samples, start, end):
+    """(gate on-CPU, gate waiting, stand-in on-CPU, stand-in waiting), each a share of the wall
+    time between the first sample at or after `start` and the last at or before `end` (ns)."""
+    inside = [x for x in samples if start <= x[0] <= end]
+    if len(inside) < 2:
+        raise RuntimeError("too few CPU samples inside the burst to tell its CPU")
+    a, b = inside[0], inside[-1]
+    return tuple((b[i] - a[i]) / (b[0] - a[0]) for i in range(1, 5))
+
+
+def sampled_gate(args, tmp, name, core, stand_in_pid):
+    """Run the gate, sampling its threads' and the stand-in's CPU every 10 ms; (run.json,
+    replies, samples of (CLOCK_MONOTONIC ns, gate on-CPU, gate wait, stand-in on-CPU,
+    stand-in wait))."""
+    out = os.path.join(tmp, name)
+    proc = subprocess.Popen(pinned([BIN, "run", "--out", out] + args, core),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    samples = []
+    while proc.poll() is None:
+        now = time.monotonic_ns()
+        gate, stand_in = task_times(proc.pid), task_times(stand_in_pid)
+        if gate and stand_in:
+            samples.append((now, *gate, *stand_in))
+        time.sleep(0.01)
+    if proc.returncode not in (0, 1):
+        raise RuntimeError(f"the gate exited {proc.returncode}: {' '.join(args)}")
+    with open(os.path.join(out, "run.json")) as f:
+        manifest = json.load(f)
+    return manifest, load_jsonl(os.path.join(out, "replies.jsonl")), samples
+
+
+def highest_rate(tmp, trials, core, stand_in_core):
+    """(f), second part: the RATE_STEPS in turn, one burst a run, `trials` runs a step; stops
+    after the step whose median stamp error passed 1 ms or whose gate saturated its core.
+    Each step's figures are medians over its runs."""
+    steps = []
+    for streams, gap in RATE_STEPS:
+        tokens = min(LOAD_TOKENS, RATE_EVENTS // streams)
+        trace = os.path.join(tmp, f"rate-{streams}-{gap}.trace.jsonl")
+        stand_in, url = start_stand_in(tmp, trace, tokens=tokens, gaps_ms=gap, core=stand_in_core)
+        runs = []
+        try:
+            for i in range(trials):
+                load1 = os.getloadavg()[0]
+                open(trace, "w").close()
+                m, replies, samples = sampled_gate(
+                    ["--url", url, "--replies", "1", *UNFLIPPABLE, "--max-tokens", str(tokens),
+                     "--concurrency", str(streams), "--rounds", "1"],
+                    tmp, f"rate-{streams}-{gap}-{i}", core, stand_in.pid)
+                sends = settled_sends(trace, 1 + streams)
+                first, every = stamp_errors(m, replies, sends)
+                (read, sent, start, end), = aggregate_rates(m, replies, sends)
+                gate_cpu, gate_wait, stand_in_cpu, stand_in_wait = shares(samples, start, end)
+                runs.append({
+                    "read_tok_s": read,
+                    "sent_tok_s": sent,
+                    "stamp_error_ms_median": statistics.median(every),
+                    "stamp_error_ms_p99": p99(every),
+                    "first_token_stamp_error_ms_median": statistics.median(first),
+                    "gate_cpu_share": gate_cpu,
+                    "gate_wait_share": gate_wait,
+                    "stand_in_cpu_share": stand_in_cpu,
+                    "stand_in_wait_share": stand_in_wait,
+                    "load1": load1,
+                })
+        finally:
+            stand_in.terminate()
+            stand_in.wait()
+        step = {"gap_ms": float(gap), "streams": streams, "tokens": tokens,
+                "offered_tok_s": streams / (float(gap) / 1e3) if float(gap) > 0 else None,
+                "runs": len(runs)}
+        for key in runs[0]:
+            step[key] = statistics.median(r[key] for r in runs)
+            step[key + "_range"] = [min(r[key] for r in runs), max(r[key] for r in runs)]
+        steps.append(step)
+        if step["stamp_error_ms_median"] > STAMP_LIMIT_MS or step["gate_cpu_share"] >= SATURATED:
+            break
+    within = [s for s in steps if s["stamp_error_ms_median"] <= STAMP_LIMIT_MS]
+    return {
+        "load_highest_rate_within_1ms_tok_s": max((s["read_tok_s"] for s in within), default=0.0),
+        "load_rate_steps": steps,
+    }
+
+
+def busy_cpu_s():
+    """CPU seconds the whole box has been busy (/proc/stat, every CPU), and the seconds of it
+    that this benchmark and its reaped children used."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    # user nice system idle iowait irq softirq steal: idle and iowait are not busy, steal is
+    # another guest's.
+    busy = sum(fields[:3]) + sum(fields[5:7])
+    mine = resource.getrusage(resource.RUSAGE_SELF)
+    return busy / os.sysconf("SC_CLK_TCK"), mine.ru_utime + mine.ru_stime + children_cpu()
+
+
+def others_cpus(part, *args):
+    """Run `part(*args)`; (its figures, the CPUs the box's other work kept busy meanwhile on
+    average). The load average counts this benchmark's own processes (64 curls at once lift it
+    by several); this does not. Every child of the part must have been reaped by its end."""
+    start, (busy0, mine0) = time.monotonic(), busy_cpu_s()
+    figures = part(*args)
+    busy1, mine1 = busy_cpu_s()
+    return figures, max(0.0, (busy1 - busy0) - (mine1 - mine0)) / (time.monotonic() - start)
+
+
+def load_section(tmp, trials, rounds, gap_ms):
+    core, stand_in_core = load_cores()
+    figures = {"load_pinned": core is not None, "load_gate_cpu": core, "load_stand_in_cpu": stand_in_core}
+    cost, others = others_cpus(load_cost, tmp, trials, rounds, gap_ms, core, stand_in_core)
+    figures.update(cost)
+    figures["load_cost_other_work_cpus"] = others
+    rate, others = others_cpus(highest_rate, tmp, trials, core, stand_in_core)
+    figures.update(rate)
+    figures["load_rate_other_work_cpus"] = others
+    return figures
+
+
 def overhead(tmp, trials):
     results = []
     for i in range(trials):
@@ -228,29 +616,69 @@ def overhead(tmp, trials):
     return {"overhead_ms": statistics.median(results), "overhead_ms_max": max(results)}
 
 
+def print_rate_steps(steps):
+    print("aggregate rate steps (medians over the runs of each step):")
+    print(f"  {'streams':>7} {'tokens':>6} {'gap ms':>6} {'offered':>9} {'sent':>9} {'read':>9} {'err med':>8} {'err p99':>8}"
+          f" {'gate cpu':>8} {'wait':>5} {'stand-in':>8} {'wait':>5} {'load1':>5}")
+    for s in steps:
+        offered = f"{s['offered_tok_s']:9.0f}" if s["offered_tok_s"] else f"{'max':>9}"
+        print(f"  {s['streams']:7} {s['tokens']:6} {s['gap_ms']:6.2f} {offered} {s['sent_tok_s']:9.0f} {s['read_tok_s']:9.0f}"
+              f" {s['stamp_error_ms_median']:8.3f} {s['stamp_error_ms_p99']:8.3f}"
+              f" {s['gate_cpu_share']:8.2f} {s['gate_wait_share']:5.2f}"
+              f" {s['stand_in_cpu_share']:8.2f} {s['stand_in_wait_share']:5.2f} {s['load1']:5.2f}")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--no-build", action="store_true", help="use the release binary as it is")
-    p.add_argument("--trials", type=int, default=5, help="runs per cost figure (median)")
+    p.add_argument("--trials", type=int, default=None,
+                   help="runs per cost figure (median; 5, or 3 with --load)")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    p.add_argument("--load", action="store_true",
+                   help="run section (f) alone, the gate's cost at load (a few minutes)")
+    p.add_argument("--rounds", type=int, default=3, help="with --load: bursts a run (3)")
+    p.add_argument("--load-gap-ms", default="1",
+                   help="with --load: the gap of the 8- and 64-stream cost runs (1 ms)")
     args = p.parse_args()
+    trials = args.trials or (3 if args.load else 5)
     if not args.no_build:
         subprocess.run(["cargo", "build", "--release", "--locked", "--quiet"], cwd=ROOT, check=True)
-    with tempfile.TemporaryDirectory(prefix="npu-serve-smoke-bench.") as tmp:
-        figures = {**accuracy(tmp), **cost(tmp, args.trials), **overhead(tmp, args.trials)}
-        curl_per_k = figures["curl_cpu_ms_per_1000_tokens"] / 1e3
-        figures.update(route_cost(tmp, args.trials, curl_per_k))
-    missed = [k for k, limit in TARGETS.items() if figures[k] > limit]
+    prefix = "npu-serve-smoke-bench."
+    if args.load:
+        # The stand-in's trace takes a line a token, 400,000 of them a run: on tmpfs where
+        # there is one, so its writes are not the disk's.
+        shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
+        with tempfile.TemporaryDirectory(prefix=prefix, dir=shm) as tmp:
+            figures = load_section(tmp, trials, args.rounds, args.load_gap_ms)
+        targets, floors = LOAD_TARGETS, LOAD_FLOORS
+    else:
+        with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+            figures = {**accuracy(tmp), **cost(tmp, trials), **overhead(tmp, trials)}
+            curl_per_k = figures["curl_cpu_ms_per_1000_tokens"] / 1e3
+            figures.update(route_cost(tmp, trials, curl_per_k))
+        targets, floors = TARGETS, {}
+    missed = [k for k, limit in targets.items() if figures[k] > limit]
+    missed += [k for k, floor in floors.items() if figures[k] < floor]
     if args.json:
-        print(json.dumps({"figures": figures, "targets": TARGETS, "missed": missed}, indent=2))
+        print(json.dumps({"figures": figures, "targets": targets, "floors": floors, "missed": missed},
+                         indent=2))
     else:
         for k, v in figures.items():
-            if isinstance(v, list):
-                print(f"{k:32} {', '.join(f'{x:.1f}' for x in v)}")
+            if k == "load_rate_steps":
                 continue
-            target = f"  (target <= {TARGETS[k]})" if k in TARGETS else ""
+            if isinstance(v, list):
+                digits = 3 if k.startswith("load_") else 1
+                print(f"{k:32} {', '.join(f'{x:.{digits}f}' for x in v)}")
+                continue
+            if v is None or isinstance(v, (bool, int)):
+                print(f"{k:32} {v}")
+                continue
+            target = f"  (target <= {targets[k]})" if k in targets else ""
+            target = f"  (target >= {floors[k]})" if k in floors else target
             mark = "  MISSED" if k in missed else ""
             print(f"{k:32} {v:10.3f}{target}{mark}")
+        if "load_rate_steps" in figures:
+            print_rate_steps(figures["load_rate_steps"])
         print(f"load average at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     return 1 if missed else 0
 
