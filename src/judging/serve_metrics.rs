@@ -849,7 +849,7 @@ mod tests {
     #[test]
     fn label_values_unescape_and_may_hold_braces_commas_and_utf8() {
         let e = read_ok(concat!(
-            r#"m{path="C:\\models\\q.gguf",say="a \"quote\"",two="line\nbreak",odd="},{="} 1"#,
+            r#"m{path="C:\\models\\q.gguf",say="a \"quote\"",two="line\nbreak",odd="},{=",city="Zürich"} 1"#,
             "\n",
             r#"m { a = "1" , b="2", } 2"#,
             "\n",
@@ -868,6 +868,7 @@ mod tests {
         assert_eq!(label(0, "say"), Some(r#"a "quote""#));
         assert_eq!(label(0, "two"), Some("line\nbreak"));
         assert_eq!(label(0, "odd"), Some("},{="));
+        assert_eq!(label(0, "city"), Some("Zürich"));
         assert_eq!(
             s[1].labels.len(),
             2,
