@@ -837,6 +837,22 @@ mod tests {
     }
 
     #[test]
+    fn a_family_is_known_by_any_one_of_its_names() {
+        for (body, family) in [
+            ("tgi_queue_size 0\n", "TGI"),
+            ("tgi_batch_current_size 0\n", "TGI"),
+            ("tgi_request_generated_tokens_sum 7\n", "TGI"),
+            ("vllm:num_requests_waiting{engine=\"0\"} 0.0\n", "vLLM"),
+        ] {
+            assert_eq!(
+                family_of(&read_ok(body)).map(|f| f.name),
+                Some(family),
+                "{body}"
+            );
+        }
+    }
+
+    #[test]
     fn a_body_of_no_known_family_has_none() {
         let e =
             read_ok("# TYPE http_requests_total counter\nhttp_requests_total{code=\"200\"} 7\n");
