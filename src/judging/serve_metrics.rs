@@ -837,6 +837,22 @@ mod tests {
     }
 
     #[test]
+    fn a_family_is_known_by_any_one_of_its_names() {
+        for (body, family) in [
+            ("tgi_queue_size 0\n", "TGI"),
+            ("tgi_batch_current_size 0\n", "TGI"),
+            ("tgi_request_generated_tokens_sum 7\n", "TGI"),
+            ("vllm:num_requests_waiting{engine=\"0\"} 0.0\n", "vLLM"),
+        ] {
+            assert_eq!(
+                family_of(&read_ok(body)).map(|f| f.name),
+                Some(family),
+                "{body}"
+            );
+        }
+    }
+
+    #[test]
     fn a_body_of_no_known_family_has_none() {
         let e =
             read_ok("# TYPE http_requests_total counter\nhttp_requests_total{code=\"200\"} 7\n");
@@ -849,7 +865,7 @@ mod tests {
     #[test]
     fn label_values_unescape_and_may_hold_braces_commas_and_utf8() {
         let e = read_ok(concat!(
-            r#"m{path="C:\\models\\q.gguf",say="a \"quote\"",two="line\nbreak",odd="},{="} 1"#,
+            r#"m{path="C:\\models\\q.gguf",say="a \"quote\"",two="line\nbreak",odd="},{=",city="Zürich"} 1"#,
             "\n",
             r#"m { a = "1" , b="2", } 2"#,
             "\n",
@@ -868,6 +884,7 @@ mod tests {
         assert_eq!(label(0, "say"), Some(r#"a "quote""#));
         assert_eq!(label(0, "two"), Some("line\nbreak"));
         assert_eq!(label(0, "odd"), Some("},{="));
+        assert_eq!(label(0, "city"), Some("Zürich"));
         assert_eq!(
             s[1].labels.len(),
             2,
