@@ -359,7 +359,8 @@ impl Figures {
 }
 
 impl Line {
-    fn new(check: &str, status: Status, text: impl Into<String>) -> Self {
+    /// A line without figures.
+    pub(crate) fn new(check: &str, status: Status, text: impl Into<String>) -> Self {
         Line {
             check: check.to_string(),
             status,
@@ -368,7 +369,8 @@ impl Line {
         }
     }
 
-    fn with(mut self, figures: Figures) -> Self {
+    /// The line with its figures as numbers.
+    pub(crate) fn with(mut self, figures: Figures) -> Self {
         self.figures = Some(figures);
         self
     }
