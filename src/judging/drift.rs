@@ -411,12 +411,12 @@ pub struct Trend {
     pub values: usize,
     /// The lag-1 correlation [`lag_correlation`] estimated (0 where it could not).
     pub lag_correlation: f64,
-    /// The block length [`block_length`] chose.
+    /// The fewest values a block holds: the length [`block_length`] chose, or more where the
+    /// values do not divide evenly (98 values in blocks of 11 are 8 blocks of 12 or 13).
     pub block_length: usize,
     /// How many blocks.
     pub blocks: usize,
-    /// The longest block (the block length, or one more where the values do not divide
-    /// evenly).
+    /// The most values a block holds: `block_length` or one more.
     pub longest_block: usize,
     /// Sen's slope of the block medians at their centres: the change a value, on the scale
     /// given (logs: a share of ln).
@@ -441,7 +441,7 @@ pub fn trend(logs: &[f64]) -> Option<Trend> {
     Some(Trend {
         values: logs.len(),
         lag_correlation: lag_correlation(logs).unwrap_or(0.0),
-        block_length: length,
+        block_length: b.shortest,
         blocks: b.medians.len(),
         longest_block: b.longest,
         slope,
@@ -1087,6 +1087,9 @@ mod tests {
         assert_eq!((b.medians.len(), b.shortest, b.longest), (10, 1, 1));
         let b = blocks(&x, 20);
         assert_eq!((b.medians.len(), b.longest), (1, 10));
+        // 98 in blocks of 11: 8 blocks, none of them 11.
+        let b = blocks(&[0.0; 98], 11);
+        assert_eq!((b.medians.len(), b.shortest, b.longest), (8, 12, 13));
         assert_eq!(blocks(&[], 3).medians.len(), 0);
     }
 
