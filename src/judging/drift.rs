@@ -100,8 +100,9 @@ pub struct MannKendall {
 /// S of `x` in its order: sign(x_j - x_i) summed over i < j (a tie counts 0).
 pub fn s_statistic(x: &[f64]) -> i64 {
     let mut s = 0i64;
-    for (i, a) in x.iter().enumerate() {
-        for b in &x[i + 1..] {
+    // Each value against those before it: the pairs i < j, each once.
+    for (j, b) in x.iter().enumerate() {
+        for a in &x[..j] {
             s += match b.total_cmp(a) {
                 std::cmp::Ordering::Greater => 1,
                 std::cmp::Ordering::Less => -1,
@@ -382,7 +383,7 @@ pub struct Blocks {
 /// most and the remainder is spread along the run, not heaped at its end.
 pub fn blocks(x: &[f64], length: usize) -> Blocks {
     let n = x.len();
-    let k = (n / length.max(1)).max(1).min(n.max(1));
+    let k = (n / length.max(1)).max(1);
     let mut out = Blocks {
         centers: Vec::with_capacity(k),
         medians: Vec::with_capacity(k),
