@@ -10,7 +10,9 @@
 //!   [`wire::openai`]: the chunk fields the gate needs; [`wire::chunk_scan`]: the fast path
 //!   that reads the usual chunk without serde.
 //! - [`judging`]: pure, over archive types. [`judging::measure`]: tokens, first-token time,
-//!   decode rate and the median with its interval; [`judging::serve_log`]: the serve's log
+//!   decode rate and the median with its interval; [`judging::drift`]: whether the rate or
+//!   first-token time drifted over the run (Mann-Kendall on blocks, Sen's slope), and the
+//!   drift lines; [`judging::serve_log`]: the serve's log
 //!   scanned as a stream; [`judging::verdict`]: recorded run + floors -> lines and RESULT, one
 //!   file per line family; [`judging::provenance`]: what differs between two runs'
 //!   provenance, and whether it makes them not comparable or runs on another box.

@@ -820,6 +820,24 @@ pub struct Figures {
     /// summed over their label sets (metrics).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak_deferred: Option<f64>,
+    /// The change over the run by Sen's slope, as a share of the first reply's fitted figure:
+    /// -0.183 for a fall of 18.3% (drift, first-token-drift).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift: Option<f64>,
+    /// The Mann-Kendall one-sided p-value in the bad direction: for a fall of the rate (drift),
+    /// for a rise of the first-token time (first-token-drift).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift_p: Option<f64>,
+    /// How many blocks of consecutive replies the test ran on (drift, first-token-drift).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocks: Option<usize>,
+    /// How many replies a block holds (the shortest; a block may hold one more where the
+    /// replies do not divide evenly) (drift, first-token-drift).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_length: Option<usize>,
+    /// The largest fall over the run that passes (`--max-drift`), a share (drift).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_drift: Option<f64>,
 }
 
 /// The run's result. Interrupted is not failed: nobody judged the serve to the end.

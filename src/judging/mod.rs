@@ -1,6 +1,7 @@
 //! Judging: what a recorded run means. Measurement of a recorded reply and the statistics
 //! (median and its interval) in [`measure`]; a candidate against an accepted baseline (the
-//! Hodges-Lehmann shift, its interval and the decision) in [`baseline`]; the serve's log
+//! Hodges-Lehmann shift, its interval and the decision) in [`baseline`]; whether a figure
+//! drifted over the run (Mann-Kendall, Sen's slope, blocks) in [`drift`]; the serve's log
 //! scanned as a stream in [`serve_log`]; the verdict in [`verdict`], one file per line family;
 //! an archived run judged in [`archived`]; what differs between two runs' provenance in
 //! [`provenance`]; the serve's own Prometheus metrics, read and set against what the gate
@@ -11,6 +12,7 @@
 
 pub mod archived;
 pub mod baseline;
+pub mod drift;
 pub mod measure;
 pub mod provenance;
 pub mod serve_log;
