@@ -22,9 +22,9 @@ minute on 2 cores:
 Per-token costs subtract a 10-token run of the same client, so start-up is not counted as
 streaming. Each cost figure is the median of --trials runs. Exit 1 when a target is missed.
 
-`--load` runs one more section instead, (f), the gate's cost at load (a few minutes;
-docs/performance.md, "Concurrency: the gate's cost at load"). The gate and the curls are pinned
-to one CPU and the stand-in to another (taskset), the stand-in attached with --url:
+`--load` runs another section instead, (f), the gate's cost at load (8 to 13 minutes on 2
+cores; docs/performance.md, "Concurrency: the gate's cost at load"). The gate and the curls are
+pinned to one CPU and the stand-in to another (taskset), the stand-in attached with --url:
 
  (f) at N = 8 and N = 64 streams of 2,000 tokens (--load-gap-ms apart, one token a chunk):
      the gate's CPU per 1,000 tokens of its bursts (--concurrency N --rounds R, the 10-token
@@ -32,9 +32,10 @@ to one CPU and the stand-in to another (taskset), the stand-in attached with --u
      processes started together on the same requests, R times (their 10-token run
      subtracted), as a ratio; at 64, each text event's stamp against the stand-in's send trace
      on the stream's own connection (by x-request-id), and the dispatch delay (written_ns -
-     sent_ns); then 64 streams at shorter and shorter gaps, to the highest aggregate rate the
-     gate reads with its median stamp error within 1 ms, the gate's and the stand-in's CPU and
-     CPU wait during each burst read from /proc/PID/task/*/schedstat.
+     sent_ns); then more and more streams at 1 ms and 64 unpaced (RATE_STEPS), to the highest
+     aggregate rate the gate reads with its median stamp error within 1 ms, the gate's and the
+     stand-in's CPU and CPU wait during each burst read from /proc/PID/task/*/schedstat; and the
+     CPUs the box's other work used meanwhile.
 """
 import argparse
 import json
@@ -665,7 +666,7 @@ def main():
                    help="runs per cost figure (median; 5, or 3 with --load)")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.add_argument("--load", action="store_true",
-                   help="run section (f) alone, the gate's cost at load (a few minutes)")
+                   help="run section (f) alone, the gate's cost at load (8 to 13 minutes)")
     p.add_argument("--rounds", type=int, default=3, help="with --load: bursts a run (3)")
     p.add_argument("--load-gap-ms", default="1",
                    help="with --load: the gap of the 8- and 64-stream cost runs (1 ms)")
