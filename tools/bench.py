@@ -22,9 +22,9 @@ minute on 2 cores:
 Per-token costs subtract a 10-token run of the same client, so start-up is not counted as
 streaming. Each cost figure is the median of --trials runs. Exit 1 when a target is missed.
 
-`--load` runs one more section instead, (f), the gate's cost at load (a few minutes;
-docs/performance.md, "Concurrency: the gate's cost at load"). The gate and the curls are pinned
-to one CPU and the stand-in to another (taskset), the stand-in attached with --url:
+`--load` runs another section instead, (f), the gate's cost at load (8 to 13 minutes on 2
+cores; docs/performance.md, "Concurrency: the gate's cost at load"). The gate and the curls are
+pinned to one CPU and the stand-in to another (taskset), the stand-in attached with --url:
 
  (f) at N = 8 and N = 64 streams of 2,000 tokens (--load-gap-ms apart, one token a chunk):
      the gate's CPU per 1,000 tokens of its bursts (--concurrency N --rounds R, the 10-token
@@ -32,9 +32,10 @@ to one CPU and the stand-in to another (taskset), the stand-in attached with --u
      processes started together on the same requests, R times (their 10-token run
      subtracted), as a ratio; at 64, each text event's stamp against the stand-in's send trace
      on the stream's own connection (by x-request-id), and the dispatch delay (written_ns -
-     sent_ns); then 64 streams at shorter and shorter gaps, to the highest aggregate rate the
-     gate reads with its median stamp error within 1 ms, the gate's and the stand-in's CPU and
-     CPU wait during each burst read from /proc/PID/task/*/schedstat.
+     sent_ns); then more and more streams at 1 ms and 64 unpaced (RATE_STEPS), to the highest
+     aggregate rate the gate reads with its median stamp error within 1 ms, the gate's and the
+     stand-in's CPU and CPU wait during each burst read from /proc/PID/task/*/schedstat; and the
+     CPUs the box's other work used meanwhile.
 """
 import argparse
 import json
@@ -43,6 +44,7 @@ import glob
 import math
 import resource
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -99,6 +101,13 @@ def load_jsonl(path):
 def children_cpu():
     u = resource.getrusage(resource.RUSAGE_CHILDREN)
     return u.ru_utime + u.ru_stime
+
+
+def note(text):
+    """A line of progress on stderr, so a section of minutes says how far it got, and a run cut
+    short still leaves the figures of the trials it finished."""
+    print(f"bench: {time.strftime('%H:%M:%S')} load {os.getloadavg()[0]:.2f}: {text}",
+          file=sys.stderr, flush=True)
 
 
 def pinned(cmd, core):
@@ -436,6 +445,9 @@ def load_cost(tmp, trials, rounds, gap_ms, core, stand_in_core):
                         first_errors.extend(f)
                         errors.extend(e)
                         dispatch.extend(dispatch_delays(replies))
+                        note(f"trial {i + 1}, 64 streams: stamp error median {statistics.median(e):.3f} ms, "
+                             f"first token {statistics.median(f):.3f} ms, "
+                             f"dispatch at most {max(dispatch_delays(replies)):.1f} ms")
                     prompts = m["prompts"]
                     open(trace, "w").close()
                     curl[tokens] = sum(curl_burst(url, burst, core)
@@ -447,6 +459,8 @@ def load_cost(tmp, trials, rounds, gap_ms, core, stand_in_core):
                 per_trial[n]["gate"].append(g * 1e3)
                 per_trial[n]["curl"].append(c * 1e3)
                 per_trial[n]["ratio"].append(g / c if c > 0 else float("inf"))
+                note(f"trial {i + 1}, {n} streams: gate {g * 1e3:.2f} ms, curl {c * 1e3:.2f} ms "
+                     f"per 1,000 tokens, ratio {per_trial[n]['ratio'][-1]:.3f}")
             loads.append(os.getloadavg()[0])
     finally:
         stand_in.terminate()
@@ -520,57 +534,70 @@ def sampled_gate(args, tmp, name, core, stand_in_pid):
     return manifest, load_jsonl(os.path.join(out, "replies.jsonl")), samples
 
 
+def rate_step(tmp, trials, streams, gap, core, stand_in_core):
+    """One step of the rate ramp: `trials` runs of one burst of `streams` streams `gap` ms
+    apart; each figure the median over the runs, with its range."""
+    tokens = min(LOAD_TOKENS, RATE_EVENTS // streams)
+    trace = os.path.join(tmp, f"rate-{streams}-{gap}.trace.jsonl")
+    stand_in, url = start_stand_in(tmp, trace, tokens=tokens, gaps_ms=gap, core=stand_in_core)
+    runs = []
+    try:
+        for i in range(trials):
+            load1 = os.getloadavg()[0]
+            open(trace, "w").close()
+            m, replies, samples = sampled_gate(
+                ["--url", url, "--replies", "1", *UNFLIPPABLE, "--max-tokens", str(tokens),
+                 "--concurrency", str(streams), "--rounds", "1"],
+                tmp, f"rate-{streams}-{gap}-{i}", core, stand_in.pid)
+            sends = settled_sends(trace, 1 + streams)
+            first, every = stamp_errors(m, replies, sends)
+            (read, sent, start, end), = aggregate_rates(m, replies, sends)
+            gate_cpu, gate_wait, stand_in_cpu, stand_in_wait = shares(samples, start, end)
+            runs.append({
+                "read_tok_s": read,
+                "sent_tok_s": sent,
+                "stamp_error_ms_median": statistics.median(every),
+                "stamp_error_ms_p99": p99(every),
+                "first_token_stamp_error_ms_median": statistics.median(first),
+                "gate_cpu_share": gate_cpu,
+                "gate_wait_share": gate_wait,
+                "stand_in_cpu_share": stand_in_cpu,
+                "stand_in_wait_share": stand_in_wait,
+                "load1": load1,
+            })
+    finally:
+        stand_in.terminate()
+        stand_in.wait()
+    note(f"{streams} streams at {gap} ms: " + ", ".join(
+        f"read {r['read_tok_s']:.0f} tok/s, stamp {r['stamp_error_ms_median']:.3f} ms" for r in runs))
+    step = {"gap_ms": float(gap), "streams": streams, "tokens": tokens,
+            "offered_tok_s": streams / (float(gap) / 1e3) if float(gap) > 0 else None,
+            "runs": len(runs)}
+    for key in runs[0]:
+        step[key] = statistics.median(r[key] for r in runs)
+        step[key + "_range"] = [min(r[key] for r in runs), max(r[key] for r in runs)]
+    return step
+
+
 def highest_rate(tmp, trials, core, stand_in_core):
-    """(f), second part: the RATE_STEPS in turn, one burst a run, `trials` runs a step; stops
-    after the step whose median stamp error passed 1 ms or whose gate saturated its core.
-    Each step's figures are medians over its runs."""
+    """(f), second part: the RATE_STEPS in turn; stops after the step whose median stamp error
+    passed 1 ms or whose gate saturated its core. The last step, 64 streams unpaced, is run
+    even when the ramp stopped before it, apart: what the gate reads, and at what CPU, with the
+    stand-in sending flat out; it does not count toward the highest rate then."""
     steps = []
     for streams, gap in RATE_STEPS:
-        tokens = min(LOAD_TOKENS, RATE_EVENTS // streams)
-        trace = os.path.join(tmp, f"rate-{streams}-{gap}.trace.jsonl")
-        stand_in, url = start_stand_in(tmp, trace, tokens=tokens, gaps_ms=gap, core=stand_in_core)
-        runs = []
-        try:
-            for i in range(trials):
-                load1 = os.getloadavg()[0]
-                open(trace, "w").close()
-                m, replies, samples = sampled_gate(
-                    ["--url", url, "--replies", "1", *UNFLIPPABLE, "--max-tokens", str(tokens),
-                     "--concurrency", str(streams), "--rounds", "1"],
-                    tmp, f"rate-{streams}-{gap}-{i}", core, stand_in.pid)
-                sends = settled_sends(trace, 1 + streams)
-                first, every = stamp_errors(m, replies, sends)
-                (read, sent, start, end), = aggregate_rates(m, replies, sends)
-                gate_cpu, gate_wait, stand_in_cpu, stand_in_wait = shares(samples, start, end)
-                runs.append({
-                    "read_tok_s": read,
-                    "sent_tok_s": sent,
-                    "stamp_error_ms_median": statistics.median(every),
-                    "stamp_error_ms_p99": p99(every),
-                    "first_token_stamp_error_ms_median": statistics.median(first),
-                    "gate_cpu_share": gate_cpu,
-                    "gate_wait_share": gate_wait,
-                    "stand_in_cpu_share": stand_in_cpu,
-                    "stand_in_wait_share": stand_in_wait,
-                    "load1": load1,
-                })
-        finally:
-            stand_in.terminate()
-            stand_in.wait()
-        step = {"gap_ms": float(gap), "streams": streams, "tokens": tokens,
-                "offered_tok_s": streams / (float(gap) / 1e3) if float(gap) > 0 else None,
-                "runs": len(runs)}
-        for key in runs[0]:
-            step[key] = statistics.median(r[key] for r in runs)
-            step[key + "_range"] = [min(r[key] for r in runs), max(r[key] for r in runs)]
+        step = rate_step(tmp, trials, streams, gap, core, stand_in_core)
         steps.append(step)
         if step["stamp_error_ms_median"] > STAMP_LIMIT_MS or step["gate_cpu_share"] >= SATURATED:
             break
     within = [s for s in steps if s["stamp_error_ms_median"] <= STAMP_LIMIT_MS]
-    return {
+    figures = {
         "load_highest_rate_within_1ms_tok_s": max((s["read_tok_s"] for s in within), default=0.0),
         "load_rate_steps": steps,
     }
+    if len(steps) < len(RATE_STEPS):
+        figures["load_rate_apart"] = rate_step(tmp, trials, *RATE_STEPS[-1], core, stand_in_core)
+    return figures
 
 
 def busy_cpu_s():
@@ -616,8 +643,9 @@ def overhead(tmp, trials):
     return {"overhead_ms": statistics.median(results), "overhead_ms_max": max(results)}
 
 
-def print_rate_steps(steps):
-    print("aggregate rate steps (medians over the runs of each step):")
+def print_rate_steps(steps, header=True):
+    if header:
+        print("aggregate rate steps (medians over the runs of each step):")
     print(f"  {'streams':>7} {'tokens':>6} {'gap ms':>6} {'offered':>9} {'sent':>9} {'read':>9} {'err med':>8} {'err p99':>8}"
           f" {'gate cpu':>8} {'wait':>5} {'stand-in':>8} {'wait':>5} {'load1':>5}")
     for s in steps:
@@ -629,13 +657,16 @@ def print_rate_steps(steps):
 
 
 def main():
+    # A SIGTERM unwinds as an exit, so each stand-in is stopped and the temporary directory
+    # (hundreds of MB of traces under --load, on tmpfs) removed.
+    signal.signal(signal.SIGTERM, lambda signum, _: sys.exit(128 + signum))
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--no-build", action="store_true", help="use the release binary as it is")
     p.add_argument("--trials", type=int, default=None,
                    help="runs per cost figure (median; 5, or 3 with --load)")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.add_argument("--load", action="store_true",
-                   help="run section (f) alone, the gate's cost at load (a few minutes)")
+                   help="run section (f) alone, the gate's cost at load (8 to 13 minutes)")
     p.add_argument("--rounds", type=int, default=3, help="with --load: bursts a run (3)")
     p.add_argument("--load-gap-ms", default="1",
                    help="with --load: the gap of the 8- and 64-stream cost runs (1 ms)")
@@ -664,7 +695,7 @@ def main():
                          indent=2))
     else:
         for k, v in figures.items():
-            if k == "load_rate_steps":
+            if k in ("load_rate_steps", "load_rate_apart"):
                 continue
             if isinstance(v, list):
                 digits = 3 if k.startswith("load_") else 1
@@ -679,6 +710,9 @@ def main():
             print(f"{k:32} {v:10.3f}{target}{mark}")
         if "load_rate_steps" in figures:
             print_rate_steps(figures["load_rate_steps"])
+        if "load_rate_apart" in figures:
+            print("the last step, run apart after the ramp stopped (not counted):")
+            print_rate_steps([figures["load_rate_apart"]], header=False)
         print(f"load average at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     return 1 if missed else 0
 
