@@ -596,6 +596,26 @@ pub struct Sample {
     pub serve_cpu_ns: Option<u64>,
     /// Run-queue wait of the serve's threads since the replies began, ns.
     pub serve_wait_ns: Option<u64>,
+    /// The CPUs' thermal throttle events so far: the sum over CPUs of
+    /// `thermal_throttle/core_throttle_count` and `package_throttle_count`, where the box has
+    /// them (x86 only). A rise between two samples is a throttle event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throttle_count: Option<u64>,
+    /// The CPUs' mean current frequency (cpufreq `scaling_cur_freq`), MHz.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_mhz: Option<f64>,
+    /// The slowest CPU's current frequency, MHz.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_mhz_min: Option<f64>,
+    /// The hottest thermal zone (`/sys/class/thermal/thermal_zone*/temp`), degrees Celsius.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temp_c: Option<f64>,
+    /// `--device-freq`'s reading, MHz (devfreq `cur_freq` is in Hz).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_mhz: Option<f64>,
+    /// `--device-temp`'s reading, degrees Celsius (hwmon `temp*_input` is in millidegrees).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_temp_c: Option<f64>,
 }
 
 /// A process name that used CPU during the replies.

@@ -180,6 +180,12 @@ impl Sampler {
                 .and_then(|t| parse_pressure(&t)),
             serve_cpu_ns: totals.map(|t| t.0),
             serve_wait_ns: totals.map(|t| t.1),
+            throttle_count: None,
+            cpu_mhz: None,
+            cpu_mhz_min: None,
+            temp_c: None,
+            device_mhz: None,
+            device_temp_c: None,
         });
     }
 
