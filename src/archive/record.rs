@@ -634,6 +634,10 @@ pub struct TopProcess {
 pub struct DuringReplies {
     /// Sampling interval, ms.
     pub interval_ms: u64,
+    /// When sampling began, ns since the run's clock base (the replies' clock): a sample at
+    /// `t_ms` was taken at `started_ns + t_ms * 1e6`. Absent in runs from before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_ns: Option<u64>,
     /// Seconds the replies took.
     pub seconds: f64,
     /// Highest 1-minute load average seen.

@@ -89,6 +89,8 @@ pub struct Sampler {
     schedstat_readable: bool,
     cpu_at_start: HashMap<u32, (String, u64)>,
     samples: Vec<Sample>,
+    /// When sampling began, ns since the run's clock base.
+    started_ns: u64,
 }
 
 impl Sampler {
@@ -115,6 +117,7 @@ impl Sampler {
                 .map(|(pid, (name, _, cpu))| (pid, (name, cpu)))
                 .collect(),
             samples: Vec::new(),
+            started_ns: crate::clock::now_ns().saturating_sub(base_ns),
         };
         s.read_threads();
         s
@@ -237,7 +240,10 @@ impl Sampler {
         top.sort_by(|a, b| b.cpu_pct.total_cmp(&a.cpu_pct));
         top.truncate(5);
         let totals = self.serve_totals();
-        summarize(&self.samples, window_ms / 1e3, totals, top)
+        DuringReplies {
+            started_ns: Some(self.started_ns),
+            ..summarize(&self.samples, window_ms / 1e3, totals, top)
+        }
     }
 }
 
@@ -264,6 +270,7 @@ pub fn summarize(
     };
     DuringReplies {
         interval_ms: INTERVAL_MS,
+        started_ns: None,
         seconds,
         load1_max,
         cpu_some_avg10_max,
