@@ -11,7 +11,7 @@ use crate::archive::rundir::{self, BaselineRun};
 use crate::exit_codes;
 use crate::judging::archived::judge_archive;
 use crate::judging::verdict::Criteria;
-use crate::live::run_args::{BaselineArgs, BurstFloorArgs, RouteEvidenceArgs};
+use crate::live::run_args::{BaselineArgs, BurstFloorArgs, DriftArgs, RouteEvidenceArgs};
 use crate::report::output::{self, OutputArgs, Outputs};
 use crate::report::timeline;
 use crate::report::RunInfo;
@@ -44,6 +44,9 @@ pub struct JudgeArgs {
     /// What the concurrent bursts are held to, instead of what the run recorded.
     #[command(flatten)]
     pub burst_floors: BurstFloorArgs,
+    /// What the drift line holds the run to, instead of what the run recorded.
+    #[command(flatten)]
+    pub drift: DriftArgs,
     /// Override the recorded busy-box SKIP policy (see run --busy-skip).
     #[arg(long, value_name = "THRESHOLD")]
     pub busy_skip: Option<f64>,
@@ -148,6 +151,9 @@ pub fn run(args: JudgeArgs) -> Result<u8> {
     }
     if min_speedup.is_some() {
         floors.min_speedup = min_speedup;
+    }
+    if args.drift.max_drift.is_some() {
+        floors.max_drift = args.drift.max_drift;
     }
     let criteria = Criteria::new(floors)?;
     let baseline = match (&baseline_dir, &criteria.floors().baseline) {

@@ -40,6 +40,9 @@ pub struct Profile {
     metrics_url: Option<String>,
     aggregate_floor: Option<f64>,
     min_speedup: Option<f64>,
+    // A duration as humantime writes it: "10m".
+    soak: Option<String>,
+    max_drift: Option<f64>,
     url: Option<String>,
     ready_path: Option<String>,
     api_base: Option<String>,
@@ -145,6 +148,12 @@ pub fn apply(
     take!(metrics_url, optional);
     take!(aggregate_floor, optional);
     take!(min_speedup, optional);
+    take!(max_drift, optional);
+    if !given("soak") {
+        if let Some(d) = profile.soak {
+            args.soak = Some(run_args::soak(&d).map_err(|e| anyhow!("soak in the profile: {e}"))?);
+        }
+    }
     if !given("baseline") {
         if let Some(p) = profile.baseline {
             args.baseline = Some(dir.join(p));

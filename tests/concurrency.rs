@@ -518,18 +518,3 @@ fn the_serves_own_metrics_are_matched_to_the_gates_count_and_a_lie_or_garbage_is
     let o = gate_judge_lines(&out);
     assert_eq!(o, verdict_lines(&stdout));
 }
-
-/// The verdict's lines of `stdout`, without the gate's progress.
-fn verdict_lines(stdout: &str) -> Vec<String> {
-    stdout
-        .lines()
-        .filter(|l| !l.starts_with("npu-serve-smoke:"))
-        .map(str::to_string)
-        .collect()
-}
-
-/// `judge DIR`'s verdict lines.
-fn gate_judge_lines(dir: &Path) -> Vec<String> {
-    let o = gate().arg("judge").arg(dir).output().unwrap();
-    verdict_lines(&String::from_utf8_lossy(&o.stdout))
-}

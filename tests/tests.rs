@@ -24,6 +24,7 @@ mod run_dir;
 mod safety;
 mod self_test;
 mod serve_log;
+mod soak;
 mod standin_concurrency;
 mod standin_route;
 mod supervise;

@@ -397,3 +397,18 @@ pub fn hold_is_free(path: &Path) -> bool {
         .unwrap();
     nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock).is_ok()
 }
+
+/// The verdict's lines of `stdout`, without the gate's progress.
+pub fn verdict_lines(stdout: &str) -> Vec<String> {
+    stdout
+        .lines()
+        .filter(|l| !l.starts_with("npu-serve-smoke:"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// `judge DIR`'s verdict lines.
+pub fn gate_judge_lines(dir: &Path) -> Vec<String> {
+    let o = gate().arg("judge").arg(dir).output().unwrap();
+    verdict_lines(&String::from_utf8_lossy(&o.stdout))
+}

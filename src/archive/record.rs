@@ -401,6 +401,24 @@ pub struct RunManifest {
     /// absent for a run of one stream at a time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub concurrency: Option<ConcurrencyPlan>,
+    /// The soak (`--soak`): single-stream replies kept up, after the planned ones, until the
+    /// duration was spent; absent for a run without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub soak: Option<SoakRecord>,
+}
+
+/// A soak: how long it was asked to last and how it ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SoakRecord {
+    /// `--soak`, seconds: the replies' time in all, from the first reply's send.
+    pub seconds: f64,
+    /// Single-stream replies made in all (the planned ones and the soak's), when it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replies: Option<usize>,
+    /// How it ended: `duration` (spent), `reply cap` (the most replies a run keeps), `serve
+    /// died`, `reply failed`; absent while it runs or when the run was interrupted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended: Option<String>,
 }
 
 /// The concurrent bursts a run plans: `rounds` bursts of `streams` streams released together.
@@ -503,6 +521,10 @@ pub struct Floors {
     /// median rate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_speedup: Option<f64>,
+    /// The largest fall of the decode rate over the run that passes the drift line, a share
+    /// (`--max-drift`; absent: 0.10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_drift: Option<f64>,
 }
 
 /// Where a reply's token count came from.

@@ -12,7 +12,7 @@ use futures_util::FutureExt;
 
 use crate::archive::record::{
     BinaryInfo, ClockInfo, ConcurrencyPlan, Limits, LoadSnapshot, MetricsRecord, ReplyRecord,
-    RunManifest, Startup, SCHEMA,
+    RunManifest, SoakRecord, Startup, SCHEMA,
 };
 use crate::archive::rundir::BaselineRun;
 use crate::archive::rundir::{self, Archive, ResultFile, RunDir};
@@ -26,7 +26,7 @@ use crate::live::conditions;
 use crate::live::conditions::{Sampler, ServeTree};
 use crate::live::hold::{self, Hold, Taken};
 use crate::live::route_probe;
-use crate::live::run_args::{RunSettings, DEFAULT_ROUNDS};
+use crate::live::run_args::{self, RunSettings, DEFAULT_ROUNDS};
 use crate::live::serve::{self, ServeProcess};
 use crate::live::signals::Interrupts;
 use crate::prompts::{self, Prompt};
@@ -83,6 +83,8 @@ struct Plan {
     concurrency: Option<ConcurrencyPlan>,
     /// Where the serve's metrics are scraped around the bursts.
     metrics: Option<MetricsTarget>,
+    /// `--soak`: the time of replies in all, from the first reply's send.
+    soak: Option<Duration>,
 }
 
 /// The settings as the run used them, for run.json.
@@ -108,6 +110,8 @@ fn settings_json(args: &RunSettings) -> serde_json::Value {
         "metrics_url": args.metrics_url,
         "aggregate_floor": args.aggregate_floor,
         "min_speedup": args.min_speedup,
+        "soak": args.soak.map(|d| d.as_secs_f64()),
+        "max_drift": args.max_drift,
         "url": args.url,
         "ready_path": args.ready_path,
         "api_base": args.api_base,
@@ -161,6 +165,11 @@ impl Plan {
             baseline_allow: args.baseline_allow.clone(),
             aggregate_floor: args.aggregate_floor,
             min_speedup: args.min_speedup,
+            // Recorded whether given or not, so `judge` reads the run's own limit.
+            max_drift: Some(
+                args.max_drift
+                    .unwrap_or(crate::judging::drift::DEFAULT_MAX_DRIFT),
+            ),
         })?;
         // Read before anything starts: a baseline that is not a run is a usage error, not a
         // run lost at the end.
@@ -295,6 +304,7 @@ impl Plan {
             grace: args.grace,
             reply_timeout: args.reply_timeout,
             reply_limit: args.reply_limit,
+            soak: args.soak,
             settings,
             output,
         })
@@ -510,6 +520,11 @@ async fn execute(plan: Plan) -> Result<u8> {
         settings: Some(plan.settings.clone()),
         provenance: None,
         concurrency: plan.concurrency.clone(),
+        soak: plan.soak.map(|d| SoakRecord {
+            seconds: d.as_secs_f64(),
+            replies: None,
+            ended: None,
+        }),
     };
     // Before run.json is first written, so a run killed later still says what it ran on.
     manifest.provenance = Some(crate::live::provenance::gather(&manifest, plan.max_tokens));
@@ -819,7 +834,7 @@ async fn measure_serve(
         scrapes: Vec::new(),
     });
     let replies = async {
-        let died = make_replies(
+        let mut died = make_replies(
             plan,
             client,
             &model,
@@ -829,6 +844,24 @@ async fn measure_serve(
             &mut progress.replies,
         )
         .await?;
+        if let (Some(duration), None) = (plan.soak, &died) {
+            let soak = Soak {
+                plan,
+                client,
+                model: &model,
+                base_ns,
+                dir,
+                duration,
+            };
+            let (ended, serve_died) = soak.run(serve, &mut progress.replies).await?;
+            died = serve_died;
+            // Said in run.json, so an archive tells a soak that ran its time from one cut short.
+            if let Some(record) = manifest.soak.as_mut() {
+                record.replies = Some(progress.replies.len());
+                record.ended = Some(ended.to_string());
+            }
+            dir.write_json(rundir::MANIFEST, &*manifest)?;
+        }
         let Some(bursts) = plan.concurrency.as_ref().filter(|_| died.is_none()) else {
             return Ok(died);
         };
@@ -980,38 +1013,185 @@ async fn make_replies(
     replies: &mut Vec<ReplyRecord>,
 ) -> Result<Option<String>> {
     for i in 0..plan.replies {
-        let prompt = &plan.prompts[i % plan.prompts.len()];
-        let req = ReplyRequest {
-            index: i + 1,
-            prompt: &prompt.prompt,
-            expect: prompt.expect.as_deref(),
-            model,
-            max_tokens: prompt.max_tokens.unwrap_or(plan.max_tokens),
-            extra_body: plan.extra_body.as_ref(),
-            burst: None,
-            first_text: None,
-        };
-        let mut reply = client
-            .stream_reply(&req, base_ns, plan.reply_timeout, plan.reply_limit)
-            .await;
-        let m = measure::record_metrics(&mut reply);
+        let (reply, m) = one_reply(plan, client, model, base_ns, i).await;
         crate::say!("{}", progress(&reply, &m, plan.replies));
-        let failed = reply.error.is_some();
-        dir.append_reply(&reply)?;
-        replies.push(reply);
-        if failed {
-            // A dying serve closes its sockets just before the kernel reports its exit.
-            if let Some(status) = match serve.as_mut() {
-                Some(p) => p.wait_exit(Duration::from_millis(500)).await,
-                None => None,
-            } {
-                let died = format!("the serve exited ({status}) during reply {}", i + 1);
-                crate::say!("{died}; no more replies are sent");
-                return Ok(Some(died));
-            }
+        if let Some(died) = keep_reply(reply, dir, serve, replies).await? {
+            return Ok(Some(died));
         }
     }
     Ok(None)
+}
+
+/// The single-stream reply at position `i` (0-based), its prompt by rotation, and its
+/// figures.
+async fn one_reply(
+    plan: &Plan,
+    client: &Client,
+    model: &str,
+    base_ns: u64,
+    i: usize,
+) -> (ReplyRecord, measure::ReplyMetrics) {
+    let prompt = &plan.prompts[i % plan.prompts.len()];
+    let req = ReplyRequest {
+        index: i + 1,
+        prompt: &prompt.prompt,
+        expect: prompt.expect.as_deref(),
+        model,
+        max_tokens: prompt.max_tokens.unwrap_or(plan.max_tokens),
+        extra_body: plan.extra_body.as_ref(),
+        burst: None,
+        first_text: None,
+    };
+    let mut reply = client
+        .stream_reply(&req, base_ns, plan.reply_timeout, plan.reply_limit)
+        .await;
+    let m = measure::record_metrics(&mut reply);
+    (reply, m)
+}
+
+/// Append a finished reply to replies.jsonl and the run's replies. When it failed and the
+/// serve has exited, how the serve died.
+async fn keep_reply(
+    reply: ReplyRecord,
+    dir: &RunDir,
+    serve: &mut Option<ServeProcess>,
+    replies: &mut Vec<ReplyRecord>,
+) -> Result<Option<String>> {
+    let failed = reply.error.is_some();
+    let index = reply.index;
+    dir.append_reply(&reply)?;
+    replies.push(reply);
+    if failed {
+        // A dying serve closes its sockets just before the kernel reports its exit.
+        if let Some(status) = match serve.as_mut() {
+            Some(p) => p.wait_exit(Duration::from_millis(500)).await,
+            None => None,
+        } {
+            let died = format!("the serve exited ({status}) during reply {index}");
+            crate::say!("{died}; no more replies are sent");
+            return Ok(Some(died));
+        }
+    }
+    Ok(None)
+}
+
+/// How often a soak says how it is going.
+const SOAK_PROGRESS: Duration = Duration::from_secs(10);
+
+/// A soak (`--soak`): single-stream replies after the planned ones, one at a time, until the
+/// duration is spent from the first reply's send. The reply under way when it is spent is
+/// finished, never cut: a cut reply would read as a stall.
+struct Soak<'a> {
+    plan: &'a Plan,
+    client: &'a Client,
+    model: &'a str,
+    base_ns: u64,
+    dir: &'a RunDir,
+    duration: Duration,
+}
+
+/// How a soak ended, as run.json says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SoakEnd {
+    /// The duration was spent.
+    Duration,
+    /// [`run_args::MAX_SOAK_REPLIES`] replies were made.
+    ReplyCap,
+    /// A reply failed: the run fails on it already, and a serve that fails every reply at
+    /// once must not be asked thousands of times.
+    ReplyFailed,
+    /// The serve exited.
+    ServeDied,
+}
+
+impl std::fmt::Display for SoakEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SoakEnd::Duration => "duration",
+            SoakEnd::ReplyCap => "reply cap",
+            SoakEnd::ReplyFailed => "reply failed",
+            SoakEnd::ServeDied => "serve died",
+        })
+    }
+}
+
+impl Soak<'_> {
+    /// Make the soak's replies after those in `replies`; how it ended, and how the serve died
+    /// if it did. An interruption drops this future between or inside replies: every finished
+    /// reply is in `replies` and replies.jsonl by then.
+    async fn run(
+        &self,
+        serve: &mut Option<ServeProcess>,
+        replies: &mut Vec<ReplyRecord>,
+    ) -> Result<(SoakEnd, Option<String>)> {
+        let started_ns = replies.first().map_or_else(
+            || clock::now_ns().saturating_sub(self.base_ns),
+            |r| r.sent_ns,
+        );
+        let end_ns = started_ns.saturating_add(self.duration.as_nanos() as u64);
+        let now = || clock::now_ns().saturating_sub(self.base_ns);
+        crate::say!(
+            "soak: replies until {} from the first reply's send",
+            humantime::format_duration(self.duration)
+        );
+        let mut said_ns = now();
+        let mut rates: Vec<f64> = replies
+            .iter()
+            .filter_map(|r| measure::measure(r).rate_tok_s)
+            .collect();
+        loop {
+            if now() >= end_ns {
+                return Ok((SoakEnd::Duration, None));
+            }
+            if replies.len() >= run_args::MAX_SOAK_REPLIES {
+                crate::say!(
+                    "soak: stopped at {} replies, the most a run keeps",
+                    replies.len()
+                );
+                return Ok((SoakEnd::ReplyCap, None));
+            }
+            let i = replies.len();
+            let (reply, m) = one_reply(self.plan, self.client, self.model, self.base_ns, i).await;
+            let failed = reply.error.is_some();
+            if failed {
+                crate::say!("{}", progress(&reply, &m, i + 1));
+            }
+            rates.extend(m.rate_tok_s);
+            if let Some(died) = keep_reply(reply, self.dir, serve, replies).await? {
+                return Ok((SoakEnd::ServeDied, Some(died)));
+            }
+            if failed {
+                crate::say!("soak: a reply failed; no more soak replies are sent");
+                return Ok((SoakEnd::ReplyFailed, None));
+            }
+            let at = now();
+            if at.saturating_sub(said_ns) >= SOAK_PROGRESS.as_nanos() as u64 {
+                said_ns = at;
+                crate::say!(
+                    "{}",
+                    soak_progress(
+                        replies.len(),
+                        measure::median(&rates),
+                        at.saturating_sub(started_ns),
+                        end_ns.saturating_sub(at)
+                    )
+                );
+            }
+        }
+    }
+}
+
+/// A soak's progress line: `soak: 57 replies, median 93.1 tok/s, 1m 10s done, 8m 50s left`.
+fn soak_progress(replies: usize, median: Option<f64>, done_ns: u64, left_ns: u64) -> String {
+    let whole_s = |ns: u64| humantime::format_duration(Duration::from_secs(ns / 1_000_000_000));
+    let median = median.map_or("no rate yet".to_string(), |m| {
+        format!("median {m:.1} tok/s")
+    });
+    format!(
+        "soak: {replies} replies, {median}, {} done, {} left",
+        whole_s(done_ns),
+        whole_s(left_ns)
+    )
 }
 
 fn progress(r: &ReplyRecord, m: &measure::ReplyMetrics, of: usize) -> String {

@@ -52,6 +52,14 @@ pub struct RunArgs {
     /// What the bursts are held to.
     #[command(flatten)]
     pub burst_floors: BurstFloorArgs,
+    /// Keep making single-stream replies, after the planned ones, until DURATION of replies
+    /// has passed from the first one's send (e.g. 10m, 1h30m; at most 24h): rate and
+    /// first-token are judged over all of them, and the drift line reads them in order.
+    #[arg(long, value_name = "DURATION", value_parser = parse_soak)]
+    pub soak: Option<Duration>,
+    /// What the drift line holds the run to.
+    #[command(flatten)]
+    pub drift: DriftArgs,
     /// The serve's base URL, instead of http://127.0.0.1:{port}. With no serve command, the
     /// gate measures a serve that is already running (nothing is launched or stopped).
     #[arg(long, value_name = "URL")]
@@ -200,6 +208,38 @@ pub struct BurstFloorArgs {
     pub min_speedup: Option<f64>,
 }
 
+/// What the drift line holds a run to (docs/soak.md): `run` records it, `judge` overrides
+/// what a run recorded.
+#[derive(Debug, Clone, Default, Args)]
+pub struct DriftArgs {
+    /// The largest fall of the decode rate over the run that passes, a share: the drift line
+    /// FAILs when the rate fell by more (Sen's slope) and surely (Mann-Kendall p < 0.01), from
+    /// 8 replies (default 0.10).
+    #[arg(long, value_name = "SHARE", allow_negative_numbers = true)]
+    pub max_drift: Option<f64>,
+}
+
+/// The longest soak: a day.
+pub const MAX_SOAK: Duration = Duration::from_secs(86_400);
+
+/// The most single-stream replies a soak keeps: past it the soak ends, saying so. At 4 s a
+/// reply that is 22 hours; it bounds what the run holds and what `judge` reads back.
+pub const MAX_SOAK_REPLIES: usize = 20_000;
+
+/// A soak's duration: humantime's `10m`, `1h30m`, `90s`; above 0 and at most [`MAX_SOAK`].
+pub fn soak(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s.trim())
+        .map_err(|e| format!("{s:?} is not a duration ({e}); give e.g. 90s, 10m or 1h30m"))?;
+    if d.is_zero() || d > MAX_SOAK {
+        return Err(format!("{s:?} is out of range (above 0, at most 24h)"));
+    }
+    Ok(d)
+}
+
+fn parse_soak(s: &str) -> Result<Duration, String> {
+    soak(s)
+}
+
 /// The most streams one burst may have.
 pub const MAX_CONCURRENCY: u32 = 1024;
 
@@ -283,6 +323,10 @@ pub struct RunSettings {
     pub aggregate_floor: Option<f64>,
     /// Lowest acceptable speedup of the bursts over the single-stream median rate.
     pub min_speedup: Option<f64>,
+    /// The soak: replies kept up until this much time of replies has passed.
+    pub soak: Option<Duration>,
+    /// The largest fall of the decode rate over the run that passes the drift line.
+    pub max_drift: Option<f64>,
     /// The serve's base URL, instead of http://127.0.0.1:{port}. With no serve command, the
     /// gate measures a serve that is already running (nothing is launched or stopped).
     pub url: Option<String>,
@@ -354,6 +398,8 @@ impl From<RunArgs> for RunSettings {
             metrics_url: a.bursts.metrics_url,
             aggregate_floor: a.burst_floors.aggregate_floor,
             min_speedup: a.burst_floors.min_speedup,
+            soak: a.soak,
+            max_drift: a.drift.max_drift,
             url: a.url,
             ready_path: a.ready_path,
             api_base: a.api_base,

@@ -21,6 +21,34 @@ pub struct StandInArgs {
         value_name = "MS,..."
     )]
     pub gaps_ms: Vec<f64>,
+    /// Lengthen the gaps of later requests, step by step, as a throttling serve slows: the
+    /// K-th chat completion request's gaps are (1 + SHARE (K - 1) / (N - 1)) times --gaps-ms
+    /// up to the N-th (--slow-over), and (1 + SHARE) times from then on. 0.25 makes the
+    /// decode rate fall by 20% (1 / 1.25) over N replies.
+    #[arg(
+        long,
+        value_name = "SHARE",
+        requires = "slow_over",
+        allow_negative_numbers = true,
+        help_heading = "Pacing"
+    )]
+    pub slow_by: Option<f64>,
+    /// The request by which --slow-by's lengthening is complete (2 or more).
+    #[arg(long, value_name = "N", requires = "slow_by", help_heading = "Pacing")]
+    pub slow_over: Option<u64>,
+    /// Scale each request's gaps by a factor drawn uniformly from 1 - SHARE to 1 + SHARE, from
+    /// --seed and the request's number: the same run of factors for the same seed, whatever
+    /// the requests' timing.
+    #[arg(
+        long,
+        value_name = "SHARE",
+        allow_negative_numbers = true,
+        help_heading = "Pacing"
+    )]
+    pub jitter: Option<f64>,
+    /// The seed of --jitter's factors.
+    #[arg(long, default_value_t = 0, value_name = "N", help_heading = "Pacing")]
+    pub seed: u64,
     /// Tokens a reply has (capped by the request's max_tokens).
     #[arg(long, default_value_t = 32, value_name = "N")]
     pub tokens: usize,
@@ -235,6 +263,21 @@ impl StandInArgs {
         if self.gaps_ms.is_empty() {
             anyhow::bail!("--gaps-ms needs at least one number");
         }
+        if let Some(x) = self.slow_by {
+            if !x.is_finite() || !(0.0..=10.0).contains(&x) {
+                anyhow::bail!(
+                    "--slow-by is a share, 0 to 10 (0.25: gaps a quarter longer), got {x}"
+                );
+            }
+        }
+        if self.slow_over.is_some_and(|n| n < 2) {
+            anyhow::bail!("--slow-over is the request by which the slowing is complete: 2 or more");
+        }
+        if let Some(x) = self.jitter {
+            if !x.is_finite() || !(0.0..1.0).contains(&x) {
+                anyhow::bail!("--jitter is a share, 0 or more and below 1 (0.05: gaps 5% shorter or longer), got {x}");
+            }
+        }
         // Not clap's `requires`: its error takes several lines, and a bad value here gets one.
         if self.held_pos_per_token.is_some() && self.hold_open.is_empty() {
             anyhow::bail!("--held-pos-per-token moves the --hold-open files: give at least one --hold-open FILE");
@@ -256,6 +299,23 @@ impl StandInArgs {
         Ok(())
     }
 
+    /// What the K-th chat completion request's (from 1) gaps are multiplied by: --slow-by's
+    /// lengthening so far times its --jitter factor; 1 without either.
+    pub fn gap_scale(&self, nth: u64) -> f64 {
+        let slow = match (self.slow_by, self.slow_over) {
+            (Some(share), Some(over)) if over >= 2 => {
+                let done = (nth.saturating_sub(1) as f64 / (over - 1) as f64).min(1.0);
+                1.0 + share * done
+            }
+            _ => 1.0,
+        };
+        let jitter = self.jitter.map_or(1.0, |share| {
+            let unit = (splitmix64(self.seed ^ splitmix64(nth)) >> 11) as f64 / (1u64 << 53) as f64;
+            1.0 + share * (2.0 * unit - 1.0)
+        });
+        slow * jitter
+    }
+
     /// This script with every fault taken out: the clean reply that `--fault-request` gives
     /// the requests it does not pick. What shapes a clean reply (its timing, tokens, reasoning,
     /// role chunk, usage, `--answer`) is kept, and so are a fault's own settings
@@ -268,6 +328,10 @@ impl StandInArgs {
             port,
             ttft_ms,
             gaps_ms,
+            slow_by,
+            slow_over,
+            jitter,
+            seed,
             tokens,
             chunk_tokens,
             reasoning_tokens,
@@ -319,6 +383,10 @@ impl StandInArgs {
             port,
             ttft_ms,
             gaps_ms,
+            slow_by,
+            slow_over,
+            jitter,
+            seed,
             tokens,
             chunk_tokens,
             reasoning_tokens,
@@ -367,6 +435,15 @@ impl StandInArgs {
             wrap,
         }
     }
+}
+
+/// SplitMix64's output function (Steele, Lea & Flood 2014, "Fast splittable pseudorandom
+/// number generators", OOPSLA): a well-mixed 64-bit value of `x`, for --jitter's factors.
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 /// What the stand-in does after [DONE], or where it would have sent it (`--after-done`).
@@ -445,9 +522,63 @@ mod tests {
         "{}",
         "--never-ready",
         "--serial",
+        "--slow-by",
+        "0.25",
+        "--slow-over",
+        "30",
+        "--jitter",
+        "0.05",
+        "--seed",
+        "7",
         "--fault-request",
         "2",
     ];
+
+    #[test]
+    fn slowing_lengthens_the_gaps_request_by_request_then_holds() {
+        let a = args(&["--slow-by", "0.25", "--slow-over", "5"]);
+        let scales: Vec<f64> = (1..=7).map(|k| a.gap_scale(k)).collect();
+        let want = [1.0, 1.0625, 1.125, 1.1875, 1.25, 1.25, 1.25];
+        for (got, want) in scales.iter().zip(want) {
+            assert!((got - want).abs() < 1e-12, "{scales:?}");
+        }
+        assert_eq!(args(&[]).gap_scale(9), 1.0, "no pacing, no change");
+    }
+
+    #[test]
+    fn jitter_is_seeded_bounded_and_not_constant() {
+        let a = args(&["--jitter", "0.1", "--seed", "3"]);
+        let f: Vec<f64> = (1..=200).map(|k| a.gap_scale(k)).collect();
+        assert!(f.iter().all(|x| (0.9..=1.1).contains(x)), "{f:?}");
+        let mean = f.iter().sum::<f64>() / f.len() as f64;
+        assert!((mean - 1.0).abs() < 0.02, "centred on 1: {mean}");
+        assert!(f.iter().any(|x| *x < 0.95) && f.iter().any(|x| *x > 1.05));
+        assert_eq!(f, (1..=200).map(|k| a.gap_scale(k)).collect::<Vec<_>>());
+        let other = args(&["--jitter", "0.1", "--seed", "4"]);
+        assert_ne!(
+            a.gap_scale(1),
+            other.gap_scale(1),
+            "another seed, other factors"
+        );
+    }
+
+    #[test]
+    fn pacing_out_of_range_is_refused() {
+        for bad in [
+            &["--slow-by", "-0.1", "--slow-over", "5"][..],
+            &["--slow-by", "11", "--slow-over", "5"],
+            &["--slow-by", "0.2", "--slow-over", "1"],
+            &["--jitter", "1"],
+            &["--jitter", "NaN"],
+        ] {
+            assert!(args(bad).check().is_err(), "{bad:?}");
+        }
+        assert!(
+            args(&["--slow-by", "0.2", "--slow-over", "2", "--jitter", "0.5"])
+                .check()
+                .is_ok()
+        );
+    }
 
     #[test]
     fn without_faults_clears_every_fault_and_keeps_the_rest() {

@@ -204,12 +204,14 @@ struct ServeCounts {
 impl Script {
     /// The script of the chat completion request that has just arrived: counted now, so
     /// requests are numbered in the order they reach the handler, whatever their connection.
-    fn next_request(&self) -> &StandInArgs {
+    /// Its number (from 1) comes with it, for the pacing that changes request by request.
+    fn next_request(&self) -> (&StandInArgs, u64) {
         let nth = self.requests.fetch_add(1, Ordering::Relaxed) + 1;
-        match self.args.fault_request {
+        let args = match self.args.fault_request {
             Some(k) if k != nth => &self.clean,
             _ => &self.args,
-        }
+        };
+        (args, nth)
     }
 }
 

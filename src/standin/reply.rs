@@ -353,7 +353,8 @@ pub(super) async fn chat(
     headers: HeaderMap,
     Json(req): Json<ChatRequest>,
 ) -> Response {
-    let args = script.next_request();
+    let (args, nth) = script.next_request();
+    let scale = args.gap_scale(nth);
     let prompt = req
         .messages
         .iter()
@@ -445,7 +446,8 @@ pub(super) async fn chat(
             )),
         ));
     }
-    let gap = |i: usize| Duration::from_secs_f64(args.gaps_ms[i % args.gaps_ms.len()] / 1e3);
+    let gap =
+        |i: usize| Duration::from_secs_f64(args.gaps_ms[i % args.gaps_ms.len()] * scale / 1e3);
     if args.error_event_after == Some(0) || args.error_chunk_after == Some(0) {
         // After 0 tokens: in place of the first, a stream of nothing but the error.
         let wait = ttft.saturating_sub(started.elapsed());

@@ -146,6 +146,11 @@ impl Criteria {
                 bail!("--min-speedup is how many times the single-stream rate the bursts must reach, above 0 and at most {MAX_SPEEDUP} (got {x})");
             }
         }
+        if let Some(x) = floors.max_drift {
+            if !(x > 0.0 && x < 1.0) {
+                bail!("--max-drift is a share above 0 and below 1, e.g. 0.10 for a fall of 10% over the run (got {x})");
+            }
+        }
         let noise = floors
             .baseline_noise
             .unwrap_or(crate::judging::baseline::DEFAULT_NOISE);
@@ -463,7 +468,7 @@ fn serve_metrics_line(metrics: Result<&MetricsRecord, &str>, replies: &[ReplyRec
 
 /// The checks that are timing alone: a busy box may explain their failure (never excuse it,
 /// unless --busy-skip says so).
-pub const TIMING_CHECKS: [&str; 3] = ["rate", "first-token", "aggregate"];
+pub const TIMING_CHECKS: [&str; 4] = ["rate", "first-token", "drift", "aggregate"];
 
 /// Judge a run. RESULT is PASS exactly when every line that is not info is ok (and nothing
 /// interrupted the run).
@@ -489,6 +494,12 @@ pub fn judge(e: &Evidence<'_>, c: &Criteria) -> Verdict {
                 &metrics,
                 c.floors.first_token_ms,
                 e.replies,
+            ));
+            lines.extend(crate::judging::drift::drift_lines(
+                e.replies,
+                c.floors
+                    .max_drift
+                    .unwrap_or(crate::judging::drift::DEFAULT_MAX_DRIFT),
             ));
             lines.push(content_line(e.replies, e.replies_planned, e.serve_died));
             if let Some(plan) = e.concurrency {
