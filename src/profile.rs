@@ -3,7 +3,8 @@
 //! Keys are the `run` command's long flags with underscores (`floor`, `first_token_ms`,
 //! `fast_route`, `replies`, `hold`, ...), plus `serve`, the serve command as an array. Flags
 //! given on the command line override the profile; the profile overrides the defaults. Paths
-//! of files a profile ships with (`prompts`, `serve_log`) are relative to the profile's folder.
+//! of files a profile ships with (`prompts`, `serve_log`, `device_freq`, `device_temp`) are
+//! relative to the profile's folder (an absolute path stays as it is).
 //! `${NAME}` in the serve command is the environment variable NAME, so a checked-in profile can
 //! name a binary whose path differs between machines.
 
@@ -62,6 +63,8 @@ pub struct Profile {
     grace: Option<f64>,
     reply_timeout: Option<f64>,
     reply_limit: Option<f64>,
+    device_freq: Option<PathBuf>,
+    device_temp: Option<PathBuf>,
     serve: Option<Vec<String>>,
 }
 
@@ -191,6 +194,17 @@ pub fn apply(
             args.serve_log = Some(dir.join(p));
         }
     }
+    // Absolute paths (sysfs) stay as they are; a relative one is the profile's folder's.
+    if !given("device_freq") {
+        if let Some(p) = profile.device_freq {
+            args.device_freq = Some(dir.join(p));
+        }
+    }
+    if !given("device_temp") {
+        if let Some(p) = profile.device_temp {
+            args.device_temp = Some(dir.join(p));
+        }
+    }
     if !given("extra_body") {
         if let Some(table) = profile.extra_body {
             args.extra_body = Some(serde_json::to_string(&table)?);
@@ -290,6 +304,39 @@ mod tests {
         let profile: Profile = toml::from_str("grace = 86400\nreplies = 10000").unwrap();
         let merged = apply(run_args(&["x", "run"]), profile, Path::new("."), |_| false).unwrap();
         assert_eq!((merged.grace.as_secs(), merged.replies), (86_400, 10_000));
+    }
+
+    #[test]
+    fn the_device_files_come_from_the_profile_as_paths() {
+        let profile: Profile = toml::from_str(
+            "device_freq = \"/sys/class/devfreq/fdab0000.npu/cur_freq\"\ndevice_temp = \"t/temp1_input\"\n",
+        )
+        .unwrap();
+        let merged = apply(
+            run_args(&["x", "run"]),
+            profile,
+            Path::new("/etc/gates"),
+            |_| false,
+        )
+        .unwrap();
+        assert_eq!(
+            merged.device_freq,
+            Some(PathBuf::from("/sys/class/devfreq/fdab0000.npu/cur_freq")),
+            "an absolute path stays as it is"
+        );
+        assert_eq!(
+            merged.device_temp,
+            Some(PathBuf::from("/etc/gates/t/temp1_input")),
+            "a relative one is the profile's folder's"
+        );
+        let profile: Profile = toml::from_str("device_temp = \"/p\"").unwrap();
+        let args = run_args(&["x", "run", "--device-temp", "/given"]);
+        let merged = apply(args, profile, Path::new("."), |id| id == "device_temp").unwrap();
+        assert_eq!(
+            merged.device_temp,
+            Some(PathBuf::from("/given")),
+            "the command line wins"
+        );
     }
 
     #[test]

@@ -162,3 +162,60 @@ fn the_busy_skip_policy_is_recorded_and_judged_again() {
         String::from_utf8_lossy(&o.stdout)
     );
 }
+
+/// `--device-freq` and `--device-temp` are read in every sample during the replies, in the
+/// kernel's units converted (devfreq Hz to MHz, hwmon millidegrees to degrees), and run.json
+/// says which files were read. (issue 20, item 3)
+#[test]
+fn the_devices_clock_and_temperature_are_sampled_beside_the_replies() {
+    let (d, out) = scratch();
+    let freq = d.path().join("cur_freq");
+    let temp = d.path().join("temp1_input");
+    std::fs::write(&freq, "812000000\n").unwrap();
+    std::fs::write(&temp, "64250\n").unwrap();
+    gate()
+        .args(["run", "--stand-in", "--replies", "1", "--out"])
+        .arg(&out)
+        .args(UNFLIPPABLE)
+        .arg("--device-freq")
+        .arg(&freq)
+        .arg("--device-temp")
+        .arg(&temp)
+        .args(["--", "--tokens", "4"])
+        .assert()
+        .code(0);
+    let run = json(&out.join("run.json"));
+    assert_eq!(run["device_freq"], freq.display().to_string());
+    assert_eq!(run["device_temp"], temp.display().to_string());
+    assert_eq!(run["settings"]["device_freq"], freq.display().to_string());
+
+    let load = json(&out.join("load.json"));
+    let samples = load["during"]["samples"].as_array().unwrap();
+    assert!(samples.len() >= 2, "{load}");
+    for s in samples {
+        assert_eq!(s["device_mhz"], 812.0, "{s}");
+        assert_eq!(s["device_temp_c"], 64.25, "{s}");
+    }
+    let throttle = &load["during"]["throttle"];
+    assert_eq!(throttle["device_mhz_first"], 812.0, "{throttle}");
+    assert_eq!(throttle["device_mhz_lowest"], 812.0);
+    assert_eq!(throttle["device_mhz_last"], 812.0);
+    assert_eq!(throttle["device_temp_c_max"], 64.25);
+}
+
+/// Without the device's files, a sample leaves the device's figures out: never a zero.
+#[test]
+fn without_the_devices_files_the_samples_leave_them_out() {
+    let (_d, out) = scratch();
+    let (code, stdout) = stand_in_run(&out, &["--replies", "1"], &["--tokens", "4"]);
+    assert_eq!(code, Some(0), "{stdout}");
+    let run = json(&out.join("run.json"));
+    assert!(run.get("device_freq").is_none(), "{run}");
+    let load = json(&out.join("load.json"));
+    for s in load["during"]["samples"].as_array().unwrap() {
+        assert!(
+            s.get("device_mhz").is_none() && s.get("device_temp_c").is_none(),
+            "{s}"
+        );
+    }
+}

@@ -290,3 +290,48 @@ pub(crate) fn refused_before_the_run<S: AsRef<std::ffi::OsStr> + std::fmt::Debug
     assert!(stderr.contains(says), "{extra:?}: {stderr}");
     assert!(!out.exists(), "{extra:?}");
 }
+
+/// `--device-freq` and `--device-temp` are read every 250 ms during the replies: a file that
+/// is not there, cannot be read or holds no number is refused before anything is held, started
+/// or created, from the command line or a profile. (issue 20, item 3)
+#[test]
+fn the_devices_files_are_checked_before_anything_is_held_started_or_created() {
+    let (d, out) = scratch();
+    let missing = d.path().join("missing/cur_freq");
+    let garbage = d.path().join("temp1_input");
+    std::fs::write(&garbage, "N/A\n").unwrap();
+    let empty = d.path().join("empty");
+    std::fs::write(&empty, "").unwrap();
+    let hold = d.path().join("npu.hold");
+    let path = |p: &Path| p.display().to_string();
+    let cases: Vec<(&str, String, &str)> = vec![
+        ("--device-freq", path(&missing), "cannot be read"),
+        ("--device-temp", path(&missing), "cannot be read"),
+        ("--device-freq", path(d.path()), "cannot be read"),
+        (
+            "--device-temp",
+            path(&garbage),
+            "does not read as a number (\"N/A\")",
+        ),
+        ("--device-freq", path(&empty), "does not read as a number"),
+    ];
+    for (flag, file, says) in &cases {
+        let extra = [*flag, file.as_str(), "--hold", hold.to_str().unwrap()];
+        refused_before_anything(&out, &extra, &[], says);
+        let stderr_names_it = format!("{flag} {file}");
+        refused_before_anything(&out, &extra, &[], &stderr_names_it);
+        assert!(!hold.exists(), "{flag} {file}: the hold was taken");
+    }
+    // From a profile too, the same refusal.
+    let profile = d.path().join("gate.toml");
+    std::fs::write(
+        &profile,
+        "stand_in = true\ndevice_temp = \"missing/temp1_input\"\n",
+    )
+    .unwrap();
+    refused_before_the_run(
+        &out,
+        &["--profile", profile.to_str().unwrap()],
+        "--device-temp",
+    );
+}

@@ -405,6 +405,12 @@ pub struct RunManifest {
     /// duration was spent; absent for a run without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub soak: Option<SoakRecord>,
+    /// The device's clock file the conditions sampler read (`--device-freq`, Hz), as given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_freq: Option<String>,
+    /// The device's temperature file it read (`--device-temp`, millidegrees Celsius), as given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_temp: Option<String>,
 }
 
 /// A soak: how long it was asked to last and how it ended.
@@ -675,8 +681,49 @@ pub struct DuringReplies {
     pub wait_fraction: Option<f64>,
     /// Other processes that used the most CPU (not the serve, not the gate), most first.
     pub top: Vec<TopProcess>,
+    /// What the samples showed of throttling, where they showed any (for readers; the
+    /// verdict recomputes it from `samples`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throttle: Option<ThrottleSummary>,
     /// Every sample.
     pub samples: Vec<Sample>,
+}
+
+/// What the samples of a run showed of throttling: each figure only where some sample had it.
+/// "first" and "last" are the first and last samples that had the figure.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ThrottleSummary {
+    /// The rise of the CPUs' throttle count ([`Sample::throttle_count`]) from the first
+    /// sample that had it to the last; from two samples.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throttle_events: Option<u64>,
+    /// The CPUs' mean clock at the first sample, MHz.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_mhz_first: Option<f64>,
+    /// The lowest mean clock of any sample, MHz.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_mhz_lowest: Option<f64>,
+    /// The mean clock at the last sample, MHz.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_mhz_last: Option<f64>,
+    /// The slowest any one CPU ran at any sample, MHz (an idle CPU's clock drops too).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_mhz_slowest: Option<f64>,
+    /// The hottest thermal zone at any sample, degrees Celsius.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temp_c_max: Option<f64>,
+    /// The device's clock at the first sample, MHz.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_mhz_first: Option<f64>,
+    /// The device's lowest clock at any sample, MHz.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_mhz_lowest: Option<f64>,
+    /// The device's clock at the last sample, MHz.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_mhz_last: Option<f64>,
+    /// The device's highest temperature at any sample, degrees Celsius.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_temp_c_max: Option<f64>,
 }
 
 /// route.json: what the serve's own processes showed of its route while the replies ran: the

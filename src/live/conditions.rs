@@ -10,7 +10,9 @@
 //! what sysinfo does not give: CPU pressure (`/proc/pressure/cpu`) and per-thread run-queue wait
 //! (`/proc/PID/task/TID/schedstat`), whose CPU-time field is used beside it so both terms of the
 //! wait fraction come from one source. A figure the kernel does not give is left out, never
-//! guessed.
+//! guessed. Beside them, each sample reads the throttling evidence ([`super::throttle`]): the
+//! CPUs' throttle counts and clocks, the thermal zones, and the device's own clock and
+//! temperature where `--device-freq` and `--device-temp` name them.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
@@ -18,8 +20,10 @@ use std::time::Instant;
 use sysinfo::{CpuRefreshKind, ProcessRefreshKind, ProcessesToUpdate, RefreshKind, System};
 
 use crate::archive::record::{LoadSnapshot, RouteRecord};
+use crate::judging::verdict::conditions::throttle_summary;
 use crate::judging::verdict::Criteria;
 use crate::live::route_probe::RouteProbe;
+use crate::live::throttle::{self, BoxSources, DeviceFiles};
 
 /// The conditions as a run records them; the archive owns the types.
 pub use crate::archive::record::{DuringReplies, Sample, TopProcess};
@@ -91,13 +95,23 @@ pub struct Sampler {
     samples: Vec<Sample>,
     /// When sampling began, ns since the run's clock base.
     started_ns: u64,
+    /// The box's throttling files, found when sampling began.
+    box_sources: BoxSources,
+    /// The device's clock and temperature files, where given.
+    device: DeviceFiles,
 }
 
 impl Sampler {
     /// Start sampling: walk the serve's process tree (if a serve was launched), read its route
     /// evidence, and take the baseline of every process's CPU time. `base_ns` is the run's
-    /// clock base; `criteria` say which device file and busy counter to read.
-    pub fn start(serve: Option<ServeTree>, base_ns: u64, criteria: &Criteria) -> Sampler {
+    /// clock base; `criteria` say which device file and busy counter to read; `device`, which
+    /// files hold the device's clock and temperature.
+    pub fn start(
+        serve: Option<ServeTree>,
+        base_ns: u64,
+        criteria: &Criteria,
+        device: &DeviceFiles,
+    ) -> Sampler {
         let route = RouteProbe::start(
             serve.map(|s| s.root),
             serve.and_then(|s| s.subreaper),
@@ -118,6 +132,8 @@ impl Sampler {
                 .collect(),
             samples: Vec::new(),
             started_ns: crate::clock::now_ns().saturating_sub(base_ns),
+            box_sources: BoxSources::discover(std::path::Path::new("/")),
+            device: device.clone(),
         };
         s.read_threads();
         s
@@ -175,6 +191,8 @@ impl Sampler {
     fn sample_conditions(&mut self) {
         self.read_threads();
         let totals = self.serve_totals();
+        let throttling = self.box_sources.read();
+        let (device_mhz, device_temp_c) = throttle::read_device(&self.device);
         self.samples.push(Sample {
             t_ms: self.start.elapsed().as_secs_f64() * 1e3,
             load1: System::load_average().one,
@@ -183,12 +201,12 @@ impl Sampler {
                 .and_then(|t| parse_pressure(&t)),
             serve_cpu_ns: totals.map(|t| t.0),
             serve_wait_ns: totals.map(|t| t.1),
-            throttle_count: None,
-            cpu_mhz: None,
-            cpu_mhz_min: None,
-            temp_c: None,
-            device_mhz: None,
-            device_temp_c: None,
+            throttle_count: throttling.throttle_count,
+            cpu_mhz: throttling.cpu_mhz,
+            cpu_mhz_min: throttling.cpu_mhz_min,
+            temp_c: throttling.temp_c,
+            device_mhz,
+            device_temp_c,
         });
     }
 
@@ -278,6 +296,7 @@ pub fn summarize(
         serve_wait_s,
         wait_fraction,
         top,
+        throttle: throttle_summary(samples),
         samples: samples.to_vec(),
     }
 }
@@ -347,7 +366,7 @@ mod tests {
             ..Default::default()
         })
         .unwrap();
-        let mut s = Sampler::start(Some(me), 0, &criteria);
+        let mut s = Sampler::start(Some(me), 0, &criteria, &DeviceFiles::default());
         let mut x = 0u64;
         for i in 0..20_000_000u64 {
             x = x.wrapping_mul(31).wrapping_add(i);
@@ -360,5 +379,44 @@ mod tests {
             assert!(d.serve_cpu_s.unwrap() > 0.0, "{d:?}");
             assert!(d.wait_fraction.is_some());
         }
+    }
+
+    #[test]
+    fn every_sample_reads_the_devices_files_in_their_units() {
+        let dir = tempfile::tempdir().unwrap();
+        let freq = dir.path().join("cur_freq");
+        let temp = dir.path().join("temp1_input");
+        std::fs::write(&freq, "1000000000\n").unwrap();
+        std::fs::write(&temp, "55000\n").unwrap();
+        let criteria = Criteria::new(crate::archive::record::Floors {
+            first_token_ms: 1.0,
+            ..Default::default()
+        })
+        .unwrap();
+        let device = DeviceFiles {
+            freq: Some(freq.clone()),
+            temp: Some(temp.clone()),
+        };
+        let mut s = Sampler::start(None, 0, &criteria, &device);
+        s.sample();
+        // The NPU slows and heats between looks; the last look sees it.
+        std::fs::write(&freq, "300000000\n").unwrap();
+        std::fs::write(&temp, "71500\n").unwrap();
+        let d = s.finish();
+        let seen: Vec<_> = d
+            .samples
+            .iter()
+            .map(|x| (x.device_mhz, x.device_temp_c))
+            .collect();
+        assert_eq!(
+            seen,
+            [(Some(1000.0), Some(55.0)), (Some(300.0), Some(71.5))]
+        );
+        let t = d.throttle.expect("the device was seen");
+        assert_eq!(
+            (t.device_mhz_first, t.device_mhz_lowest, t.device_mhz_last),
+            (Some(1000.0), Some(300.0), Some(300.0))
+        );
+        assert_eq!(t.device_temp_c_max, Some(71.5));
     }
 }

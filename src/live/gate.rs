@@ -29,6 +29,7 @@ use crate::live::route_probe;
 use crate::live::run_args::{self, RunSettings, DEFAULT_ROUNDS};
 use crate::live::serve::{self, ServeProcess};
 use crate::live::signals::Interrupts;
+use crate::live::throttle::{self, DeviceFiles};
 use crate::prompts::{self, Prompt};
 use crate::report::output::{self, Outputs};
 use crate::report::timeline;
@@ -85,6 +86,8 @@ struct Plan {
     metrics: Option<MetricsTarget>,
     /// `--soak`: the time of replies in all, from the first reply's send.
     soak: Option<Duration>,
+    /// The device's clock and temperature files (`--device-freq`, `--device-temp`).
+    device: DeviceFiles,
 }
 
 /// The settings as the run used them, for run.json.
@@ -129,6 +132,8 @@ fn settings_json(args: &RunSettings) -> serde_json::Value {
         "grace": args.grace.as_secs_f64(),
         "reply_timeout": args.reply_timeout.as_secs_f64(),
         "reply_limit": args.reply_limit.map(|d| d.as_secs_f64()),
+        "device_freq": args.device_freq,
+        "device_temp": args.device_temp,
         "serve": args.serve,
     })
 }
@@ -229,6 +234,20 @@ impl Plan {
                 bail!("--device-busy: {why}; give the busy counter file (e.g. npu_busy_time_us) or fdinfo:KEY");
             }
         }
+        // Read every 250 ms during the replies: a file that is not there, or holds no number,
+        // is refused now rather than found missing from every sample.
+        for (flag, path) in [
+            ("--device-freq", &args.device_freq),
+            ("--device-temp", &args.device_temp),
+        ] {
+            if let Some(path) = path {
+                throttle::check_device_file(flag, path).map_err(anyhow::Error::msg)?;
+            }
+        }
+        let device = DeviceFiles {
+            freq: args.device_freq.clone(),
+            temp: args.device_temp.clone(),
+        };
         if let Some(path) = &args.hold {
             // Opening it for the lock creates it; its directory must be there.
             output::check_writable(path).context("--hold")?;
@@ -284,6 +303,7 @@ impl Plan {
         };
         let (concurrency, metrics) = plan_bursts(&args_bursts, &url)?;
         Ok(Plan {
+            device,
             concurrency,
             metrics,
             baseline,
@@ -525,6 +545,8 @@ async fn execute(plan: Plan) -> Result<u8> {
             replies: None,
             ended: None,
         }),
+        device_freq: plan.device.freq.as_ref().map(|p| p.display().to_string()),
+        device_temp: plan.device.temp.as_ref().map(|p| p.display().to_string()),
     };
     // Before run.json is first written, so a run killed later still says what it ran on.
     manifest.provenance = Some(crate::live::provenance::gather(&manifest, plan.max_tokens));
@@ -825,9 +847,10 @@ async fn measure_serve(
         root: p.pid(),
         subreaper: Some(p.supervisor_pid()),
     });
-    let sampler = progress
-        .sampler
-        .insert(Sampler::start(tree, base_ns, &plan.criteria));
+    let sampler =
+        progress
+            .sampler
+            .insert(Sampler::start(tree, base_ns, &plan.criteria, &plan.device));
     progress.metrics = plan.metrics.as_ref().map(|m| MetricsRecord {
         url: m.url.clone(),
         given: m.given,

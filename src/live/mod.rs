@@ -2,7 +2,8 @@
 //! and its supervisor ([`supervise`]), the device hold ([`hold`]), signals ([`signals`]), the
 //! HTTP client ([`client`]) and the stamped socket under it ([`stamped`]), and the sampler of
 //! the box's conditions ([`conditions`]), which also reads the route evidence of the serve's
-//! process tree ([`route_probe`]); the run's provenance, the files it was given hashed
+//! process tree ([`route_probe`]) and the throttling evidence of the CPUs and the device
+//! ([`throttle`]); the run's provenance, the files it was given hashed
 //! and the box's facts ([`provenance`]). [`run_args`]: `run`'s own arguments and their bounds
 //! (the command line composes them, a profile fills them in).
 //!
@@ -21,3 +22,4 @@ pub mod serve;
 pub mod signals;
 pub mod stamped;
 pub mod supervise;
+pub mod throttle;

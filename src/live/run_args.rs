@@ -122,6 +122,14 @@ pub struct RunArgs {
     /// at the defaults), which a serve at 1.9 tok/s still finishes inside.
     #[arg(long, value_name = "S", value_parser = parse_seconds)]
     pub reply_limit: Option<Duration>,
+    /// The device's current clock, read beside the replies to explain a drift: a file holding
+    /// it in Hz, e.g. an RK3588 NPU's devfreq /sys/class/devfreq/fdab0000.npu/cur_freq.
+    #[arg(long, value_name = "PATH")]
+    pub device_freq: Option<PathBuf>,
+    /// The device's temperature, read beside the replies: a file holding it in millidegrees
+    /// Celsius, e.g. an accelerator's hwmon /sys/class/hwmon/hwmon3/temp1_input.
+    #[arg(long, value_name = "PATH")]
+    pub device_temp: Option<PathBuf>,
     /// How to report the verdict.
     #[command(flatten)]
     pub output: OutputArgs,
@@ -369,6 +377,10 @@ pub struct RunSettings {
     /// --reply-timeout for the first token plus 1 s for each token max_tokens allows (124 s
     /// at the defaults), which a serve at 1.9 tok/s still finishes inside.
     pub reply_limit: Option<Duration>,
+    /// The device's current clock, a file in Hz (devfreq `cur_freq`).
+    pub device_freq: Option<PathBuf>,
+    /// The device's temperature, a file in millidegrees Celsius (hwmon `temp*_input`).
+    pub device_temp: Option<PathBuf>,
     /// How to report the verdict.
     pub output: OutputArgs,
     /// The serve command, run directly (no shell); {port} becomes the port the gate picked.
@@ -417,6 +429,8 @@ impl From<RunArgs> for RunSettings {
             grace: a.grace,
             reply_timeout: a.reply_timeout,
             reply_limit: a.reply_limit,
+            device_freq: a.device_freq,
+            device_temp: a.device_temp,
             output: a.output,
             serve: a.serve,
         }

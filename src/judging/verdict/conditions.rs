@@ -1,9 +1,10 @@
 //! The box's conditions: how contended the box was while the replies ran, and the busy-box
 //! note (and SKIP policy) a timing-only failure on a busy box gets. The load line itself is
-//! built in [`super::judge`].
+//! built in [`super::judge`]. And the throttle line: what the samples showed of the CPUs' and
+//! the device's throttling, which explains a drift but never excuses or fails anything.
 
 use super::trim_float;
-use crate::archive::record::LoadSnapshot;
+use crate::archive::record::{DuringReplies, Line, LoadSnapshot, Sample, Status, ThrottleSummary};
 
 /// The serve's CPU-wait fraction at or above which a box counts as busy.
 pub const BUSY_WAIT_FRACTION: f64 = 0.10;
@@ -111,4 +112,272 @@ pub(super) fn busy_note(c: &Contention, load: &LoadSnapshot, busy_skip: Option<f
         ));
     }
     note
+}
+
+/// What `samples` showed of throttling (pure); `None` when no sample had any of it. The
+/// sampler records it beside the samples, and the verdict recomputes it from them.
+pub fn throttle_summary(samples: &[Sample]) -> Option<ThrottleSummary> {
+    let counts: Vec<u64> = samples.iter().filter_map(|s| s.throttle_count).collect();
+    let cpu: Vec<f64> = samples.iter().filter_map(|s| s.cpu_mhz).collect();
+    let device: Vec<f64> = samples.iter().filter_map(|s| s.device_mhz).collect();
+    let lowest = |v: &[f64]| v.iter().copied().reduce(f64::min);
+    let highest = |v: Vec<f64>| v.into_iter().reduce(f64::max);
+    let summary = ThrottleSummary {
+        throttle_events: match (counts.first(), counts.last()) {
+            (Some(first), Some(last)) if counts.len() >= 2 => Some(last.saturating_sub(*first)),
+            _ => None,
+        },
+        cpu_mhz_first: cpu.first().copied(),
+        cpu_mhz_lowest: lowest(&cpu),
+        cpu_mhz_last: cpu.last().copied(),
+        cpu_mhz_slowest: samples
+            .iter()
+            .filter_map(|s| s.cpu_mhz_min)
+            .reduce(f64::min),
+        temp_c_max: highest(samples.iter().filter_map(|s| s.temp_c).collect()),
+        device_mhz_first: device.first().copied(),
+        device_mhz_lowest: lowest(&device),
+        device_mhz_last: device.last().copied(),
+        device_temp_c_max: highest(samples.iter().filter_map(|s| s.device_temp_c).collect()),
+    };
+    (summary != ThrottleSummary::default()).then_some(summary)
+}
+
+/// A clock's course over the replies in words: `2400 -> 1800 MHz (lowest 1750)`, or
+/// `2400 MHz throughout` when it held.
+fn clock_words(first: f64, lowest: f64, last: f64) -> String {
+    let mhz = |x: f64| format!("{x:.0}");
+    let (first, lowest, last) = (mhz(first), mhz(lowest), mhz(last));
+    if first == last && lowest == first {
+        return format!("{first} MHz throughout");
+    }
+    let dip = if lowest == first || lowest == last {
+        String::new()
+    } else {
+        format!(" (lowest {lowest})")
+    };
+    format!("{first} -> {last} MHz{dip}")
+}
+
+/// The `throttle` line (issue 20, item 3): what the samples during the replies showed of the
+/// CPUs' throttle counters, their clock, the hottest thermal zone and the device's clock and
+/// temperature, only what was seen. Always info: throttling explains a drift, it neither
+/// excuses nor fails a run. `None` when nothing was seen at all.
+pub fn throttle_line(during: &DuringReplies) -> Option<Line> {
+    let t = throttle_summary(&during.samples)?;
+    let mut parts = Vec::new();
+    match t.throttle_events {
+        Some(0) => {
+            parts.push("the CPUs' thermal throttle counters did not rise during the replies".into())
+        }
+        Some(n) => parts.push(format!(
+            "the CPUs' thermal throttle counters rose by {n} during the replies"
+        )),
+        None => {}
+    }
+    if let (Some(first), Some(lowest), Some(last)) =
+        (t.cpu_mhz_first, t.cpu_mhz_lowest, t.cpu_mhz_last)
+    {
+        let slowest = t
+            .cpu_mhz_slowest
+            .map_or(String::new(), |s| format!(", slowest CPU {s:.0} MHz"));
+        parts.push(format!(
+            "CPU clock {}{slowest}",
+            clock_words(first, lowest, last)
+        ));
+    }
+    if let Some(c) = t.temp_c_max {
+        parts.push(format!("hottest zone {c:.0} °C"));
+    }
+    let mut device = Vec::new();
+    if let (Some(first), Some(lowest), Some(last)) =
+        (t.device_mhz_first, t.device_mhz_lowest, t.device_mhz_last)
+    {
+        device.push(format!("device clock {}", clock_words(first, lowest, last)));
+    }
+    if let Some(c) = t.device_temp_c_max {
+        device.push(format!("device {c:.0} °C"));
+    }
+    if !device.is_empty() {
+        parts.push(device.join(", "));
+    }
+    Some(Line {
+        check: "throttle".to_string(),
+        status: Status::Info,
+        text: parts.join("; "),
+        figures: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(t_ms: f64) -> Sample {
+        Sample {
+            t_ms,
+            load1: 0.5,
+            cpu_some_avg10: None,
+            serve_cpu_ns: None,
+            serve_wait_ns: None,
+            throttle_count: None,
+            cpu_mhz: None,
+            cpu_mhz_min: None,
+            temp_c: None,
+            device_mhz: None,
+            device_temp_c: None,
+        }
+    }
+
+    fn during(samples: Vec<Sample>) -> DuringReplies {
+        DuringReplies {
+            interval_ms: 250,
+            started_ns: None,
+            seconds: 1.0,
+            load1_max: 0.5,
+            cpu_some_avg10_max: None,
+            serve_cpu_s: None,
+            serve_wait_s: None,
+            wait_fraction: None,
+            top: vec![],
+            throttle: None,
+            samples,
+        }
+    }
+
+    /// A run that throttled: counts 100 -> 112, the CPUs' mean clock 2400 -> 1750 -> 1800,
+    /// the zones up to 78 °C, the NPU 1000 -> 300 MHz and 71 °C.
+    fn throttled() -> Vec<Sample> {
+        [
+            (Some(100), 2400.0, 2200.0, 61.0, Some(1000.0), Some(55.0)),
+            (Some(105), 1750.0, 800.0, 78.4, Some(300.0), Some(71.2)),
+            (None, 1800.0, 1700.0, 77.0, None, None),
+            (Some(112), 1800.0, 1600.0, 76.0, Some(300.0), Some(70.0)),
+        ]
+        .into_iter()
+        .enumerate()
+        .map(|(i, (count, mean, min, zone, dev_mhz, dev_c))| Sample {
+            throttle_count: count,
+            cpu_mhz: Some(mean),
+            cpu_mhz_min: Some(min),
+            temp_c: Some(zone),
+            device_mhz: dev_mhz,
+            device_temp_c: dev_c,
+            ..sample(i as f64 * 250.0)
+        })
+        .collect()
+    }
+
+    #[test]
+    fn the_summary_takes_first_lowest_last_and_the_highest() {
+        let t = throttle_summary(&throttled()).unwrap();
+        assert_eq!(t.throttle_events, Some(12), "last count less first");
+        assert_eq!(
+            (t.cpu_mhz_first, t.cpu_mhz_lowest, t.cpu_mhz_last),
+            (Some(2400.0), Some(1750.0), Some(1800.0))
+        );
+        assert_eq!(t.cpu_mhz_slowest, Some(800.0));
+        assert_eq!(t.temp_c_max, Some(78.4));
+        assert_eq!(
+            (t.device_mhz_first, t.device_mhz_lowest, t.device_mhz_last),
+            (Some(1000.0), Some(300.0), Some(300.0))
+        );
+        assert_eq!(t.device_temp_c_max, Some(71.2));
+    }
+
+    #[test]
+    fn the_summary_says_only_what_was_seen() {
+        assert_eq!(throttle_summary(&[]), None);
+        assert_eq!(
+            throttle_summary(&[sample(0.0), sample(250.0)]),
+            None,
+            "no figures, no summary"
+        );
+        // One count is no rise: no events rather than a zero.
+        let one = [
+            Sample {
+                throttle_count: Some(7),
+                ..sample(0.0)
+            },
+            sample(250.0),
+        ];
+        let t = throttle_summary(&one);
+        assert_eq!(t, None, "{t:?}");
+        let device_only = [Sample {
+            device_temp_c: Some(60.0),
+            ..sample(0.0)
+        }];
+        let t = throttle_summary(&device_only).unwrap();
+        assert_eq!(t.device_temp_c_max, Some(60.0));
+        assert_eq!(
+            (t.throttle_events, t.cpu_mhz_first, t.temp_c_max),
+            (None, None, None)
+        );
+        // A counter that went back (a CPU went offline) is no negative count of events.
+        let back = [
+            Sample {
+                throttle_count: Some(9),
+                ..sample(0.0)
+            },
+            Sample {
+                throttle_count: Some(4),
+                ..sample(250.0)
+            },
+        ];
+        assert_eq!(throttle_summary(&back).unwrap().throttle_events, Some(0));
+    }
+
+    #[test]
+    fn the_throttle_line_says_in_plain_words_what_throttled() {
+        let l = throttle_line(&during(throttled())).unwrap();
+        assert_eq!(l.check, "throttle");
+        assert_eq!(l.status, Status::Info, "throttling explains, never fails");
+        assert_eq!(
+            l.text,
+            "the CPUs' thermal throttle counters rose by 12 during the replies; \
+             CPU clock 2400 -> 1800 MHz (lowest 1750), slowest CPU 800 MHz; hottest zone 78 °C; \
+             device clock 1000 -> 300 MHz, device 71 °C"
+        );
+        // The recorded summary is not trusted: the line is the samples'.
+        let mut d = during(throttled());
+        d.throttle = Some(ThrottleSummary {
+            throttle_events: Some(999),
+            ..Default::default()
+        });
+        assert_eq!(throttle_line(&d).unwrap().text, l.text);
+    }
+
+    #[test]
+    fn a_steady_box_reads_as_steady_and_an_empty_one_has_no_line() {
+        let steady: Vec<Sample> = (0..3)
+            .map(|i| Sample {
+                throttle_count: Some(4),
+                cpu_mhz: Some(2400.0),
+                ..sample(i as f64 * 250.0)
+            })
+            .collect();
+        assert_eq!(
+            throttle_line(&during(steady)).unwrap().text,
+            "the CPUs' thermal throttle counters did not rise during the replies; CPU clock 2400 MHz throughout"
+        );
+        let device = vec![
+            Sample {
+                device_mhz: Some(800.0),
+                ..sample(0.0)
+            },
+            Sample {
+                device_mhz: Some(1000.0),
+                ..sample(250.0)
+            },
+        ];
+        assert_eq!(
+            throttle_line(&during(device)).unwrap().text,
+            "device clock 800 -> 1000 MHz"
+        );
+        assert_eq!(
+            throttle_line(&during(vec![sample(0.0), sample(250.0)])),
+            None
+        );
+        assert_eq!(throttle_line(&during(vec![])), None);
+    }
 }

@@ -501,6 +501,14 @@ pub fn judge(e: &Evidence<'_>, c: &Criteria) -> Verdict {
                     .max_drift
                     .unwrap_or(crate::judging::drift::DEFAULT_MAX_DRIFT),
             ));
+            // Beside the drift: what the box's clocks and temperatures did meanwhile.
+            if let Some(line) = e
+                .load
+                .and_then(|l| l.during.as_ref())
+                .and_then(conditions::throttle_line)
+            {
+                lines.push(line);
+            }
             lines.push(content_line(e.replies, e.replies_planned, e.serve_died));
             if let Some(plan) = e.concurrency {
                 let figures = bursts::burst_figures(e.replies);
