@@ -92,7 +92,7 @@ pub struct Sampler {
     threads: HashMap<u32, (CpuWait, CpuWait)>,
     schedstat_readable: bool,
     cpu_at_start: HashMap<u32, (String, u64)>,
-    samples: Vec<Sample>,
+    samples: Kept,
     /// When sampling began, ns since the run's clock base.
     started_ns: u64,
     /// The box's throttling files, found when sampling began.
@@ -130,7 +130,7 @@ impl Sampler {
                 .into_iter()
                 .map(|(pid, (name, _, cpu))| (pid, (name, cpu)))
                 .collect(),
-            samples: Vec::new(),
+            samples: Kept::default(),
             started_ns: crate::clock::now_ns().saturating_sub(base_ns),
             box_sources: BoxSources::discover(std::path::Path::new("/")),
             device: device.clone(),
@@ -189,25 +189,33 @@ impl Sampler {
 
     /// The box's conditions and the serve's threads, without the route evidence.
     fn sample_conditions(&mut self) {
+        self.sample_conditions_kept(false);
+    }
+
+    /// One sample, kept whatever the thinning when `last` (the run's last look).
+    fn sample_conditions_kept(&mut self, last: bool) {
         self.read_threads();
         let totals = self.serve_totals();
         let throttling = self.box_sources.read();
         let (device_mhz, device_temp_c) = throttle::read_device(&self.device);
-        self.samples.push(Sample {
-            t_ms: self.start.elapsed().as_secs_f64() * 1e3,
-            load1: System::load_average().one,
-            cpu_some_avg10: std::fs::read_to_string("/proc/pressure/cpu")
-                .ok()
-                .and_then(|t| parse_pressure(&t)),
-            serve_cpu_ns: totals.map(|t| t.0),
-            serve_wait_ns: totals.map(|t| t.1),
-            throttle_count: throttling.throttle_count,
-            cpu_mhz: throttling.cpu_mhz,
-            cpu_mhz_min: throttling.cpu_mhz_min,
-            temp_c: throttling.temp_c,
-            device_mhz,
-            device_temp_c,
-        });
+        self.samples.push(
+            Sample {
+                t_ms: self.start.elapsed().as_secs_f64() * 1e3,
+                load1: System::load_average().one,
+                cpu_some_avg10: std::fs::read_to_string("/proc/pressure/cpu")
+                    .ok()
+                    .and_then(|t| parse_pressure(&t)),
+                serve_cpu_ns: totals.map(|t| t.0),
+                serve_wait_ns: totals.map(|t| t.1),
+                throttle_count: throttling.throttle_count,
+                cpu_mhz: throttling.cpu_mhz,
+                cpu_mhz_min: throttling.cpu_mhz_min,
+                temp_c: throttling.temp_c,
+                device_mhz,
+                device_temp_c,
+            },
+            last,
+        );
     }
 
     /// The replies are over, the serve still running: a last sample, and the route evidence
@@ -226,7 +234,7 @@ impl Sampler {
     /// Stop: a last sample, the top CPU consumers over the window, and the summary.
     pub fn finish(mut self) -> DuringReplies {
         // The serve may be gone by now: its route evidence was read when the replies ended.
-        self.sample_conditions();
+        self.sample_conditions_kept(true);
         let window_ms = self.start.elapsed().as_secs_f64() * 1e3;
         let me = std::process::id();
         let mut by_name: HashMap<String, (usize, u64)> = HashMap::new();
@@ -260,8 +268,60 @@ impl Sampler {
         let totals = self.serve_totals();
         DuringReplies {
             started_ns: Some(self.started_ns),
-            ..summarize(&self.samples, window_ms / 1e3, totals, top)
+            interval_ms: INTERVAL_MS * self.samples.stride,
+            ..summarize(&self.samples.samples, window_ms / 1e3, totals, top)
         }
+    }
+}
+
+/// The most samples a run keeps. At 250 ms that is 17 minutes; a longer soak keeps every
+/// other sample each time the limit is reached (the interval doubles), so a day's soak keeps
+/// between 2,048 and 4,096 samples, at most a megabyte of load.json, where every sample would
+/// be 345,600.
+pub const MAX_SAMPLES: usize = 4096;
+
+/// The samples kept so far, thinned to at most [`MAX_SAMPLES`] (pure). Thinning loses no
+/// throttle event (the counts are cumulative: a rise shows between any two samples kept) and no
+/// CPU time (the serve's are totals); a brief peak of load or temperature between two kept
+/// samples can be missed.
+#[derive(Debug)]
+pub struct Kept {
+    /// The samples kept, in order.
+    pub samples: Vec<Sample>,
+    /// Every how many looks one is kept: 1, then 2, 4, ... after each thinning.
+    pub stride: u64,
+    /// Looks taken, kept or not.
+    looks: u64,
+}
+
+impl Default for Kept {
+    fn default() -> Self {
+        Kept {
+            samples: Vec::new(),
+            stride: 1,
+            looks: 0,
+        }
+    }
+}
+
+impl Kept {
+    /// Take a look: kept when it falls on the stride, or when it is the `last`.
+    pub fn push(&mut self, sample: Sample, last: bool) {
+        let on_stride = self.looks % self.stride == 0;
+        self.looks += 1;
+        if !(on_stride || last) {
+            return;
+        }
+        if self.samples.len() >= MAX_SAMPLES {
+            // Keep the 1st, 3rd, 5th, ...: the first look stays, the spacing doubles.
+            let mut i = 0;
+            self.samples.retain(|_| {
+                i += 1;
+                i % 2 == 1
+            });
+            self.stride *= 2;
+        }
+        self.samples.push(sample);
     }
 }
 
@@ -338,6 +398,49 @@ mod tests {
         assert_eq!(parse_schedstat("1000 250 7\n"), Some((1000, 250)));
         assert_eq!(parse_schedstat("1000\n"), None);
         assert_eq!(parse_schedstat("x y z"), None);
+    }
+
+    fn look(t_ms: f64) -> Sample {
+        Sample {
+            t_ms,
+            load1: 0.0,
+            cpu_some_avg10: None,
+            serve_cpu_ns: None,
+            serve_wait_ns: None,
+            throttle_count: None,
+            cpu_mhz: None,
+            cpu_mhz_min: None,
+            temp_c: None,
+            device_mhz: None,
+            device_temp_c: None,
+        }
+    }
+
+    #[test]
+    fn a_long_run_keeps_evenly_thinned_samples_within_the_limit_and_its_last() {
+        let mut kept = Kept::default();
+        let looks = 345_600u64; // a day at 250 ms
+        for i in 0..looks {
+            kept.push(look(i as f64), i == looks - 1);
+            assert!(kept.samples.len() <= MAX_SAMPLES + 1, "at look {i}");
+        }
+        let t: Vec<f64> = kept.samples.iter().map(|s| s.t_ms).collect();
+        assert!(t.len() >= MAX_SAMPLES / 2, "{}", t.len());
+        assert_eq!(t[0], 0.0, "the first look stays");
+        assert_eq!(*t.last().unwrap(), (looks - 1) as f64, "the last look is kept");
+        // Every kept look but the last falls on the final stride, one stride apart.
+        let stride = kept.stride as f64;
+        assert_eq!(kept.stride, 128, "345,600 looks over at most 4,096: 2^7");
+        for w in t[..t.len() - 1].windows(2) {
+            assert_eq!(w[1] - w[0], stride, "{w:?}");
+        }
+        // A short run keeps every look.
+        let mut short = Kept::default();
+        for i in 0..10 {
+            short.push(look(i as f64), false);
+        }
+        assert_eq!(short.samples.len(), 10);
+        assert_eq!(short.stride, 1);
     }
 
     #[test]
