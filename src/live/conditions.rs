@@ -307,7 +307,7 @@ impl Default for Kept {
 impl Kept {
     /// Take a look: kept when it falls on the stride, or when it is the `last`.
     pub fn push(&mut self, sample: Sample, last: bool) {
-        let on_stride = self.looks % self.stride == 0;
+        let on_stride = self.looks.is_multiple_of(self.stride);
         self.looks += 1;
         if !(on_stride || last) {
             return;
