@@ -427,7 +427,11 @@ mod tests {
         let t: Vec<f64> = kept.samples.iter().map(|s| s.t_ms).collect();
         assert!(t.len() >= MAX_SAMPLES / 2, "{}", t.len());
         assert_eq!(t[0], 0.0, "the first look stays");
-        assert_eq!(*t.last().unwrap(), (looks - 1) as f64, "the last look is kept");
+        assert_eq!(
+            *t.last().unwrap(),
+            (looks - 1) as f64,
+            "the last look is kept"
+        );
         // Every kept look but the last falls on the final stride, one stride apart.
         let stride = kept.stride as f64;
         assert_eq!(kept.stride, 128, "345,600 looks over at most 4,096: 2^7");

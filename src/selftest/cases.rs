@@ -142,6 +142,26 @@ fn good() -> ReplyRecord {
     reply(&at, "Paris.")
 }
 
+/// `n` replies sent 1 s apart whose decode rates go from 100 tok/s to 100 (1 + `change`)
+/// geometrically (their logs on a line, so Sen's slope reads `change` exactly), the first token
+/// at 200 ms.
+fn drifting(n: usize, change: f64) -> Vec<ReplyRecord> {
+    let replies = (0..n)
+        .map(|i| {
+            let rate = 100.0 * (1.0 + change).powf(i as f64 / (n - 1) as f64);
+            let sent = i as u64 * 1_000 * MS;
+            let mut r = good();
+            for (k, c) in r.chunks.iter_mut().enumerate() {
+                c.at_ns = sent + 200 * MS + (k as f64 * 1e9 / rate).round() as u64;
+            }
+            r.sent_ns = sent;
+            r.end_ns = r.chunks.last().map_or(sent, |c| c.at_ns);
+            r
+        })
+        .collect();
+    numbered(replies)
+}
+
 /// Stream `stream` of burst `round`, released at 0 and written 0.2 ms later, whose text
 /// events arrive at `at_ms`.
 fn streamed(round: usize, stream: usize, at_ms: &[u64]) -> ReplyRecord {
@@ -826,6 +846,52 @@ pub fn all() -> Vec<Case> {
     c.load = Some(serve_waited(310));
     c.floors.busy_skip = Some(0.2);
     c.expect = vec![("rate", Fail, "median 50.0 tok/s")];
+    c.outcome = Outcome::Skip {
+        reason: "busy box: the serve waited for a CPU 31% of the time it was ready to run".into(),
+        advice: Some("re-run on a quiet box".into()),
+    };
+    cases.push(c);
+
+    let mut c = base("a rate that falls 20% over 12 replies fails drift");
+    c.replies = drifting(12, -0.2);
+    c.expect = vec![
+        ("rate", Ok, "over 12 replies"),
+        (
+            "drift",
+            Fail,
+            "the decode rate fell 20.0% over 12 replies in 11 s (Sen's slope; Mann-Kendall p < 0.0001 reply by reply): beyond the 10% --max-drift",
+        ),
+        ("first-token-drift", Info, "no drift: +0.0%"),
+    ];
+    c.outcome = Outcome::Fail;
+    cases.push(c);
+
+    let mut c = base("a real fall within --max-drift is information");
+    c.replies = drifting(12, -0.2);
+    c.floors.max_drift = Some(0.21);
+    c.expect = vec![(
+        "drift",
+        Info,
+        "the decode rate fell 20.0% over 12 replies in 11 s (Sen's slope; Mann-Kendall p < 0.0001 reply by reply): a real fall, within the 21% --max-drift",
+    )];
+    cases.push(c);
+
+    let mut c = base("a rising rate is no drift failure");
+    c.replies = drifting(12, 0.25);
+    c.expect = vec![("drift", Info, "the decode rate rose 25.0% over 12 replies")];
+    cases.push(c);
+
+    let mut c = base("seven replies are too few for a drift line");
+    c.replies = drifting(7, -0.5);
+    c.expect = vec![];
+    c.absent = vec!["drift", "first-token-drift"];
+    cases.push(c);
+
+    let mut c = base("a drift is timing: with --busy-skip on a busy box it is a SKIP");
+    c.replies = drifting(12, -0.2);
+    c.load = Some(serve_waited(310));
+    c.floors.busy_skip = Some(0.2);
+    c.expect = vec![("drift", Fail, "the decode rate fell 20.0%")];
     c.outcome = Outcome::Skip {
         reason: "busy box: the serve waited for a CPU 31% of the time it was ready to run".into(),
         advice: Some("re-run on a quiet box".into()),

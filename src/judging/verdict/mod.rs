@@ -17,6 +17,7 @@ use crate::archive::record::{
     ConcurrencyPlan, LoadSnapshot, MetricsRecord, ReplyRecord, RouteRecord, RunManifest, Startup,
     StopRecord,
 };
+use crate::judging::drift;
 use crate::judging::measure::{measure, median, median_ci95, ReplyMetrics};
 use crate::judging::serve_log::LogScan;
 use crate::judging::serve_metrics;
@@ -495,12 +496,8 @@ pub fn judge(e: &Evidence<'_>, c: &Criteria) -> Verdict {
                 c.floors.first_token_ms,
                 e.replies,
             ));
-            lines.extend(crate::judging::drift::drift_lines(
-                e.replies,
-                c.floors
-                    .max_drift
-                    .unwrap_or(crate::judging::drift::DEFAULT_MAX_DRIFT),
-            ));
+            let max_drift = c.floors.max_drift.unwrap_or(drift::DEFAULT_MAX_DRIFT);
+            lines.extend(drift::drift_lines(e.replies, max_drift));
             // Beside the drift: what the box's clocks and temperatures did meanwhile.
             if let Some(line) = e
                 .load
