@@ -71,6 +71,12 @@ pub const PANEL_FROM_REPLIES: usize = 8;
 
 const ROW_PX: u32 = 36;
 const PANEL_PX: u32 = 340;
+/// About the panel's plotting width, in pixels: throttle events closer than one of these apart
+/// are one line (a box throttling on every sample for an hour would otherwise draw 14,400).
+const PANEL_PLOT_PX: f64 = 800.0;
+/// A clock series is one polyline; an hour of 250 ms samples is 14,400 points, more than the
+/// panel has pixels.
+const MAX_CLOCK_POINTS: usize = 2000;
 
 /// The panel's colours, each used by nothing else in the picture, so a reader (and a test) can
 /// tell its points and markers apart.
@@ -83,12 +89,12 @@ const DEVICE_CLOCK: RGBColor = RGBColor(44, 160, 44);
 
 /// At most `max` of `points`: every n-th, always keeping the last (where a stall at the end
 /// shows).
-fn thin(points: &[f64], max: usize) -> Vec<f64> {
+fn thin<T: Copy + PartialEq>(points: &[T], max: usize) -> Vec<T> {
     if points.len() <= max {
         return points.to_vec();
     }
     let step = points.len().div_ceil(max.saturating_sub(1).max(1));
-    let mut kept: Vec<f64> = points.iter().step_by(step).copied().collect();
+    let mut kept: Vec<T> = points.iter().step_by(step).copied().collect();
     if let Some(&last) = points.last() {
         if kept.last() != Some(&last) {
             kept.push(last);
@@ -168,6 +174,19 @@ fn throttle_rises(during: &DuringReplies) -> Vec<f64> {
             _ => None,
         })
         .collect()
+}
+
+/// Of `times` (ascending), those more than one pixel's width of `range` after the one kept
+/// before: what a reader can tell apart.
+fn one_a_pixel(times: &[f64], range: &std::ops::Range<f64>) -> Vec<f64> {
+    let pixel = (range.end - range.start) / PANEL_PLOT_PX;
+    let mut kept: Vec<f64> = Vec::new();
+    for &t in times {
+        if kept.last().is_none_or(|&last| t - last >= pixel) {
+            kept.push(t);
+        }
+    }
+    kept
 }
 
 /// A reply as the picture needs it.
@@ -419,8 +438,8 @@ fn draw_rate_panel(
                 .collect(),
             _ => Vec::new(),
         };
-    let cpu_mhz: Vec<(f64, f64)> = clock_series(|s| s.cpu_mhz);
-    let device_mhz: Vec<(f64, f64)> = clock_series(|s| s.device_mhz);
+    let cpu_mhz = thin(&clock_series(|s| s.cpu_mhz), MAX_CLOCK_POINTS);
+    let device_mhz = thin(&clock_series(|s| s.device_mhz), MAX_CLOCK_POINTS);
 
     let ends = drawn.iter().map(|d| at_s(d.reply.end_ns));
     let times = ends
@@ -430,6 +449,7 @@ fn draw_rate_panel(
     let x_max = if x_max > x_min { x_max } else { x_min + 1.0 };
     let x_pad = (x_max - x_min) * 0.02;
     let x_range = (x_min - x_pad)..(x_max + x_pad);
+    let throttle_lines = one_a_pixel(&throttles, &x_range);
     let y_top = points.iter().map(|p| p.1).fold(floor, f64::max);
     // Room above for the legend.
     let y_max = if y_top > 0.0 { y_top * 1.45 } else { 1.0 };
@@ -480,7 +500,7 @@ fn draw_rate_panel(
                 .legend(move |(x, y)| PathElement::new([(x, y), (x + 14, y)], colour.mix(0.45)));
         }
     }
-    for (k, &t) in throttles.iter().enumerate() {
+    for (k, &t) in throttle_lines.iter().enumerate() {
         let marker = chart
             .draw_series(LineSeries::new(
                 [(t, 0.0), (t, y_max)],
@@ -944,6 +964,21 @@ mod tests {
     }
 
     #[test]
+    fn throttle_events_closer_than_a_pixel_are_one_line() {
+        let range = 0.0..PANEL_PLOT_PX;
+        assert_eq!(
+            one_a_pixel(&[1.0, 1.5, 2.0, 2.9, 10.0], &range),
+            vec![1.0, 2.0, 10.0]
+        );
+        assert!(one_a_pixel(&[], &range).is_empty());
+        // A throttle on each of an hour's samples: no more lines than pixels.
+        let hour: Vec<f64> = (0..14_400).map(|k| k as f64 * 0.25).collect();
+        let lines = one_a_pixel(&hour, &(0.0..3600.0));
+        assert!(lines.len() <= PANEL_PLOT_PX as usize + 1, "{}", lines.len());
+        assert!(lines.len() >= PANEL_PLOT_PX as usize - 1, "{}", lines.len());
+    }
+
+    #[test]
     fn the_clocks_are_drawn_on_their_own_axis_where_sampled() {
         let replies = ten_replies();
         let mut samples: Vec<_> = (0..10).map(|k| sample(k as f64 * 1000.0, None)).collect();
@@ -1060,5 +1095,35 @@ mod tests {
         );
         let row_dots = circles_of(&svg, BLACK).len();
         assert!(row_dots <= DOTS_IN_ROWS + 1, "{row_dots}");
+    }
+
+    /// The picture's worst case: every reply failed (the most rows), each of 1,000 tokens, the
+    /// box throttling on each of an hour's samples with both clocks sampled.
+    #[test]
+    fn the_worst_long_run_still_draws_under_a_megabyte() {
+        let mut replies: Vec<ReplyRecord> =
+            (0..1000).map(|i| timed(i * 3600, 150, 3, 1000)).collect();
+        replies
+            .iter_mut()
+            .for_each(|r| r.expect = Some("Paris".into()));
+        let mut samples: Vec<_> = (0..14_400)
+            .map(|k| sample(k as f64 * 250.0, Some(k)))
+            .collect();
+        for s in &mut samples {
+            s.cpu_mhz = Some(2000.0 + s.t_ms % 700.0);
+            s.device_mhz = Some(900.0);
+        }
+        let sampled = during(Some(0), samples);
+        let context = TimelineContext {
+            first_token_limit_ms: 600.0,
+            rate_floor_tok_s: 50.0,
+            during: Some(&sampled),
+        };
+        let svg = svg(&replies, &context, "runs/worst").unwrap();
+        assert!(svg.len() < 1_000_000, "{} bytes", svg.len());
+        assert_eq!(circles_of(&svg, POINT_FAILED).len(), 1000 + 1);
+        let rows = EDGE_ROWS + MARKED_ROWS + 1 + EDGE_ROWS;
+        assert!(text_of(&svg).contains("replies 31 to 990 not drawn here"));
+        assert!(circles_of(&svg, BLACK).len() <= rows * dots_per_row(rows) + 1);
     }
 }
