@@ -9,7 +9,7 @@
 //! decode rate; failed replies in red, the streams of concurrent bursts in purple (their rate
 //! is a stream's share of the serve, so they are drawn, not hidden, but told apart); the rate
 //! floor as a labelled line; each CPU throttle event (a rise of the sampled throttle count) as
-//! an orange vertical line; the CPUs' mean clock and the device's clock, where sampled, as faint
+//! an orange vertical line (events less than a pixel apart as one); the CPUs' mean clock and the device's clock, where sampled, as faint
 //! lines on a MHz axis on the right. A serve that slows as the box heats shows as a slope, and
 //! the throttle lines say when the box did.
 //!
