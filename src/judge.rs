@@ -185,7 +185,8 @@ pub fn run(args: JudgeArgs) -> Result<u8> {
     )?;
     if let Some(path) = &args.svg {
         let title = format!("{} (RESULT: {})", args.dir.display(), verdict.outcome);
-        let svg = timeline::svg(&archive.replies, criteria.floors().first_token_ms, &title)?;
+        let context = timeline::TimelineContext::of_run(criteria.floors(), archive.load.as_ref());
+        let svg = timeline::svg(&archive.replies, &context, &title)?;
         rundir::write_atomic(path, svg.as_bytes())?;
     }
     let title = args.dir.display().to_string();

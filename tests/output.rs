@@ -189,6 +189,131 @@ fn a_timeline_is_drawn_for_each_run_and_for_an_archive_elsewhere() {
     assert_eq!(before, after, "judge writes nothing into the archive");
 }
 
+/// The rate panel's point of a plain reply, its throttle marker (src/report/timeline.rs gives
+/// each its own colour).
+const PANEL_POINT: &str = r##"fill="#1F77B4""##;
+const THROTTLE_MARKER: &str = r##"stroke="#FF7F0E""##;
+
+/// xmllint reads `svg` as XML, where xmllint is installed (tools/install-report-tools.sh); under
+/// CI=true it must be.
+fn xmllint_reads(svg: &std::path::Path) {
+    match std::process::Command::new("xmllint")
+        .arg("--noout")
+        .arg(svg)
+        .output()
+    {
+        Ok(o) => assert!(
+            o.status.success(),
+            "xmllint: {}",
+            String::from_utf8_lossy(&o.stderr)
+        ),
+        Err(_) if std::env::var("CI").as_deref() == Ok("true") => {
+            panic!("xmllint must be installed in CI: eval \"$(tools/install-report-tools.sh)\"")
+        }
+        Err(_) => eprintln!("skipped: no xmllint"),
+    }
+}
+
+/// issue 20, item 4: the panel drawn by `run` (gate.rs) and by `judge --svg` (judge.rs), each
+/// with the run's floor and its load.json's throttle events.
+#[test]
+fn eight_replies_get_the_rate_panel_with_the_floor_and_the_throttle_events() {
+    let (d, out) = scratch();
+    gate()
+        .args(["run", "--stand-in", "--replies", "8", "--out"])
+        .arg(&out)
+        .args(UNFLIPPABLE)
+        .args(["--", "--tokens", "6"])
+        .assert()
+        .code(0);
+    let svg = std::fs::read_to_string(out.join("timeline.svg")).unwrap();
+    assert_eq!(
+        svg.matches(PANEL_POINT).count(),
+        8 + 1,
+        "a point a reply, and the legend's"
+    );
+    assert!(svg.contains("rate floor 0.0 tok/s (of the median)"));
+    assert_eq!(
+        svg.matches(THROTTLE_MARKER).count(),
+        0,
+        "nothing sampled it"
+    );
+
+    // The box throttled once during the replies: a rise of the count between two samples.
+    let first_sent = replies(&out)[0]["sent_ns"].as_u64().unwrap();
+    let mut load = json(&out.join("load.json"));
+    load["during"]["started_ns"] = serde_json::json!(first_sent);
+    load["during"]["samples"] = serde_json::json!([
+        {"t_ms": 0.0, "load1": 0.1, "throttle_count": 7},
+        {"t_ms": 100.0, "load1": 0.1, "throttle_count": 9},
+        {"t_ms": 200.0, "load1": 0.1, "throttle_count": 9},
+    ]);
+    std::fs::write(out.join("load.json"), serde_json::to_vec(&load).unwrap()).unwrap();
+    let elsewhere = d.path().join("judged.svg");
+    gate()
+        .arg("judge")
+        .arg(&out)
+        .args(["--floor", "0.5", "--svg"])
+        .arg(&elsewhere)
+        .assert()
+        .code(0);
+    let svg = std::fs::read_to_string(&elsewhere).unwrap();
+    assert_eq!(
+        svg.matches(THROTTLE_MARKER).count(),
+        1 + 1,
+        "the marker, and the legend's"
+    );
+    assert!(
+        svg.contains("rate floor 0.5 tok/s (of the median)"),
+        "judge's own floor"
+    );
+    xmllint_reads(&elsewhere);
+}
+
+/// issue 20, item 4: an archive of a thousand replies draws small, a point each.
+#[test]
+fn a_thousand_replies_draw_into_less_than_a_megabyte_a_point_each() {
+    let (d, out) = scratch();
+    gate()
+        .args(["run", "--stand-in", "--replies", "1", "--out"])
+        .arg(&out)
+        .args(UNFLIPPABLE)
+        .args(["--", "--tokens", "6"])
+        .assert()
+        .code(0);
+    // The one reply again and again, each 150 ms after the one before.
+    let template = &replies(&out)[0];
+    let shifted = |v: &serde_json::Value, by: u64| serde_json::json!(v.as_u64().unwrap() + by);
+    let mut lines = String::new();
+    for i in 0..1000u64 {
+        let by = i * 150_000_000;
+        let mut r = template.clone();
+        r["index"] = serde_json::json!(i + 1);
+        for key in ["sent_ns", "end_ns"] {
+            r[key] = shifted(&r[key], by);
+        }
+        for c in r["chunks"].as_array_mut().unwrap() {
+            c["at_ns"] = shifted(&c["at_ns"], by);
+        }
+        r.as_object_mut().unwrap().remove("metrics");
+        lines.push_str(&format!("{r}\n"));
+    }
+    std::fs::write(out.join("replies.jsonl"), lines).unwrap();
+    let svg_path = d.path().join("long.svg");
+    gate()
+        .arg("judge")
+        .arg(&out)
+        .arg("--svg")
+        .arg(&svg_path)
+        .assert()
+        .code(0);
+    let svg = std::fs::read_to_string(&svg_path).unwrap();
+    assert!(svg.len() < 1_000_000, "{} bytes", svg.len());
+    assert_eq!(svg.matches(PANEL_POINT).count(), 1000 + 1);
+    assert!(svg.contains("replies 11 to 990 not drawn here"));
+    xmllint_reads(&svg_path);
+}
+
 #[test]
 fn compare_lists_runs_oldest_first_with_their_conditions() {
     let (d, first) = scratch();

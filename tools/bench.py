@@ -36,6 +36,14 @@ pinned to one CPU and the stand-in to another (taskset), the stand-in attached w
      aggregate rate the gate reads with its median stamp error within 1 ms, the gate's and the
      stand-in's CPU and CPU wait during each burst read from /proc/PID/task/*/schedstat; and the
      CPUs the box's other work used meanwhile.
+
+`--timeline` runs another section alone, (g), the picture of a long run (seconds;
+docs/performance.md, "The timeline of a long run"):
+
+ (g) an archive of 1,000 replies of 200 tokens each (one real stand-in reply's run directory,
+     its reply made again 1,000 times on a 1.2 s beat): `judge DIR --svg FILE` against
+     `judge DIR`, the median of --trials each; the difference is the drawing's wall time, and
+     the SVG's size is its size.
 """
 import argparse
 import json
@@ -77,6 +85,12 @@ LOAD_TARGETS = {
 LOAD_FLOORS = {
     "load_highest_rate_within_1ms_tok_s": 200000.0,
 }
+# Section (g), --timeline: limits (at most).
+TIMELINE_TARGETS = {
+    "timeline_draw_s_1000_replies": 1.0,
+    "timeline_svg_mb_1000_replies": 1.0,
+}
+TIMELINE_REPLIES, TIMELINE_TOKENS = 1000, 200
 LOAD_STREAMS = (8, 64)
 LOAD_TOKENS = 2000
 # Aggregate rate steps, (streams, gap in ms), in turn: more streams at 1 ms, each stream a
@@ -634,6 +648,44 @@ def load_section(tmp, trials, rounds, gap_ms):
     return figures
 
 
+def long_archive(tmp):
+    """A run directory of TIMELINE_REPLIES replies of TIMELINE_TOKENS tokens 5 ms apart, each
+    sent 1.2 s after the one before: a real one-reply stand-in run (its run.json and load.json
+    as the gate wrote them), its reply made again with those arrivals."""
+    out = os.path.join(tmp, "long")
+    subprocess.run([BIN, "run", "--stand-in", "--replies", "1", "--out", out, *UNFLIPPABLE, "--", "--tokens", "6"],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    template = load_jsonl(os.path.join(out, "replies.jsonl"))[0]
+    template.pop("metrics", None)
+    with open(os.path.join(out, "replies.jsonl"), "w") as f:
+        for i in range(TIMELINE_REPLIES):
+            sent = template["sent_ns"] + i * 1_200_000_000
+            arrivals = [sent + 150_000_000 + k * 5_000_000 for k in range(TIMELINE_TOKENS)]
+            reply = dict(template, index=i + 1, sent_ns=sent, end_ns=arrivals[-1], usage_completion_tokens=None,
+                         chunks=[{"at_ns": t, "content_chars": 1, "reasoning_chars": 0, "tokens": 1.0} for t in arrivals])
+            f.write(json.dumps(reply) + "\n")
+    return out
+
+
+def timeline_section(tmp, trials):
+    archive = long_archive(tmp)
+    svg = os.path.join(tmp, "long.svg")
+    walls = {}
+    for drawn in (False, True):
+        walls[drawn] = []
+        for _ in range(trials):
+            start = time.monotonic()
+            subprocess.run([BIN, "judge", archive] + (["--svg", svg] if drawn else []),
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+            walls[drawn].append(time.monotonic() - start)
+    return {
+        "timeline_judge_s_without_svg": statistics.median(walls[False]),
+        "timeline_judge_s_with_svg": statistics.median(walls[True]),
+        "timeline_draw_s_1000_replies": statistics.median(walls[True]) - statistics.median(walls[False]),
+        "timeline_svg_mb_1000_replies": os.path.getsize(svg) / 1e6,
+    }
+
+
 def overhead(tmp, trials):
     results = []
     for i in range(trials):
@@ -667,6 +719,8 @@ def main():
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.add_argument("--load", action="store_true",
                    help="run section (f) alone, the gate's cost at load (8 to 13 minutes)")
+    p.add_argument("--timeline", action="store_true",
+                   help="run section (g) alone, the timeline of 1,000 replies (seconds)")
     p.add_argument("--rounds", type=int, default=3, help="with --load: bursts a run (3)")
     p.add_argument("--load-gap-ms", default="1",
                    help="with --load: the gap of the 8- and 64-stream cost runs (1 ms)")
@@ -675,7 +729,11 @@ def main():
     if not args.no_build:
         subprocess.run(["cargo", "build", "--release", "--locked", "--quiet"], cwd=ROOT, check=True)
     prefix = "npu-serve-smoke-bench."
-    if args.load:
+    if args.timeline:
+        with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+            figures = timeline_section(tmp, trials)
+        targets, floors = TIMELINE_TARGETS, {}
+    elif args.load:
         # The stand-in's trace takes a line a token, 400,000 of them a run: on tmpfs where
         # there is one, so its writes are not the disk's.
         shm = "/dev/shm" if os.path.isdir("/dev/shm") else None

@@ -653,9 +653,9 @@ async fn execute(plan: Plan) -> Result<u8> {
     dir.write_json(rundir::RESULT, &ResultFile::new(verdict.clone()))?;
     // From here on nothing changes the verdict or the exit code: result.json says it.
     let title = format!("{} (RESULT: {})", dir.path().display(), verdict.outcome);
-    let limit = plan.criteria.floors().first_token_ms;
+    let context = timeline::TimelineContext::of_run(plan.criteria.floors(), archive.load.as_ref());
     // The picture is for people: failing to draw it never changes the verdict.
-    let drawn = timeline::svg(&archive.replies, limit, &title)
+    let drawn = timeline::svg(&archive.replies, &context, &title)
         .and_then(|svg| rundir::write_atomic(&dir.path().join(rundir::TIMELINE), svg.as_bytes()));
     if let Err(e) = drawn {
         crate::say!("no timeline.svg: {e:#}");
