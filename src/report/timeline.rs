@@ -800,6 +800,7 @@ mod tests {
             serve_wait_s: None,
             wait_fraction: None,
             top: Vec::new(),
+            throttle: None,
             samples,
         }
     }
