@@ -401,6 +401,24 @@ fn sample_clock(during: &DuringReplies, origin_ns: u64) -> Option<impl Fn(f64) -
 }
 
 /// The rate panel: a point a reply with a rate, the floor, throttle events, the clocks.
+/// The most points the rate panel draws: one a reply up to a soak of this many (about 90
+/// bytes each, so under 0.5 MB); past it, every n-th reply that did not fail, and every failed
+/// one (a soak's 20,000 replies stay a picture of a few hundred kilobytes).
+pub const MAX_PANEL_POINTS: usize = 5000;
+
+/// `points` (x, rate, colour) within [`MAX_PANEL_POINTS`]: the failed ones all, the rest
+/// thinned evenly to the room left.
+fn panel_points(points: Vec<(f64, f64, RGBColor)>) -> Vec<(f64, f64, RGBColor)> {
+    if points.len() <= MAX_PANEL_POINTS {
+        return points;
+    }
+    let (failed, rest): (Vec<_>, Vec<_>) = points.into_iter().partition(|p| p.2 == POINT_FAILED);
+    let room = MAX_PANEL_POINTS.saturating_sub(failed.len()).max(2);
+    let mut kept = thin(&rest, room);
+    kept.extend(failed.into_iter().take(MAX_PANEL_POINTS));
+    kept
+}
+
 fn draw_rate_panel(
     area: &DrawingArea<SVGBackend, Shift>,
     drawn: &[Drawn],
@@ -423,6 +441,7 @@ fn draw_rate_panel(
             Some((at_s(d.reply.end_ns), rate, colour))
         })
         .collect();
+    let points = panel_points(points);
     let clock = context.during.and_then(|d| sample_clock(d, origin_ns));
     let rises = context.during.map(throttle_rises).unwrap_or_default();
     let throttles: Vec<f64> = match &clock {
@@ -817,6 +836,31 @@ mod tests {
         });
         replies[8] = timed(8000, 100, 10, 1);
         replies
+    }
+
+    #[test]
+    fn a_soak_of_many_replies_draws_at_most_its_points_and_every_failed_one() {
+        let many: Vec<(f64, f64, RGBColor)> = (0..20_000)
+            .map(|i| {
+                let colour = if i % 1000 == 7 {
+                    POINT_FAILED
+                } else {
+                    POINT_OK
+                };
+                (i as f64, 100.0, colour)
+            })
+            .collect();
+        let kept = panel_points(many.clone());
+        assert!(kept.len() <= MAX_PANEL_POINTS + 1, "{}", kept.len());
+        assert!(kept.len() > MAX_PANEL_POINTS / 2, "{}", kept.len());
+        assert_eq!(kept.iter().filter(|p| p.2 == POINT_FAILED).count(), 20);
+        assert!(kept.iter().any(|p| p.0 == 19_999.0), "the last reply stays");
+        let few = many[..MAX_PANEL_POINTS].to_vec();
+        assert_eq!(
+            panel_points(few.clone()),
+            few,
+            "up to the limit, one a reply"
+        );
     }
 
     #[test]
