@@ -14,24 +14,18 @@ use crate::util::*;
 /// Long enough for any run here on a loaded 2-core box.
 const LONG: Duration = Duration::from_secs(90);
 
+/// 30 replies of 16 tokens 20 ms apart from the stand-in, with `pacing` (its --slow-by or
+/// --jitter); exit code and stdout.
+fn thirty_replies(out: &std::path::Path, pacing: &[&str]) -> (Option<i32>, String) {
+    let script = [&["--tokens", "16", "--gaps-ms", "20"][..], pacing].concat();
+    stand_in_run(out, &["--replies", "30"], &script)
+}
+
 #[test]
 fn a_serve_that_slows_by_a_fifth_over_thirty_replies_fails_drift() {
     let (_d, out) = scratch();
     // Gaps a quarter longer by the 30th request: the rate falls to 1 / 1.25 = 80%.
-    let (code, stdout) = stand_in_run(
-        &out,
-        &["--replies", "30"],
-        &[
-            "--tokens",
-            "16",
-            "--gaps-ms",
-            "20",
-            "--slow-by",
-            "0.25",
-            "--slow-over",
-            "30",
-        ],
-    );
+    let (code, stdout) = thirty_replies(&out, &["--slow-by", "0.25", "--slow-over", "30"]);
     let drift = line(&stdout, "drift");
     assert_eq!(code, Some(1), "{stdout}");
     assert!(drift.contains("FAIL  the decode rate fell"), "{drift}");
@@ -73,20 +67,7 @@ fn a_serve_that_slows_by_a_fifth_over_thirty_replies_fails_drift() {
 fn a_steady_serve_with_seeded_jitter_does_not_drift() {
     let (_d, out) = scratch();
     // Each request's gaps are 0.9 to 1.1 times 20 ms, drawn from the seed: noise, no trend.
-    let (code, stdout) = stand_in_run(
-        &out,
-        &["--replies", "30"],
-        &[
-            "--tokens",
-            "16",
-            "--gaps-ms",
-            "20",
-            "--jitter",
-            "0.1",
-            "--seed",
-            "20",
-        ],
-    );
+    let (code, stdout) = thirty_replies(&out, &["--jitter", "0.1", "--seed", "20"]);
     assert_eq!(code, Some(0), "{stdout}");
     let drift = line(&stdout, "drift");
     assert!(drift.starts_with("drift        info"), "{drift}");

@@ -646,6 +646,26 @@ pub struct Sample {
     pub device_temp_c: Option<f64>,
 }
 
+#[cfg(test)]
+impl Sample {
+    /// A look at `t_ms` with a load of 0.5 and nothing else read: the tests' blank to fill in.
+    pub fn bare(t_ms: f64) -> Sample {
+        Sample {
+            t_ms,
+            load1: 0.5,
+            cpu_some_avg10: None,
+            serve_cpu_ns: None,
+            serve_wait_ns: None,
+            throttle_count: None,
+            cpu_mhz: None,
+            cpu_mhz_min: None,
+            temp_c: None,
+            device_mhz: None,
+            device_temp_c: None,
+        }
+    }
+}
+
 /// A process name that used CPU during the replies.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TopProcess {

@@ -138,11 +138,7 @@ pub async fn make_bursts(
             }
         }
         if failed {
-            // A dying serve closes its sockets just before the kernel reports its exit.
-            if let Some(status) = match serve.as_mut() {
-                Some(p) => p.wait_exit(Duration::from_millis(500)).await,
-                None => None,
-            } {
+            if let Some(status) = ServeProcess::exit_after_failure(serve).await {
                 let died = format!("the serve exited ({status}) during burst {round}");
                 crate::say!("{died}; no more bursts are sent");
                 return Ok(Some(died));

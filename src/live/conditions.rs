@@ -401,19 +401,7 @@ mod tests {
     }
 
     fn look(t_ms: f64) -> Sample {
-        Sample {
-            t_ms,
-            load1: 0.0,
-            cpu_some_avg10: None,
-            serve_cpu_ns: None,
-            serve_wait_ns: None,
-            throttle_count: None,
-            cpu_mhz: None,
-            cpu_mhz_min: None,
-            temp_c: None,
-            device_mhz: None,
-            device_temp_c: None,
-        }
+        Sample::bare(t_ms)
     }
 
     #[test]

@@ -1085,11 +1085,7 @@ async fn keep_reply(
     dir.append_reply(&reply)?;
     replies.push(reply);
     if failed {
-        // A dying serve closes its sockets just before the kernel reports its exit.
-        if let Some(status) = match serve.as_mut() {
-            Some(p) => p.wait_exit(Duration::from_millis(500)).await,
-            None => None,
-        } {
+        if let Some(status) = ServeProcess::exit_after_failure(serve).await {
             let died = format!("the serve exited ({status}) during reply {index}");
             crate::say!("{died}; no more replies are sent");
             return Ok(Some(died));

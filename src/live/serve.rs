@@ -594,6 +594,16 @@ impl ServeProcess {
         self.exit
     }
 
+    /// After a failed reply: whether the serve (where the gate launched one) has exited, its
+    /// exit status if so. A dying serve closes its sockets just before the kernel reports its
+    /// exit, so this waits half a second for the report.
+    pub async fn exit_after_failure(serve: &mut Option<ServeProcess>) -> Option<ExitStatus> {
+        match serve.as_mut() {
+            Some(p) => p.wait_exit(Duration::from_millis(500)).await,
+            None => None,
+        }
+    }
+
     /// Wait up to `limit` for the serve to exit on its own; its exit status if it did.
     pub async fn wait_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
         let deadline = Instant::now() + limit;

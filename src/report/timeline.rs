@@ -791,17 +791,8 @@ mod tests {
 
     fn sample(t_ms: f64, throttle_count: Option<u64>) -> crate::archive::record::Sample {
         crate::archive::record::Sample {
-            t_ms,
-            load1: 0.5,
-            cpu_some_avg10: None,
-            serve_cpu_ns: None,
-            serve_wait_ns: None,
             throttle_count,
-            cpu_mhz: None,
-            cpu_mhz_min: None,
-            temp_c: None,
-            device_mhz: None,
-            device_temp_c: None,
+            ..crate::archive::record::Sample::bare(t_ms)
         }
     }
 
