@@ -208,8 +208,8 @@ fn sigterm_mid_soak_is_interrupted_and_keeps_every_finished_reply() {
 #[test]
 fn a_soak_ends_at_its_first_failed_reply() {
     let (_d, out) = scratch();
-    // The 4th request is cut off by a crash of its stream: content fails, and a serve that
-    // fails is not asked again for the rest of the soak.
+    // The 4th request is answered 500: content fails, and a serve that fails is not asked
+    // again for the rest of the soak.
     let (code, stdout) = stand_in_run(
         &out,
         &["--replies", "2", "--soak", "10m"],

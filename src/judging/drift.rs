@@ -184,7 +184,9 @@ pub fn mann_kendall(x: &[f64]) -> Option<MannKendall> {
         let down = exact_at_most(n, s)?;
         let up = exact_at_most(n, -s)?;
         (Method::Exact, down, up)
-    } else if variance > 0.0 {
+    } else {
+        // All values tied is the one way to no variance; then S = 0 and both arguments are
+        // 1 / 0 = +inf: p = 1 each way, as it should be.
         let sd = variance.sqrt();
         let normal = Normal::standard();
         let s = s as f64;
@@ -193,8 +195,6 @@ pub fn mann_kendall(x: &[f64]) -> Option<MannKendall> {
             normal.cdf((s + 1.0) / sd),
             normal.cdf((1.0 - s) / sd),
         )
-    } else {
-        (Method::Normal, 1.0, 1.0)
     };
     Some(MannKendall {
         n,
@@ -877,6 +877,35 @@ mod tests {
         assert!((m.p_increase - 0.0018).abs() < 5e-5, "{}", m.p_increase);
         assert!(close(m.p_two_sided, 2.0 * m.p_increase));
         assert!(m.p_decrease > 0.99);
+    }
+
+    #[test]
+    fn the_worked_example_reversed_is_the_same_fall() {
+        // Little's 14 values in reverse: S = -54, and P(S <= -54) by the approximation is the
+        // example's P(S >= 54), Z = (S + 1) / sqrt(V) = -2.9058, p = .0018.
+        let mut x = [
+            12.9, 14.8, 13.2, 15.7, 13.8, 15.6, 12.9, 11.0, 17.3, 15.9, 19.0, 18.3, 20.1, 21.7,
+        ];
+        x.reverse();
+        let m = mann_kendall(&x).unwrap();
+        assert_eq!((m.s, m.method), (-54, Method::Normal));
+        assert!((m.p_decrease - 0.0018).abs() < 5e-5, "{}", m.p_decrease);
+        assert!(m.p_increase > 0.99, "{}", m.p_increase);
+    }
+
+    #[test]
+    fn two_values_are_the_shortest_series_and_all_tied_has_no_trend() {
+        // n = 2: S is -1 or +1, each with probability 1/2.
+        let m = mann_kendall(&[1.0, 2.0]).unwrap();
+        assert_eq!((m.n, m.s, m.method), (2, 1, Method::Exact));
+        assert!(close(m.p_increase, 0.5) && close(m.p_decrease, 1.0));
+        assert_eq!(mann_kendall(&[1.0]), None);
+        assert_eq!(mann_kendall(&[]), None);
+        assert_eq!(mann_kendall(&[1.0, f64::NAN]), None);
+        // Twelve equal values: S = 0, no variance, and no trend either way.
+        let flat = mann_kendall(&[3.0; 12]).unwrap();
+        assert_eq!((flat.s, flat.variance), (0, 0.0));
+        assert_eq!((flat.p_decrease, flat.p_increase), (1.0, 1.0));
     }
 
     #[test]
