@@ -23,6 +23,9 @@ fn thirty_replies(out: &std::path::Path, pacing: &[&str]) -> (Option<i32>, Strin
 
 #[test]
 fn a_serve_that_slows_by_a_fifth_over_thirty_replies_fails_drift() {
+    // A timing verdict on live replies: the box to this test alone, so the suite's other
+    // gates starting and stopping cannot put a trend of their own into the rates.
+    let _alone = exclusive();
     let (_d, out) = scratch();
     // Gaps a quarter longer by the 30th request: the rate falls to 1 / 1.25 = 80%.
     let (code, stdout) = thirty_replies(&out, &["--slow-by", "0.25", "--slow-over", "30"]);
@@ -65,6 +68,9 @@ fn a_serve_that_slows_by_a_fifth_over_thirty_replies_fails_drift() {
 
 #[test]
 fn a_steady_serve_with_seeded_jitter_does_not_drift() {
+    // A timing verdict on live replies: the box to this test alone, so the suite's other
+    // gates starting and stopping cannot put a trend of their own into the rates.
+    let _alone = exclusive();
     let (_d, out) = scratch();
     // Each request's gaps are 0.9 to 1.1 times 20 ms, drawn from the seed: noise, no trend.
     let (code, stdout) = thirty_replies(&out, &["--jitter", "0.1", "--seed", "20"]);

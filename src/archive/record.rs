@@ -951,6 +951,40 @@ pub struct Figures {
     /// The largest fall over the run that passes (`--max-drift`), a share (drift).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_drift: Option<f64>,
+    /// Time to first token over the judged replies, ms (latency): TTFT, as vLLM's and
+    /// guidellm's reports name it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_ms: Option<Percentiles>,
+    /// Inter-token latency, ms (latency): every gap between consecutive text events of every
+    /// judged reply, pooled (ITL).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub itl_ms: Option<Percentiles>,
+    /// Time per output token after the first, ms (latency): per reply, (end - first token) /
+    /// (tokens - 1) (TPOT).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpot_ms: Option<Percentiles>,
+    /// End-to-end latency per reply, ms (latency): from the request's send to its last event
+    /// (E2EL).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub e2el_ms: Option<Percentiles>,
+}
+
+/// A distribution's figures as the peers' reports give them: vLLM's benchmark_serving prints
+/// mean, median and p99; guidellm p50, p90, p99. Percentiles by linear interpolation between
+/// order statistics (Hyndman & Fan 1996, definition 7: numpy's default, which vLLM uses).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Percentiles {
+    /// How many values.
+    pub count: usize,
+    /// Their mean.
+    pub mean: f64,
+    /// The 50th percentile (the median).
+    pub p50: f64,
+    /// The 90th percentile.
+    pub p90: f64,
+    /// The 99th percentile.
+    pub p99: f64,
 }
 
 /// The run's result. Interrupted is not failed: nobody judged the serve to the end.
