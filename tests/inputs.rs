@@ -303,8 +303,12 @@ fn the_devices_files_are_checked_before_anything_is_held_started_or_created() {
     let empty = d.path().join("empty");
     std::fs::write(&empty, "").unwrap();
     let hold = d.path().join("npu.hold");
+    // A FIFO with no writer: opening it to read would wait for ever.
+    let fifo = d.path().join("fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
     let path = |p: &Path| p.display().to_string();
     let cases: Vec<(&str, String, &str)> = vec![
+        ("--device-temp", path(&fifo), "does not read as a number"),
         ("--device-freq", path(&missing), "cannot be read"),
         ("--device-temp", path(&missing), "cannot be read"),
         ("--device-freq", path(d.path()), "cannot be read"),

@@ -50,7 +50,14 @@ pub fn parse_count(text: &str) -> Option<u64> {
 /// Up to [`MAX_FILE_BYTES`] of `path` as text; `Err` when it cannot be read, or is longer than
 /// a number could be (a device node given by mistake is not read forever).
 pub fn read_small(path: &Path) -> Result<String, String> {
-    let file = std::fs::File::open(path).map_err(|e| format!("cannot be read: {e}"))?;
+    use std::os::unix::fs::OpenOptionsExt;
+    // Non-blocking, so a FIFO given by mistake is refused at once rather than waited on for
+    // a writer that never comes (sysfs and regular files read the same either way).
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(path)
+        .map_err(|e| format!("cannot be read: {e}"))?;
     let mut bytes = Vec::with_capacity(64);
     file.take(MAX_FILE_BYTES as u64 + 1)
         .read_to_end(&mut bytes)
