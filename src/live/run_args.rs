@@ -133,6 +133,10 @@ pub struct RunArgs {
     /// How to report the verdict.
     #[command(flatten)]
     pub output: OutputArgs,
+    /// The serve command as one string in shell quoting, split as a shell would (never run
+    /// by one), instead of the words after --: for a CI system that has it as one setting.
+    #[arg(long, value_name = "COMMAND", conflicts_with = "serve")]
+    pub serve_cmd: Option<String>,
     /// The serve command, run directly (no shell); {port} becomes the port the gate picked.
     #[arg(last = true, value_name = "SERVE")]
     pub serve: Vec<String>,
