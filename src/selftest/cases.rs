@@ -133,6 +133,7 @@ pub(crate) fn reply(at_ms: &[u64], content: &str) -> ReplyRecord {
         metrics: None,
         burst: None,
         written_ns: None,
+        warmup: false,
     }
 }
 
