@@ -11,6 +11,7 @@ mod consumers;
 mod faults;
 mod inputs;
 mod judge;
+mod latency;
 mod launch;
 mod layers;
 mod llama;
