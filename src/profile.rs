@@ -53,6 +53,7 @@ pub struct Profile {
     // Read as any integer, so that `replies = 0` or `-1` gets the command line's message about
     // the count rather than a type error.
     replies: Option<i64>,
+    warmup: Option<i64>,
     max_tokens: Option<i64>,
     extra_body: Option<toml::Table>,
     model: Option<String>,
@@ -130,6 +131,7 @@ pub fn apply(
     take!(first_token_ms);
     take!(stand_in);
     take!(replies, count);
+    take!(warmup, count);
     take!(max_tokens, count);
     take!(out, optional);
     take!(fast_route, optional);
@@ -293,6 +295,8 @@ mod tests {
             ("replies = -1", "replies", "1 to 10000"),
             ("replies = 10001", "replies", "1 to 10000"),
             ("max_tokens = 0", "max_tokens", "out of range"),
+            ("warmup = -1", "warmup", "0 to 100"),
+            ("warmup = 101", "warmup", "0 to 100"),
             ("max_tokens = 5000000000", "max_tokens", "out of range"),
         ] {
             let profile: Profile = toml::from_str(text).unwrap();
@@ -301,9 +305,18 @@ mod tests {
             let e = e.to_string();
             assert!(e.contains(key) && e.contains(says), "{text}: {e}");
         }
-        let profile: Profile = toml::from_str("grace = 86400\nreplies = 10000").unwrap();
+        let profile: Profile =
+            toml::from_str("grace = 86400\nreplies = 10000\nwarmup = 100").unwrap();
         let merged = apply(run_args(&["x", "run"]), profile, Path::new("."), |_| false).unwrap();
-        assert_eq!((merged.grace.as_secs(), merged.replies), (86_400, 10_000));
+        assert_eq!(
+            (merged.grace.as_secs(), merged.replies, merged.warmup),
+            (86_400, 10_000, 100)
+        );
+        assert_eq!(
+            run_args(&["x", "run"]).warmup,
+            0,
+            "no warm-ups unless asked"
+        );
     }
 
     #[test]

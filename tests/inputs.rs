@@ -133,6 +133,10 @@ fn profile_values_out_of_the_flags_bounds_are_refused_with_one_line() {
         ),
         ("max_tokens = 0", "max_tokens in the profile"),
         ("replies = -1", "replies in the profile: -1 replies"),
+        (
+            "warmup = 101",
+            "warmup in the profile: 101 warm-up replies is out of range (0 to 100)",
+        ),
     ] {
         let profile = d.path().join("gate.toml");
         std::fs::write(&profile, format!("stand_in = true\n{text}\n")).unwrap();
@@ -261,6 +265,18 @@ fn contradictory_settings_are_refused_with_one_line() {
         (
             vec!["--max-tokens".into(), "-5".into()],
             "max_tokens -5 is out of range",
+        ),
+        (
+            vec!["--stand-in".into(), "--warmup".into(), "101".into()],
+            "101 warm-up replies is out of range (0 to 100)",
+        ),
+        (
+            vec!["--stand-in".into(), "--warmup".into(), "-1".into()],
+            "-1 warm-up replies is out of range (0 to 100)",
+        ),
+        (
+            vec!["--stand-in".into(), "--warmup".into(), "two".into()],
+            "\"two\" is not a whole number",
         ),
         (
             vec!["--busy-skip".into(), "20".into(), "--stand-in".into()],

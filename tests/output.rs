@@ -55,7 +55,10 @@ fn json_junit_and_the_step_summary_from_one_run() {
     assert_eq!(printed.summary, "RESULT: PASS");
     assert!(printed.reason.is_none() && printed.advice.is_none() && printed.signal.is_none());
     let checks: Vec<&str> = printed.lines.iter().map(|l| l.check.as_str()).collect();
-    assert_eq!(checks, ["route", "rate", "first-token", "content", "load"]);
+    assert_eq!(
+        checks,
+        ["route", "rate", "first-token", "latency", "content", "load"]
+    );
     // The figures as numbers beside the text: CI reads these, not the prose.
     let figures = |check: &str| {
         printed

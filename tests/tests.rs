@@ -12,6 +12,7 @@ mod consumers;
 mod faults;
 mod inputs;
 mod judge;
+mod latency;
 mod launch;
 mod layers;
 mod llama;

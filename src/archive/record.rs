@@ -122,6 +122,11 @@ pub struct ReplyRecord {
     /// for a burst's stream: `written_ns - sent_ns` is the gate's own dispatch delay.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub written_ns: Option<u64>,
+    /// A warm-up reply (`--warmup N`): made first, before the judged replies, to wake a cold
+    /// serve, and recorded but never judged (a failed one fails content all the same: a serve
+    /// that errors is not cold, it is broken). Absent, false, in every other reply.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub warmup: bool,
 }
 
 /// A stream's place in the concurrent bursts: burst `round` of the run, stream `stream` of
@@ -186,6 +191,7 @@ impl ReplyRecord {
             metrics: None,
             burst: None,
             written_ns: None,
+            warmup: false,
         }
     }
 }
@@ -411,6 +417,14 @@ pub struct RunManifest {
     /// The device's temperature file it read (`--device-temp`, millidegrees Celsius), as given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device_temp: Option<String>,
+    /// How many warm-up replies were planned before the judged ones (`--warmup`); absent, 0,
+    /// for a run without them. `replies_planned` counts the judged replies alone.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub warmup: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// A soak: how long it was asked to last and how it ended.

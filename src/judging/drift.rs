@@ -482,7 +482,8 @@ enum Figure {
 pub fn drift_lines(replies: &[ReplyRecord], max_drift: f64) -> Vec<Line> {
     let mut single: Vec<&ReplyRecord> = replies
         .iter()
-        .filter(|r| r.burst.is_none() && r.error.is_none())
+        // A warm-up (`--warmup`) is the cold start the drift must not read as a fall.
+        .filter(|r| r.burst.is_none() && r.error.is_none() && !r.warmup)
         .collect();
     single.sort_by_key(|r| r.index);
     // Each figure's series: the replies that have it (positive and finite), in order.

@@ -1,5 +1,6 @@
 //! Judging: what a recorded run means. Measurement of a recorded reply and the statistics
-//! (median and its interval) in [`measure`]; a candidate against an accepted baseline (the
+//! (median and its interval) in [`measure`]; the peers' latency figures (TTFT, ITL, TPOT,
+//! E2EL percentiles) in [`latency`]; a candidate against an accepted baseline (the
 //! Hodges-Lehmann shift, its interval and the decision) in [`baseline`]; whether a figure
 //! drifted over the run (Mann-Kendall, Sen's slope, blocks) in [`drift`]; the serve's log
 //! scanned as a stream in [`serve_log`]; the verdict in [`verdict`], one file per line family;
@@ -13,6 +14,7 @@
 pub mod archived;
 pub mod baseline;
 pub mod drift;
+pub mod latency;
 pub mod measure;
 pub mod provenance;
 pub mod serve_log;

@@ -59,6 +59,8 @@ struct Plan {
     criteria: Criteria,
     prompts: Vec<Prompt>,
     replies: usize,
+    /// `--warmup`: single-stream replies made before `replies`, recorded and not judged.
+    warmup: usize,
     max_tokens: u32,
     model: Option<String>,
     url: String,
@@ -122,6 +124,7 @@ fn settings_json(args: &RunSettings) -> serde_json::Value {
         "stand_in": args.stand_in,
         "prompts": args.prompts,
         "replies": args.replies,
+        "warmup": args.warmup,
         "max_tokens": args.max_tokens,
         "extra_body": args.extra_body,
         "model": args.model,
@@ -311,6 +314,7 @@ impl Plan {
             criteria,
             prompts,
             replies: args.replies as usize,
+            warmup: args.warmup as usize,
             max_tokens: args.max_tokens,
             model: args.model,
             url,
@@ -547,6 +551,7 @@ async fn execute(plan: Plan) -> Result<u8> {
         }),
         device_freq: plan.device.freq.as_ref().map(|p| p.display().to_string()),
         device_temp: plan.device.temp.as_ref().map(|p| p.display().to_string()),
+        warmup: plan.warmup,
     };
     // Before run.json is first written, so a run killed later still says what it ran on.
     manifest.provenance = Some(crate::live::provenance::gather(&manifest, plan.max_tokens));
@@ -1023,9 +1028,10 @@ async fn wait_ready(
     }
 }
 
-/// Stream the planned replies one at a time, appending each to replies.jsonl. Stops early
-/// when the serve has died: replies are not sent to a dead serve. Returns how it died, if it
-/// did.
+/// Stream the warm-ups (`--warmup`) and then the planned replies, one at a time, appending
+/// each to replies.jsonl: the warm-ups are replies 1 to N, flagged, and the planned ones
+/// follow from N + 1. Stops early when the serve has died: replies are not sent to a dead
+/// serve. Returns how it died, if it did.
 async fn make_replies(
     plan: &Plan,
     client: &Client,
@@ -1035,9 +1041,21 @@ async fn make_replies(
     serve: &mut Option<ServeProcess>,
     replies: &mut Vec<ReplyRecord>,
 ) -> Result<Option<String>> {
+    for w in 0..plan.warmup {
+        let (reply, m) = one_reply(plan, client, model, base_ns, w, true).await;
+        crate::say!(
+            "warm-up {}/{}: {}",
+            w + 1,
+            plan.warmup,
+            figures_said(&reply, &m)
+        );
+        if let Some(died) = keep_reply(reply, dir, serve, replies).await? {
+            return Ok(Some(died));
+        }
+    }
     for i in 0..plan.replies {
-        let (reply, m) = one_reply(plan, client, model, base_ns, i).await;
-        crate::say!("{}", progress(&reply, &m, plan.replies));
+        let (reply, m) = one_reply(plan, client, model, base_ns, i, false).await;
+        crate::say!("{}", progress(&reply, &m, plan.warmup + plan.replies));
         if let Some(died) = keep_reply(reply, dir, serve, replies).await? {
             return Ok(Some(died));
         }
@@ -1045,18 +1063,20 @@ async fn make_replies(
     Ok(None)
 }
 
-/// The single-stream reply at position `i` (0-based), its prompt by rotation, and its
-/// figures.
+/// The single-stream reply at position `i` (0-based) among the warm-ups when `warmup`, else
+/// among the judged replies (numbered after the warm-ups), its prompt by rotation from the
+/// first prompt (so the judged replies ask what they would without warm-ups), and its figures.
 async fn one_reply(
     plan: &Plan,
     client: &Client,
     model: &str,
     base_ns: u64,
     i: usize,
+    warmup: bool,
 ) -> (ReplyRecord, measure::ReplyMetrics) {
     let prompt = &plan.prompts[i % plan.prompts.len()];
     let req = ReplyRequest {
-        index: i + 1,
+        index: if warmup { i + 1 } else { plan.warmup + i + 1 },
         prompt: &prompt.prompt,
         expect: prompt.expect.as_deref(),
         model,
@@ -1068,6 +1088,7 @@ async fn one_reply(
     let mut reply = client
         .stream_reply(&req, base_ns, plan.reply_timeout, plan.reply_limit)
         .await;
+    reply.warmup = warmup;
     let m = measure::record_metrics(&mut reply);
     (reply, m)
 }
@@ -1143,7 +1164,8 @@ impl Soak<'_> {
         serve: &mut Option<ServeProcess>,
         replies: &mut Vec<ReplyRecord>,
     ) -> Result<(SoakEnd, Option<String>)> {
-        let started_ns = replies.first().map_or_else(
+        // The warm-ups are not the soak's: its time runs from the first judged reply.
+        let started_ns = replies.iter().find(|r| !r.warmup).map_or_else(
             || clock::now_ns().saturating_sub(self.base_ns),
             |r| r.sent_ns,
         );
@@ -1156,6 +1178,7 @@ impl Soak<'_> {
         let mut said_ns = now();
         let mut rates: Vec<f64> = replies
             .iter()
+            .filter(|r| !r.warmup)
             .filter_map(|r| measure::measure(r).rate_tok_s)
             .collect();
         loop {
@@ -1169,11 +1192,12 @@ impl Soak<'_> {
                 );
                 return Ok((SoakEnd::ReplyCap, None));
             }
-            let i = replies.len();
-            let (reply, m) = one_reply(self.plan, self.client, self.model, self.base_ns, i).await;
+            let i = replies.len() - self.plan.warmup.min(replies.len());
+            let (reply, m) =
+                one_reply(self.plan, self.client, self.model, self.base_ns, i, false).await;
             let failed = reply.error.is_some();
             if failed {
-                crate::say!("{}", progress(&reply, &m, i + 1));
+                crate::say!("{}", progress(&reply, &m, self.plan.warmup + i + 1));
             }
             rates.extend(m.rate_tok_s);
             if let Some(died) = keep_reply(reply, self.dir, serve, replies).await? {

@@ -86,6 +86,11 @@ pub struct RunArgs {
     /// Replies to make, cycling the prompts.
     #[arg(long, default_value_t = 3, value_name = "N", value_parser = parse_replies, allow_negative_numbers = true)]
     pub replies: u32,
+    /// Warm-up replies made first, one at a time, before the judged ones: recorded in
+    /// replies.jsonl (flagged `warmup`), never judged, so a serve's cold first reply does not
+    /// move the figures. A warm-up that fails still fails content. 0 to 100.
+    #[arg(long, default_value_t = 0, value_name = "N", value_parser = parse_warmup, allow_negative_numbers = true)]
+    pub warmup: u32,
     /// max_tokens of each request (a prompt's own max_tokens wins).
     #[arg(long, default_value_t = 64, value_name = "N", value_parser = parse_max_tokens, allow_negative_numbers = true)]
     pub max_tokens: u32,
@@ -355,6 +360,8 @@ pub struct RunSettings {
     pub prompts: Option<PathBuf>,
     /// Replies to make, cycling the prompts.
     pub replies: u32,
+    /// Warm-up replies made before them, recorded and not judged.
+    pub warmup: u32,
     /// max_tokens of each request (a prompt's own max_tokens wins).
     pub max_tokens: u32,
     /// A JSON object merged into every request body, e.g. '{"cache_prompt": false}' to measure
@@ -423,6 +430,7 @@ impl From<RunArgs> for RunSettings {
             stand_in: a.stand_in,
             prompts: a.prompts,
             replies: a.replies,
+            warmup: a.warmup,
             max_tokens: a.max_tokens,
             extra_body: a.extra_body,
             model: a.model,
@@ -475,6 +483,19 @@ pub fn replies(n: i64) -> Result<u32, String> {
     }
 }
 
+/// The most warm-up replies: a serve that is not warm after a hundred is not cold.
+pub const MAX_WARMUP: u32 = 100;
+
+/// A count of warm-up replies: 0 to [`MAX_WARMUP`].
+pub fn warmup(n: i64) -> Result<u32, String> {
+    match u32::try_from(n) {
+        Ok(n) if n <= MAX_WARMUP => Ok(n),
+        _ => Err(format!(
+            "{n} warm-up replies is out of range (0 to {MAX_WARMUP})"
+        )),
+    }
+}
+
 /// A request's max_tokens: 1 or more.
 pub fn max_tokens(n: i64) -> Result<u32, String> {
     match u32::try_from(n) {
@@ -496,6 +517,10 @@ fn parse_count(s: &str, check: fn(i64) -> Result<u32, String>) -> Result<u32, St
 
 fn parse_replies(s: &str) -> Result<u32, String> {
     parse_count(s, replies)
+}
+
+fn parse_warmup(s: &str) -> Result<u32, String> {
+    parse_count(s, warmup)
 }
 
 fn parse_max_tokens(s: &str) -> Result<u32, String> {

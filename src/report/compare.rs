@@ -118,7 +118,13 @@ fn row(dir: &Path) -> Result<Row> {
         a.read_serve_log()?,
         None,
     )?;
-    let metrics: Vec<_> = a.replies.iter().map(measure).collect();
+    // Warm-ups (`--warmup`) are not judged, and are no part of the run's figures.
+    let metrics: Vec<_> = a
+        .replies
+        .iter()
+        .filter(|r| !r.warmup)
+        .map(measure)
+        .collect();
     let rates: Vec<f64> = metrics.iter().filter_map(|m| m.rate_tok_s).collect();
     let firsts: Vec<f64> = metrics.iter().filter_map(|m| m.first_token_ms).collect();
     Ok(Row {

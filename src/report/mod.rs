@@ -232,7 +232,43 @@ pub fn junit(v: &Verdict, run: &RunInfo<'_>) -> Vec<u8> {
     out
 }
 
-/// A Markdown summary (for GitHub's step summary): the lines, then each reply's figures.
+/// The latency line's percentiles as a Markdown table, named as vLLM's and guidellm's reports
+/// name them; empty when the verdict has no latency figures.
+fn latency_table(v: &Verdict) -> String {
+    let Some(f) = v
+        .lines
+        .iter()
+        .find(|l| l.check == "latency")
+        .and_then(|l| l.figures.as_ref())
+    else {
+        return String::new();
+    };
+    let rows = [
+        ("TTFT (time to first token)", &f.ttft_ms),
+        ("ITL (inter-token latency)", &f.itl_ms),
+        ("TPOT (time per output token)", &f.tpot_ms),
+        ("E2EL (end-to-end latency)", &f.e2el_ms),
+    ];
+    let mut md = String::new();
+    for (name, p) in rows {
+        if let Some(p) = p {
+            let _ = writeln!(
+                md,
+                "| {name} | {} | {:.1} | {:.1} | {:.1} | {:.1} |",
+                p.count, p.mean, p.p50, p.p90, p.p99
+            );
+        }
+    }
+    if md.is_empty() {
+        return md;
+    }
+    format!(
+        "\n| latency (ms) | values | mean | p50 | p90 | p99 |\n| --- | --- | --- | --- | --- | --- |\n{md}"
+    )
+}
+
+/// A Markdown summary (for GitHub's step summary): the lines, the latency percentiles, then
+/// each reply's figures (a warm-up marked, since it is not judged).
 pub fn markdown(v: &Verdict, replies: &[ReplyRecord], title: &str) -> String {
     let cell = |s: &str| md_inert(s);
     let mut md = format!(
@@ -244,6 +280,7 @@ pub fn markdown(v: &Verdict, replies: &[ReplyRecord], title: &str) -> String {
     for l in &v.lines {
         let _ = writeln!(md, "| {} | {} | {} |", l.check, l.status, cell(&l.text));
     }
+    md.push_str(&latency_table(v));
     if !replies.is_empty() {
         md.push_str("\n| reply | tokens | first token (ms) | rate (tok/s) | finish | error |\n");
         md.push_str("| --- | --- | --- | --- | --- | --- |\n");
@@ -252,8 +289,9 @@ pub fn markdown(v: &Verdict, replies: &[ReplyRecord], title: &str) -> String {
             let opt = |v: Option<f64>, d: usize| v.map_or("-".to_string(), |x| format!("{x:.d$}"));
             let _ = writeln!(
                 md,
-                "| {} | {} | {} | {} | {} | {} |",
+                "| {}{} | {} | {} | {} | {} | {} |",
                 r.index,
+                if r.warmup { " (warm-up)" } else { "" },
                 m.tokens,
                 opt(m.first_token_ms, 0),
                 opt(m.rate_tok_s, 1),
@@ -541,5 +579,30 @@ mod tests {
         let replies = [crate::selftest::cases::reply(&[100, 200, 300], "Paris")];
         let md = markdown(&verdict(PASS), &replies, "r");
         assert!(md.contains("| 1 | 3 | 100 | 10.0 | stop |  |"), "{md}");
+    }
+
+    #[test]
+    fn markdown_has_the_latency_percentiles_and_marks_warm_ups() {
+        let mut warm = crate::selftest::cases::reply(&[100, 200, 300], "Paris");
+        warm.warmup = true;
+        let md = markdown(&verdict(PASS), &[warm], "r");
+        assert!(
+            md.contains("| latency (ms) | values | mean | p50 | p90 | p99 |\n"),
+            "{md}"
+        );
+        // PASS's replies: first token at 200 ms, 10 ms apart, 11 tokens.
+        assert!(
+            md.contains("| TTFT (time to first token) | 3 | 200.0 | 200.0 | 200.0 | 200.0 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| TPOT (time per output token) | 3 | 10.0 | 10.0 | 10.0 | 10.0 |"),
+            "{md}"
+        );
+        assert!(md.contains("| 1 (warm-up) | 3 |"), "{md}");
+        // A verdict without a latency line (a serve that never came up) has no table.
+        let mut bare = verdict(PASS);
+        bare.lines.retain(|l| l.check != "latency");
+        assert!(!markdown(&bare, &[], "r").contains("latency (ms)"));
     }
 }

@@ -139,11 +139,12 @@ fn short(c: &Contention) -> String {
 
 /// Each single-stream reply's figure: the decode rate or the first-token time, where it has
 /// one. A burst's streams share the serve with each other, and their figures are not a single
-/// reply's: the comparison is of the single-stream replies alone, on both sides.
+/// reply's: the comparison is of the single-stream replies alone, on both sides. The
+/// baseline's warm-ups are left out here (the candidate's already are, by `judge`).
 fn figures(replies: &[ReplyRecord], worse: Worse) -> Vec<f64> {
     replies
         .iter()
-        .filter(|r| r.error.is_none() && r.burst.is_none())
+        .filter(|r| r.error.is_none() && r.burst.is_none() && !r.warmup)
         .map(measure)
         .filter_map(|m| match worse {
             Worse::Lower => m.rate_tok_s,

@@ -5,9 +5,14 @@
 //!
 //! Here the criteria, the evidence, and [`judge`], which puts the lines together and decides
 //! RESULT. Each line family's rules are in a file of its own: [`route`]; [`rate`] (rate and
-//! first-token); [`content`]; [`conditions`] (the box's conditions and the busy-box note);
-//! [`serve`] (serve and stop; a hold not acquired is judged here).
+//! first-token); [`latency`] (the peers' TTFT, ITL, TPOT and E2EL, information); [`content`];
+//! [`conditions`] (the box's conditions and the busy-box note); [`serve`] (serve and stop; a
+//! hold not acquired is judged here).
+//!
+//! Warm-up replies (`--warmup`) are left out once, at the top of [`judge`]: every line sees
+//! only the judged replies. A warm-up that failed still fails content.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use anyhow::{bail, Result};
@@ -26,6 +31,7 @@ pub mod baseline;
 pub mod bursts;
 pub mod conditions;
 pub mod content;
+pub mod latency;
 pub mod rate;
 pub mod route;
 pub mod serve;
@@ -34,6 +40,7 @@ use conditions::{busy_note, Contention};
 pub use conditions::{BUSY_LOAD_PER_CPU, BUSY_WAIT_FRACTION};
 use content::content_line;
 pub use content::{push_escape, push_visible, quote, reply_problem, visible};
+use latency::latency_line;
 use rate::{first_token_line, rate_line};
 use route::route_line;
 pub use route::route_matches;
@@ -248,9 +255,9 @@ impl Criteria {
 /// Everything a verdict is a function of, besides the criteria.
 #[derive(Debug, Clone, Copy)]
 pub struct Evidence<'a> {
-    /// The replies made, in order.
+    /// The replies made, in order, warm-ups (`--warmup`) included: [`judge`] leaves them out.
     pub replies: &'a [ReplyRecord],
-    /// How many replies were to be made.
+    /// How many judged replies were to be made (warm-ups not counted).
     pub replies_planned: usize,
     /// How the serve came up.
     pub startup: &'a Startup,
@@ -315,7 +322,7 @@ impl<'a> Evidence<'a> {
     pub fn of(replies: &'a [ReplyRecord], startup: &'a Startup) -> Self {
         Evidence {
             replies,
-            replies_planned: replies.len(),
+            replies_planned: replies.iter().filter(|r| !r.warmup).count(),
             startup,
             serve_log: None,
             load: None,
@@ -471,9 +478,42 @@ fn serve_metrics_line(metrics: Result<&MetricsRecord, &str>, replies: &[ReplyRec
 /// unless --busy-skip says so).
 pub const TIMING_CHECKS: [&str; 4] = ["rate", "first-token", "drift", "aggregate"];
 
+/// The replies a verdict judges: all but the warm-ups. A live run makes its warm-ups first,
+/// so they are a prefix and the rest is a slice of the same replies; an archive edited to
+/// interleave them is still judged right, by a copy.
+fn judged_replies(replies: &[ReplyRecord]) -> Cow<'_, [ReplyRecord]> {
+    let leading = replies.iter().take_while(|r| r.warmup).count();
+    let rest = &replies[leading..];
+    if rest.iter().any(|r| r.warmup) {
+        Cow::Owned(rest.iter().filter(|r| !r.warmup).cloned().collect())
+    } else {
+        Cow::Borrowed(rest)
+    }
+}
+
+/// What a failed warm-up reply adds to the content line: a serve whose warm-up errors is not
+/// cold, it is broken. A slow warm-up is what warm-ups are for, and never fails.
+fn warmup_problems(replies: &[ReplyRecord]) -> Vec<String> {
+    replies
+        .iter()
+        .filter(|r| r.warmup)
+        .filter_map(|r| {
+            r.error
+                .as_deref()
+                .map(|e| format!("the warm-up reply {} failed: {e}", r.index))
+        })
+        .collect()
+}
+
 /// Judge a run. RESULT is PASS exactly when every line that is not info is ok (and nothing
 /// interrupted the run).
 pub fn judge(e: &Evidence<'_>, c: &Criteria) -> Verdict {
+    let warmup_failed = warmup_problems(e.replies);
+    let judged = judged_replies(e.replies);
+    let e = &Evidence {
+        replies: &judged,
+        ..*e
+    };
     let mut lines = Vec::new();
     if let Some(reason) = e.hold_not_acquired {
         // Nothing was launched: there is nothing to judge but the wait.
@@ -496,6 +536,7 @@ pub fn judge(e: &Evidence<'_>, c: &Criteria) -> Verdict {
                 c.floors.first_token_ms,
                 e.replies,
             ));
+            lines.push(latency_line(e.replies));
             let max_drift = c.floors.max_drift.unwrap_or(drift::DEFAULT_MAX_DRIFT);
             lines.extend(drift::drift_lines(e.replies, max_drift));
             // Beside the drift: what the box's clocks and temperatures did meanwhile.
@@ -506,7 +547,12 @@ pub fn judge(e: &Evidence<'_>, c: &Criteria) -> Verdict {
             {
                 lines.push(line);
             }
-            lines.push(content_line(e.replies, e.replies_planned, e.serve_died));
+            let mut content = content_line(e.replies, e.replies_planned, e.serve_died);
+            if !warmup_failed.is_empty() {
+                content.text = format!("{}; {}", warmup_failed.join("; "), content.text);
+                content.status = Status::Fail;
+            }
+            lines.push(content);
             if let Some(plan) = e.concurrency {
                 let figures = bursts::burst_figures(e.replies);
                 lines.push(bursts::overlap_line(&figures, plan));
@@ -700,6 +746,92 @@ mod tests {
         }
     }
 
+    /// A cold first reply: first token at 2 s, then 10 tok/s.
+    fn cold() -> ReplyRecord {
+        let times: Vec<u64> = (0..11).map(|i| 2000 + 100 * i).collect();
+        reply_at(&times, None)
+    }
+
+    fn numbered(mut replies: Vec<ReplyRecord>) -> Vec<ReplyRecord> {
+        for (i, r) in replies.iter_mut().enumerate() {
+            r.index = i + 1;
+        }
+        replies
+    }
+
+    #[test]
+    fn a_warm_up_reply_moves_no_judged_figure() {
+        // Two good replies after a cold one: flagged a warm-up, the cold one is recorded and
+        // not judged; unflagged, it pulls the medians and the latency figures.
+        let mut flagged = numbered(vec![cold(), good(), good()]);
+        flagged[0].warmup = true;
+        let v = judge_with(&flagged, Some(LOG), floors());
+        assert_eq!(
+            line(&v, "rate").figures.as_ref().unwrap().values,
+            Some(2),
+            "{v}"
+        );
+        assert!(
+            line(&v, "rate")
+                .text
+                .starts_with("median 100.0 tok/s over 2 replies"),
+            "{v}"
+        );
+        assert!(
+            line(&v, "first-token")
+                .text
+                .starts_with("median 200 ms over 2 replies"),
+            "{v}"
+        );
+        let latency = line(&v, "latency").figures.clone().unwrap();
+        assert_eq!(latency.ttft_ms.unwrap().p99, 200.0, "{v}");
+        assert_eq!(latency.e2el_ms.unwrap().count, 2);
+        assert_eq!(line(&v, "content").text, "2 replies, all with content");
+        assert_eq!(v.outcome, Outcome::Pass);
+
+        let unflagged = numbered(vec![cold(), good(), good()]);
+        let v = judge_with(&unflagged, Some(LOG), floors());
+        assert!(line(&v, "rate").text.contains("over 3 replies"), "{v}");
+        assert!(
+            line(&v, "rate").text.contains("each: 10.0, 100.0, 100.0"),
+            "{v}"
+        );
+        let latency = line(&v, "latency").figures.clone().unwrap();
+        assert!(latency.ttft_ms.unwrap().p99 > 1900.0, "{v}");
+        // One slow of three moves the median no further than the middle one; the mean shows it.
+        assert!(latency.tpot_ms.unwrap().mean > 30.0, "{v}");
+    }
+
+    #[test]
+    fn warm_ups_out_of_order_are_left_out_all_the_same() {
+        let mut replies = numbered(vec![good(), cold(), good()]);
+        replies[1].warmup = true;
+        let v = judge_with(&replies, Some(LOG), floors());
+        assert!(line(&v, "rate").text.contains("each: 100.0, 100.0"), "{v}");
+        let e = Evidence::of(&replies, &READY);
+        assert_eq!(
+            e.replies_planned, 2,
+            "warm-ups are not planned judged replies"
+        );
+    }
+
+    #[test]
+    fn a_failed_warm_up_fails_content_and_a_slow_one_does_not() {
+        let mut replies = numbered(vec![cold(), good(), good()]);
+        replies[0].warmup = true;
+        replies[0].error = Some("the serve answered 500".into());
+        let v = judge_with(&replies, Some(LOG), floors());
+        let content = line(&v, "content");
+        assert_eq!(content.status, Status::Fail);
+        assert_eq!(
+            content.text,
+            "the warm-up reply 1 failed: the serve answered 500; 2 replies, all with content"
+        );
+        assert_eq!(v.outcome, Outcome::Fail);
+        // The failure is content's alone: the timing lines are of the judged replies.
+        assert_eq!(line(&v, "rate").status, Status::Ok);
+    }
+
     #[test]
     fn a_good_run_reads_as_the_card_shows() {
         let v = judge_with(&[good(), good(), good()], Some(LOG), floors());
@@ -709,6 +841,7 @@ mod tests {
 route        ok    the serve log names the fast route, not the slow one
 rate         ok    median 100.0 tok/s over 3 replies (floor 60.0; each: 100.0, 100.0, 100.0)
 first-token  ok    median 200 ms over 3 replies (limit 600)
+latency      info  TTFT p50 200 ms, p90 200, p99 200; ITL p50 10.0 ms, p90 10.0, p99 10.0; TPOT mean 10.0 ms, p50 10.0, p90 10.0, p99 10.0; E2EL p50 300 ms, p90 300, p99 300; over 3 replies
 content      ok    3 replies, all with content
 load         info  1-minute load average 3.1 on 32 CPUs
 RESULT: PASS
