@@ -106,7 +106,7 @@ pub fn exposition(v: &Verdict, run: &RunInfo<'_>) -> String {
         "first_token_seconds",
         "The median time to the first token, its 95% interval and the limit it is held to.",
         &first_token
-            .map(|f| median_figures(f, f.limit, "limit", 1e-3))
+            .map(|f| median_figures(f, f.limit, "limit", 1e3))
             .unwrap_or_default(),
     );
     let rests_on: Vec<_> = [("rate", rate), ("first-token", first_token)]
@@ -248,9 +248,10 @@ impl Exposition {
     }
 }
 
-/// A line's median figures as samples by `quantity`, each times `scale` (ms to s): the median,
-/// its interval's ends, and the floor or limit, each only where the line has it.
-fn median_figures(f: &Figures, bound: Option<f64>, bound_name: &str, scale: f64) -> Vec<Sample> {
+/// A line's median figures as samples by `quantity`, each over `per` (1,000 for ms to s: a
+/// division, so 63.912191 ms is 0.063912191 s exactly as a reader dividing gets it): the
+/// median, its interval's ends, and the floor or limit, each only where the line has it.
+fn median_figures(f: &Figures, bound: Option<f64>, bound_name: &str, per: f64) -> Vec<Sample> {
     let interval = f.interval_95.map(|[lo, hi]| (lo, hi));
     [
         ("median", f.median),
@@ -259,7 +260,7 @@ fn median_figures(f: &Figures, bound: Option<f64>, bound_name: &str, scale: f64)
         (bound_name, bound),
     ]
     .into_iter()
-    .filter_map(|(q, x)| Some((vec![("quantity", q.to_string())], x? * scale)))
+    .filter_map(|(q, x)| Some((vec![("quantity", q.to_string())], x? / per)))
     .collect()
 }
 
