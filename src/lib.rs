@@ -28,7 +28,7 @@
 //!   settings a profile fills in.
 //! - [`report`]: renders a verdict, decides nothing. Human lines, JUnit and Markdown in
 //!   [`report`] itself; [`report::output`]: where each goes; [`report::timeline`]:
-//!   timeline.svg; [`report::compare`]: runs side by side.
+//!   timeline.svg; [`report::compare`]: runs side by side; [`report::prom`]: Prometheus metrics.
 //! - [`standin`]: the scripted stand-in serve, the other side of the wire; [`selftest`]:
 //!   `self-test`, judging cases and runs against the stand-in.
 //! - At the top: [`cli`]: the command line and the dispatch to each command; [`profile`]: gate

@@ -1,8 +1,9 @@
 //! Each output read by the tool that reads it in real CI, for runs against a serve that prints
 //! control characters, HTML and Markdown in its log and its replies: the JUnit file by xmllint
 //! against the Surefire/Jenkins schema and by junitparser and xunitparser, the step summary by
-//! cmark-gfm, the completion scripts by zsh and fish, timeline.svg by rsvg-convert. (issue 15,
-//! items 1 to 3, 5 and 10)
+//! cmark-gfm, the completion scripts by zsh and fish, timeline.svg by rsvg-convert (issue 15,
+//! items 1 to 3, 5 and 10); the `--prom` file by promtool and prometheus_client's parser (issue
+//! 21, item 3).
 //!
 //! The tools come from `tools/install-report-tools.sh` (Debian and PyPI packages). Without
 //! them these tests say they skipped; under CI=true they fail.
@@ -12,6 +13,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
+
+use serde_json::Value;
 
 use crate::util::*;
 
@@ -328,4 +331,277 @@ fn an_inconclusive_comparison_is_skipped_in_junit_and_named_in_the_summary() {
     assert!(html.contains("RESULT: INCONCLUSIVE"), "{html}");
     assert!(html.contains("inconclusive"), "{html}");
     check_result_schema(&out.join("result.json"));
+}
+
+/// promtool (Debian's prometheus package, unpacked by `tools/install-report-tools.sh`), or
+/// `None` (skip) outside CI.
+fn promtool() -> Option<PathBuf> {
+    match std::env::var_os("PROMTOOL") {
+        Some(p) => Some(p.into()),
+        None if std::env::var("CI").as_deref() == Ok("true") => {
+            panic!("PROMTOOL must name promtool in CI: eval \"$(tools/install-report-tools.sh)\"")
+        }
+        None => {
+            eprintln!("skipped: no promtool (run: eval \"$(tools/install-report-tools.sh)\")");
+            None
+        }
+    }
+}
+
+/// One sample as prometheus_client's parser read it: its name, labels and value.
+#[derive(Debug, serde::Deserialize)]
+struct Sample {
+    family: String,
+    kind: String,
+    name: String,
+    labels: std::collections::BTreeMap<String, String>,
+    value: f64,
+}
+
+/// The metrics file checked by `promtool check metrics` (its lint included) and read back by
+/// prometheus_client's text parser, as Prometheus and Python tooling read it.
+fn read_prom(c: &Consumers, promtool: &Path, file: &Path) -> Vec<Sample> {
+    let text = std::fs::read(file).unwrap();
+    let mut check = Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    check.stdin.take().unwrap().write_all(&text).unwrap();
+    let checked = check.wait_with_output().unwrap();
+    assert!(
+        checked.status.success(),
+        "promtool check metrics: {}{}\n{}",
+        String::from_utf8_lossy(&checked.stdout),
+        String::from_utf8_lossy(&checked.stderr),
+        String::from_utf8_lossy(&text)
+    );
+    let program = r#"
+import json, sys
+from prometheus_client.parser import text_string_to_metric_families
+with open(sys.argv[1]) as f:
+    text = f.read()
+for family in text_string_to_metric_families(text):
+    for s in family.samples:
+        print(json.dumps({"family": family.name, "kind": family.type, "name": s.name,
+                          "labels": s.labels, "value": s.value}))
+"#;
+    let o = Command::new(&c.python)
+        .args(["-c", program])
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "prometheus_client refused it: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// The value of the sample `name` whose labels include `labels`; panics unless exactly one.
+fn sample(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> f64 {
+    let found: Vec<&Sample> = samples
+        .iter()
+        .filter(|s| s.name == name)
+        .filter(|s| {
+            labels
+                .iter()
+                .all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v))
+        })
+        .collect();
+    assert_eq!(found.len(), 1, "{name} {labels:?}: {found:?}");
+    found[0].value
+}
+
+/// `got` (as prometheus_client read it) is `want` (as the test's serde_json read result.json):
+/// within 1e-12 of each other, as serde_json's default float parser may be an ulp off the
+/// correctly rounded value that Python and the gate's own writer agree on.
+fn assert_same(got: f64, want: f64) {
+    assert!(
+        (got - want).abs() <= 1e-12 * want.abs().max(1.0),
+        "{got} is not {want}"
+    );
+}
+
+/// What a model's name may hold that the format must escape: a double quote, a backslash, a
+/// line feed.
+const ODD_MODEL: &str = "Qwen3 \"0.6B\"\\q4\nnext";
+
+/// Every figure result.json has, as the metrics file says it: a run of six replies (so the
+/// medians have their 95% intervals), with a model name the labels must escape, and the same
+/// archive re-judged to a FAIL.
+#[test]
+fn prom_metrics_pass_promtool_and_read_back_as_result_json_says() {
+    let Some(c) = consumers() else { return };
+    let Some(promtool) = promtool() else { return };
+    let (d, out) = scratch();
+    let run_prom = d.path().join("run.prom");
+    let o = gate()
+        .args([
+            "run",
+            "--stand-in",
+            "--replies",
+            "6",
+            "--model",
+            ODD_MODEL,
+            "--out",
+        ])
+        .arg(&out)
+        .args(UNFLIPPABLE)
+        .arg("--prom")
+        .arg(&run_prom)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let judged_prom = d.path().join("judged.prom");
+    let o = gate()
+        .arg("judge")
+        .arg(&out)
+        .args(["--floor", "1000000000", "--prom"])
+        .arg(&judged_prom)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "a floor no serve reaches");
+    let manifest = json(&out.join("run.json"));
+    let archived = json(&out.join("result.json"));
+    let host = manifest["host"].as_str().unwrap();
+    let sha = manifest["serve_binary"]["sha256"].as_str().unwrap();
+    let ended = humantime::parse_rfc3339(manifest["ended_utc"].as_str().unwrap()).unwrap();
+    let ended = ended
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    for (file, result, rate_floor) in [
+        (&run_prom, "PASS", 0.0),
+        (&judged_prom, "FAIL", 1_000_000_000.0),
+    ] {
+        let samples = read_prom(&c, &promtool, file);
+        let p = |name: &str| format!("npu_serve_smoke_{name}");
+        for s in &samples {
+            assert_eq!(s.kind, "gauge", "{s:?}");
+            assert!(s.family.starts_with("npu_serve_smoke_"), "{s:?}");
+            assert_eq!(
+                s.labels.get("host").map(String::as_str),
+                Some(host),
+                "{s:?}"
+            );
+            assert_eq!(
+                s.labels.get("serve_sha256").map(String::as_str),
+                Some(sha),
+                "{s:?}"
+            );
+        }
+        assert_eq!(manifest["model"], ODD_MODEL);
+        let info = [
+            ("version", manifest["tool_version"].as_str().unwrap()),
+            ("model", ODD_MODEL),
+        ];
+        assert_eq!(sample(&samples, &p("info"), &info), 1.0);
+        for r in ["PASS", "FAIL", "SKIP", "INTERRUPTED", "INCONCLUSIVE"] {
+            let want = if r == result { 1.0 } else { 0.0 };
+            assert_eq!(
+                sample(&samples, &p("result"), &[("result", r)]),
+                want,
+                "{r} in {}",
+                file.display()
+            );
+        }
+        // Each line as that verdict has it: the run's own, or the re-judged one.
+        let verdict = if result == "PASS" {
+            archived.clone()
+        } else {
+            let o = gate()
+                .arg("judge")
+                .arg(&out)
+                .args(["--floor", "1000000000", "--json"])
+                .output()
+                .unwrap();
+            serde_json::from_slice(&o.stdout).unwrap()
+        };
+        let lines = verdict["lines"].as_array().unwrap();
+        for l in lines {
+            let check = l["check"].as_str().unwrap();
+            let status = l["status"].as_str().unwrap();
+            assert_eq!(
+                sample(
+                    &samples,
+                    &p("check_status"),
+                    &[("check", check), ("status", status)]
+                ),
+                1.0,
+                "{check} {status}"
+            );
+        }
+        let figures = |check: &str| {
+            lines
+                .iter()
+                .find(|l| l["check"] == check)
+                .unwrap_or_else(|| panic!("no {check} line"))["figures"]
+                .clone()
+        };
+        let rate = figures("rate");
+        let q = |name: &str, quantity: &str| sample(&samples, &p(name), &[("quantity", quantity)]);
+        assert_same(
+            q("rate_tokens_per_second", "median"),
+            rate["median"].as_f64().unwrap(),
+        );
+        assert_same(
+            q("rate_tokens_per_second", "interval_95_low"),
+            rate["interval_95"][0].as_f64().unwrap(),
+        );
+        assert_same(
+            q("rate_tokens_per_second", "interval_95_high"),
+            rate["interval_95"][1].as_f64().unwrap(),
+        );
+        assert_same(q("rate_tokens_per_second", "floor"), rate_floor);
+        let first = figures("first-token");
+        let s = |ms: &Value| ms.as_f64().unwrap() / 1e3;
+        assert_same(q("first_token_seconds", "median"), s(&first["median"]));
+        assert_same(
+            q("first_token_seconds", "interval_95_low"),
+            s(&first["interval_95"][0]),
+        );
+        assert_same(
+            q("first_token_seconds", "interval_95_high"),
+            s(&first["interval_95"][1]),
+        );
+        // UNFLIPPABLE's --first-token-ms 600000, in seconds.
+        assert_same(q("first_token_seconds", "limit"), 600.0);
+        assert_same(
+            sample(&samples, &p("median_replies"), &[("check", "rate")]),
+            6.0,
+        );
+        let load = figures("load");
+        assert_same(
+            sample(&samples, &p("load1"), &[]),
+            load["load1"].as_f64().unwrap(),
+        );
+        assert_same(
+            sample(&samples, &p("cpus"), &[]),
+            load["ncpu"].as_f64().unwrap(),
+        );
+        match load["serve_cpu_wait"].as_f64() {
+            Some(wait) => assert_same(sample(&samples, &p("serve_cpu_wait_ratio"), &[]), wait),
+            None => assert!(
+                !samples.iter().any(|s| s.name == p("serve_cpu_wait_ratio")),
+                "a CPU wait the run lacks"
+            ),
+        }
+        assert_eq!(
+            sample(&samples, &p("run_end_timestamp_seconds"), &[]),
+            ended
+        );
+    }
 }

@@ -47,6 +47,11 @@ fn every_path_is_checked_before_anything_is_held_started_or_created() {
     let junit_dir = d.path().join("junit-is-a-dir");
     std::fs::create_dir(&junit_dir).unwrap();
     let log = missing.join("serve.log");
+    let prom_missing = format!(
+        "--prom: {} cannot be written: the directory {} does not exist",
+        missing.join("gate.prom").display(),
+        missing.display()
+    );
     let cases: Vec<(Vec<String>, &str)> = vec![
         (
             vec![
@@ -57,6 +62,17 @@ fn every_path_is_checked_before_anything_is_held_started_or_created() {
         ),
         (
             vec!["--junit".into(), junit_dir.display().to_string()],
+            "is a directory",
+        ),
+        (
+            vec![
+                "--prom".into(),
+                missing.join("gate.prom").display().to_string(),
+            ],
+            &prom_missing,
+        ),
+        (
+            vec!["--prom".into(), junit_dir.display().to_string()],
             "is a directory",
         ),
         (

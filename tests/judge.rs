@@ -187,6 +187,14 @@ fn judge_never_writes_into_the_archive_it_judges() {
             "--junit",
         ),
         (
+            vec!["--prom".into(), out.join("gate.prom").into()],
+            "--prom",
+        ),
+        (
+            vec!["--prom".into(), dotted.join("run.json").into()],
+            "--prom",
+        ),
+        (
             vec!["--svg".into(), dotted.join("timeline.svg").into()],
             "--svg",
         ),

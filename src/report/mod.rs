@@ -7,6 +7,7 @@
 
 pub mod compare;
 pub mod output;
+pub mod prom;
 pub mod timeline;
 
 use std::fmt::Write as _;
@@ -86,6 +87,12 @@ pub struct RunInfo<'a> {
     pub started_utc: &'a str,
     /// Its end, UTC, RFC 3339, when it ended.
     pub ended_utc: Option<&'a str>,
+    /// The gate's version that ran it.
+    pub tool_version: &'a str,
+    /// The serve binary's sha256, hex, when one was launched.
+    pub serve_sha256: Option<&'a str>,
+    /// The model the requests named, when the serve got that far.
+    pub model: Option<&'a str>,
 }
 
 impl<'a> RunInfo<'a> {
@@ -96,6 +103,13 @@ impl<'a> RunInfo<'a> {
             host: &archive.manifest.host,
             started_utc: &archive.manifest.started_utc,
             ended_utc: archive.manifest.ended_utc.as_deref(),
+            tool_version: &archive.manifest.tool_version,
+            serve_sha256: archive
+                .manifest
+                .serve_binary
+                .as_ref()
+                .map(|b| b.sha256.as_str()),
+            model: archive.manifest.model.as_deref(),
         }
     }
 
@@ -364,6 +378,9 @@ mod tests {
             host: "box1",
             started_utc: "2026-12-01T10:00:00Z",
             ended_utc: Some("2026-12-01T10:00:05Z"),
+            tool_version: "0.1.0",
+            serve_sha256: None,
+            model: None,
         }
     }
 

@@ -1,5 +1,5 @@
 //! Where the verdict goes: stdout (human lines, or result.json with `--json`), a JUnit file,
-//! and GitHub's step summary when `GITHUB_STEP_SUMMARY` is set. `run` and `judge` share it.
+//! a Prometheus metrics file, and GitHub's step summary when `GITHUB_STEP_SUMMARY` is set. `run` and `judge` share it.
 //!
 //! Every place a report goes is checked before the run starts ([`Outputs::check`]), so a path
 //! that cannot be written is exit 2 before anything is held, started or created. Once the
@@ -15,7 +15,7 @@ use clap::Args;
 use crate::archive::record::ReplyRecord;
 use crate::archive::rundir::{write_atomic, ResultFile};
 use crate::judging::verdict::Verdict;
-use crate::report::{self, RunInfo};
+use crate::report::{self, prom, RunInfo};
 use crate::{console, say};
 
 /// The environment variable GitHub Actions names its step summary file in.
@@ -30,6 +30,10 @@ pub struct OutputArgs {
     /// Write the verdict as JUnit XML to FILE (one testcase per judged line).
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
+    /// Write the run's figures as Prometheus metrics to FILE (text format, written
+    /// atomically), e.g. into node_exporter's --collector.textfile.directory as NAME.prom.
+    #[arg(long, value_name = "FILE")]
+    pub prom: Option<PathBuf>,
 }
 
 /// Where the verdict will go, checked.
@@ -37,15 +41,19 @@ pub struct OutputArgs {
 pub struct Outputs {
     json: bool,
     junit: Option<PathBuf>,
+    prom: Option<PathBuf>,
     step_summary: Option<PathBuf>,
 }
 
 impl Outputs {
-    /// Check that every file the report goes to can be written: the JUnit file, and the step
-    /// summary named by `GITHUB_STEP_SUMMARY`. Nothing is created or changed.
+    /// Check that every file the report goes to can be written: the JUnit file, the metrics
+    /// file, and the step summary named by `GITHUB_STEP_SUMMARY`. Nothing is created or changed.
     pub fn check(args: &OutputArgs) -> Result<Outputs> {
         if let Some(path) = &args.junit {
             check_writable(path).context("--junit")?;
+        }
+        if let Some(path) = &args.prom {
+            check_writable(path).context("--prom")?;
         }
         let step_summary = std::env::var_os(STEP_SUMMARY_VAR)
             .filter(|p| !p.is_empty())
@@ -56,6 +64,7 @@ impl Outputs {
         Ok(Outputs {
             json: args.json,
             junit: args.junit.clone(),
+            prom: args.prom.clone(),
             step_summary,
         })
     }
@@ -64,11 +73,12 @@ impl Outputs {
     /// archive being judged.
     pub fn files(&self) -> impl Iterator<Item = (&'static str, &Path)> {
         let junit = self.junit.iter().map(|p| ("--junit", p.as_path()));
+        let prom = self.prom.iter().map(|p| ("--prom", p.as_path()));
         let summary = self
             .step_summary
             .iter()
             .map(|p| (STEP_SUMMARY_VAR, p.as_path()));
-        junit.chain(summary)
+        junit.chain(prom).chain(summary)
     }
 
     /// Report `verdict` of the run `run` (its directory names it). What cannot be written is said
@@ -90,6 +100,13 @@ impl Outputs {
         if let Some(path) = &self.junit {
             if let Err(e) = write_atomic(path, &report::junit(verdict, run)) {
                 say!("no JUnit report: {e:#}");
+            }
+        }
+        // Atomically, as node_exporter's textfile collector asks: it may read the file at any
+        // moment, and half a file is a scrape error.
+        if let Some(path) = &self.prom {
+            if let Err(e) = write_atomic(path, prom::exposition(verdict, run).as_bytes()) {
+                say!("no Prometheus metrics: {e:#}");
             }
         }
         if let Some(path) = &self.step_summary {

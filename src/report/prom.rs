@@ -1,0 +1,677 @@
+//! `--prom FILE`: the run's figures as Prometheus metrics, in the text exposition format, for
+//! node_exporter's textfile collector to serve (issue 21). Pure: [`exposition`] renders, and
+//! [`super::output`] writes the file atomically, as the collector asks (a temporary file in the
+//! same directory, then a rename, so a scrape never reads half a file).
+//!
+//! What it holds, every metric a gauge named `npu_serve_smoke_...`, with the run's `host` and,
+//! for a launched serve, `serve_sha256` as labels, so one box's textfile directory can hold
+//! gates of several serves:
+//! - `info{version, model}` 1: the gate's version and the model the requests named;
+//! - `result{result}`: one series per possible RESULT, 1 for the run's and 0 for the others,
+//!   so an alert matches `result{result="FAIL"} == 1` whichever way the last run went;
+//! - `check_status{check, status}`: the same for each line of the verdict and each status;
+//! - `rate_tokens_per_second{quantity}` and `first_token_seconds{quantity}`: the median, its
+//!   95% interval (`interval_95_low`, `interval_95_high`), and the floor or limit;
+//!   `median_replies{check}`: how many replies each median rests on;
+//! - `load1`, `cpus`, `serve_cpu_wait_ratio`, `cpu_pressure_ratio`: the load line's figures;
+//! - `run_start_timestamp_seconds`, `run_end_timestamp_seconds`: from run.json, never now;
+//! - `ttft_seconds`, `itl_seconds`, `tpot_seconds`, `e2el_seconds`: the latency line's
+//!   percentiles, as summaries (below).
+//!
+//! Only what the run has: a figure the run lacks is left out, never written as 0 (a 0 tok/s
+//! rate would page someone; a 0 s first token would hide a serve that never answered).
+//!
+//! The latency percentiles are summaries (`{quantile="0.5"}`, `"0.9"`, `"0.99"`, `_sum`,
+//! `_count`), not gauges with a `quantile` label: Prometheus reserves that label for
+//! summaries, and `promtool check metrics` refuses it on anything else. A run is a short-lived
+//! process's whole life, so its count and sum start from 0 at each run, as a restarted
+//! process's do.
+
+use std::fmt::Write as _;
+
+use crate::archive::record::{Figures, Line, Percentiles};
+use crate::judging::verdict::{Outcome, Status, Verdict};
+use crate::report::RunInfo;
+
+/// What every metric's name starts with.
+const PREFIX: &str = "npu_serve_smoke_";
+
+/// Every RESULT a run can have, as result.json spells them.
+const RESULTS: [&str; 5] = ["PASS", "FAIL", "SKIP", "INTERRUPTED", "INCONCLUSIVE"];
+
+/// Every status a line can have, as result.json spells them.
+const STATUSES: [Status; 4] = [Status::Ok, Status::Fail, Status::Info, Status::Inconclusive];
+
+/// The run's metrics in the text exposition format (version 0.0.4): `# HELP` and `# TYPE` for
+/// each family that has a sample, then its samples. Families without a figure are left out.
+pub fn exposition(v: &Verdict, run: &RunInfo<'_>) -> String {
+    let mut run_labels = vec![("host", run.host.to_string())];
+    if let Some(sha) = run.serve_sha256 {
+        run_labels.push(("serve_sha256", sha.to_string()));
+    }
+    let mut out = Exposition {
+        text: String::new(),
+        run_labels,
+    };
+
+    let mut info_labels = vec![("version", run.tool_version.to_string())];
+    if let Some(model) = run.model {
+        info_labels.push(("model", model.to_string()));
+    }
+    out.gauge(
+        "info",
+        "The gate's version and the model the requests named; always 1.",
+        &[(info_labels, 1.0)],
+    );
+
+    let result = result_word(&v.outcome);
+    let results: Vec<_> = RESULTS
+        .iter()
+        .map(|r| (vec![("result", r.to_string())], indicator(*r == result)))
+        .collect();
+    out.gauge(
+        "result",
+        "The run's RESULT: 1 for the result it had, 0 for each other.",
+        &results,
+    );
+
+    let mut checks = Vec::new();
+    for line in first_of_each_check(v) {
+        for s in STATUSES {
+            checks.push((
+                vec![
+                    ("check", line.check.clone()),
+                    ("status", status_word(s).to_string()),
+                ],
+                indicator(line.status == s),
+            ));
+        }
+    }
+    out.gauge(
+        "check_status",
+        "Each line of the verdict: 1 for the status it had, 0 for each other.",
+        &checks,
+    );
+
+    let rate = figures_of(v, "rate").filter(|f| f.unit.as_deref() == Some("tok/s"));
+    let first_token = figures_of(v, "first-token").filter(|f| f.unit.as_deref() == Some("ms"));
+    out.gauge(
+        "rate_tokens_per_second",
+        "The median decode rate over the replies, its 95% interval and the floor it is held to.",
+        &rate
+            .map(|f| median_figures(f, f.floor, "floor", 1.0))
+            .unwrap_or_default(),
+    );
+    out.gauge(
+        "first_token_seconds",
+        "The median time to the first token, its 95% interval and the limit it is held to.",
+        &first_token
+            .map(|f| median_figures(f, f.limit, "limit", 1e3))
+            .unwrap_or_default(),
+    );
+    let rests_on: Vec<_> = [("rate", rate), ("first-token", first_token)]
+        .into_iter()
+        .filter_map(|(check, f)| Some((vec![("check", check.to_string())], f?.values? as f64)))
+        .collect();
+    out.gauge(
+        "median_replies",
+        "How many replies a line's median rests on.",
+        &rests_on,
+    );
+
+    let load = figures_of(v, "load");
+    let load_figure = |pick: fn(&Figures) -> Option<f64>| -> Vec<Sample> {
+        load.and_then(pick)
+            .map(|x| vec![(Vec::new(), x)])
+            .unwrap_or_default()
+    };
+    out.gauge(
+        "load1",
+        "The box's 1-minute load average before the serve started.",
+        &load_figure(|f| f.load1),
+    );
+    out.gauge(
+        "cpus",
+        "The box's CPUs.",
+        &load_figure(|f| f.ncpu.map(|n| n as f64)),
+    );
+    out.gauge(
+        "serve_cpu_wait_ratio",
+        "The share of the time it was ready to run that the serve waited for a CPU during the replies.",
+        &load_figure(|f| f.serve_cpu_wait),
+    );
+    out.gauge(
+        "cpu_pressure_ratio",
+        "The highest CPU pressure (some, avg10) during the replies, as a share.",
+        &load_figure(|f| f.cpu_pressure_pct.map(|p| p / 100.0)),
+    );
+
+    let at = |t: Option<&str>| -> Vec<Sample> {
+        t.and_then(unix_seconds)
+            .map(|s| vec![(Vec::new(), s)])
+            .unwrap_or_default()
+    };
+    out.gauge(
+        "run_start_timestamp_seconds",
+        "When the run started, seconds since the Unix epoch (run.json's started_utc).",
+        &at(Some(run.started_utc)),
+    );
+    out.gauge(
+        "run_end_timestamp_seconds",
+        "When the run ended, seconds since the Unix epoch (run.json's ended_utc).",
+        &at(run.ended_utc),
+    );
+
+    let latency: [(&str, &str, PickPercentiles); 4] = [
+        (
+            "ttft_seconds",
+            "Time to the first token over the judged replies (TTFT).",
+            |f| f.ttft_ms,
+        ),
+        (
+            "itl_seconds",
+            "Inter-token latency: every gap between consecutive text events, pooled (ITL).",
+            |f| f.itl_ms,
+        ),
+        (
+            "tpot_seconds",
+            "Time per output token after the first, per reply (TPOT).",
+            |f| f.tpot_ms,
+        ),
+        (
+            "e2el_seconds",
+            "End-to-end latency per reply, from the request's send to its last event (E2EL).",
+            |f| f.e2el_ms,
+        ),
+    ];
+    for (name, help, pick) in latency {
+        if let Some(p) = v
+            .lines
+            .iter()
+            .find_map(|l| l.figures.as_ref().and_then(pick))
+        {
+            out.summary_ms(name, help, &p);
+        }
+    }
+    out.text
+}
+
+/// Which of a line's latency figures a summary is of.
+type PickPercentiles = fn(&Figures) -> Option<Percentiles>;
+
+/// One sample of a family: its own labels (the run's are added) and its value.
+type Sample = (Vec<(&'static str, String)>, f64);
+
+/// The text being written, and the labels every sample carries.
+struct Exposition {
+    text: String,
+    run_labels: Vec<(&'static str, String)>,
+}
+
+impl Exposition {
+    /// A gauge family `name` with its samples; nothing when it has none.
+    fn gauge(&mut self, name: &str, help: &str, samples: &[Sample]) {
+        if samples.is_empty() {
+            return;
+        }
+        self.header(name, help, "gauge");
+        for (labels, value) in samples {
+            self.sample(name, labels, *value);
+        }
+    }
+
+    /// A summary family `name` in seconds from percentiles in ms: its quantiles, `_sum` (the
+    /// mean times the count) and `_count`.
+    fn summary_ms(&mut self, name: &str, help: &str, p: &Percentiles) {
+        self.header(name, help, "summary");
+        for (q, ms) in [("0.5", p.p50), ("0.9", p.p90), ("0.99", p.p99)] {
+            self.sample(name, &[("quantile", q.to_string())], ms / 1e3);
+        }
+        let sum = p.mean * p.count as f64 / 1e3;
+        self.sample(&format!("{name}_sum"), &[], sum);
+        self.sample(&format!("{name}_count"), &[], p.count as f64);
+    }
+
+    fn header(&mut self, name: &str, help: &str, kind: &str) {
+        let _ = writeln!(self.text, "# HELP {PREFIX}{name} {}", escape_help(help));
+        let _ = writeln!(self.text, "# TYPE {PREFIX}{name} {kind}");
+    }
+
+    fn sample(&mut self, name: &str, labels: &[(&'static str, String)], value: f64) {
+        let _ = write!(self.text, "{PREFIX}{name}{{");
+        let all = self.run_labels.iter().chain(labels);
+        for (i, (key, val)) in all.enumerate() {
+            let comma = if i == 0 { "" } else { "," };
+            let _ = write!(self.text, "{comma}{key}=\"{}\"", escape_label(val));
+        }
+        let _ = writeln!(self.text, "}} {}", sample_value(value));
+    }
+}
+
+/// A line's median figures as samples by `quantity`, each over `per` (1,000 for ms to s: a
+/// division, so 63.912191 ms is 0.063912191 s exactly as a reader dividing gets it): the
+/// median, its interval's ends, and the floor or limit, each only where the line has it.
+fn median_figures(f: &Figures, bound: Option<f64>, bound_name: &str, per: f64) -> Vec<Sample> {
+    let interval = f.interval_95.map(|[lo, hi]| (lo, hi));
+    [
+        ("median", f.median),
+        ("interval_95_low", interval.map(|i| i.0)),
+        ("interval_95_high", interval.map(|i| i.1)),
+        (bound_name, bound),
+    ]
+    .into_iter()
+    .filter_map(|(q, x)| Some((vec![("quantity", q.to_string())], x? / per)))
+    .collect()
+}
+
+/// The figures of the first line named `check`.
+fn figures_of<'v>(v: &'v Verdict, check: &str) -> Option<&'v Figures> {
+    v.lines
+        .iter()
+        .find(|l| l.check == check)
+        .and_then(|l| l.figures.as_ref())
+}
+
+/// The verdict's lines, the first of each check only: two series with the same labels would
+/// make the whole file unreadable to Prometheus.
+fn first_of_each_check(v: &Verdict) -> impl Iterator<Item = &Line> {
+    let mut seen = std::collections::HashSet::new();
+    v.lines
+        .iter()
+        .filter(move |l| seen.insert(l.check.as_str()))
+}
+
+fn indicator(yes: bool) -> f64 {
+    if yes {
+        1.0
+    } else {
+        0.0
+    }
+}
+
+/// The RESULT as result.json spells it.
+fn result_word(o: &Outcome) -> &'static str {
+    match o {
+        Outcome::Pass => "PASS",
+        Outcome::Fail => "FAIL",
+        Outcome::Skip { .. } => "SKIP",
+        Outcome::Interrupted { .. } => "INTERRUPTED",
+        Outcome::Inconclusive { .. } => "INCONCLUSIVE",
+    }
+}
+
+/// A status as result.json spells it.
+fn status_word(s: Status) -> &'static str {
+    match s {
+        Status::Ok => "ok",
+        Status::Fail => "FAIL",
+        Status::Info => "info",
+        Status::Inconclusive => "inconclusive",
+    }
+}
+
+/// An RFC 3339 time as seconds since the Unix epoch; `None` when it does not parse.
+fn unix_seconds(t: &str) -> Option<f64> {
+    let at = humantime::parse_rfc3339(t).ok()?;
+    Some(at.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs_f64())
+}
+
+/// A value as the format writes it: Go's float syntax, with `+Inf`, `-Inf` and `NaN` spelled
+/// its way (Rust's `inf` is not a number to Prometheus).
+fn sample_value(x: f64) -> String {
+    if x.is_nan() {
+        "NaN".into()
+    } else if x == f64::INFINITY {
+        "+Inf".into()
+    } else if x == f64::NEG_INFINITY {
+        "-Inf".into()
+    } else {
+        x.to_string()
+    }
+}
+
+/// A label value escaped as the format asks: backslash, double quote and line feed.
+fn escape_label(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// HELP text escaped as the format asks: backslash and line feed.
+fn escape_help(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(check: &str, status: Status, figures: Option<Figures>) -> Line {
+        Line {
+            check: check.into(),
+            status,
+            text: format!("{check} text"),
+            figures,
+        }
+    }
+
+    fn run<'a>() -> RunInfo<'a> {
+        RunInfo {
+            title: "runs/a",
+            host: "box1",
+            // 1,000,000,000 s and 1,000,000,042.5 s after the epoch.
+            started_utc: "2001-09-09T01:46:40Z",
+            ended_utc: Some("2001-09-09T01:47:22.5Z"),
+            tool_version: "1.2.3",
+            serve_sha256: Some("ab12"),
+            model: Some("qwen"),
+        }
+    }
+
+    fn percentiles(count: usize, mean: f64, p50: f64, p90: f64, p99: f64) -> Percentiles {
+        Percentiles {
+            count,
+            mean,
+            p50,
+            p90,
+            p99,
+        }
+    }
+
+    /// A failed run with every figure the metrics take.
+    fn full_verdict() -> Verdict {
+        Verdict {
+            lines: vec![
+                line("route", Status::Info, None),
+                line(
+                    "rate",
+                    Status::Fail,
+                    Some(Figures {
+                        unit: Some("tok/s".into()),
+                        median: Some(52.5),
+                        values: Some(6),
+                        replies: Some(6),
+                        interval_95: Some([50.25, 55.0]),
+                        floor: Some(60.0),
+                        ..Figures::default()
+                    }),
+                ),
+                line(
+                    "first-token",
+                    Status::Ok,
+                    Some(Figures {
+                        unit: Some("ms".into()),
+                        median: Some(125.0),
+                        values: Some(5),
+                        interval_95: Some([100.0, 250.0]),
+                        limit: Some(600.0),
+                        ..Figures::default()
+                    }),
+                ),
+                line(
+                    "latency",
+                    Status::Info,
+                    Some(Figures {
+                        ttft_ms: Some(percentiles(6, 130.0, 125.0, 240.0, 249.0)),
+                        itl_ms: Some(percentiles(600, 19.0, 18.0, 25.0, 40.0)),
+                        ..Figures::default()
+                    }),
+                ),
+                line(
+                    "load",
+                    Status::Info,
+                    Some(Figures {
+                        load1: Some(3.5),
+                        ncpu: Some(8),
+                        serve_cpu_wait: Some(0.25),
+                        cpu_pressure_pct: Some(12.5),
+                        ..Figures::default()
+                    }),
+                ),
+            ],
+            outcome: Outcome::Fail,
+        }
+    }
+
+    /// Every sample of `text` as (series, value), the series as written.
+    fn samples(text: &str) -> Vec<(String, String)> {
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| {
+                let (series, value) = l.rsplit_once(' ').unwrap();
+                (series.to_string(), value.to_string())
+            })
+            .collect()
+    }
+
+    /// The value of the series `npu_serve_smoke_{name}{host="box1",serve_sha256="ab12",{labels}}`.
+    fn value(text: &str, name: &str, labels: &str) -> Option<f64> {
+        let run = r#"host="box1",serve_sha256="ab12""#;
+        let comma = if labels.is_empty() { "" } else { "," };
+        let series = format!("{PREFIX}{name}{{{run}{comma}{labels}}}");
+        samples(text)
+            .into_iter()
+            .find(|(s, _)| *s == series)
+            .map(|(_, v)| v.parse().unwrap())
+    }
+
+    #[test]
+    fn every_figure_of_the_run_is_a_metric_in_its_unit() {
+        let text = exposition(&full_verdict(), &run());
+        let rate = |q: &str| {
+            value(
+                &text,
+                "rate_tokens_per_second",
+                &format!("quantity=\"{q}\""),
+            )
+        };
+        assert_eq!(rate("median"), Some(52.5), "{text}");
+        assert_eq!(rate("interval_95_low"), Some(50.25));
+        assert_eq!(rate("interval_95_high"), Some(55.0));
+        assert_eq!(rate("floor"), Some(60.0));
+        let first = |q: &str| value(&text, "first_token_seconds", &format!("quantity=\"{q}\""));
+        assert_eq!(first("median"), Some(0.125));
+        assert_eq!(first("interval_95_low"), Some(0.1));
+        assert_eq!(first("interval_95_high"), Some(0.25));
+        assert_eq!(first("limit"), Some(0.6));
+        assert_eq!(value(&text, "median_replies", r#"check="rate""#), Some(6.0));
+        assert_eq!(
+            value(&text, "median_replies", r#"check="first-token""#),
+            Some(5.0)
+        );
+        assert_eq!(value(&text, "load1", ""), Some(3.5));
+        assert_eq!(value(&text, "cpus", ""), Some(8.0));
+        assert_eq!(value(&text, "serve_cpu_wait_ratio", ""), Some(0.25));
+        assert_eq!(value(&text, "cpu_pressure_ratio", ""), Some(0.125));
+        assert_eq!(
+            value(&text, "run_start_timestamp_seconds", ""),
+            Some(1_000_000_000.0)
+        );
+        assert_eq!(
+            value(&text, "run_end_timestamp_seconds", ""),
+            Some(1_000_000_042.5)
+        );
+        assert_eq!(
+            value(&text, "info", r#"version="1.2.3",model="qwen""#),
+            Some(1.0)
+        );
+        // Each family once, as a gauge, with its help.
+        for name in ["rate_tokens_per_second", "first_token_seconds", "result"] {
+            let typed = format!("# TYPE {PREFIX}{name} gauge\n");
+            assert_eq!(text.matches(&typed).count(), 1, "{name}: {text}");
+            assert!(text.contains(&format!("# HELP {PREFIX}{name} ")), "{text}");
+        }
+    }
+
+    #[test]
+    fn the_result_and_each_line_have_one_series_set_to_1() {
+        let text = exposition(&full_verdict(), &run());
+        for r in RESULTS {
+            let want = if r == "FAIL" { 1.0 } else { 0.0 };
+            assert_eq!(
+                value(&text, "result", &format!("result=\"{r}\"")),
+                Some(want),
+                "{r}: {text}"
+            );
+        }
+        for (check, status) in [("rate", "FAIL"), ("first-token", "ok"), ("load", "info")] {
+            for s in STATUSES.map(status_word) {
+                let labels = format!("check=\"{check}\",status=\"{s}\"");
+                let want = if s == status { 1.0 } else { 0.0 };
+                assert_eq!(
+                    value(&text, "check_status", &labels),
+                    Some(want),
+                    "{labels}"
+                );
+            }
+        }
+        let interrupted = Verdict {
+            outcome: Outcome::Interrupted {
+                signal: "SIGTERM".into(),
+            },
+            ..full_verdict()
+        };
+        let text = exposition(&interrupted, &run());
+        let set: Vec<_> = samples(&text)
+            .into_iter()
+            .filter(|(s, v)| s.starts_with(&format!("{PREFIX}result{{")) && v == "1")
+            .collect();
+        assert_eq!(set.len(), 1, "{set:?}");
+        assert!(set[0].0.contains(r#"result="INTERRUPTED""#), "{set:?}");
+    }
+
+    #[test]
+    fn a_figure_the_run_lacks_is_left_out_never_zero() {
+        let mut v = full_verdict();
+        // A rate line without an interval (under 6 replies), a first-token line without
+        // figures, no load and no latency line; an attached serve, not yet ended.
+        if let Some(f) = v.lines[1].figures.as_mut() {
+            f.interval_95 = None;
+        }
+        v.lines[2].figures = None;
+        v.lines.truncate(3);
+        let info = RunInfo {
+            ended_utc: None,
+            serve_sha256: None,
+            model: None,
+            ..run()
+        };
+        let text = exposition(&v, &info);
+        assert!(!text.contains("interval_95"), "{text}");
+        for gone in [
+            "first_token_seconds",
+            "load1",
+            "cpus",
+            "serve_cpu_wait_ratio",
+            "cpu_pressure_ratio",
+            "run_end_timestamp_seconds",
+            "ttft_seconds",
+            "serve_sha256",
+            "model=",
+        ] {
+            assert!(!text.contains(gone), "{gone} in {text}");
+        }
+        // The line itself is still reported; only its figures are missing.
+        assert!(
+            text.contains(r#"check_status{host="box1",check="first-token",status="ok"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"rate_tokens_per_second{host="box1",quantity="median"} 52.5"#),
+            "{text}"
+        );
+        assert!(!text.contains("median_replies{host=\"box1\",check=\"first-token\""));
+        // Nothing at all is 0 but the indicator series.
+        for (series, v) in samples(&text) {
+            let indicator = series.contains("_result{") || series.contains("_check_status{");
+            assert!(indicator || v != "0", "{series} {v}");
+        }
+        // A family with no sample has no HELP or TYPE either.
+        for typed in text.lines().filter(|l| l.starts_with("# TYPE ")) {
+            let name = format!("{}{{", typed.split(' ').nth(2).unwrap());
+            assert!(
+                samples(&text).iter().any(|(s, _)| s.starts_with(&name)),
+                "{typed} without a sample: {text}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_figure_in_another_unit_is_not_taken_for_tokens_per_second() {
+        let mut v = full_verdict();
+        if let Some(f) = v.lines[1].figures.as_mut() {
+            f.unit = Some("ms".into());
+        }
+        let text = exposition(&v, &run());
+        assert!(!text.contains("rate_tokens_per_second"), "{text}");
+    }
+
+    #[test]
+    fn latency_percentiles_are_summaries_in_seconds() {
+        let text = exposition(&full_verdict(), &run());
+        assert!(text.contains(&format!("# TYPE {PREFIX}ttft_seconds summary\n")));
+        let q = |name: &str, q: &str| value(&text, name, &format!("quantile=\"{q}\""));
+        assert_eq!(q("ttft_seconds", "0.5"), Some(0.125));
+        assert_eq!(q("ttft_seconds", "0.9"), Some(0.24));
+        assert_eq!(q("ttft_seconds", "0.99"), Some(0.249));
+        assert_eq!(value(&text, "ttft_seconds_count", ""), Some(6.0));
+        assert_eq!(value(&text, "ttft_seconds_sum", ""), Some(0.78));
+        assert_eq!(q("itl_seconds", "0.99"), Some(0.04));
+        assert_eq!(value(&text, "itl_seconds_count", ""), Some(600.0));
+        assert!(!text.contains("tpot_seconds"), "no TPOT given: {text}");
+        assert!(!text.contains("e2el_seconds"), "{text}");
+    }
+
+    #[test]
+    fn label_values_are_escaped_and_every_sample_is_one_line() {
+        let info = RunInfo {
+            host: "box\"1\\\nx",
+            model: Some("m\"\n"),
+            ..run()
+        };
+        let text = exposition(&full_verdict(), &info);
+        assert!(
+            text.contains(r#"npu_serve_smoke_load1{host="box\"1\\\nx",serve_sha256="ab12"} 3.5"#),
+            "{text}"
+        );
+        assert!(text.contains(r#"model="m\"\n"} 1"#), "{text}");
+        for l in text.lines() {
+            assert!(
+                l.starts_with("# HELP ")
+                    || l.starts_with("# TYPE ")
+                    || l.starts_with(PREFIX) && l.ends_with(|c: char| c.is_ascii_digit()),
+                "a sample broken over lines: {l:?}"
+            );
+        }
+        assert_eq!(escape_help("a\\b\nc"), "a\\\\b\\nc");
+    }
+
+    #[test]
+    fn non_finite_values_are_spelled_as_prometheus_reads_them() {
+        assert_eq!(sample_value(f64::INFINITY), "+Inf");
+        assert_eq!(sample_value(f64::NEG_INFINITY), "-Inf");
+        assert_eq!(sample_value(f64::NAN), "NaN");
+        assert_eq!(sample_value(0.125), "0.125");
+        assert_eq!(sample_value(1e-7).parse::<f64>().unwrap(), 1e-7);
+    }
+
+    #[test]
+    fn a_check_named_twice_is_reported_once() {
+        let mut v = full_verdict();
+        v.lines.push(line("rate", Status::Ok, None));
+        let text = exposition(&v, &run());
+        let rate_ok: Vec<_> = samples(&text)
+            .into_iter()
+            .filter(|(s, _)| s.contains(r#"check="rate",status="ok""#))
+            .collect();
+        assert_eq!(rate_ok.len(), 1, "{rate_ok:?}");
+        assert_eq!(rate_ok[0].1, "0", "the first rate line (FAIL) counts");
+    }
+}
