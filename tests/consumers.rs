@@ -489,8 +489,13 @@ fn prom_metrics_pass_promtool_and_read_back_as_result_json_says() {
     ] {
         let samples = read_prom(&c, &promtool, file);
         let p = |name: &str| format!("npu_serve_smoke_{name}");
+        const SUMMARIES: [&str; 4] = ["ttft", "itl", "tpot", "e2el"];
         for s in &samples {
-            assert_eq!(s.kind, "gauge", "{s:?}");
+            let summary = SUMMARIES
+                .iter()
+                .any(|m| s.family == format!("npu_serve_smoke_{m}_seconds"));
+            let kind = if summary { "summary" } else { "gauge" };
+            assert_eq!(s.kind, kind, "{s:?}");
             assert!(s.family.starts_with("npu_serve_smoke_"), "{s:?}");
             assert_eq!(
                 s.labels.get("host").map(String::as_str),
@@ -603,5 +608,23 @@ fn prom_metrics_pass_promtool_and_read_back_as_result_json_says() {
             sample(&samples, &p("run_end_timestamp_seconds"), &[]),
             ended
         );
+        // The latency line's percentiles (ms) as summaries in seconds, with _count and _sum.
+        let latency = figures("latency");
+        for m in SUMMARIES {
+            let want = &latency[format!("{m}_ms")];
+            let name = p(&format!("{m}_seconds"));
+            for (quantile, key) in [("0.5", "p50"), ("0.9", "p90"), ("0.99", "p99")] {
+                assert_same(
+                    sample(&samples, &name, &[("quantile", quantile)]),
+                    s(&want[key]),
+                );
+            }
+            let count = want["count"].as_f64().unwrap();
+            assert_same(sample(&samples, &format!("{name}_count"), &[]), count);
+            assert_same(
+                sample(&samples, &format!("{name}_sum"), &[]),
+                s(&want["mean"]) * count,
+            );
+        }
     }
 }
