@@ -5,6 +5,7 @@
 mod util;
 
 mod baseline;
+mod compare;
 mod concurrency;
 mod conditions;
 mod consumers;

@@ -125,6 +125,27 @@ pub fn steps(points: &[(f64, f64)], x_end: f64) -> Vec<(f64, f64)> {
     out
 }
 
+/// The top of a panel's axis: room above the highest figure and the floors near the figures.
+/// A floor more than [`FLOOR_SCALE`] times the highest figure (a stand-in's 600,000 ms limit, a
+/// floor set to fail on purpose) would flatten every figure onto the axis: it is left above.
+fn y_top(figures: &[f64], floors: &[f64]) -> f64 {
+    let finite = |v: &&f64| v.is_finite() && **v > 0.0;
+    let highest = figures.iter().filter(finite).fold(0f64, |a, &b| a.max(b));
+    let near = floors
+        .iter()
+        .filter(finite)
+        .filter(|&&f| highest == 0.0 || f <= highest * FLOOR_SCALE)
+        .fold(highest, |a, &b| a.max(b));
+    if near > 0.0 {
+        near * 1.2
+    } else {
+        1.0
+    }
+}
+
+/// How far above the highest figure a floor may be and still set the axis.
+const FLOOR_SCALE: f64 = 3.0;
+
 /// A start time as the axis labels it: `2026-12-01 20:04`.
 fn label(unix_s: f64) -> String {
     let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs_f64(unix_s.max(0.0));
@@ -281,18 +302,18 @@ fn draw_panel(
         .iter()
         .filter_map(|r| Some((r.at, figure_and_floor(r).1?)))
         .collect();
-    let top = values
-        .iter()
-        .map(|v| v.1)
-        .chain(floors.iter().map(|f| f.1))
-        .filter(|v| v.is_finite())
-        .fold(0f64, f64::max);
-    let y_max = if top > 0.0 { top * 1.2 } else { 1.0 };
+    let y_max = y_top(
+        &values.iter().map(|v| v.1).collect::<Vec<_>>(),
+        &floors.iter().map(|f| f.1).collect::<Vec<_>>(),
+    );
+    // A floor above the axis is drawn along its top, and said.
+    let off_scale = floors.iter().filter(|f| f.1 > y_max).count();
+    let floors: Vec<(f64, f64)> = floors.iter().map(|&(x, f)| (x, f.min(y_max))).collect();
     let mut chart = ChartBuilder::on(area)
         .caption(caption, ("sans-serif", 14))
         .margin(10)
         .x_label_area_size(30)
-        .y_label_area_size(60)
+        .y_label_area_size(70)
         .build_cartesian_2d(x_range.clone(), 0f64..y_max)
         .map_err(err)?;
     chart
@@ -348,6 +369,17 @@ fn draw_panel(
             marker_of(result),
         )
         .map_err(err)?;
+    }
+    if off_scale > 0 {
+        chart
+            .draw_series(std::iter::once(Text::new(
+                format!(
+                    "the floor / limit of {off_scale} runs is above the axis, drawn along its top"
+                ),
+                (x_range.start, y_max * 0.93),
+                ("sans-serif", 11).into_font().color(&FLOOR),
+            )))
+            .map_err(err)?;
     }
     if values.is_empty() {
         chart
@@ -500,6 +532,31 @@ mod tests {
         assert!(a_rate[5].1 < a_rate[0].1, "the raised floor is higher");
         // Host a's serve changed before its third run: one grey line in each of its panels.
         assert_eq!(polylines(&svg, GROUP_LINE).len(), 2);
+    }
+
+    #[test]
+    fn a_floor_far_above_the_figures_leaves_them_the_axis() {
+        assert_eq!(y_top(&[10.0, 20.0], &[5.0]), 24.0);
+        assert_eq!(
+            y_top(&[10.0, 20.0], &[50.0]),
+            60.0,
+            "a floor near them is on the axis"
+        );
+        assert_eq!(y_top(&[10.0, 20.0], &[1e9]), 24.0);
+        assert_eq!(
+            y_top(&[], &[1e9]),
+            1.2e9,
+            "with no figure, the floor sets it"
+        );
+        assert_eq!(y_top(&[], &[]), 1.0);
+        assert_eq!(y_top(&[f64::NAN], &[0.0]), 1.0);
+        let mut rows = fleet();
+        rows[1].rate_floor_tok_s = Some(1e9);
+        let svg = svg(&rows).unwrap();
+        assert!(
+            svg.contains("the floor / limit of 1 runs is above the axis"),
+            "{svg}"
+        );
     }
 
     #[test]
