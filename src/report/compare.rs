@@ -204,6 +204,10 @@ pub struct Row {
     /// is not RFC 3339.
     #[serde(skip)]
     pub started_unix_s: Option<f64>,
+    /// Whether this is the oldest run, the one the others' provenance is compared with (of
+    /// runs started in the same second, the one given first).
+    #[serde(skip)]
+    pub oldest: bool,
 }
 
 /// `result` of a run directory that cannot be read.
@@ -281,22 +285,20 @@ pub fn rows(dirs: &[PathBuf]) -> Vec<Row> {
         .collect();
     // Against the oldest run of all (issue 18), whichever group it is in: across groups the
     // differences are what tells them apart.
+    // min_by gives the first of equal starts: the one given first.
     let oldest = rows
-        .iter()
+        .iter_mut()
         .filter(|r| r.group.is_some())
-        .min_by(|a, b| a.started_utc.cmp(&b.started_utc))
-        .map(|r| (r.dir.clone(), r.recorded.clone()));
-    if let Some((oldest_dir, Some(baseline))) = oldest {
-        let mut seen_oldest = false;
-        for r in rows.iter_mut().filter(|r| r.group.is_some()) {
-            if !seen_oldest && r.dir == oldest_dir {
-                seen_oldest = true;
-                continue;
+        .min_by(|a, b| a.started_utc.cmp(&b.started_utc));
+    if let Some(oldest) = oldest {
+        oldest.oldest = true;
+        if let Some(baseline) = oldest.recorded.clone() {
+            for r in rows.iter_mut().filter(|r| r.group.is_some() && !r.oldest) {
+                r.differences = r
+                    .recorded
+                    .as_ref()
+                    .map(|candidate| differences(candidate, &baseline));
             }
-            r.differences = r
-                .recorded
-                .as_ref()
-                .map(|candidate| differences(candidate, &baseline));
         }
     }
     rows = grouped(rows);
@@ -357,6 +359,7 @@ fn row(dir: &Path, baselines: &mut HashMap<String, BaselineRun>) -> Result<Row> 
         differences: None,
         recorded: a.manifest.provenance.clone(),
         started_unix_s: unix_seconds(started),
+        oldest: false,
     })
 }
 
@@ -370,11 +373,12 @@ pub fn unix_seconds(rfc3339: &str) -> Option<f64> {
 /// difference; empty when every run matches it.
 pub fn differs(rows: &[Row]) -> String {
     let readable: Vec<&Row> = rows.iter().filter(|r| r.group.is_some()).collect();
-    let Some(first) = readable
-        .iter()
-        .copied()
-        .min_by(|a, b| a.started_utc.cmp(&b.started_utc))
-    else {
+    let Some(first) = readable.iter().copied().find(|r| r.oldest).or_else(|| {
+        readable
+            .iter()
+            .copied()
+            .min_by(|a, b| a.started_utc.cmp(&b.started_utc))
+    }) else {
         return String::new();
     };
     if readable.len() < 2 {
