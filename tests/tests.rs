@@ -6,6 +6,7 @@ mod util;
 
 mod baseline;
 mod ci;
+mod compare;
 mod concurrency;
 mod conditions;
 mod consumers;

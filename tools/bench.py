@@ -44,6 +44,15 @@ docs/performance.md, "The timeline of a long run"):
      its reply made again 1,000 times on a 1.2 s beat): `judge DIR --svg FILE` against
      `judge DIR`, the median of --trials each; the difference is the drawing's wall time, and
      the SVG's size is its size.
+
+`--compare` runs another section alone, (h), history across a fleet (seconds;
+docs/performance.md, "compare over hundreds of runs"):
+
+ (h) COMPARE_RUNS run directories (one real stand-in run of COMPARE_REPLIES replies, copied,
+     each copy's run.json given one of COMPARE_HOSTS hosts and its own start) and
+     COMPARE_UNREADABLE that cannot be read (garbage run.json, a file, an empty directory):
+     `compare DIR...` (the table) and `compare DIR... --svg FILE --csv FILE`, the wall time of
+     each, the median of --trials; and the SVG's size.
 """
 import argparse
 import json
@@ -91,6 +100,12 @@ TIMELINE_TARGETS = {
     "timeline_svg_mb_1000_replies": 1.0,
 }
 TIMELINE_REPLIES, TIMELINE_TOKENS = 1000, 200
+# Section (h), --compare: limits (at most). "Well under a second" for hundreds of runs.
+COMPARE_TARGETS = {
+    "compare_s_300_runs": 0.5,
+    "compare_svg_csv_s_300_runs": 0.5,
+}
+COMPARE_RUNS, COMPARE_REPLIES, COMPARE_HOSTS, COMPARE_UNREADABLE = 300, 10, 6, 3
 LOAD_STREAMS = (8, 64)
 LOAD_TOKENS = 2000
 # Aggregate rate steps, (streams, gap in ms), in turn: more streams at 1 ms, each stream a
@@ -686,6 +701,60 @@ def timeline_section(tmp, trials):
     }
 
 
+def fleet_archives(tmp):
+    """COMPARE_RUNS copies of one real stand-in run, spread over COMPARE_HOSTS hosts, an hour
+    apart each, then COMPARE_UNREADABLE directories compare cannot read."""
+    real = os.path.join(tmp, "real")
+    subprocess.run([BIN, "run", "--stand-in", "--replies", str(COMPARE_REPLIES), "--out", real, *UNFLIPPABLE,
+                    "--", "--tokens", "20"],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    with open(os.path.join(real, "run.json")) as f:
+        manifest = json.load(f)
+    fleet = os.path.join(tmp, "fleet")
+    os.mkdir(fleet)
+    dirs = []
+    for i in range(COMPARE_RUNS):
+        out = os.path.join(fleet, f"run-{i:03}")
+        shutil.copytree(real, out)
+        host = f"box-{i % COMPARE_HOSTS}"
+        started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(1_780_000_000 + i * 3600))
+        edited = dict(manifest, host=host, started_utc=started)
+        if isinstance(edited.get("provenance"), dict):
+            edited["provenance"] = dict(edited["provenance"], host=host)
+        with open(os.path.join(out, "run.json"), "w") as f:
+            json.dump(edited, f)
+        dirs.append(out)
+    garbage = os.path.join(fleet, "garbage")
+    os.mkdir(garbage)
+    with open(os.path.join(garbage, "run.json"), "w") as f:
+        f.write("{\"schema\": ")
+    a_file = os.path.join(fleet, "a-file")
+    with open(a_file, "w") as f:
+        f.write("x")
+    empty = os.path.join(fleet, "empty")
+    os.mkdir(empty)
+    return dirs + [garbage, a_file, empty]
+
+
+def compare_section(tmp, trials):
+    dirs = fleet_archives(tmp)
+    svg, csv = os.path.join(tmp, "fleet.svg"), os.path.join(tmp, "fleet.csv")
+    walls = {}
+    for drawn in (False, True):
+        walls[drawn] = []
+        for _ in range(trials):
+            start = time.monotonic()
+            subprocess.run([BIN, "compare", *dirs] + (["--svg", svg, "--csv", csv] if drawn else []),
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+            walls[drawn].append(time.monotonic() - start)
+    return {
+        "compare_s_300_runs": statistics.median(walls[False]),
+        "compare_svg_csv_s_300_runs": statistics.median(walls[True]),
+        "compare_svg_kb_300_runs": os.path.getsize(svg) / 1e3,
+        "compare_run_dir_kb": sum(os.path.getsize(p) for p in glob.glob(os.path.join(dirs[0], "*"))) / 1e3,
+    }
+
+
 def overhead(tmp, trials):
     results = []
     for i in range(trials):
@@ -721,6 +790,8 @@ def main():
                    help="run section (f) alone, the gate's cost at load (8 to 13 minutes)")
     p.add_argument("--timeline", action="store_true",
                    help="run section (g) alone, the timeline of 1,000 replies (seconds)")
+    p.add_argument("--compare", action="store_true",
+                   help="run section (h) alone, compare over 300 run directories (seconds)")
     p.add_argument("--rounds", type=int, default=3, help="with --load: bursts a run (3)")
     p.add_argument("--load-gap-ms", default="1",
                    help="with --load: the gap of the 8- and 64-stream cost runs (1 ms)")
@@ -729,7 +800,11 @@ def main():
     if not args.no_build:
         subprocess.run(["cargo", "build", "--release", "--locked", "--quiet"], cwd=ROOT, check=True)
     prefix = "npu-serve-smoke-bench."
-    if args.timeline:
+    if args.compare:
+        with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+            figures = compare_section(tmp, trials)
+        targets, floors = COMPARE_TARGETS, {}
+    elif args.timeline:
         with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
             figures = timeline_section(tmp, trials)
         targets, floors = TIMELINE_TARGETS, {}

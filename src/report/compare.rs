@@ -1,24 +1,36 @@
-//! `compare DIR...`: runs side by side, oldest first, with the conditions each ran under, so a
-//! trend in rate or first-token is read beside the box's load and the serve binary's hash; and
-//! below the table, what in each later run's provenance differs from the first run's (issue 18):
-//! a model file, the workload or the serve's arguments (the runs are not comparable), or the box.
+//! `compare DIR...`: runs side by side, grouped by what they ran on and with, oldest first in
+//! each group, with the conditions each ran under, so a trend in rate or first-token is read
+//! beside the box's load and the serve binary's hash; and below the table, what in each later
+//! run's provenance differs from the oldest run's (issue 18): a model file, the workload or the
+//! serve's arguments (the runs are not comparable), or the box.
+//!
+//! History across a fleet (issue 21): a group is the runs of one host, one serve binary and one
+//! model (by hash, where provenance records one). `--svg FILE` draws each host's median rate
+//! and first-token over time ([`crate::report::compare_svg`]); `--csv FILE` writes a row a run
+//! for spreadsheets ([`crate::report::compare_csv`]). Hundreds of run directories read in well
+//! under a second (docs/performance.md, "compare over hundreds of runs"); a directory that
+//! cannot be read is a row saying why.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
 use clap::Args;
 use serde::Serialize;
+use sha2::{Digest, Sha256};
 
-use crate::archive::record::Provenance;
-use crate::archive::rundir;
+use crate::archive::record::{Percentiles, Provenance, Verdict};
+use crate::archive::rundir::{self, BaselineRun};
 use crate::judging::archived::judge_archive;
 use crate::judging::measure::{measure, median};
 use crate::judging::provenance::{differences, Difference};
 use crate::judging::verdict::Criteria;
+use crate::report::output::check_writable;
+use crate::report::{compare_csv, compare_svg};
 
 /// `compare`'s arguments.
 #[derive(Debug, Args)]
-#[command(after_help = DIFFERS_HELP)]
+#[command(after_help = COMPARE_HELP)]
 pub struct CompareArgs {
     /// Run directories to compare.
     #[arg(value_name = "DIR", required = true)]
@@ -26,23 +38,130 @@ pub struct CompareArgs {
     /// Print the rows as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Write each host's median rate and first-token over time as SVG to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+    /// Write a row a run as CSV (RFC 4180) to FILE; `-` for stdout, instead of the table.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
 }
 
-/// What `compare --help` says of the section below the table.
-const DIFFERS_HELP: &str = "\
-Below the table, for each run after the first (oldest) one, what in its provenance (run.json
-`provenance`) differs from the first run's: a model file's hash, the serve's arguments or the
-workload (prompts, max_tokens, extra body), which make the two runs measure different things
-(`not comparable`); or a fact of the box (`box: NAME`, NAME being host, cpu, memory, kernel,
-modules, firmware or tool). A run recorded without provenance is named as such. Nothing is
-printed when every run matches the first. With --json, each row has `provenance` (whether
-the run recorded it) and `differences` (against the first run; null for the first).";
+/// What `compare --help` says of the groups, the result, the outputs and the section below
+/// the table.
+const COMPARE_HELP: &str = "\
+The runs are grouped by host, serve binary (sha256) and model: the sha256 of the one file
+run.json's provenance hashed among the serve's arguments, or of the sorted hashes where it
+hashed several (a model and its config); \"model not recorded\" where it hashed none or the run
+is from before provenance. Groups are ordered by host, then by their oldest run; each group's
+runs oldest first; each group has a line naming host / serve / model (12 hex digits).
 
-/// One run's row. A run directory that cannot be read has its `dir` and `unreadable` only.
+RESULT is each run judged again as `judge DIR` judges it: with the floors and the baseline its
+run.json records, so a run recorded under other floors is held to its own.
+
+--svg FILE: a panel a host (its groups share it, a grey line where the serve or the model
+changed), the median rate on the left and the median first-token on the right over the runs'
+start times (UTC), each run a marker by its RESULT, the floor and the limit each run recorded
+drawn as steps. --csv FILE (or - for stdout): a header and a row a run: dir, host,
+serve_sha256, model_sha256, started_utc, result, the medians, load1, ncpu, serve_cpu_wait, the
+floor and limit, the latency percentiles (count, mean, p50, p90, p99 of ttft_ms, itl_ms,
+tpot_ms, e2el_ms, where the verdict has them) and why a directory was unreadable. Both are
+written atomically; a FILE whose directory does not exist is refused (exit 2) before any run is
+read.
+
+Below the table, for each run after the oldest one, what in its provenance (run.json
+`provenance`) differs from the oldest run's (\"the first run\"): a model file's hash, the
+serve's arguments or the workload (prompts, max_tokens, extra body), which make the two runs
+measure different things (`not comparable`); or a fact of the box (`box: NAME`, NAME being
+host, cpu, memory, kernel, modules, firmware or tool). A run recorded without provenance is
+named as such. Nothing is printed when every run matches the first. With --json, each row has
+`group` (host, serve_sha256, model_sha256), `provenance` (whether the run recorded it) and
+`differences` (against the first run; null for the first).";
+
+/// What a run ran on and with: its group. Runs of one group measure the same thing on the same
+/// box; a trend within one is the serve's.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct GroupKey {
+    /// Host name (run.json `host`).
+    pub host: String,
+    /// The serve binary's sha256, hex; `None` when attached to a serve already running.
+    pub serve_sha256: Option<String>,
+    /// The model's hash ([`model_hash`]); `None` where provenance records no model file.
+    pub model_sha256: Option<String>,
+}
+
+impl GroupKey {
+    /// The group's line in the table: `host H / serve 0123456789ab / model 0123456789ab`.
+    pub fn header(&self) -> String {
+        let short = |s: &Option<String>, none: &str| {
+            s.as_ref()
+                .map_or_else(|| none.to_string(), |h| h.chars().take(12).collect())
+        };
+        format!(
+            "host {} / serve {} / model {}",
+            self.host,
+            short(&self.serve_sha256, "not recorded (attached)"),
+            short(&self.model_sha256, "not recorded"),
+        )
+    }
+}
+
+/// The model a run's provenance names: the sha256 of its one hashed file, or, where it hashed
+/// several (a model and its config), the sha256 of their sorted hashes one a line, so the key
+/// is the same whatever the files' paths or order. `None` where it hashed none.
+pub fn model_hash(p: &Provenance) -> Option<String> {
+    let mut hashes: Vec<&str> = p.model_files.iter().map(|f| f.sha256.as_str()).collect();
+    hashes.sort_unstable();
+    hashes.dedup();
+    match hashes.as_slice() {
+        [] => None,
+        [one] => Some(one.to_string()),
+        many => {
+            let digest = Sha256::digest(many.join("\n").as_bytes());
+            Some(digest.iter().map(|b| format!("{b:02x}")).collect())
+        }
+    }
+}
+
+/// The latency percentiles the verdict's lines carry (issue 21, item 5), each where it has
+/// them: filled by the latency line once the gate judges one; empty before.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Default)]
+pub struct Latency {
+    /// Time to first token, ms.
+    pub ttft_ms: Option<Percentiles>,
+    /// Inter-token latency, ms.
+    pub itl_ms: Option<Percentiles>,
+    /// Time per output token after the first, ms.
+    pub tpot_ms: Option<Percentiles>,
+    /// End-to-end latency per reply, ms.
+    pub e2el_ms: Option<Percentiles>,
+}
+
+impl Latency {
+    /// The first figure of each kind among `verdict`'s lines (the latency line's).
+    pub fn of(verdict: &Verdict) -> Latency {
+        let mut l = Latency::default();
+        for f in verdict
+            .lines
+            .iter()
+            .filter_map(|line| line.figures.as_ref())
+        {
+            l.ttft_ms = l.ttft_ms.or(f.ttft_ms);
+            l.itl_ms = l.itl_ms.or(f.itl_ms);
+            l.tpot_ms = l.tpot_ms.or(f.tpot_ms);
+            l.e2el_ms = l.e2el_ms.or(f.e2el_ms);
+        }
+        l
+    }
+}
+
+/// One run's row. A run directory that cannot be read has its `dir`, `result` and
+/// `unreadable` only.
 #[derive(Debug, Clone, Serialize, PartialEq, Default)]
 pub struct Row {
     /// The run directory, as given.
     pub dir: String,
+    /// What the run ran on and with; `None` for a directory that cannot be read.
+    pub group: Option<GroupKey>,
     /// Start, UTC.
     pub started_utc: Option<String>,
     /// Host name.
@@ -59,8 +178,15 @@ pub struct Row {
     pub median_rate_tok_s: Option<f64>,
     /// Median first-token time, ms.
     pub median_first_token_ms: Option<f64>,
-    /// The RESULT, judged again with the run's own floors, in result.json's words: `PASS`,
-    /// `FAIL`, `SKIP`, `INTERRUPTED`; `UNREADABLE` for a directory that cannot be read.
+    /// The rate floor the run recorded (of the median), tok/s.
+    pub rate_floor_tok_s: Option<f64>,
+    /// The first-token limit the run recorded (of the median), ms.
+    pub first_token_limit_ms: Option<f64>,
+    /// The latency percentiles of the verdict's lines, where it has them.
+    pub latency: Latency,
+    /// The RESULT, judged again as `judge DIR` judges it (the run's own floors and recorded
+    /// baseline), in result.json's words: `PASS`, `FAIL`, `SKIP`, `INCONCLUSIVE`,
+    /// `INTERRUPTED`; `UNREADABLE` for a directory that cannot be read.
     pub result: String,
     /// The RESULT line as printed, e.g. `RESULT: SKIP (hold not acquired ...)`.
     pub summary: Option<String>,
@@ -68,56 +194,137 @@ pub struct Row {
     pub unreadable: Option<String>,
     /// Whether run.json records the run's provenance.
     pub provenance: bool,
-    /// For a run after the first, what in its provenance differs from the first run's; `None`
-    /// for the first run, and where either run has no provenance.
+    /// For a run after the oldest, what in its provenance differs from the oldest run's;
+    /// `None` for the oldest run, and where either run has no provenance.
     pub differences: Option<Vec<Difference>>,
     /// The provenance itself, to compare with.
     #[serde(skip)]
     pub recorded: Option<Provenance>,
+    /// The start as seconds since the Unix epoch, for the picture; `None` where `started_utc`
+    /// is not RFC 3339.
+    #[serde(skip)]
+    pub started_unix_s: Option<f64>,
+    /// Whether this is the oldest run, the one the others' provenance is compared with (of
+    /// runs started in the same second, the one given first).
+    #[serde(skip)]
+    pub oldest: bool,
 }
 
 /// `result` of a run directory that cannot be read.
 pub const UNREADABLE: &str = "UNREADABLE";
 
-/// Read each run and build its row; oldest first, then the directories that could not be
-/// read, in the order given. One bad directory never hides the others.
+/// The most of each file of a run `compare` reads, bytes: the archive loader holds run.json,
+/// replies.jsonl and the small JSON files whole (serve.log is streamed), so a run that grew a
+/// file past these is a row saying so, not a gigabyte in memory. replies.jsonl at about 8 kB a
+/// reply of 200 tokens holds some 30,000 replies in this much.
+const MOST_READ: &[(&str, u64)] = &[
+    (rundir::MANIFEST, 16 << 20),
+    (rundir::REPLIES, 256 << 20),
+    (rundir::LOAD, 64 << 20),
+    (rundir::ROUTE, 64 << 20),
+    (rundir::METRICS, 64 << 20),
+];
+
+/// Why a run's file is too large to read, checked from its size before anything is read.
+/// A file that cannot be looked at is left to the loader to name.
+fn too_large(dir: &Path) -> Result<()> {
+    for &(name, most) in MOST_READ {
+        if let Ok(meta) = std::fs::metadata(dir.join(name)) {
+            if meta.is_file() && meta.len() > most {
+                bail!(
+                    "{} is {} bytes, more than the {} compare reads of it",
+                    dir.join(name).display(),
+                    meta.len(),
+                    most
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Put `rows` in groups: by host, then by the group's oldest run; each group's runs oldest
+/// first. Rows without a group (unreadable) keep their order, after the rest. Stable: rows of
+/// one start keep the order given.
+pub fn grouped(rows: Vec<Row>) -> Vec<Row> {
+    let (mut readable, bad): (Vec<Row>, Vec<Row>) =
+        rows.into_iter().partition(|r| r.group.is_some());
+    readable.sort_by(|a, b| a.started_utc.cmp(&b.started_utc));
+    let mut first_start: HashMap<&GroupKey, &Option<String>> = HashMap::new();
+    for r in &readable {
+        first_start
+            .entry(r.group.as_ref().expect("partitioned"))
+            .or_insert(&r.started_utc);
+    }
+    let order: HashMap<GroupKey, (String, Option<String>)> = first_start
+        .into_iter()
+        .map(|(k, s)| (k.clone(), (k.host.clone(), s.clone())))
+        .collect();
+    readable.sort_by(|a, b| {
+        let (ka, kb) = (a.group.as_ref().unwrap(), b.group.as_ref().unwrap());
+        (&order[ka], ka, &a.started_utc).cmp(&(&order[kb], kb, &b.started_utc))
+    });
+    readable.extend(bad);
+    readable
+}
+
+/// Read each run and build its row, in groups ([`grouped`]), then the directories that could
+/// not be read, in the order given. One bad directory never hides the others.
 pub fn rows(dirs: &[PathBuf]) -> Vec<Row> {
-    let mut rows = Vec::new();
-    let mut bad = Vec::new();
-    for dir in dirs {
-        match row(dir) {
-            Ok(r) => rows.push(r),
-            Err(e) => bad.push(Row {
+    let mut baselines = HashMap::new();
+    let mut rows: Vec<Row> = dirs
+        .iter()
+        .map(|dir| {
+            row(dir, &mut baselines).unwrap_or_else(|e| Row {
                 dir: dir.display().to_string(),
                 result: UNREADABLE.to_string(),
                 unreadable: Some(format!("{e:#}")),
                 ..Row::default()
-            }),
-        }
-    }
-    rows.sort_by(|a, b| a.started_utc.cmp(&b.started_utc));
-    if let Some((first, later)) = rows.split_first_mut() {
-        if let Some(baseline) = &first.recorded {
-            for r in later {
+            })
+        })
+        .collect();
+    // Against the oldest run of all (issue 18), whichever group it is in: across groups the
+    // differences are what tells them apart.
+    // min_by gives the first of equal starts: the one given first.
+    let oldest = rows
+        .iter_mut()
+        .filter(|r| r.group.is_some())
+        .min_by(|a, b| a.started_utc.cmp(&b.started_utc));
+    if let Some(oldest) = oldest {
+        oldest.oldest = true;
+        if let Some(baseline) = oldest.recorded.clone() {
+            for r in rows.iter_mut().filter(|r| r.group.is_some() && !r.oldest) {
                 r.differences = r
                     .recorded
                     .as_ref()
-                    .map(|candidate| differences(candidate, baseline));
+                    .map(|candidate| differences(candidate, &baseline));
             }
         }
     }
-    rows.extend(bad);
+    rows = grouped(rows);
     rows
 }
 
-fn row(dir: &Path) -> Result<Row> {
+/// The run's row. Its result is judged again rather than read from result.json: a run killed
+/// before it wrote result.json still has one, a result.json edited or from an older build
+/// cannot disagree with the table's figures, and `compare` says what `judge DIR` says. The
+/// run's recorded baseline is loaded once for all the runs that name it.
+fn row(dir: &Path, baselines: &mut HashMap<String, BaselineRun>) -> Result<Row> {
+    too_large(dir)?;
     let a = rundir::load_archive(dir)?;
-    let verdict = judge_archive(
-        &a,
-        &Criteria::new(a.manifest.floors.clone())?,
-        a.read_serve_log()?,
-        None,
-    )?;
+    let criteria = Criteria::new(a.manifest.floors.clone())?;
+    let baseline = criteria.floors().baseline.as_ref().map(|recorded| {
+        baselines.entry(recorded.clone()).or_insert_with(|| {
+            let mut run = BaselineRun::load(Path::new(recorded));
+            if let Err(why) = &run.archive {
+                run.archive = Err(format!(
+                    "the run's baseline {recorded} cannot be read now ({why})"
+                ));
+            }
+            run
+        }) as &BaselineRun
+    });
+    let verdict = judge_archive(&a, &criteria, a.read_serve_log()?, baseline)?;
     // Warm-ups (`--warmup`) are not judged, and are no part of the run's figures.
     let metrics: Vec<_> = a
         .replies
@@ -127,11 +334,18 @@ fn row(dir: &Path) -> Result<Row> {
         .collect();
     let rates: Vec<f64> = metrics.iter().filter_map(|m| m.rate_tok_s).collect();
     let firsts: Vec<f64> = metrics.iter().filter_map(|m| m.first_token_ms).collect();
+    let serve_sha256 = a.manifest.serve_binary.as_ref().map(|b| b.sha256.clone());
+    let started = &a.manifest.started_utc;
     Ok(Row {
         dir: dir.display().to_string(),
-        started_utc: Some(a.manifest.started_utc.clone()),
+        group: Some(GroupKey {
+            host: a.manifest.host.clone(),
+            serve_sha256: serve_sha256.clone(),
+            model_sha256: a.manifest.provenance.as_ref().and_then(model_hash),
+        }),
+        started_utc: Some(started.clone()),
         host: Some(a.manifest.host.clone()),
-        serve_sha256: a.manifest.serve_binary.as_ref().map(|b| b.sha256.clone()),
+        serve_sha256,
         load1: a.load.as_ref().map(|l| l.load1),
         ncpu: a.load.as_ref().map(|l| l.ncpu),
         serve_cpu_wait: a
@@ -141,23 +355,39 @@ fn row(dir: &Path) -> Result<Row> {
             .and_then(|d| d.wait_fraction),
         median_rate_tok_s: median(&rates),
         median_first_token_ms: median(&firsts),
+        rate_floor_tok_s: Some(a.manifest.floors.floor),
+        first_token_limit_ms: Some(a.manifest.floors.first_token_ms),
+        latency: Latency::of(&verdict),
         result: verdict.outcome.word().to_string(),
         summary: Some(format!("RESULT: {}", verdict.outcome)),
         unreadable: None,
         provenance: a.manifest.provenance.is_some(),
         differences: None,
         recorded: a.manifest.provenance.clone(),
+        started_unix_s: unix_seconds(started),
+        oldest: false,
     })
 }
 
-/// What each run after the first differs in from the first run's provenance, one line a
-/// difference; empty when every run matches the first.
+/// An RFC 3339 time as seconds since the Unix epoch.
+pub fn unix_seconds(rfc3339: &str) -> Option<f64> {
+    let t = humantime::parse_rfc3339_weak(rfc3339.trim_end_matches('Z')).ok()?;
+    Some(t.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs_f64())
+}
+
+/// What each run after the oldest differs in from the oldest run's provenance, one line a
+/// difference; empty when every run matches it.
 pub fn differs(rows: &[Row]) -> String {
-    let readable: Vec<&Row> = rows.iter().filter(|r| r.unreadable.is_none()).collect();
-    let Some((first, later)) = readable.split_first() else {
+    let readable: Vec<&Row> = rows.iter().filter(|r| r.group.is_some()).collect();
+    let Some(first) = readable.iter().copied().find(|r| r.oldest).or_else(|| {
+        readable
+            .iter()
+            .copied()
+            .min_by(|a, b| a.started_utc.cmp(&b.started_utc))
+    }) else {
         return String::new();
     };
-    if later.is_empty() {
+    if readable.len() < 2 {
         return String::new();
     }
     let mut lines = Vec::new();
@@ -167,7 +397,12 @@ pub fn differs(rows: &[Row]) -> String {
             first.dir
         ));
     } else {
-        for r in later {
+        let mut seen_first = false;
+        for r in readable {
+            if !seen_first && std::ptr::eq(r, first) {
+                seen_first = true;
+                continue;
+            }
             match &r.differences {
                 Some(d) => lines.extend(d.iter().map(|d| format!("  {}: {d}", r.dir))),
                 None => lines.push(format!(
@@ -187,10 +422,10 @@ pub fn differs(rows: &[Row]) -> String {
     )
 }
 
-/// The rows as an aligned table.
+/// The rows as an aligned table, a line naming each group above its runs.
 pub fn table(rows: &[Row]) -> String {
     let dash = || "-".to_string();
-    let mut cells: Vec<[String; 9]> = vec![[
+    let header: [String; 9] = [
         "started (UTC)".into(),
         "host".into(),
         "serve sha256".into(),
@@ -200,14 +435,26 @@ pub fn table(rows: &[Row]) -> String {
         "median first token".into(),
         "RESULT".into(),
         "run".into(),
-    ]];
+    ];
+    // A group's line, or a run's cells.
+    enum Line {
+        Group(String),
+        Cells([String; 9]),
+    }
+    let mut lines = vec![Line::Cells(header)];
     let mut unreadable = Vec::new();
+    let mut current: Option<&GroupKey> = None;
     for r in rows {
-        if let Some(why) = &r.unreadable {
+        let Some(group) = &r.group else {
+            let why = r.unreadable.as_deref().unwrap_or("no run.json");
             unreadable.push(format!("{}: unreadable: {why}", r.dir));
             continue;
+        };
+        if current != Some(group) {
+            lines.push(Line::Group(group.header()));
+            current = Some(group);
         }
-        cells.push([
+        lines.push(Line::Cells([
             r.started_utc.clone().unwrap_or_else(dash),
             r.host.clone().unwrap_or_else(dash),
             r.serve_sha256
@@ -225,25 +472,33 @@ pub fn table(rows: &[Row]) -> String {
                 .map_or_else(dash, |v| format!("{v:.0} ms")),
             r.result.clone(),
             r.dir.clone(),
-        ]);
+        ]));
     }
     let widths: Vec<usize> = (0..9)
         .map(|i| {
-            cells
+            lines
                 .iter()
-                .map(|c| c[i].chars().count())
+                .filter_map(|l| match l {
+                    Line::Cells(c) => Some(c[i].chars().count()),
+                    Line::Group(_) => None,
+                })
                 .max()
                 .unwrap_or(0)
         })
         .collect();
     let mut out = String::new();
-    for c in &cells {
-        let line: Vec<String> = c
-            .iter()
-            .zip(&widths)
-            .map(|(s, w)| format!("{s:<w$}"))
-            .collect();
-        out.push_str(line.join("  ").trim_end());
+    for l in &lines {
+        match l {
+            Line::Group(g) => out.push_str(g),
+            Line::Cells(c) => {
+                let line: Vec<String> = c
+                    .iter()
+                    .zip(&widths)
+                    .map(|(s, w)| format!("{s:<w$}"))
+                    .collect();
+                out.push_str(line.join("  ").trim_end());
+            }
+        }
         out.push('\n');
     }
     for u in unreadable {
@@ -254,19 +509,232 @@ pub fn table(rows: &[Row]) -> String {
     out
 }
 
-/// Run `compare`: exit 0 when at least one run could be read, 2 when none could.
+/// Where `--csv` writes: a file, or stdout in place of the table.
+fn csv_to_stdout(args: &CompareArgs) -> bool {
+    args.csv.as_deref() == Some(Path::new("-"))
+}
+
+/// Refuse what cannot be done before any run is read: a report file that cannot be written
+/// (its directory missing), or two outputs for stdout.
+fn check_args(args: &CompareArgs) -> Result<()> {
+    if csv_to_stdout(args) && args.json {
+        bail!("--csv - and --json both write to stdout: give --csv a FILE, or drop one");
+    }
+    if let Some(path) = &args.svg {
+        check_writable(path).map_err(|e| anyhow::anyhow!("--svg: {e:#}"))?;
+    }
+    if let Some(path) = args.csv.as_ref().filter(|_| !csv_to_stdout(args)) {
+        check_writable(path).map_err(|e| anyhow::anyhow!("--csv: {e:#}"))?;
+    }
+    Ok(())
+}
+
+/// Run `compare`: exit 0 when at least one run could be read, 2 when none could (or a report
+/// file cannot be written).
 pub fn run(args: CompareArgs) -> Result<u8> {
+    check_args(&args)?;
     let rows = rows(&args.dirs);
     if args.json {
         crate::console::out(&format!("{}\n", serde_json::to_string_pretty(&rows)?));
+    } else if csv_to_stdout(&args) {
+        crate::console::out(&compare_csv::csv(&rows));
     } else {
         crate::console::out(&table(&rows));
     }
-    if rows.iter().all(|r| r.unreadable.is_some()) {
+    if let Some(path) = args.csv.as_ref().filter(|_| !csv_to_stdout(&args)) {
+        rundir::write_atomic(path, compare_csv::csv(&rows).as_bytes())?;
+    }
+    if let Some(path) = &args.svg {
+        rundir::write_atomic(path, compare_svg::svg(&rows)?.as_bytes())?;
+    }
+    if rows.iter().all(|r| r.group.is_none()) {
         bail!(
             "none of the {} directories is a run that can be read",
             rows.len()
         );
     }
     Ok(crate::exit_codes::PASS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::archive::record::HashedFile;
+
+    fn run(dir: &str, host: &str, serve: &str, model: Option<&str>, start: &str) -> Row {
+        Row {
+            dir: dir.into(),
+            group: Some(GroupKey {
+                host: host.into(),
+                serve_sha256: Some(serve.repeat(64)),
+                model_sha256: model.map(|m| m.repeat(64)),
+            }),
+            started_utc: Some(start.into()),
+            host: Some(host.into()),
+            result: "PASS".into(),
+            ..Row::default()
+        }
+    }
+
+    fn unreadable(dir: &str) -> Row {
+        Row {
+            dir: dir.into(),
+            result: UNREADABLE.into(),
+            unreadable: Some("garbage".into()),
+            ..Row::default()
+        }
+    }
+
+    fn dirs(rows: &[Row]) -> Vec<&str> {
+        rows.iter().map(|r| r.dir.as_str()).collect()
+    }
+
+    #[test]
+    fn groups_go_by_host_then_by_their_oldest_run_and_runs_oldest_first() {
+        let rows = vec![
+            unreadable("bad1"),
+            run("b-new", "b", "1", None, "2026-11-05T00:00:00Z"),
+            run("a-2nd-serve", "a", "2", None, "2026-11-02T00:00:00Z"),
+            run("a-old", "a", "1", None, "2026-11-01T00:00:00Z"),
+            unreadable("bad2"),
+            run("b-old", "b", "1", None, "2026-10-01T00:00:00Z"),
+            run("a-1st-serve-late", "a", "1", None, "2026-11-09T00:00:00Z"),
+            run("a-model", "a", "2", Some("m"), "2026-11-03T00:00:00Z"),
+        ];
+        let g = grouped(rows);
+        assert_eq!(
+            dirs(&g),
+            [
+                // Host a before b though b's run is older; a's serve 1 first (its oldest run
+                // is the oldest), its late run with it; then serve 2, then serve 2 with a
+                // model recorded.
+                "a-old",
+                "a-1st-serve-late",
+                "a-2nd-serve",
+                "a-model",
+                "b-old",
+                "b-new",
+                // The unreadable ones last, as given.
+                "bad1",
+                "bad2",
+            ]
+        );
+    }
+
+    #[test]
+    fn runs_of_one_start_keep_the_order_given() {
+        let rows = vec![
+            run("x", "a", "1", None, "2026-11-01T00:00:00Z"),
+            run("y", "a", "1", None, "2026-11-01T00:00:00Z"),
+        ];
+        assert_eq!(dirs(&grouped(rows.clone())), ["x", "y"]);
+        let reversed: Vec<Row> = rows.into_iter().rev().collect();
+        assert_eq!(dirs(&grouped(reversed)), ["y", "x"]);
+    }
+
+    #[test]
+    fn the_table_names_each_group_above_its_runs() {
+        let rows = grouped(vec![
+            run("r1", "a", "1", None, "2026-11-01T00:00:00Z"),
+            run("r2", "a", "1", None, "2026-11-02T00:00:00Z"),
+            run("r3", "a", "2", Some("c"), "2026-11-03T00:00:00Z"),
+            unreadable("bad"),
+        ]);
+        let t = table(&rows);
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(lines[0].starts_with("started (UTC)"), "{t}");
+        assert_eq!(
+            lines[1], "host a / serve 111111111111 / model not recorded",
+            "{t}"
+        );
+        assert!(lines[2].ends_with("r1") && lines[3].ends_with("r2"), "{t}");
+        assert_eq!(lines[4], "host a / serve 222222222222 / model cccccccccccc");
+        assert!(lines[5].ends_with("r3"), "{t}");
+        assert_eq!(lines[6], "bad: unreadable: garbage");
+    }
+
+    fn hashed(path: &str, sha: &str) -> HashedFile {
+        HashedFile {
+            path: path.into(),
+            size: 1,
+            sha256: sha.repeat(64),
+            cached: false,
+        }
+    }
+
+    #[test]
+    fn the_model_is_its_one_file_or_its_files_whatever_their_paths_and_order() {
+        let p = |files: Vec<HashedFile>| Provenance {
+            model_files: files,
+            ..Provenance::default()
+        };
+        assert_eq!(model_hash(&p(vec![])), None);
+        assert_eq!(
+            model_hash(&p(vec![hashed("/m/x.gguf", "a")])),
+            Some("a".repeat(64))
+        );
+        let two = model_hash(&p(vec![hashed("/m/x", "a"), hashed("/m/cfg", "b")])).unwrap();
+        assert_eq!(two.len(), 64);
+        assert_ne!(two, "a".repeat(64));
+        let moved = model_hash(&p(vec![hashed("/n/cfg", "b"), hashed("/n/x", "a")])).unwrap();
+        assert_eq!(two, moved, "moved and listed the other way: the same model");
+        let other = model_hash(&p(vec![hashed("/m/x", "a"), hashed("/m/cfg", "c")])).unwrap();
+        assert_ne!(two, other);
+    }
+
+    #[test]
+    fn a_start_reads_as_unix_seconds() {
+        assert_eq!(unix_seconds("1970-01-01T00:01:00Z"), Some(60.0));
+        assert_eq!(unix_seconds("yesterday"), None);
+    }
+
+    #[test]
+    fn unreadable_directories_are_rows_saying_why() {
+        let d = tempfile::tempdir().unwrap();
+        let garbage = d.path().join("garbage");
+        std::fs::create_dir(&garbage).unwrap();
+        std::fs::write(garbage.join("run.json"), b"{not json").unwrap();
+        let file = d.path().join("a-file");
+        std::fs::write(&file, b"x").unwrap();
+        let big = d.path().join("big");
+        std::fs::create_dir(&big).unwrap();
+        std::fs::write(big.join("run.json"), b"{}").unwrap();
+        // A sparse file: its size is checked, nothing of it read.
+        let replies = std::fs::File::create(big.join("replies.jsonl")).unwrap();
+        replies.set_len((256 << 20) + 1).unwrap();
+        let missing = d.path().join("missing");
+        let rows = rows(&[garbage.clone(), file.clone(), big.clone(), missing.clone()]);
+        assert_eq!(rows.len(), 4);
+        assert!(rows
+            .iter()
+            .all(|r| r.result == UNREADABLE && r.group.is_none()));
+        let why = |i: usize| rows[i].unreadable.clone().unwrap();
+        assert!(why(0).contains("run.json"), "{}", why(0));
+        assert!(why(1).contains("a-file/run.json"), "{}", why(1));
+        assert!(
+            why(2).contains("replies.jsonl is 268435457 bytes, more than the 268435456"),
+            "{}",
+            why(2)
+        );
+        assert!(why(3).contains("missing/run.json"), "{}", why(3));
+    }
+
+    #[test]
+    fn two_outputs_on_stdout_and_a_missing_directory_are_refused_before_reading() {
+        let args = |json: bool, svg: Option<&str>, csv: Option<&str>| CompareArgs {
+            dirs: vec![PathBuf::from("/nonexistent/run")],
+            json,
+            svg: svg.map(PathBuf::from),
+            csv: csv.map(PathBuf::from),
+        };
+        let e = check_args(&args(true, None, Some("-"))).unwrap_err();
+        assert!(format!("{e:#}").contains("both write to stdout"), "{e:#}");
+        let e = check_args(&args(false, Some("/nonexistent/dir/h.svg"), None)).unwrap_err();
+        assert!(format!("{e:#}").starts_with("--svg: "), "{e:#}");
+        assert!(format!("{e:#}").contains("does not exist"), "{e:#}");
+        let e = check_args(&args(false, None, Some("/nonexistent/dir/h.csv"))).unwrap_err();
+        assert!(format!("{e:#}").starts_with("--csv: "), "{e:#}");
+        assert!(check_args(&args(false, None, Some("-"))).is_ok());
+        assert!(check_args(&args(true, None, None)).is_ok());
+    }
 }
