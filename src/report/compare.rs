@@ -250,19 +250,22 @@ pub fn grouped(rows: Vec<Row>) -> Vec<Row> {
     let (mut readable, bad): (Vec<Row>, Vec<Row>) =
         rows.into_iter().partition(|r| r.group.is_some());
     readable.sort_by(|a, b| a.started_utc.cmp(&b.started_utc));
-    let mut first_start: HashMap<&GroupKey, &Option<String>> = HashMap::new();
-    for r in &readable {
+    // Each group's place: its host, its oldest run's start, and where that run stands in the
+    // stable order above, so groups whose oldest runs started in the same second keep the
+    // order they were given in (not the order of their keys' hashes).
+    let mut first_start: HashMap<&GroupKey, (&Option<String>, usize)> = HashMap::new();
+    for (i, r) in readable.iter().enumerate() {
         first_start
             .entry(r.group.as_ref().expect("partitioned"))
-            .or_insert(&r.started_utc);
+            .or_insert((&r.started_utc, i));
     }
-    let order: HashMap<GroupKey, (String, Option<String>)> = first_start
+    let order: HashMap<GroupKey, (String, Option<String>, usize)> = first_start
         .into_iter()
-        .map(|(k, s)| (k.clone(), (k.host.clone(), s.clone())))
+        .map(|(k, (s, i))| (k.clone(), (k.host.clone(), s.clone(), i)))
         .collect();
     readable.sort_by(|a, b| {
         let (ka, kb) = (a.group.as_ref().unwrap(), b.group.as_ref().unwrap());
-        (&order[ka], ka, &a.started_utc).cmp(&(&order[kb], kb, &b.started_utc))
+        (&order[ka], &a.started_utc).cmp(&(&order[kb], &b.started_utc))
     });
     readable.extend(bad);
     readable
@@ -626,6 +629,19 @@ mod tests {
         let rows = vec![
             run("x", "a", "1", None, "2026-11-01T00:00:00Z"),
             run("y", "a", "1", None, "2026-11-01T00:00:00Z"),
+        ];
+        assert_eq!(dirs(&grouped(rows.clone())), ["x", "y"]);
+        let reversed: Vec<Row> = rows.into_iter().rev().collect();
+        assert_eq!(dirs(&grouped(reversed)), ["y", "x"]);
+    }
+
+    #[test]
+    fn groups_whose_oldest_runs_share_a_second_keep_the_order_given() {
+        // Two models on one host in the same second (CI found this: the groups went by their
+        // keys, and the second run's group came first).
+        let rows = vec![
+            run("x", "a", "2", Some("d"), "2026-11-01T00:00:00Z"),
+            run("y", "a", "1", Some("c"), "2026-11-01T00:00:00Z"),
         ];
         assert_eq!(dirs(&grouped(rows.clone())), ["x", "y"]);
         let reversed: Vec<Row> = rows.into_iter().rev().collect();
