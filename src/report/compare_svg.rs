@@ -397,6 +397,7 @@ fn draw_panel(
 mod tests {
     use super::*;
     use crate::report::compare::unix_seconds;
+    use crate::report::timeline::tests::{elements, hex};
 
     fn run(host: &str, serve: &str, start: &str, result: &str, rate: f64, floor: f64) -> Row {
         Row {
@@ -415,37 +416,6 @@ mod tests {
             result: result.into(),
             ..Row::default()
         }
-    }
-
-    /// Every element of the SVG with its attributes, the document read as XML.
-    fn elements(svg: &str) -> Vec<(String, std::collections::HashMap<String, String>)> {
-        let mut reader = quick_xml::Reader::from_str(svg);
-        let mut all = Vec::new();
-        loop {
-            match reader.read_event().expect("the SVG is well-formed XML") {
-                quick_xml::events::Event::Eof => break,
-                quick_xml::events::Event::Empty(e) | quick_xml::events::Event::Start(e) => {
-                    let attributes = e
-                        .attributes()
-                        .flatten()
-                        .map(|a| {
-                            let key = String::from_utf8_lossy(a.key.as_ref()).to_string();
-                            (key, String::from_utf8_lossy(&a.value).to_string())
-                        })
-                        .collect();
-                    all.push((
-                        String::from_utf8_lossy(e.name().as_ref()).to_string(),
-                        attributes,
-                    ));
-                }
-                _ => {}
-            }
-        }
-        all
-    }
-
-    fn hex(c: RGBColor) -> String {
-        format!("#{:02X}{:02X}{:02X}", c.0, c.1, c.2)
     }
 
     /// The shapes (circle, rect, polygon) filled with `colour`.

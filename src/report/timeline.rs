@@ -593,7 +593,7 @@ fn draw_rate_panel(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::selftest::cases::reply;
 
@@ -731,8 +731,9 @@ mod tests {
         r
     }
 
-    /// Every element of the SVG with its attributes, the document read as XML.
-    fn elements(svg: &str) -> Vec<(String, std::collections::HashMap<String, String>)> {
+    /// Every element of the SVG with its attributes, the document read as XML (the other
+    /// SVG's tests, `compare_svg`, read theirs with it too).
+    pub(crate) fn elements(svg: &str) -> Vec<(String, std::collections::HashMap<String, String>)> {
         let mut reader = quick_xml::Reader::from_str(svg);
         let mut all = Vec::new();
         loop {
@@ -758,7 +759,7 @@ mod tests {
         all
     }
 
-    fn hex(c: RGBColor) -> String {
+    pub(crate) fn hex(c: RGBColor) -> String {
         format!("#{:02X}{:02X}{:02X}", c.0, c.1, c.2)
     }
 
