@@ -53,22 +53,6 @@ const BLOCK_CORRELATION: f64 = 0.05;
 /// 1 - rho.
 const MAX_CORRELATION: f64 = 0.99;
 
-/// The drift line's setting, as the verdict's criteria will carry it.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct DriftSettings {
-    /// `--max-drift`: the largest fall of the decode rate over the run that passes, as a share
-    /// (0.10 for 10%); [`DEFAULT_MAX_DRIFT`] by default.
-    pub max_drift: f64,
-}
-
-impl Default for DriftSettings {
-    fn default() -> Self {
-        DriftSettings {
-            max_drift: DEFAULT_MAX_DRIFT,
-        }
-    }
-}
-
 /// How a Mann-Kendall p-value was found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Method {
@@ -1152,7 +1136,6 @@ mod tests {
         assert_eq!(judge_drift(0.5, 0.0, 0.10), Status::Info);
         assert_eq!(judge_drift(f64::NAN, 0.0, 0.10), Status::Info);
         assert_eq!(judge_drift(-0.5, f64::NAN, 0.10), Status::Info);
-        assert_eq!(DriftSettings::default().max_drift, DEFAULT_MAX_DRIFT);
     }
 
     /// Whether the rule finds a fall beyond 10% in `logs` at p < 0.01, and whether its test
