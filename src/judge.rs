@@ -11,7 +11,9 @@ use crate::archive::rundir::{self, BaselineRun};
 use crate::exit_codes;
 use crate::judging::archived::judge_archive;
 use crate::judging::verdict::Criteria;
-use crate::live::run_args::{BaselineArgs, BurstFloorArgs, DriftArgs, RouteEvidenceArgs};
+use crate::live::run_args::{
+    BaselineArgs, BurstFloorArgs, DeterminismArgs, DriftArgs, RouteEvidenceArgs,
+};
 use crate::report::output::{self, OutputArgs, Outputs};
 use crate::report::timeline;
 use crate::report::RunInfo;
@@ -47,6 +49,10 @@ pub struct JudgeArgs {
     /// What the drift line holds the run to, instead of what the run recorded.
     #[command(flatten)]
     pub drift: DriftArgs,
+    /// Whether the same prompt must have got the same answer, instead of what the run
+    /// recorded (the run must have sent temperature 0).
+    #[command(flatten)]
+    pub determinism: DeterminismArgs,
     /// Override the recorded busy-box SKIP policy (see run --busy-skip).
     #[arg(long, value_name = "THRESHOLD")]
     pub busy_skip: Option<f64>,
@@ -154,6 +160,26 @@ pub fn run(args: JudgeArgs) -> Result<u8> {
     }
     if args.drift.max_drift.is_some() {
         floors.max_drift = args.drift.max_drift;
+    }
+    if args.determinism.deterministic {
+        floors.deterministic = true;
+    }
+    if args.determinism.baseline_answers.is_some() {
+        floors.baseline_answers = args.determinism.baseline_answers;
+    }
+    if floors.deterministic {
+        // Greedy answers can be held to each other; sampled ones cannot.
+        match archive.manifest.sampling().temperature {
+            Some(0.0) => {}
+            sent => bail!(
+                "--deterministic holds every answer to a prompt to the first, and {} sent temperature {}: its answers were sampled, not greedy",
+                args.dir.display(),
+                sent.map_or("that is not a number".to_string(), |t| t.to_string())
+            ),
+        }
+    }
+    if floors.baseline_answers.is_some() && !(floors.deterministic && floors.baseline.is_some()) {
+        bail!("--baseline-answers says what an answer that differs from the baseline's is: the run must be judged with --deterministic and a baseline (--baseline DIR, or the run's own)");
     }
     let criteria = Criteria::new(floors)?;
     let baseline = match (&baseline_dir, &criteria.floors().baseline) {

@@ -15,6 +15,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use regex::Regex;
 use serde::Deserialize;
 
+use crate::archive::record::AnswerPolicy;
 use crate::live::run_args::{self, RunSettings};
 
 /// A profile file's contents. Every key is optional.
@@ -44,6 +45,11 @@ pub struct Profile {
     // A duration as humantime writes it: "10m".
     soak: Option<String>,
     max_drift: Option<f64>,
+    temperature: Option<f64>,
+    // As any integer, for the command line's message about the range.
+    seed: Option<i64>,
+    deterministic: Option<bool>,
+    baseline_answers: Option<String>,
     url: Option<String>,
     ready_path: Option<String>,
     api_base: Option<String>,
@@ -154,6 +160,28 @@ pub fn apply(
     take!(aggregate_floor, optional);
     take!(min_speedup, optional);
     take!(max_drift, optional);
+    take!(deterministic);
+    if !given("temperature") {
+        if let Some(t) = profile.temperature {
+            args.temperature = Some(
+                run_args::temperature(t).map_err(|e| anyhow!("temperature in the profile: {e}"))?,
+            );
+        }
+    }
+    if !given("seed") {
+        if let Some(n) = profile.seed {
+            args.seed =
+                Some(run_args::seed(n.into()).map_err(|e| anyhow!("seed in the profile: {e}"))?);
+        }
+    }
+    if !given("baseline_answers") {
+        if let Some(p) = profile.baseline_answers {
+            args.baseline_answers = Some(
+                AnswerPolicy::parse(&p)
+                    .map_err(|e| anyhow!("baseline_answers in the profile: {e}"))?,
+            );
+        }
+    }
     if !given("soak") {
         if let Some(d) = profile.soak {
             args.soak = Some(run_args::soak(&d).map_err(|e| anyhow!("soak in the profile: {e}"))?);

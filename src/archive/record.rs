@@ -421,6 +421,19 @@ pub struct RunManifest {
     /// for a run without them. `replies_planned` counts the judged replies alone.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub warmup: usize,
+    /// The sampling every request asked for (`--temperature`, `--seed`, or `--extra-body`'s);
+    /// absent in runs from before it was recorded: see [`RunManifest::sampling`].
+    #[serde(default, rename = "sampling", skip_serializing_if = "Option::is_none")]
+    pub sampling_sent: Option<Sampling>,
+}
+
+impl RunManifest {
+    /// The sampling the run's requests asked for: as recorded, or for a run from before it
+    /// was, what its body sent (the gate's temperature 0, under `extra_body`).
+    pub fn sampling(&self) -> Sampling {
+        self.sampling_sent
+            .unwrap_or_else(|| Sampling::of_body(self.extra_body.as_ref()))
+    }
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -545,6 +558,74 @@ pub struct Floors {
     /// (`--max-drift`; absent: 0.10).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_drift: Option<f64>,
+    /// `--deterministic`: every reply to a prompt must be the first reply to it, and every
+    /// burst's stream the single-stream reply to its prompt (the determinism line). Absent,
+    /// false, for a run that does not ask it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deterministic: bool,
+    /// `--baseline-answers`: what a greedy answer that differs from the baseline's is
+    /// (absent: info).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_answers: Option<AnswerPolicy>,
+}
+
+/// What an answer that differs from the baseline's answer to the same prompt is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AnswerPolicy {
+    /// Said, never failed: a new release may legitimately change a greedy answer.
+    #[default]
+    Info,
+    /// A FAIL: the candidate must answer every prompt exactly as the baseline did.
+    Exact,
+}
+
+impl AnswerPolicy {
+    /// As `--baseline-answers` and run.json write it.
+    pub fn name(self) -> &'static str {
+        match self {
+            AnswerPolicy::Info => "info",
+            AnswerPolicy::Exact => "exact",
+        }
+    }
+
+    /// `info` or `exact`.
+    pub fn parse(s: &str) -> Result<AnswerPolicy, String> {
+        match s.trim() {
+            "info" => Ok(AnswerPolicy::Info),
+            "exact" => Ok(AnswerPolicy::Exact),
+            _ => Err(format!(
+                "{s:?} is not a policy for the baseline's answers: give info (an answer that differs is said) or exact (it FAILs)"
+            )),
+        }
+    }
+}
+
+/// The sampling every request of a run asked for, as its body carried it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Sampling {
+    /// `temperature` (the gate's 0, unless `--temperature` or `--extra-body` said otherwise);
+    /// absent when the body's was not a number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    /// `seed` (`--seed`, or `--extra-body`'s); absent when none was sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+}
+
+impl Sampling {
+    /// What a request body with these `fields` over the gate's own (`"temperature": 0`)
+    /// asks for.
+    pub fn of_body(fields: Option<&serde_json::Map<String, serde_json::Value>>) -> Sampling {
+        let field = |k: &str| fields.and_then(|f| f.get(k));
+        Sampling {
+            temperature: match field("temperature") {
+                Some(t) => t.as_f64(),
+                None => Some(0.0),
+            },
+            seed: field("seed").and_then(serde_json::Value::as_u64),
+        }
+    }
 }
 
 /// Where a reply's token count came from.
@@ -888,7 +969,8 @@ pub struct Figures {
     /// How many replies were made.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replies: Option<usize>,
-    /// The median's distribution-free 95% interval, low and high (from 6 values).
+    /// The median's distribution-free 95% interval, low and high (from 6 values); on the
+    /// determinism line, the mismatch rate's exact (Clopper-Pearson) 95% interval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interval_95: Option<[f64; 2]>,
     /// The floor the median is held to (rate).
@@ -981,6 +1063,22 @@ pub struct Figures {
     /// (E2EL).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub e2el_ms: Option<Percentiles>,
+    /// The trials compared (determinism: each reply after the first to its prompt, and each
+    /// burst's stream with a single-stream reply to its prompt; baseline-answers: the prompts
+    /// compared with the baseline's answers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trials: Option<usize>,
+    /// How many of them differed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mismatches: Option<usize>,
+    /// `mismatches / trials` (determinism); its exact 95% interval (Clopper-Pearson) is
+    /// `interval_95`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mismatch_rate: Option<f64>,
+    /// The smallest per-trial mismatch rate these trials would have shown at least once with
+    /// probability 0.95, `1 - 0.05^(1/trials)` (determinism).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detectable_rate: Option<f64>,
 }
 
 /// A distribution's figures as the peers' reports give them: vLLM's benchmark_serving prints

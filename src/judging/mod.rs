@@ -2,7 +2,8 @@
 //! (median and its interval) in [`measure`]; the peers' latency figures (TTFT, ITL, TPOT,
 //! E2EL percentiles) in [`latency`]; a candidate against an accepted baseline (the
 //! Hodges-Lehmann shift, its interval and the decision) in [`baseline`]; whether a figure
-//! drifted over the run (Mann-Kendall, Sen's slope, blocks) in [`drift`]; the serve's log
+//! drifted over the run (Mann-Kendall, Sen's slope, blocks) in [`drift`]; a rate of trials
+//! with its exact interval (Clopper-Pearson) in [`proportion`]; the serve's log
 //! scanned as a stream in [`serve_log`]; the verdict in [`verdict`], one file per line family;
 //! an archived run judged in [`archived`]; what differs between two runs' provenance in
 //! [`provenance`]; the serve's own Prometheus metrics, read and set against what the gate
@@ -16,6 +17,7 @@ pub mod baseline;
 pub mod drift;
 pub mod latency;
 pub mod measure;
+pub mod proportion;
 pub mod provenance;
 pub mod serve_log;
 pub mod serve_metrics;

@@ -12,7 +12,7 @@ use futures_util::FutureExt;
 
 use crate::archive::record::{
     BinaryInfo, ClockInfo, ConcurrencyPlan, Limits, LoadSnapshot, MetricsRecord, ReplyRecord,
-    RunManifest, SoakRecord, Startup, SCHEMA,
+    RunManifest, Sampling, SoakRecord, Startup, SCHEMA,
 };
 use crate::archive::rundir::BaselineRun;
 use crate::archive::rundir::{self, Archive, ResultFile, RunDir};
@@ -71,6 +71,11 @@ struct Plan {
     hold: Option<PathBuf>,
     hold_timeout: Duration,
     extra_body: Option<serde_json::Map<String, serde_json::Value>>,
+    /// The fields merged into every request body over the gate's own: `--temperature`,
+    /// `--seed` and the extra body.
+    request_fields: Option<serde_json::Map<String, serde_json::Value>>,
+    /// The sampling those requests ask for, as run.json records it.
+    sampling: Sampling,
     ready_timeout: Duration,
     /// `--ready-path`; `None`: /health, falling back to the API's /models.
     ready_path: Option<String>,
@@ -117,6 +122,10 @@ fn settings_json(args: &RunSettings) -> serde_json::Value {
         "min_speedup": args.min_speedup,
         "soak": args.soak.map(|d| d.as_secs_f64()),
         "max_drift": args.max_drift,
+        "temperature": args.temperature,
+        "seed": args.seed,
+        "deterministic": args.deterministic,
+        "baseline_answers": args.baseline_answers.map(|p| p.name()),
         "url": args.url,
         "ready_path": args.ready_path,
         "api_base": args.api_base,
@@ -144,6 +153,7 @@ fn settings_json(args: &RunSettings) -> serde_json::Value {
 impl Plan {
     fn new(args: RunSettings) -> Result<Plan> {
         let settings = settings_json(&args);
+        check_determinism(&args)?;
         let args_bursts = Bursts {
             concurrency: args.concurrency,
             rounds: args.rounds,
@@ -178,6 +188,8 @@ impl Plan {
                 args.max_drift
                     .unwrap_or(crate::judging::drift::DEFAULT_MAX_DRIFT),
             ),
+            deterministic: args.deterministic,
+            baseline_answers: args.baseline_answers,
         })?;
         // Read before anything starts: a baseline that is not a run is a usage error, not a
         // run lost at the end.
@@ -304,6 +316,8 @@ impl Plan {
             },
             None => None,
         };
+        let request_fields = request_fields(args.temperature, args.seed, extra_body.as_ref())?;
+        let sampling = Sampling::of_body(request_fields.as_ref());
         let (concurrency, metrics) = plan_bursts(&args_bursts, &url)?;
         Ok(Plan {
             device,
@@ -323,6 +337,8 @@ impl Plan {
             hold: args.hold,
             hold_timeout: args.hold_timeout,
             extra_body,
+            request_fields,
+            sampling,
             ready_timeout: args.ready_timeout,
             ready_path: args.ready_path,
             grace: args.grace,
@@ -333,6 +349,49 @@ impl Plan {
             output,
         })
     }
+}
+
+/// The fields every request body carries over the gate's own: `--temperature` and `--seed`
+/// as `temperature` and `seed`, and the extra body. A field set twice (`--seed` and an extra
+/// body with a `seed`) is refused: which one the run sent would be a guess.
+fn request_fields(
+    temperature: Option<f64>,
+    seed: Option<u64>,
+    extra_body: Option<&serde_json::Map<String, serde_json::Value>>,
+) -> Result<Option<serde_json::Map<String, serde_json::Value>>> {
+    let mut fields = extra_body.cloned().unwrap_or_default();
+    let ours = [
+        (
+            "temperature",
+            "--temperature",
+            temperature.map(serde_json::Value::from),
+        ),
+        ("seed", "--seed", seed.map(serde_json::Value::from)),
+    ];
+    for (key, flag, value) in ours {
+        let Some(value) = value else { continue };
+        if fields.contains_key(key) {
+            bail!("{flag} and --extra-body's \"{key}\" both set the requests' {key}: give it once");
+        }
+        fields.insert(key.to_string(), value);
+    }
+    Ok((!fields.is_empty()).then_some(fields))
+}
+
+/// `--deterministic` and `--baseline-answers` against what the run will send and compare with:
+/// greedy answers can be held to each other, sampled ones cannot.
+fn check_determinism(args: &RunSettings) -> Result<()> {
+    if args.deterministic {
+        match args.temperature {
+            Some(0.0) => {}
+            Some(t) => bail!("--deterministic holds every answer to a prompt to the first, and --temperature {t} samples them: give --temperature 0"),
+            None => bail!("--deterministic needs --temperature 0: every request must ask for the greedy answer, and run.json must say it did"),
+        }
+    }
+    if args.baseline_answers.is_some() && !(args.deterministic && args.baseline.is_some()) {
+        bail!("--baseline-answers says what an answer that differs from the baseline's is: give it with --deterministic and --baseline DIR");
+    }
+    Ok(())
 }
 
 /// Where the serve's metrics are scraped around the bursts.
@@ -539,6 +598,7 @@ async fn execute(plan: Plan) -> Result<u8> {
         hold: None,
         serve_died: None,
         extra_body: plan.extra_body.clone(),
+        sampling_sent: Some(plan.sampling),
         gate_cpu_s: None,
         gate_max_rss_kib: None,
         settings: Some(plan.settings.clone()),
@@ -899,7 +959,7 @@ async fn measure_serve(
             prompts: &plan.prompts,
             model: &model,
             max_tokens: plan.max_tokens,
-            extra_body: plan.extra_body.as_ref(),
+            extra_body: plan.request_fields.as_ref(),
             stall: plan.reply_timeout,
             limit: plan.reply_limit,
             metrics: plan.metrics.as_ref().map(|m| &m.client),
@@ -1081,7 +1141,7 @@ async fn one_reply(
         expect: prompt.expect.as_deref(),
         model,
         max_tokens: prompt.max_tokens.unwrap_or(plan.max_tokens),
-        extra_body: plan.extra_body.as_ref(),
+        extra_body: plan.request_fields.as_ref(),
         burst: None,
         first_text: None,
     };

@@ -20,7 +20,7 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::archive::record::{BinaryInfo, HashedFile, Provenance, RunManifest};
+use crate::archive::record::{BinaryInfo, HashedFile, Provenance, RunManifest, Sampling};
 use crate::archive::rundir;
 use crate::judging::provenance::without_port;
 use crate::live::serve;
@@ -190,6 +190,7 @@ pub fn gather(manifest: &RunManifest, max_tokens: u32) -> Provenance {
             &manifest.prompts,
             max_tokens,
             manifest.extra_body.as_ref(),
+            manifest.sampling_sent.as_ref(),
         ),
         host,
         machine_id,
@@ -541,16 +542,24 @@ fn read_cache(path: &Path) -> Result<Vec<CacheEntry>> {
 /// sha256 of the workload as canonical JSON: the prompts (as run.json has them), the default
 /// max_tokens and the extra body, keys sorted at every level, no whitespace. Canonical by hand
 /// rather than by serde_json's map order, which a feature elsewhere in the build could change.
+///
+/// The sampling sent (`--temperature`, `--seed`) is part of it only where it is not what the
+/// body sent before they existed (the gate's temperature 0, or the extra body's): a run that
+/// asks for nothing new hashes as it always did, and stays comparable with older baselines.
 pub fn workload_sha256(
     prompts: &[Prompt],
     max_tokens: u32,
     extra_body: Option<&serde_json::Map<String, serde_json::Value>>,
+    sampling: Option<&Sampling>,
 ) -> String {
-    let workload = serde_json::json!({
+    let mut workload = serde_json::json!({
         "prompts": prompts,
         "max_tokens": max_tokens,
         "extra_body": extra_body,
     });
+    if let Some(s) = sampling.filter(|s| **s != Sampling::of_body(extra_body)) {
+        workload["sampling"] = serde_json::json!({"temperature": s.temperature, "seed": s.seed});
+    }
     let mut text = String::new();
     canonical_json(&workload, &mut text);
     hex(&Sha256::digest(text.as_bytes()))
@@ -934,18 +943,49 @@ mod tests {
             serde_json::from_str(r#"{"b": 1, "a": {"y": [1, 2], "x": "é"}}"#).unwrap();
         let b: serde_json::Map<String, serde_json::Value> =
             serde_json::from_str(r#"{"a": {"x": "é", "y": [1, 2]}, "b": 1}"#).unwrap();
-        let h = workload_sha256(&prompts, 64, Some(&a));
-        assert_eq!(h, workload_sha256(&prompts, 64, Some(&b)), "key order");
+        let h = workload_sha256(&prompts, 64, Some(&a), None);
+        assert_eq!(
+            h,
+            workload_sha256(&prompts, 64, Some(&b), None),
+            "key order"
+        );
         assert_eq!(h.len(), 64);
-        assert_ne!(h, workload_sha256(&prompts, 65, Some(&a)), "max_tokens");
-        assert_ne!(h, workload_sha256(&prompts, 64, None), "extra body");
+        assert_ne!(
+            h,
+            workload_sha256(&prompts, 65, Some(&a), None),
+            "max_tokens"
+        );
+        assert_ne!(h, workload_sha256(&prompts, 64, None, None), "extra body");
         let mut other = prompts.clone();
         other[0].expect = None;
         assert_ne!(
             h,
-            workload_sha256(&other, 64, Some(&a)),
+            workload_sha256(&other, 64, Some(&a), None),
             "the expected answer"
         );
+        // Sampling the body always sent (temperature 0, no seed) hashes as before it was
+        // recorded; a seed or another temperature is another workload.
+        let greedy = Sampling {
+            temperature: Some(0.0),
+            seed: None,
+        };
+        assert_eq!(h, workload_sha256(&prompts, 64, Some(&a), Some(&greedy)));
+        for other in [
+            Sampling {
+                temperature: Some(0.0),
+                seed: Some(42),
+            },
+            Sampling {
+                temperature: Some(0.7),
+                seed: None,
+            },
+        ] {
+            assert_ne!(
+                h,
+                workload_sha256(&prompts, 64, Some(&a), Some(&other)),
+                "{other:?}"
+            );
+        }
 
         let mut text = String::new();
         canonical_json(

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::Args;
 
+use crate::archive::record::AnswerPolicy;
 use crate::report::output::OutputArgs;
 
 /// Default floor for the median decode rate, tok/s.
@@ -60,6 +61,12 @@ pub struct RunArgs {
     /// What the drift line holds the run to.
     #[command(flatten)]
     pub drift: DriftArgs,
+    /// The sampling every request asks for.
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
+    /// Whether the same prompt must get the same answer.
+    #[command(flatten)]
+    pub determinism: DeterminismArgs,
     /// The serve's base URL, instead of http://127.0.0.1:{port}. With no serve command, the
     /// gate measures a serve that is already running (nothing is launched or stopped).
     #[arg(long, value_name = "URL")]
@@ -236,6 +243,84 @@ pub struct DriftArgs {
     pub max_drift: Option<f64>,
 }
 
+/// The sampling every request asks for (docs/determinism.md): recorded in run.json's
+/// `sampling`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct SamplingArgs {
+    /// The temperature every request asks for, 0 to 2 (without it the gate sends 0). With
+    /// --deterministic it must be 0: greedy decoding, the one reproducible answer.
+    #[arg(long, value_name = "T", value_parser = parse_temperature, allow_negative_numbers = true)]
+    pub temperature: Option<f64>,
+    /// The seed every request sends (`seed` in its body), 0 to 4294967294: llama.cpp reads
+    /// 4294967295 (LLAMA_DEFAULT_SEED) as "pick a random seed".
+    #[arg(long, value_name = "N", value_parser = parse_seed, allow_negative_numbers = true)]
+    pub seed: Option<u64>,
+}
+
+/// Whether the same prompt must get the same answer (docs/determinism.md): `run` records it,
+/// `judge` overrides what a run recorded.
+#[derive(Debug, Clone, Default, Args)]
+pub struct DeterminismArgs {
+    /// The serve must answer the same prompt identically every time at temperature 0: every
+    /// reply is compared with the first reply to its prompt, and each burst's streams with it
+    /// (batch invariance). Any trial that differs FAILs the determinism line; none is
+    /// retried. Needs --temperature 0.
+    #[arg(long)]
+    pub deterministic: bool,
+    /// With --deterministic and --baseline: what an answer that differs from the baseline's
+    /// answer to the same prompt is: info (said; the default: a release may change a greedy
+    /// answer) or exact (a FAIL).
+    #[arg(long, value_name = "POLICY", value_parser = parse_answer_policy)]
+    pub baseline_answers: Option<AnswerPolicy>,
+}
+
+/// The highest `--temperature`: OpenAI's API takes 0 to 2.
+pub const MAX_TEMPERATURE: f64 = 2.0;
+
+/// A sampling temperature: 0 to [`MAX_TEMPERATURE`].
+pub fn temperature(t: f64) -> Result<f64, String> {
+    if !t.is_finite() || !(0.0..=MAX_TEMPERATURE).contains(&t) {
+        return Err(format!(
+            "temperature {t} is out of range (0 to {MAX_TEMPERATURE}; 0 is greedy)"
+        ));
+    }
+    Ok(t)
+}
+
+fn parse_temperature(s: &str) -> Result<f64, String> {
+    let t: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a temperature (a number, 0 to {MAX_TEMPERATURE})"))?;
+    temperature(t)
+}
+
+/// The highest `--seed`: one below llama.cpp's LLAMA_DEFAULT_SEED (0xFFFFFFFF, "pick a random
+/// seed" in include/llama.h), the one value a serve may read as "no seed".
+pub const MAX_SEED: u64 = 0xFFFF_FFFE;
+
+/// A request's seed: 0 to [`MAX_SEED`].
+pub fn seed(n: i128) -> Result<u64, String> {
+    match u64::try_from(n) {
+        Ok(n) if n <= MAX_SEED => Ok(n),
+        _ => Err(format!(
+            "seed {n} is out of range (0 to {MAX_SEED}; llama.cpp reads 4294967295 as a random seed)"
+        )),
+    }
+}
+
+fn parse_seed(s: &str) -> Result<u64, String> {
+    let n: i128 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a seed (a whole number, 0 to {MAX_SEED})"))?;
+    seed(n)
+}
+
+fn parse_answer_policy(s: &str) -> Result<AnswerPolicy, String> {
+    AnswerPolicy::parse(s)
+}
+
 /// The longest soak: a day.
 pub const MAX_SOAK: Duration = Duration::from_secs(86_400);
 
@@ -344,6 +429,14 @@ pub struct RunSettings {
     pub soak: Option<Duration>,
     /// The largest fall of the decode rate over the run that passes the drift line.
     pub max_drift: Option<f64>,
+    /// The temperature every request asks for; `None`: the gate's 0.
+    pub temperature: Option<f64>,
+    /// The seed every request sends; `None`: none.
+    pub seed: Option<u64>,
+    /// The same prompt must get the same answer (the determinism line).
+    pub deterministic: bool,
+    /// What an answer that differs from the baseline's is; `None`: info.
+    pub baseline_answers: Option<AnswerPolicy>,
     /// The serve's base URL, instead of http://127.0.0.1:{port}. With no serve command, the
     /// gate measures a serve that is already running (nothing is launched or stopped).
     pub url: Option<String>,
@@ -423,6 +516,10 @@ impl From<RunArgs> for RunSettings {
             min_speedup: a.burst_floors.min_speedup,
             soak: a.soak,
             max_drift: a.drift.max_drift,
+            temperature: a.sampling.temperature,
+            seed: a.sampling.seed,
+            deterministic: a.determinism.deterministic,
+            baseline_answers: a.determinism.baseline_answers,
             url: a.url,
             ready_path: a.ready_path,
             api_base: a.api_base,

@@ -7,7 +7,8 @@
 //! RESULT. Each line family's rules are in a file of its own: [`route`]; [`rate`] (rate and
 //! first-token); [`latency`] (the peers' TTFT, ITL, TPOT and E2EL, information); [`content`];
 //! [`conditions`] (the box's conditions and the busy-box note); [`serve`] (serve and stop; a
-//! hold not acquired is judged here).
+//! hold not acquired is judged here); [`determinism`] (`--deterministic`: the same prompt's
+//! answers against each other, and against the baseline's).
 //!
 //! Warm-up replies (`--warmup`) are left out once, at the top of [`judge`]: every line sees
 //! only the judged replies. A warm-up that failed still fails content.
@@ -31,6 +32,7 @@ pub mod baseline;
 pub mod bursts;
 pub mod conditions;
 pub mod content;
+pub mod determinism;
 pub mod latency;
 pub mod rate;
 pub mod route;
@@ -567,7 +569,14 @@ pub fn judge(e: &Evidence<'_>, c: &Criteria) -> Verdict {
                     lines.push(serve_metrics_line(metrics, e.replies));
                 }
             }
+            if c.floors.deterministic {
+                lines.push(determinism::determinism_line(e.replies));
+            }
             lines.extend(baseline::baseline_lines(e, c));
+            if c.floors.deterministic {
+                let policy = c.floors.baseline_answers.unwrap_or_default();
+                lines.extend(determinism::baseline_answers_line(e, policy));
+            }
         }
         if let Some(line) = stop_line(e.stop) {
             lines.push(line);

@@ -1,0 +1,895 @@
+//! The determinism line (`--deterministic`, issue 22): at temperature 0 the same prompt must
+//! get the same answer every time. Every reply is compared with the first reply to its prompt
+//! (its content, and its reasoning where there is one): a repeat, or a burst's stream against
+//! the single-stream reply (batch invariance). Any trial that differs FAILs the line; no trial
+//! is retried. Either way the line says how many trials it rests on, the mismatch rate with
+//! its exact 95% interval, and the smallest per-trial fault rate these trials would have
+//! caught with probability 0.95.
+//!
+//! The baseline-answers line sets each prompt's answer against the accepted baseline's
+//! answer to it, where the two are comparable (the same model, temperature and seed).
+
+use std::collections::HashMap;
+
+use super::{Baseline, BaselineEvidence, Evidence, Figures, Line, Status};
+use crate::archive::record::{AnswerPolicy, ReplyRecord, RunManifest};
+use crate::judging::proportion::{clopper_pearson, detectable_rate};
+use crate::judging::verdict::content::push_visible;
+
+/// The confidence of the mismatch rate's interval, and the probability of "would have
+/// caught".
+const CONFIDENCE: f64 = 0.95;
+
+/// Characters quoted on either side of the first difference.
+const CONTEXT: usize = 24;
+
+/// The most differing trials a FAIL names after the first.
+const NAMED: usize = 5;
+
+/// Where two replies' texts first differ: in which text, at which character (from 1), and a
+/// short quote of each around it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Divergence {
+    /// `content` or `reasoning`.
+    pub part: &'static str,
+    /// The first character that differs, from 1 (one past the shorter text's end when one is
+    /// the other's start).
+    pub at: usize,
+    /// The reply's text around it, quoted.
+    pub this: String,
+    /// The reference's text around it, quoted.
+    pub reference: String,
+}
+
+/// Where `a` first differs from `b`, or `None` when they are the same text.
+pub(crate) fn divergence(a: &ReplyRecord, b: &ReplyRecord) -> Option<Divergence> {
+    for (part, x, y) in [
+        ("content", &a.content, &b.content),
+        ("reasoning", &a.reasoning, &b.reasoning),
+    ] {
+        if x == y {
+            continue;
+        }
+        let common = x.chars().zip(y.chars()).take_while(|(c, d)| c == d).count();
+        return Some(Divergence {
+            part,
+            at: common + 1,
+            this: excerpt(x, common),
+            reference: excerpt(y, common),
+        });
+    }
+    None
+}
+
+/// `s` around its character `at` (from 0): up to [`CONTEXT`] characters either side, quoted,
+/// with … where the text goes on, control characters made visible.
+fn excerpt(s: &str, at: usize) -> String {
+    let start = at.saturating_sub(CONTEXT);
+    let mut out = String::from("\"");
+    if start > 0 {
+        out.push('…');
+    }
+    let mut chars = s.chars().skip(start);
+    for ch in chars.by_ref().take(at - start + CONTEXT) {
+        match ch {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '"' => out.push_str("\\\""),
+            c => push_visible(&mut out, c),
+        }
+    }
+    if chars.next().is_some() {
+        out.push('…');
+    }
+    out.push('"');
+    out
+}
+
+/// One trial that differed from its reference.
+struct Mismatch<'a> {
+    reply: &'a ReplyRecord,
+    reference: &'a ReplyRecord,
+    /// The trial's number among its prompt's, from 1.
+    trial: usize,
+    divergence: Divergence,
+}
+
+/// A trial's reply in a line: `reply 5 (trial 2 of "What is…")`, or for a burst's stream
+/// `burst 1 stream 3 (reply 12; trial 4 of "What is…", in a batch)`.
+fn trial_name(m: &Mismatch<'_>) -> String {
+    let prompt = super::quote(&m.reply.prompt, 40);
+    match m.reply.burst {
+        None => format!("reply {} (trial {} of {prompt})", m.reply.index, m.trial),
+        Some(b) => format!(
+            "burst {} stream {} (reply {}; trial {} of {prompt}, in a batch)",
+            b.round, b.stream, m.reply.index, m.trial
+        ),
+    }
+}
+
+/// A share as a short decimal: 0.05, 0.1, 0.
+fn share(x: f64) -> String {
+    let s = format!("{x:.3}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    if s.is_empty() {
+        "0".to_string()
+    } else {
+        s.to_string()
+    }
+}
+
+/// A rate as a percentage with two figures where it is small: 26%, 9.5%, 3.0%.
+fn percent(x: f64) -> String {
+    if x >= 0.1 {
+        format!("{:.0}%", x * 100.0)
+    } else {
+        format!("{:.1}%", x * 100.0)
+    }
+}
+
+/// The determinism line over the judged replies.
+pub(super) fn determinism_line(replies: &[ReplyRecord]) -> Line {
+    // Single-stream replies first, then the bursts' streams, each in the order made: the
+    // first reply to a prompt is a single-stream one wherever there is one, and a burst's
+    // streams are held to it.
+    let mut order: Vec<&ReplyRecord> = replies.iter().collect();
+    order.sort_by_key(|r| (r.burst.is_some(), r.index));
+    let mut references: HashMap<&str, (&ReplyRecord, usize)> = HashMap::new();
+    let mut prompts = 0;
+    let (mut trials, mut batched, mut failed) = (0, 0, 0);
+    let mut mismatches: Vec<Mismatch<'_>> = Vec::new();
+    let mut batched_mismatches = 0;
+    for r in order {
+        if r.error.is_some() {
+            // A failed reply's text is cut and already fails content: it is no trial.
+            failed += 1;
+            continue;
+        }
+        let Some((reference, seen)) = references.get_mut(r.prompt.as_str()) else {
+            references.insert(&r.prompt, (r, 0));
+            prompts += 1;
+            continue;
+        };
+        *seen += 1;
+        trials += 1;
+        batched += usize::from(r.burst.is_some());
+        if let Some(divergence) = divergence(r, reference) {
+            batched_mismatches += usize::from(r.burst.is_some());
+            mismatches.push(Mismatch {
+                reply: r,
+                reference,
+                trial: *seen,
+                divergence,
+            });
+        }
+    }
+    let not_compared = if failed == 0 {
+        String::new()
+    } else {
+        format!(
+            "; {failed} failed {} not compared",
+            if failed == 1 { "reply" } else { "replies" }
+        )
+    };
+    if trials == 0 {
+        return Line::new(
+            "determinism",
+            Status::Inconclusive,
+            format!(
+                "no prompt was answered twice, so there was nothing to compare ({prompts} {} answered once{not_compared}): give --replies above the number of prompts",
+                if prompts == 1 { "prompt" } else { "prompts" }
+            ),
+        )
+        .with(Figures {
+            trials: Some(0),
+            ..Figures::default()
+        });
+    }
+    let k = mismatches.len();
+    let rate = k as f64 / trials as f64;
+    let interval = clopper_pearson(k, trials, CONFIDENCE);
+    let detectable = detectable_rate(trials, CONFIDENCE);
+    let figures = Figures {
+        trials: Some(trials),
+        mismatches: Some(k),
+        mismatch_rate: Some(rate),
+        interval_95: interval.map(|(l, h)| [l, h]),
+        detectable_rate: detectable,
+        ..Figures::default()
+    };
+    let interval_text = interval.map_or_else(String::new, |(l, h)| {
+        format!(", 95% interval {l:.3} to {h:.3}")
+    });
+    let kinds = if batched == 0 {
+        format!(
+            "{trials} repeats of {prompts} {}",
+            plural(prompts, "prompt")
+        )
+    } else {
+        format!(
+            "{} repeats and {batched} streams in bursts",
+            trials - batched
+        )
+    };
+    if mismatches.is_empty() {
+        let caught = detectable.map_or_else(String::new, |d| {
+            format!(
+                "; these trials would have caught, with probability 0.95, a fault that shows in {} of trials or more",
+                percent(d)
+            )
+        });
+        return Line::new(
+            "determinism",
+            Status::Ok,
+            format!(
+                "{trials} {} ({kinds}), all identical to the first reply to their prompt: 0 differed, q = 0{interval_text}{caught}{not_compared}",
+                plural(trials, "trial")
+            ),
+        )
+        .with(figures);
+    }
+    let first = &mismatches[0];
+    let d = &first.divergence;
+    let mut text = format!(
+        "{k} of {trials} trials ({kinds}) differed from the first reply to their prompt: q = {}{interval_text}",
+        share(rate)
+    );
+    if batched > 0 {
+        text.push_str(&format!(
+            " ({batched_mismatches} of the {batched} in bursts)"
+        ));
+    }
+    text.push_str(&format!(
+        "; first {} differs from {} at character {} of the {}: {} against {}",
+        trial_name(first),
+        first.reference.name(),
+        d.at,
+        d.part,
+        d.this,
+        d.reference
+    ));
+    let more: Vec<String> = mismatches[1..]
+        .iter()
+        .take(NAMED)
+        .map(|m| {
+            format!(
+                "{} at character {} of the {}",
+                trial_name(m),
+                m.divergence.at,
+                m.divergence.part
+            )
+        })
+        .collect();
+    if !more.is_empty() {
+        text.push_str(&format!("; also {}", more.join(", ")));
+    }
+    if k - 1 > NAMED {
+        text.push_str(&format!(" and {} more", k - 1 - NAMED));
+    }
+    text.push_str(&not_compared);
+    Line::new("determinism", Status::Fail, text).with(figures)
+}
+
+fn plural(n: usize, word: &str) -> String {
+    if n == 1 {
+        word.to_string()
+    } else {
+        format!("{word}s")
+    }
+}
+
+/// The first single-stream reply to each prompt that did not fail (warm-ups left out), in
+/// the order made.
+fn first_answers(replies: &[ReplyRecord]) -> Vec<&ReplyRecord> {
+    let mut seen: HashMap<&str, ()> = HashMap::new();
+    let mut singles: Vec<&ReplyRecord> = replies
+        .iter()
+        .filter(|r| r.error.is_none() && r.burst.is_none() && !r.warmup)
+        .collect();
+    singles.sort_by_key(|r| r.index);
+    singles
+        .into_iter()
+        .filter(|r| seen.insert(&r.prompt, ()).is_none())
+        .collect()
+}
+
+/// Why two runs' greedy answers cannot be held to each other, or `None` when they can: the
+/// model (its files' hashes, or where neither side hashed one, the model name requested), the
+/// temperature and the seed must be the same.
+fn answers_incomparable(candidate: &RunManifest, baseline: &RunManifest) -> Option<String> {
+    let hashes = |m: &RunManifest| -> Option<Vec<String>> {
+        let p = m.provenance.as_ref()?;
+        let mut h: Vec<String> = p.model_files.iter().map(|f| f.sha256.clone()).collect();
+        h.sort();
+        Some(h)
+    };
+    let mut why = Vec::new();
+    match (hashes(candidate), hashes(baseline)) {
+        (Some(c), Some(b)) if c.is_empty() && b.is_empty() => {
+            if candidate.model != baseline.model {
+                why.push(format!(
+                    "no model file was hashed, and the model requested differs ({} here, {} at the baseline)",
+                    candidate.model.as_deref().unwrap_or("none"),
+                    baseline.model.as_deref().unwrap_or("none")
+                ));
+            }
+        }
+        (Some(c), Some(b)) if c != b => why.push("the model files' hashes differ".to_string()),
+        (Some(_), Some(_)) => {}
+        _ => why.push(
+            "a run from before model files were hashed cannot show it ran the same model"
+                .to_string(),
+        ),
+    }
+    let (c, b) = (candidate.sampling(), baseline.sampling());
+    let show = |t: Option<f64>| t.map_or("not a number".to_string(), |t| t.to_string());
+    if c.temperature != b.temperature {
+        why.push(format!(
+            "temperature {} here, {} at the baseline",
+            show(c.temperature),
+            show(b.temperature)
+        ));
+    }
+    if c.seed != b.seed {
+        let show = |s: Option<u64>| s.map_or("none".to_string(), |s| s.to_string());
+        why.push(format!(
+            "seed {} here, {} at the baseline",
+            show(c.seed),
+            show(b.seed)
+        ));
+    }
+    (!why.is_empty()).then(|| why.join("; "))
+}
+
+/// The baseline-answers line, when a baseline was asked for: each prompt's first answer
+/// against the baseline's first answer to it.
+pub(super) fn baseline_answers_line(e: &Evidence<'_>, policy: AnswerPolicy) -> Option<Line> {
+    let exact = policy == AnswerPolicy::Exact;
+    let said = |s: Status| if exact { s } else { Status::Info };
+    let hint = if exact {
+        ""
+    } else {
+        " (information: --baseline-answers exact makes a difference a FAIL)"
+    };
+    let (candidate, baseline): (&RunManifest, &Baseline<'_>) = match &e.baseline {
+        BaselineEvidence::NotAsked => return None,
+        BaselineEvidence::Missing(why) => {
+            return Some(Line::new(
+                "baseline-answers",
+                said(Status::Inconclusive),
+                format!("not compared: {why}"),
+            ))
+        }
+        BaselineEvidence::Recorded {
+            candidate,
+            baseline,
+        } => (candidate, baseline),
+    };
+    if let Some(why) = answers_incomparable(candidate, baseline.manifest) {
+        // As the baseline lines hold: a gate asked to compare the incomparable must not pass.
+        return Some(Line::new(
+            "baseline-answers",
+            said(Status::Fail),
+            format!(
+                "the answers are not comparable with the baseline {}'s: {why}{hint}",
+                baseline.name
+            ),
+        ));
+    }
+    let theirs: HashMap<&str, &ReplyRecord> = first_answers(baseline.replies)
+        .into_iter()
+        .map(|r| (r.prompt.as_str(), r))
+        .collect();
+    let mut compared = 0;
+    let mut missing = 0;
+    let mut diverged: Vec<(&ReplyRecord, Divergence)> = Vec::new();
+    for ours in first_answers(e.replies) {
+        let Some(base) = theirs.get(ours.prompt.as_str()) else {
+            missing += 1;
+            continue;
+        };
+        compared += 1;
+        if let Some(d) = divergence(ours, base) {
+            diverged.push((ours, d));
+        }
+    }
+    let missing_text = if missing == 0 {
+        String::new()
+    } else {
+        format!(
+            "; {missing} {} the baseline did not answer",
+            plural(missing, "prompt")
+        )
+    };
+    let figures = Figures {
+        trials: Some(compared),
+        mismatches: Some(diverged.len()),
+        ..Figures::default()
+    };
+    if compared == 0 {
+        return Some(
+            Line::new(
+                "baseline-answers",
+                said(Status::Inconclusive),
+                format!(
+                    "no prompt was answered on both sides: nothing to compare with the baseline {}{missing_text}",
+                    baseline.name
+                ),
+            )
+            .with(figures),
+        );
+    }
+    if diverged.is_empty() {
+        return Some(
+            Line::new(
+                "baseline-answers",
+                said(Status::Ok),
+                format!(
+                    "{compared} {} answered exactly as the baseline {} answered {}{missing_text}",
+                    plural(compared, "prompt"),
+                    baseline.name,
+                    if compared == 1 { "it" } else { "them" }
+                ),
+            )
+            .with(figures),
+        );
+    }
+    let described: Vec<String> = diverged
+        .iter()
+        .take(NAMED)
+        .map(|(r, d)| {
+            format!(
+                "{} ({}) diverges from the baseline at character {} of the {}: {} here, {} at the baseline",
+                super::quote(&r.prompt, 40),
+                r.name(),
+                d.at,
+                d.part,
+                d.this,
+                d.reference
+            )
+        })
+        .collect();
+    let more = if diverged.len() > NAMED {
+        format!(" and {} more", diverged.len() - NAMED)
+    } else {
+        String::new()
+    };
+    Some(
+        Line::new(
+            "baseline-answers",
+            said(Status::Fail),
+            format!(
+                "{} of {compared} {} diverge from the baseline {}'s answers: {}{more}{missing_text}{hint}",
+                diverged.len(),
+                plural(compared, "prompt"),
+                baseline.name,
+                described.join("; ")
+            ),
+        )
+        .with(figures),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::archive::record::{BurstSlot, Sampling};
+    use crate::judging::verdict::{judge, Criteria, Floors, Outcome};
+
+    const PARIS: &str = "What is the capital of France?";
+    const FOUR: &str = "What is 2 + 2?";
+
+    fn reply(index: usize, prompt: &str, content: &str) -> ReplyRecord {
+        let mut r = ReplyRecord::new(index, prompt, None);
+        r.content = content.to_string();
+        r
+    }
+
+    fn in_burst(mut r: ReplyRecord, round: usize, stream: usize) -> ReplyRecord {
+        r.burst = Some(BurstSlot { round, stream });
+        r
+    }
+
+    /// Six replies over two prompts, alternating, all the same answer to each.
+    fn steady() -> Vec<ReplyRecord> {
+        (1..=6)
+            .map(|i| {
+                if i % 2 == 1 {
+                    reply(i, PARIS, "Paris. ok ok ok")
+                } else {
+                    reply(i, FOUR, "2 + 2 = 4. ok")
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn identical_repeats_are_ok_and_say_what_the_trials_could_have_caught() {
+        let line = determinism_line(&steady());
+        assert_eq!(line.status, Status::Ok, "{}", line.text);
+        let f = line.figures.as_ref().unwrap();
+        // 6 replies to 2 prompts: the first to each is the reference, 4 trials.
+        assert_eq!((f.trials, f.mismatches), (Some(4), Some(0)));
+        assert_eq!(f.mismatch_rate, Some(0.0));
+        let (lo, hi) = clopper_pearson(0, 4, 0.95).unwrap();
+        assert_eq!(f.interval_95, Some([lo, hi]));
+        assert_eq!(f.detectable_rate, detectable_rate(4, 0.95));
+        assert!(
+            line.text.contains("4 trials (4 repeats of 2 prompts)"),
+            "{}",
+            line.text
+        );
+        assert!(
+            line.text.contains("95% interval 0.000 to 0.602"),
+            "{}",
+            line.text
+        );
+        // 1 - 0.05^(1/4) = 0.527.
+        assert!(
+            line.text.contains("in 53% of trials or more"),
+            "{}",
+            line.text
+        );
+    }
+
+    #[test]
+    fn one_reply_that_differs_fails_naming_it_its_trial_and_where() {
+        let mut replies = steady();
+        replies[4].content = "Paris. ok ko ok".to_string(); // reply 5: trial 2 of PARIS
+        let line = determinism_line(&replies);
+        assert_eq!(line.status, Status::Fail, "{}", line.text);
+        let f = line.figures.as_ref().unwrap();
+        assert_eq!((f.trials, f.mismatches), (Some(4), Some(1)));
+        assert_eq!(f.mismatch_rate, Some(0.25));
+        let (lo, hi) = clopper_pearson(1, 4, 0.95).unwrap();
+        assert_eq!(f.interval_95, Some([lo, hi]));
+        let t = &line.text;
+        assert!(t.starts_with("1 of 4 trials"), "{t}");
+        assert!(t.contains("q = 0.25"), "{t}");
+        assert!(
+            t.contains("reply 5 (trial 2 of \"What is the capital of France?\") differs from reply 1 at character 11 of the content"),
+            "{t}"
+        );
+        assert!(
+            t.contains("\"Paris. ok ko ok\" against \"Paris. ok ok ok\""),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn the_first_difference_among_many_is_named_first_and_the_rest_counted() {
+        let mut replies: Vec<ReplyRecord> = (1..=20).map(|i| reply(i, PARIS, "Paris.")).collect();
+        for i in [3, 7, 8, 9, 10, 11, 12, 13] {
+            replies[i - 1].content = format!("Paris{i}");
+        }
+        let line = determinism_line(&replies);
+        let t = &line.text;
+        assert!(t.starts_with("8 of 19 trials"), "{t}");
+        assert!(t.contains("first reply 3 (trial 2 of"), "{t}");
+        assert!(t.contains("also reply 7 (trial 6"), "{t}");
+        // Five more named, two counted.
+        assert!(
+            t.contains("reply 11 (trial 10") && !t.contains("reply 12 ("),
+            "{t}"
+        );
+        assert!(t.contains(" and 2 more"), "{t}");
+    }
+
+    #[test]
+    fn reasoning_is_compared_too() {
+        let mut replies = steady();
+        for r in &mut replies {
+            r.reasoning = "think think".to_string();
+        }
+        replies[3].reasoning = "think thonk".to_string();
+        let line = determinism_line(&replies);
+        assert_eq!(line.status, Status::Fail);
+        assert!(
+            line.text.contains("reply 4 (trial 1 of \"What is 2 + 2?\") differs from reply 2 at character 9 of the reasoning"),
+            "{}",
+            line.text
+        );
+    }
+
+    #[test]
+    fn a_burst_that_answers_otherwise_than_the_single_stream_fails_batch_invariance() {
+        let mut replies = steady();
+        replies.push(in_burst(reply(7, PARIS, "Paris. ok ok ok"), 1, 1));
+        replies.push(in_burst(reply(8, FOUR, "2 + 2 = 5. ok"), 1, 2));
+        let line = determinism_line(&replies);
+        assert_eq!(line.status, Status::Fail, "{}", line.text);
+        let t = &line.text;
+        assert!(t.contains("4 repeats and 2 streams in bursts"), "{t}");
+        assert!(t.contains("(1 of the 2 in bursts)"), "{t}");
+        assert!(
+            t.contains("burst 1 stream 2 (reply 8; trial 3 of \"What is 2 + 2?\", in a batch) differs from reply 2 at character 9"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn bursts_are_held_to_the_single_stream_reply_even_when_listed_first() {
+        // An archive's order is not the rule: the single-stream reply is the reference.
+        let replies = vec![
+            in_burst(reply(2, PARIS, "Lyon."), 1, 1),
+            reply(1, PARIS, "Paris."),
+        ];
+        let line = determinism_line(&replies);
+        assert!(
+            line.text.contains("burst 1 stream 1 (reply 2; trial 1")
+                && line.text.contains("differs from reply 1"),
+            "{}",
+            line.text
+        );
+    }
+
+    #[test]
+    fn failed_replies_are_no_trials_and_a_failed_first_reply_is_no_reference() {
+        let mut replies = steady();
+        replies[0].error = Some("the stream stalled".into());
+        replies[0].content = "Pa".into();
+        let line = determinism_line(&replies);
+        assert_eq!(line.status, Status::Ok, "{}", line.text);
+        // Reply 3 is PARIS's reference now: 3 trials.
+        assert_eq!(line.figures.as_ref().unwrap().trials, Some(3));
+        assert!(
+            line.text.ends_with("; 1 failed reply not compared"),
+            "{}",
+            line.text
+        );
+    }
+
+    #[test]
+    fn no_prompt_answered_twice_is_inconclusive() {
+        let replies = vec![reply(1, PARIS, "Paris."), reply(2, FOUR, "4")];
+        let line = determinism_line(&replies);
+        assert_eq!(line.status, Status::Inconclusive);
+        assert!(
+            line.text.contains("2 prompts answered once"),
+            "{}",
+            line.text
+        );
+        assert_eq!(line.figures.as_ref().unwrap().trials, Some(0));
+        assert_eq!(determinism_line(&[]).status, Status::Inconclusive);
+    }
+
+    #[test]
+    fn where_texts_diverge() {
+        let d = |a: &str, b: &str| divergence(&reply(1, PARIS, a), &reply(2, PARIS, b));
+        assert_eq!(d("same", "same"), None);
+        let x = d("Paris.", "Paris. ok").unwrap();
+        assert_eq!((x.part, x.at), ("content", 7));
+        assert_eq!(
+            (x.this.as_str(), x.reference.as_str()),
+            ("\"Paris.\"", "\"Paris. ok\"")
+        );
+        // Characters, not bytes.
+        assert_eq!(d("éa", "éb").unwrap().at, 2);
+        // Far into a long text: a window around the difference, control characters shown.
+        let long_a = format!("{}X\u{1b}[31m{}", "a".repeat(100), "z".repeat(100));
+        let long_b = format!("{}Y{}", "a".repeat(100), "z".repeat(100));
+        let x = d(&long_a, &long_b).unwrap();
+        assert_eq!(x.at, 101);
+        assert!(
+            x.this.starts_with("\"…aaaa") && x.this.ends_with("…\""),
+            "{}",
+            x.this
+        );
+        assert!(x.this.contains("X\\u{1b}[31m"), "{}", x.this);
+        assert!(!x.this.contains('\u{1b}'));
+        assert_eq!(x.this.chars().filter(|c| *c == 'a').count(), CONTEXT);
+    }
+
+    // ---- Against the baseline's answers -------------------------------------------------
+
+    fn manifest(model_sha: Option<&str>, seed: Option<u64>) -> RunManifest {
+        let mut m: RunManifest = serde_json::from_value(serde_json::json!({
+            "schema": 1, "tool_version": "t", "argv": [], "url": "http://127.0.0.1:1",
+            "prompts": [], "replies_planned": 1,
+            "floors": {"floor": 1.0, "first_token_ms": 1.0},
+            "limits": {"ready_timeout_s": 1.0, "grace_s": 1.0, "reply_timeout_s": 1.0},
+            "host": "h", "started_utc": "", "clock": {"name": "CLOCK_MONOTONIC", "base_ns": 0},
+            "serve_log_source": "none", "model": "m",
+        }))
+        .unwrap();
+        if let Some(sha) = model_sha {
+            m.provenance = Some(
+                serde_json::from_value(serde_json::json!({
+                    "tool_version": "t", "workload_sha256": "w",
+                    "model_files": [{"path": "/m.gguf", "size": 1, "sha256": sha}],
+                }))
+                .unwrap(),
+            );
+        }
+        m.sampling_sent = Some(Sampling {
+            temperature: Some(0.0),
+            seed,
+        });
+        m
+    }
+
+    fn answers_line(
+        ours: &[ReplyRecord],
+        theirs: &[ReplyRecord],
+        cand: &RunManifest,
+        base: &RunManifest,
+        policy: AnswerPolicy,
+    ) -> Line {
+        let startup = crate::archive::record::Startup::Ready {
+            after_ms: 1.0,
+            probe: String::new(),
+            not_ready_answers: 0,
+        };
+        let e = Evidence {
+            baseline: BaselineEvidence::Recorded {
+                candidate: cand,
+                baseline: Baseline {
+                    name: "runs/rc2",
+                    manifest: base,
+                    replies: theirs,
+                    load: None,
+                },
+            },
+            ..Evidence::of(ours, &startup)
+        };
+        baseline_answers_line(&e, policy).unwrap()
+    }
+
+    #[test]
+    fn the_same_answers_as_the_baseline_are_ok_when_exact_and_info_otherwise() {
+        let m = manifest(Some("abc"), Some(42));
+        let line = answers_line(&steady(), &steady(), &m, &m, AnswerPolicy::Exact);
+        assert_eq!(line.status, Status::Ok, "{}", line.text);
+        assert!(
+            line.text
+                .starts_with("2 prompts answered exactly as the baseline runs/rc2 answered them"),
+            "{}",
+            line.text
+        );
+        let line = answers_line(&steady(), &steady(), &m, &m, AnswerPolicy::Info);
+        assert_eq!(line.status, Status::Info);
+    }
+
+    #[test]
+    fn an_answer_that_diverges_from_the_baseline_says_where_and_fails_only_when_exact() {
+        let m = manifest(Some("abc"), None);
+        let mut ours = steady();
+        // Every answer to FOUR differs; only the first is compared with the baseline.
+        for r in ours.iter_mut().filter(|r| r.prompt == FOUR) {
+            r.content = "2 + 2 = 5. ok".into();
+        }
+        let line = answers_line(&ours, &steady(), &m, &m, AnswerPolicy::Exact);
+        assert_eq!(line.status, Status::Fail, "{}", line.text);
+        let t = &line.text;
+        assert!(
+            t.starts_with("1 of 2 prompts diverge from the baseline runs/rc2's answers"),
+            "{t}"
+        );
+        assert!(
+            t.contains("\"What is 2 + 2?\" (reply 2) diverges from the baseline at character 9 of the content: \"2 + 2 = 5. ok\" here, \"2 + 2 = 4. ok\" at the baseline"),
+            "{t}"
+        );
+        assert_eq!(line.figures.as_ref().unwrap().mismatches, Some(1));
+        let line = answers_line(&ours, &steady(), &m, &m, AnswerPolicy::Info);
+        assert_eq!(line.status, Status::Info);
+        assert!(
+            line.text.contains("--baseline-answers exact makes"),
+            "{}",
+            line.text
+        );
+    }
+
+    #[test]
+    fn answers_of_another_model_seed_or_an_unhashed_run_are_not_comparable() {
+        let m = manifest(Some("abc"), Some(1));
+        for (other, why) in [
+            (
+                manifest(Some("def"), Some(1)),
+                "the model files' hashes differ",
+            ),
+            (
+                manifest(Some("abc"), Some(2)),
+                "seed 1 here, 2 at the baseline",
+            ),
+            (
+                manifest(None, Some(1)),
+                "a run from before model files were hashed",
+            ),
+        ] {
+            let line = answers_line(&steady(), &steady(), &m, &other, AnswerPolicy::Exact);
+            assert_eq!(line.status, Status::Fail, "{}", line.text);
+            assert!(
+                line.text.contains("not comparable") && line.text.contains(why),
+                "{}",
+                line.text
+            );
+            let line = answers_line(&steady(), &steady(), &m, &other, AnswerPolicy::Info);
+            assert_eq!(line.status, Status::Info, "{}", line.text);
+        }
+        // Sampled at the baseline: another temperature.
+        let mut hot = manifest(Some("abc"), Some(1));
+        hot.sampling_sent = Some(Sampling {
+            temperature: Some(0.7),
+            seed: Some(1),
+        });
+        let line = answers_line(&steady(), &steady(), &m, &hot, AnswerPolicy::Exact);
+        assert!(
+            line.text
+                .contains("temperature 0 here, 0.7 at the baseline"),
+            "{}",
+            line.text
+        );
+    }
+
+    #[test]
+    fn without_model_files_on_either_side_the_model_name_decides() {
+        let mut a = manifest(Some("x"), None);
+        a.provenance.as_mut().unwrap().model_files.clear();
+        let mut b = a.clone();
+        let line = answers_line(&steady(), &steady(), &a, &b, AnswerPolicy::Exact);
+        assert_eq!(line.status, Status::Ok, "{}", line.text);
+        b.model = Some("other".into());
+        let line = answers_line(&steady(), &steady(), &a, &b, AnswerPolicy::Exact);
+        assert_eq!(line.status, Status::Fail, "{}", line.text);
+        assert!(
+            line.text.contains("m here, other at the baseline"),
+            "{}",
+            line.text
+        );
+    }
+
+    #[test]
+    fn a_run_from_before_sampling_was_recorded_sent_temperature_zero_unless_its_body_said_otherwise(
+    ) {
+        let mut m = manifest(None, None);
+        m.sampling_sent = None;
+        assert_eq!(m.sampling().temperature, Some(0.0));
+        m.extra_body = serde_json::from_str(r#"{"temperature": 0.8, "seed": 3}"#).unwrap();
+        assert_eq!(
+            m.sampling(),
+            Sampling {
+                temperature: Some(0.8),
+                seed: Some(3)
+            }
+        );
+    }
+
+    // ---- In the verdict -------------------------------------------------------------------
+
+    #[test]
+    fn the_verdict_judges_determinism_only_when_asked_and_never_as_timing() {
+        let startup = crate::archive::record::Startup::Ready {
+            after_ms: 1.0,
+            probe: String::new(),
+            not_ready_answers: 0,
+        };
+        let mut replies = steady();
+        replies[5].content = "2 + 2 = 4. ko".into();
+        let floors = |deterministic| Floors {
+            floor: 0.001,
+            first_token_ms: 1e9,
+            deterministic,
+            busy_skip: Some(0.0),
+            ..Floors::default()
+        };
+        let busy = crate::archive::record::LoadSnapshot {
+            load1: 50.0,
+            load5: 50.0,
+            load15: 50.0,
+            ncpu: 2,
+            taken: String::new(),
+            during: None,
+        };
+        let e = Evidence {
+            load: Some(&busy),
+            ..Evidence::of(&replies, &startup)
+        };
+        let v = judge(&e, &Criteria::new(floors(false)).unwrap());
+        assert!(v.lines.iter().all(|l| l.check != "determinism"));
+        // A busy box with --busy-skip 0 would SKIP a timing failure: a determinism FAIL stays.
+        let v = judge(&e, &Criteria::new(floors(true)).unwrap());
+        let line = v.lines.iter().find(|l| l.check == "determinism").unwrap();
+        assert_eq!(line.status, Status::Fail);
+        assert_eq!(v.outcome, Outcome::Fail);
+    }
+}
