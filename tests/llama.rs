@@ -479,3 +479,73 @@ fn two_streams_at_once_on_two_slots_overlap_and_the_serve_counts_the_tokens_the_
         "{during}"
     );
 }
+
+#[test]
+fn llama_server_at_temperature_0_on_one_slot_is_deterministic_and_answers_as_a_second_run_of_itself(
+) {
+    // Greedy decoding on one slot (-np 1), one thread: the same prompt, the same tokens, every
+    // time (issue 22). Seven replies to one prompt are six trials against the first; a second
+    // run of the same binary and model must answer it exactly as the first did.
+    let _alone = exclusive();
+    let (d, baseline) = scratch();
+    let (_d2, candidate) = scratch();
+    let prompts = d.path().join("prompts.jsonl");
+    std::fs::write(
+        &prompts,
+        "{\"prompt\": \"What is the capital of France? Answer in one word.\", \"expect\": \"(?i)paris\"}\n",
+    )
+    .unwrap();
+    let greedy = [
+        &UNFLIPPABLE[..],
+        &[
+            "--prompts",
+            prompts.to_str().unwrap(),
+            "--replies",
+            "7",
+            "--deterministic",
+            "--temperature",
+            "0",
+            "--seed",
+            "42",
+        ],
+    ]
+    .concat();
+    let Some((code, stdout)) = llama_run(&baseline, &greedy, &[]) else {
+        return;
+    };
+    assert_eq!(code, Some(0), "{stdout}");
+    let det = line(&stdout, "determinism");
+    assert!(det.contains(" ok "), "{stdout}");
+    assert!(det.contains("6 trials (6 repeats of 1 prompt)"), "{det}");
+    // What was sent is recorded.
+    let run = json(&baseline.join("run.json"));
+    assert_eq!(run["sampling"]["temperature"], 0.0);
+    assert_eq!(run["sampling"]["seed"], 42);
+    let with_baseline = [
+        &greedy[..],
+        &[
+            "--baseline",
+            baseline.to_str().unwrap(),
+            "--baseline-answers",
+            "exact",
+            // Wide margins: the rate comparison is not what this test is about.
+            "--baseline-noise",
+            "0.2",
+            "--max-regression",
+            "0.4",
+        ],
+    ]
+    .concat();
+    let Some((code, stdout)) = llama_run(&candidate, &with_baseline, &[]) else {
+        return;
+    };
+    // 4: the rate comparison may be inconclusive on a box that changed between the runs.
+    assert!(matches!(code, Some(0) | Some(4)), "{stdout}");
+    let answers = line(&stdout, "baseline-answers");
+    assert!(
+        answers.contains(" ok ") && answers.contains("1 prompt answered exactly as the baseline"),
+        "{stdout}"
+    );
+    assert!(line(&stdout, "determinism").contains(" ok "), "{stdout}");
+    assert_eq!(gate_judge_lines(&candidate), verdict_lines(&stdout));
+}

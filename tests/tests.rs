@@ -10,6 +10,7 @@ mod compare;
 mod concurrency;
 mod conditions;
 mod consumers;
+mod determinism;
 mod faults;
 mod inputs;
 mod judge;

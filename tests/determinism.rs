@@ -1,0 +1,274 @@
+//! Same question, same answer (issue 22): `--temperature` and `--seed` in every request,
+//! `--deterministic`'s determinism line against the stand-in's scripted faults, the answers
+//! against a baseline's, and the bad input refused before anything starts.
+
+use std::path::Path;
+
+use crate::inputs::{refused_before_anything, refused_before_the_run};
+use crate::util::*;
+
+/// The determinism line's figures in a run's result.json.
+fn determinism_figures(out: &Path) -> serde_json::Value {
+    let result = json(&out.join("result.json"));
+    result["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["check"] == "determinism")
+        .unwrap_or_else(|| panic!("no determinism line: {result}"))["figures"]
+        .clone()
+}
+
+#[test]
+fn a_greedy_stand_in_is_deterministic_records_its_sampling_and_judge_says_the_same() {
+    let (_d, out) = scratch();
+    let (code, stdout) = stand_in_run(
+        &out,
+        &[
+            "--replies",
+            "9",
+            "--deterministic",
+            "--temperature",
+            "0",
+            "--seed",
+            "42",
+        ],
+        &["--tokens", "6", "--gaps-ms", "1"],
+    );
+    assert_eq!(code, Some(0), "{stdout}");
+    let det = line(&stdout, "determinism");
+    // 9 replies to the 3 built-in prompts: 6 trials against the first reply to each.
+    assert!(det.contains("ok"), "{det}");
+    assert!(det.contains("6 trials (6 repeats of 3 prompts)"), "{det}");
+    assert!(
+        det.contains("0 differed, q = 0, 95% interval 0.000 to 0.459"),
+        "{det}"
+    );
+    // 1 - 0.05^(1/6) = 0.393.
+    assert!(
+        det.contains("a fault that shows in 39% of trials or more"),
+        "{det}"
+    );
+    let f = determinism_figures(&out);
+    assert_eq!(f["trials"], 6);
+    assert_eq!(f["mismatches"], 0);
+    check_result_schema(&out.join("result.json"));
+    let run = json(&out.join("run.json"));
+    assert_eq!(run["sampling"]["temperature"], 0.0);
+    assert_eq!(run["sampling"]["seed"], 42);
+    assert_eq!(run["floors"]["deterministic"], true);
+    assert_eq!(run["settings"]["seed"], 42);
+    // Re-judged from the archive alone, line for line.
+    assert_eq!(gate_judge_lines(&out), verdict_lines(&stdout));
+}
+
+#[test]
+fn a_run_that_did_not_ask_is_judged_for_determinism_when_judge_asks_and_it_sent_temperature_0() {
+    // The gate has always sent temperature 0: an archive from before --temperature is greedy.
+    let (_d, out) = scratch();
+    let (code, stdout) = stand_in_run(&out, &["--replies", "4"], &["--tokens", "6"]);
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(!stdout.contains("determinism"), "{stdout}");
+    let o = gate()
+        .args(["judge", "--deterministic"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let judged = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{judged}");
+    assert!(
+        line(&judged, "determinism").contains("1 trial (1 repeat"),
+        "{judged}"
+    );
+}
+
+#[test]
+fn sampled_answers_are_not_held_to_each_other() {
+    let (_d, out) = scratch();
+    let (code, stdout) = stand_in_run(
+        &out,
+        &["--replies", "3", "--temperature", "0.7"],
+        &["--tokens", "6"],
+    );
+    assert_eq!(code, Some(0), "{stdout}");
+    assert_eq!(json(&out.join("run.json"))["sampling"]["temperature"], 0.7);
+    let o = gate()
+        .args(["judge", "--deterministic"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("sent temperature 0.7"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+}
+
+#[test]
+fn determinism_settings_that_cannot_hold_are_refused_before_anything() {
+    let (d, out) = scratch();
+    for (args, says) in [
+        (
+            &["--deterministic"][..],
+            "--deterministic needs --temperature 0",
+        ),
+        (
+            &["--deterministic", "--temperature", "0.5"],
+            "--temperature 0.5 samples them: give --temperature 0",
+        ),
+        (
+            &[
+                "--deterministic",
+                "--temperature",
+                "0",
+                "--extra-body",
+                r#"{"temperature": 0.9}"#,
+            ],
+            "both set the requests' temperature",
+        ),
+        (
+            &["--seed", "7", "--extra-body", r#"{"seed": 7}"#],
+            "both set the requests' seed",
+        ),
+        (
+            &["--baseline-answers", "exact"],
+            "give it with --deterministic and --baseline DIR",
+        ),
+        (
+            &[
+                "--deterministic",
+                "--temperature",
+                "0",
+                "--baseline-answers",
+                "exact",
+            ],
+            "give it with --deterministic and --baseline DIR",
+        ),
+    ] {
+        refused_before_anything(&out, args, &[], says);
+    }
+    for (args, says) in [
+        (
+            &["--stand-in", "--temperature", "2.5"][..],
+            "out of range (0 to 2",
+        ),
+        (
+            &["--stand-in", "--temperature", "-0.1"],
+            "out of range (0 to 2",
+        ),
+        (
+            &["--stand-in", "--temperature", "NaN"],
+            "out of range (0 to 2",
+        ),
+        (
+            &["--stand-in", "--temperature", "hot"],
+            "is not a temperature",
+        ),
+        (&["--stand-in", "--seed", "-1"], "seed -1 is out of range"),
+        (&["--stand-in", "--seed", "4294967295"], "random seed"),
+        (
+            &["--stand-in", "--baseline-answers", "fuzzy"],
+            "give info (an answer that differs is said) or exact",
+        ),
+    ] {
+        refused_before_the_run(&out, args, says);
+    }
+    // A profile is held to the same bounds.
+    for (key, says) in [
+        (
+            "temperature = 3.0",
+            "temperature in the profile: temperature 3 is out of range",
+        ),
+        ("seed = -5", "seed in the profile: seed -5 is out of range"),
+        (
+            "baseline_answers = \"loose\"",
+            "baseline_answers in the profile",
+        ),
+        (
+            "deterministic = true",
+            "--deterministic needs --temperature 0",
+        ),
+    ] {
+        let profile = d.path().join("gate.toml");
+        std::fs::write(&profile, format!("stand_in = true\n{key}\n")).unwrap();
+        refused_before_the_run(&out, &["--profile", profile.to_str().unwrap()], says);
+    }
+}
+
+#[test]
+fn a_profile_asks_for_greedy_deterministic_answers() {
+    let (d, out) = scratch();
+    let profile = d.path().join("gate.toml");
+    std::fs::write(
+        &profile,
+        "stand_in = true\nreplies = 4\nfloor = 0\nfirst_token_ms = 600000\ntemperature = 0.0\nseed = 9\ndeterministic = true\n",
+    )
+    .unwrap();
+    let o = gate()
+        .args(["run", "--out"])
+        .arg(&out)
+        .args(["--profile", profile.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{stdout}");
+    assert!(line(&stdout, "determinism").contains("ok"), "{stdout}");
+    assert_eq!(json(&out.join("run.json"))["sampling"]["seed"], 9);
+}
+
+/// Two stand-in runs, the second judged against the first's answers.
+fn against_baseline(
+    baseline_script: &[&str],
+    candidate_script: &[&str],
+    policy: &str,
+) -> (Option<i32>, String) {
+    let (_d, base) = scratch();
+    let (_d2, cand) = scratch();
+    let greedy = ["--replies", "6", "--deterministic", "--temperature", "0"];
+    let (code, stdout) = stand_in_run(&base, &greedy, baseline_script);
+    assert_eq!(code, Some(0), "{stdout}");
+    let gate_args = [
+        &greedy[..],
+        &[
+            "--baseline",
+            base.to_str().unwrap(),
+            "--baseline-answers",
+            policy,
+        ],
+    ]
+    .concat();
+    let result = stand_in_run(&cand, &gate_args, candidate_script);
+    // Re-judged, the archive says the same.
+    assert_eq!(gate_judge_lines(&cand), verdict_lines(&result.1));
+    result
+}
+
+#[test]
+fn the_same_answers_as_the_baseline_are_identical() {
+    let (_code, stdout) = against_baseline(&["--tokens", "6"], &["--tokens", "6"], "exact");
+    let answers = line(&stdout, "baseline-answers");
+    assert!(answers.contains("ok"), "{stdout}");
+    assert!(
+        answers.contains("3 prompts answered exactly as the baseline"),
+        "{answers}"
+    );
+}
+
+#[test]
+fn an_answer_that_changed_since_the_baseline_is_said_and_fails_when_exact() {
+    let changed = ["--tokens", "6", "--answer", "Lyon is the answer"];
+    let (code, stdout) = against_baseline(&["--tokens", "6"], &changed, "info");
+    let answers = line(&stdout, "baseline-answers");
+    assert!(answers.contains("info"), "{stdout}");
+    assert!(
+        answers.contains("diverges from the baseline at character 1 of the content: \"Lyon is the answer ok ok\" here, \"Paris. ok ok ok ok ok\" at the baseline"),
+        "{answers}"
+    );
+    // Content fails on its own (Lyon is no Paris); the answers line does not add a FAIL.
+    assert_eq!(code, Some(1), "{stdout}");
+    let (code, stdout) = against_baseline(&["--tokens", "6"], &changed, "exact");
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(
+        line(&stdout, "baseline-answers").contains("FAIL"),
+        "{stdout}"
+    );
+}
