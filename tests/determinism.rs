@@ -77,7 +77,7 @@ fn a_run_that_did_not_ask_is_judged_for_determinism_when_judge_asks_and_it_sent_
     let judged = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(0), "{judged}");
     assert!(
-        line(&judged, "determinism").contains("1 trial (1 repeat"),
+        line(&judged, "determinism").contains("1 trial (1 repeat of 1 prompt)"),
         "{judged}"
     );
 }

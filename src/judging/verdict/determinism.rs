@@ -202,13 +202,16 @@ pub(super) fn determinism_line(replies: &[ReplyRecord]) -> Line {
     });
     let kinds = if batched == 0 {
         format!(
-            "{trials} repeats of {prompts} {}",
+            "{trials} {} of {prompts} {}",
+            plural(trials, "repeat"),
             plural(prompts, "prompt")
         )
     } else {
         format!(
-            "{} repeats and {batched} streams in bursts",
-            trials - batched
+            "{} {} and {batched} {} in bursts",
+            trials - batched,
+            plural(trials - batched, "repeat"),
+            plural(batched, "stream")
         )
     };
     if mismatches.is_empty() {
