@@ -49,7 +49,7 @@ use tokio::net::TcpListener;
 pub use args::{AfterDone, StandInArgs};
 use reply::{chat, metrics, models};
 use route::Route;
-pub use trace::TraceLine;
+pub use trace::{AlteredBy, TraceLine};
 use trace::{ConnId, Trace, TracedListener};
 
 /// The model id the stand-in lists.
@@ -548,7 +548,7 @@ mod tests {
                 TraceLine::Request {
                     conn, request_id, ..
                 } => Some((*conn, request_id.clone())),
-                TraceLine::Event { .. } => None,
+                TraceLine::Event { .. } | TraceLine::Altered { .. } => None,
             })
             .collect();
         assert_eq!(
