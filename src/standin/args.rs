@@ -46,7 +46,7 @@ pub struct StandInArgs {
         help_heading = "Pacing"
     )]
     pub jitter: Option<f64>,
-    /// The seed of --jitter's factors.
+    /// The seed of --jitter's factors and of --change-word's draws (each a stream of its own).
     #[arg(long, default_value_t = 0, value_name = "N", help_heading = "Pacing")]
     pub seed: u64,
     /// Tokens a reply has (capped by the request's max_tokens).
