@@ -83,6 +83,7 @@ fn streams(trace: &Path) -> Vec<Stream> {
                 s.content += usize::from(content_chars > 0);
                 s.done += usize::from(done);
             }
+            TraceLine::Altered { .. } => {}
         }
     }
     let mut streams: Vec<Stream> = by_conn.into_values().collect();

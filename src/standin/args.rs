@@ -46,7 +46,7 @@ pub struct StandInArgs {
         help_heading = "Pacing"
     )]
     pub jitter: Option<f64>,
-    /// The seed of --jitter's factors.
+    /// The seed of --jitter's factors and of --change-word's draws (each a stream of its own).
     #[arg(long, default_value_t = 0, value_name = "N", help_heading = "Pacing")]
     pub seed: u64,
     /// Tokens a reply has (capped by the request's max_tokens).
@@ -211,6 +211,29 @@ pub struct StandInArgs {
         help_heading = "Faults in the stream"
     )]
     pub inject_after: Option<usize>,
+    /// Fault: each chat completion request, with probability SHARE (0 to 1), gets a reply with
+    /// one word of its answer (`content`, never the reasoning; the --answer or built-in answer's
+    /// words, then the " ok" filler) changed, at a place drawn uniformly over those words: its
+    /// letters and digits reversed in place ("Paris." becomes "siraP."); when that is the same
+    /// word (one letter, a palindrome), each ASCII letter and digit moved on by one ("a" becomes
+    /// "b", "z" "a", "9" "0"); with nothing to move ("+", "é"), the word twice ("++").
+    /// Whitespace is kept, so the reply differs by that word alone. Both draws come from --seed
+    /// and the request's number, on a stream of their own (not --jitter's): the same requests
+    /// are changed for the same seed, whatever their timing. A nondeterministic serve.
+    #[arg(
+        long,
+        value_name = "SHARE",
+        allow_negative_numbers = true,
+        help_heading = "Faults in the stream"
+    )]
+    pub change_word: Option<f64>,
+    /// Fault: a reply that starts while another chat completion reply is under way has the
+    /// last word of its answer changed as --change-word changes a word; a reply made alone is
+    /// the clean one. A kernel that is not batch-invariant: the same prompt answers otherwise
+    /// inside a batch than alone. With --serial, which serves one at a time, no reply starts
+    /// beside another.
+    #[arg(long, help_heading = "Faults in the stream")]
+    pub batch_variant: bool,
     /// The faults (every option above under this heading, and --empty, --die-after,
     /// --http-status, --garbage-after, --bad-json-after, --crash-after) apply to the K-th chat
     /// completion request alone, counted from 1 in arrival order across connections; every
@@ -272,6 +295,13 @@ impl StandInArgs {
         }
         if self.slow_over.is_some_and(|n| n < 2) {
             anyhow::bail!("--slow-over is the request by which the slowing is complete: 2 or more");
+        }
+        if let Some(x) = self.change_word {
+            if !(0.0..=1.0).contains(&x) {
+                anyhow::bail!(
+                    "--change-word is a share of the requests, 0 to 1 (0.3: about three in ten), got {x}"
+                );
+            }
         }
         if let Some(x) = self.jitter {
             if !x.is_finite() || !(0.0..1.0).contains(&x) {
@@ -372,6 +402,8 @@ impl StandInArgs {
             wrong_shape_after: _,
             inject: _,
             inject_after: _,
+            change_word: _,
+            batch_variant: _,
             fault_request,
             map_file,
             hold_open,
@@ -427,6 +459,8 @@ impl StandInArgs {
             wrong_shape_after: None,
             inject: None,
             inject_after: None,
+            change_word: None,
+            batch_variant: false,
             fault_request,
             map_file,
             hold_open,
@@ -437,8 +471,35 @@ impl StandInArgs {
     }
 }
 
+/// Mixed into --seed for --change-word's draws, so they are a stream of their own: with the
+/// same seed, which requests --jitter slows and which --change-word changes are unrelated.
+const CHANGE_WORD_STREAM: u64 = 0x6368_616e_6765_2d77; // "change-w"
+
+impl StandInArgs {
+    /// Which of its `answer_words` answer words (from 0) the K-th chat completion request's
+    /// (from 1) reply changes under --change-word; none when the draw spares it, without
+    /// --change-word, or with no answer words to change. Pure of the seed and K: the same
+    /// requests are changed whatever their timing.
+    pub(super) fn changed_word(&self, nth: u64, answer_words: usize) -> Option<usize> {
+        let share = self.change_word?;
+        if answer_words == 0 {
+            return None;
+        }
+        let base = splitmix64(splitmix64(self.seed ^ CHANGE_WORD_STREAM) ^ splitmix64(nth));
+        let unit = (base >> 11) as f64 / (1u64 << 53) as f64;
+        if unit >= share {
+            return None;
+        }
+        // The second draw, from the first: multiply-shift (Lemire 2019, "Fast random integer
+        // generation in an interval") maps it onto the words, as good as uniform for so few.
+        let place = splitmix64(base);
+        Some(((place as u128 * answer_words as u128) >> 64) as usize)
+    }
+}
+
 /// SplitMix64's output function (Steele, Lea & Flood 2014, "Fast splittable pseudorandom
-/// number generators", OOPSLA): a well-mixed 64-bit value of `x`, for --jitter's factors.
+/// number generators", OOPSLA): a well-mixed 64-bit value of `x`, for --jitter's factors and
+/// --change-word's draws.
 fn splitmix64(x: u64) -> u64 {
     let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -497,6 +558,8 @@ mod tests {
         ("wrong_shape_after", &["--wrong-shape-after", "2"]),
         ("inject", &["--inject", "data: x\n\n"]),
         ("inject_after", &["--inject-after", "2"]),
+        ("change_word", &["--change-word", "0.5"]),
+        ("batch_variant", &["--batch-variant"]),
     ];
 
     /// Under the faults' heading, but settings of a fault or of which request gets them.
@@ -578,6 +641,76 @@ mod tests {
                 .check()
                 .is_ok()
         );
+    }
+
+    #[test]
+    fn a_change_word_share_outside_0_to_1_is_refused_in_one_line() {
+        for bad in ["NaN", "-0.1", "1.5", "inf"] {
+            let e = args(&["--change-word", bad])
+                .check()
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with("--change-word is a share"), "{bad}: {e}");
+            assert!(!e.contains('\n'), "{bad}: {e}");
+        }
+        for good in ["0", "0.3", "1"] {
+            assert!(args(&["--change-word", good]).check().is_ok(), "{good}");
+        }
+    }
+
+    #[test]
+    fn change_word_draws_are_seeded_and_span_every_word() {
+        let all = args(&["--change-word", "1", "--seed", "5"]);
+        let none = args(&["--change-word", "0", "--seed", "5"]);
+        let mut hits = [0usize; 5];
+        for k in 1..=1000 {
+            let w = all
+                .changed_word(k, 5)
+                .expect("a share of 1 changes every reply");
+            hits[w] += 1;
+            assert_eq!(none.changed_word(k, 5), None, "a share of 0 changes none");
+            assert_eq!(all.changed_word(k, 0), None, "no words, nothing to change");
+        }
+        // 200 expected at each place; binomial sd about 12.6, so 150..250 is 4 sd either way.
+        assert!(hits.iter().all(|h| (150..=250).contains(h)), "{hits:?}");
+        assert_eq!(args(&[]).changed_word(1, 5), None);
+        let third = args(&["--change-word", "0.3", "--seed", "5"]);
+        let picked: Vec<u64> = (1..=1000)
+            .filter(|k| third.changed_word(*k, 5).is_some())
+            .collect();
+        assert!((240..=360).contains(&picked.len()), "{}", picked.len());
+        let again: Vec<u64> = (1..=1000)
+            .filter(|k| third.changed_word(*k, 5).is_some())
+            .collect();
+        assert_eq!(picked, again);
+        let other = args(&["--change-word", "0.3", "--seed", "6"]);
+        assert_ne!(
+            picked,
+            (1..=1000)
+                .filter(|k| other.changed_word(*k, 5).is_some())
+                .collect::<Vec<_>>(),
+            "another seed, other requests"
+        );
+    }
+
+    #[test]
+    fn change_word_draws_do_not_follow_the_jitter_of_the_same_seed() {
+        // Were the two streams one, the requests --change-word picks (a low draw) would be
+        // those --jitter makes fastest (a low draw too): their jitter would average below 1.
+        let a = args(&["--change-word", "0.5", "--jitter", "0.5", "--seed", "9"]);
+        let (mut picked, mut spared) = (Vec::new(), Vec::new());
+        for k in 1..=2000 {
+            let f = a.gap_scale(k);
+            match a.changed_word(k, 3) {
+                Some(_) => picked.push(f),
+                None => spared.push(f),
+            }
+        }
+        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+        // Each factor is uniform on 0.5..1.5 (sd 0.29); a mean of ~1000 has sd about 0.009, so
+        // 0.04 is more than 4 sd; one stream would put the two means 0.5 apart.
+        assert!((mean(&picked) - 1.0).abs() < 0.04, "{}", mean(&picked));
+        assert!((mean(&spared) - 1.0).abs() < 0.04, "{}", mean(&spared));
     }
 
     #[test]

@@ -16,7 +16,7 @@ use tokio::sync::OwnedMutexGuard;
 
 use super::route::Reply;
 use super::trace::{request_id, ConnId};
-use super::{AfterDone, Script, ServeCounts, StandInArgs, TraceLine, MODEL};
+use super::{AfterDone, AlteredBy, Script, ServeCounts, StandInArgs, TraceLine, MODEL};
 use crate::clock;
 use crate::prompts::BUILT_IN;
 
@@ -111,6 +111,73 @@ fn answer_tokens(args: &StandInArgs, prompt: &str, n: usize) -> Vec<String> {
         .collect()
 }
 
+/// `token` (an answer token: a word, with the space before it) changed into another word of
+/// the same kind, its whitespace kept, so a reply with it differs from the clean one by that
+/// word alone: its letters and digits reversed in place, its punctuation left where it was
+/// ("Paris." becomes "siraP."); when that is the same word (one letter, a palindrome, "4."),
+/// each ASCII letter and digit moved on by one within its kind and case ("a" becomes "b", "z"
+/// "a", "Z" "A", "9" "0"); when there is none to move ("+", "é"), the word twice ("++"). Each
+/// step leaves a word it cannot return unchanged, so the result always differs.
+pub(super) fn changed_token(token: &str) -> String {
+    let start = token.len() - token.trim_start().len();
+    let end = token.trim_end().len().max(start);
+    let (lead, word, tail) = (&token[..start], &token[start..end], &token[end..]);
+    let mut reversed: Vec<char> = word.chars().filter(|c| c.is_alphanumeric()).collect();
+    let changed: String = word
+        .chars()
+        .map(|c| {
+            if c.is_alphanumeric() {
+                reversed.pop().unwrap_or(c)
+            } else {
+                c
+            }
+        })
+        .collect();
+    let changed = if changed != word {
+        changed
+    } else if word.chars().any(|c| c.is_ascii_alphanumeric()) {
+        word.chars().map(moved_on).collect()
+    } else {
+        word.repeat(2)
+    };
+    format!("{lead}{changed}{tail}")
+}
+
+/// An ASCII letter or digit moved on by one within its kind and case, wrapping; any other
+/// character as it is.
+fn moved_on(c: char) -> char {
+    let (first, len) = match c {
+        'a'..='z' => (b'a', 26),
+        'A'..='Z' => (b'A', 26),
+        '0'..='9' => (b'0', 10),
+        _ => return c,
+    };
+    char::from(first + (c as u8 - first + 1) % len)
+}
+
+/// The answer words a reply changes, from 0, each with the fault that changes it: the one
+/// --change-word draws for the K-th request (from 1), and with --batch-variant the last when
+/// the reply starts beside another (`batched`). A word both pick is listed for each.
+fn alterations(
+    args: &StandInArgs,
+    nth: u64,
+    answer_words: usize,
+    batched: bool,
+) -> Vec<(usize, AlteredBy)> {
+    let mut changes = Vec::new();
+    // Content that is not sent has no word to change.
+    if args.empty {
+        return changes;
+    }
+    if let Some(w) = args.changed_word(nth, answer_words) {
+        changes.push((w, AlteredBy::ChangeWord));
+    }
+    if args.batch_variant && batched && answer_words > 0 {
+        changes.push((answer_words - 1, AlteredBy::BatchVariant));
+    }
+    changes
+}
+
 /// What one chunk of a reply carries.
 #[derive(Debug, Clone, PartialEq)]
 struct ScriptedChunk {
@@ -120,11 +187,9 @@ struct ScriptedChunk {
     tokens_so_far: usize,
 }
 
-/// A reply's chunks: `n` tokens, the first `reasoning_tokens` of them reasoning, grouped
-/// `chunk_tokens` a chunk without mixing the two channels.
-fn reply_chunks(args: &StandInArgs, prompt: &str, n: usize) -> Vec<ScriptedChunk> {
-    let r = args.reasoning_tokens.min(n);
-    let answer = answer_tokens(args, prompt, n - r);
+/// A reply's chunks: `r` reasoning tokens, then the `answer` tokens, grouped `chunk_tokens` a
+/// chunk without mixing the two channels.
+fn reply_chunks(args: &StandInArgs, r: usize, answer: &[String]) -> Vec<ScriptedChunk> {
     let k = args.chunk_tokens as usize;
     let mut chunks = Vec::new();
     let mut sent = 0;
@@ -225,10 +290,12 @@ fn forever(wait: Duration, bytes: Bytes) -> impl Iterator<Item = Step> + Send {
 /// or its connection goes.
 struct Serving {
     reply: Reply,
+    /// Before `_turn`, so dropped first: the next --serial reply, let in when the turn goes,
+    /// must not count this one as under way (--batch-variant would call it batched).
+    under_way: UnderWay,
     _turn: Option<OwnedMutexGuard<()>>,
     /// What /metrics reports: the tokens this reply streams are counted.
     counts: Arc<ServeCounts>,
-    under_way: UnderWay,
 }
 
 impl Serving {
@@ -411,7 +478,35 @@ pub(super) async fn chat(
     let n = args.tokens.min(max_tokens);
     let natural = if n == max_tokens { "length" } else { "stop" };
     let finish = args.finish_reason.as_deref().unwrap_or(natural);
-    let mut chunks = reply_chunks(args, &prompt, n);
+    let r = args.reasoning_tokens.min(n);
+    let mut answer = answer_tokens(args, &prompt, n - r);
+    // Read now, after the --serial turn is taken: a serial stand-in starts none beside another.
+    let batched = !reply.under_way.alone();
+    // Each changed word's clean form, so a word both faults pick is changed once (twice
+    // reversed would be the clean word again) and both lines name its clean form.
+    let mut clean: Vec<(usize, String)> = Vec::new();
+    for (i, why) in alterations(args, nth, answer.len(), batched) {
+        let from = match clean.iter().find(|(w, _)| *w == i) {
+            Some((_, from)) => from.clone(),
+            None => {
+                let from = std::mem::take(&mut answer[i]);
+                answer[i] = changed_token(&from);
+                clean.push((i, from.clone()));
+                from
+            }
+        };
+        if let Some(trace) = &script.trace {
+            trace.write(&TraceLine::Altered {
+                conn,
+                nth,
+                word: i + 1,
+                from: from.trim().to_string(),
+                to: answer[i].trim().to_string(),
+                why,
+            });
+        }
+    }
+    let mut chunks = reply_chunks(args, r, &answer);
     if let Some(extra) = args.big_chunk {
         let mut pad = " ok".repeat(extra.div_ceil(3));
         pad.truncate(extra);
@@ -625,6 +720,77 @@ mod tests {
     }
 
     #[test]
+    fn a_changed_word_is_reversed_its_punctuation_and_whitespace_kept() {
+        assert_eq!(changed_token("Paris."), "siraP.");
+        // The letters reversed over the hyphen, which stays where it was.
+        assert_eq!(changed_token(" stand-in"), " nidna-ts");
+        assert_eq!(changed_token(" ok"), " ko");
+        assert_eq!(changed_token(" Cold."), " dloC.");
+        assert_eq!(changed_token(" serve."), " evres.");
+    }
+
+    #[test]
+    fn a_word_that_reverses_to_itself_is_moved_on_and_one_without_letters_doubled() {
+        // One letter, palindromes, digits: each ASCII letter and digit moved on by one.
+        assert_eq!(changed_token(" a"), " b");
+        assert_eq!(changed_token("I"), "J");
+        assert_eq!(changed_token(" z"), " a");
+        assert_eq!(changed_token(" Z"), " A");
+        assert_eq!(changed_token(" 9"), " 0");
+        assert_eq!(changed_token(" level"), " mfwfm");
+        assert_eq!(changed_token(" 4."), " 5.");
+        // Only the ASCII letters move: "é" has no next letter of its kind here.
+        assert_eq!(changed_token(" été"), " éué");
+        // Nothing to reverse or move: the word twice.
+        assert_eq!(changed_token(" +"), " ++");
+        assert_eq!(changed_token(" é"), " éé");
+        // Whatever the word, the change is never the word itself and keeps its whitespace.
+        for t in [
+            "x", " 2", " =", " ok", " 2 ", "\tab", " Ada", " é.é", " ...",
+        ] {
+            let c = changed_token(t);
+            assert_ne!(c, t);
+            assert_eq!(c.split_whitespace().count(), 1, "{t:?} -> {c:?}");
+            assert_eq!(
+                c.len() - c.trim_start().len(),
+                t.len() - t.trim_start().len(),
+                "{t:?} -> {c:?}"
+            );
+            assert_eq!(
+                c.len() - c.trim_end().len(),
+                t.len() - t.trim_end().len(),
+                "{t:?} -> {c:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn alterations_name_the_drawn_word_and_in_a_batch_the_last() {
+        let a = args(&["--change-word", "1", "--seed", "5"]);
+        let w = a.changed_word(3, 6).unwrap();
+        assert_eq!(
+            alterations(&a, 3, 6, false),
+            vec![(w, AlteredBy::ChangeWord)]
+        );
+        assert_eq!(alterations(&a, 3, 0, true), vec![], "no words");
+        let b = args(&["--batch-variant"]);
+        assert_eq!(alterations(&b, 3, 6, false), vec![], "alone: clean");
+        assert_eq!(
+            alterations(&b, 3, 6, true),
+            vec![(5, AlteredBy::BatchVariant)]
+        );
+        assert_eq!(alterations(&b, 3, 0, true), vec![]);
+        let both = args(&["--change-word", "1", "--seed", "5", "--batch-variant"]);
+        assert_eq!(
+            alterations(&both, 3, 6, true),
+            vec![(w, AlteredBy::ChangeWord), (5, AlteredBy::BatchVariant)]
+        );
+        // --empty sends no content: no word to change.
+        let empty = args(&["--change-word", "1", "--batch-variant", "--empty"]);
+        assert_eq!(alterations(&empty, 3, 6, true), vec![]);
+    }
+
+    #[test]
     fn chunks_group_tokens_and_keep_reasoning_apart() {
         let a = args(&[
             "--chunk-tokens",
@@ -634,7 +800,7 @@ mod tests {
             "--answer",
             "a b c d e f",
         ]);
-        let c = reply_chunks(&a, "x", 10);
+        let c = reply_chunks(&a, 4, &answer_tokens(&a, "x", 6));
         let shape: Vec<(usize, usize, usize)> = c
             .iter()
             .map(|c| {

@@ -37,6 +37,27 @@ pub enum TraceLine {
         /// The last user message.
         prompt: String,
     },
+    /// A word of a reply's answer was changed by a scripted fault (`--change-word`,
+    /// `--batch-variant`): what the stand-in really did, for a test to hold the gate's
+    /// determinism report to. Written when the reply is made, after its request's line and
+    /// before its first event. A word both faults pick is changed once, and has a line for
+    /// each.
+    Altered {
+        /// The connection the reply goes on.
+        conn: u64,
+        /// The chat completion request's number, from 1 in arrival order (as
+        /// `--fault-request` counts).
+        nth: u64,
+        /// The word's place among the answer's words (`content` only, reasoning not counted),
+        /// from 1.
+        word: usize,
+        /// The word as the clean reply has it, without its whitespace.
+        from: String,
+        /// The word as this reply has it.
+        to: String,
+        /// Which fault changed it.
+        why: AlteredBy,
+    },
     /// An SSE event's last byte was written to the socket.
     Event {
         /// CLOCK_MONOTONIC ns, taken right after the write returned.
@@ -56,6 +77,16 @@ pub enum TraceLine {
         /// Not JSON (the scripted garbage).
         garbage: bool,
     },
+}
+
+/// The fault that changed a word of a reply (a [`TraceLine::Altered`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AlteredBy {
+    /// `--change-word`: a seeded draw picked this request and this word.
+    ChangeWord,
+    /// `--batch-variant`: the reply started while another was under way; its last word.
+    BatchVariant,
 }
 
 /// The most of a request's `x-request-id` a trace line keeps: the gate's ids are short, and a
@@ -295,6 +326,24 @@ mod tests {
             matches!(event, TraceLine::Event { conn: 0, .. }),
             "{event:?}"
         );
+    }
+
+    #[test]
+    fn an_altered_line_reads_back_with_its_kind_and_fault_in_kebab_case() {
+        let line = TraceLine::Altered {
+            conn: 3,
+            nth: 7,
+            word: 1,
+            from: "Paris.".into(),
+            to: "siraP.".into(),
+            why: AlteredBy::BatchVariant,
+        };
+        let text = serde_json::to_string(&line).unwrap();
+        assert_eq!(
+            text,
+            r#"{"kind":"altered","conn":3,"nth":7,"word":1,"from":"Paris.","to":"siraP.","why":"batch-variant"}"#
+        );
+        assert_eq!(serde_json::from_str::<TraceLine>(&text).unwrap(), line);
     }
 
     #[test]
