@@ -77,7 +77,7 @@ fn a_run_that_did_not_ask_is_judged_for_determinism_when_judge_asks_and_it_sent_
     let judged = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(0), "{judged}");
     assert!(
-        line(&judged, "determinism").contains("1 trial (1 repeat of 1 prompt)"),
+        line(&judged, "determinism").contains("1 trial (1 repeat of 3 prompts)"),
         "{judged}"
     );
 }
@@ -271,4 +271,239 @@ fn an_answer_that_changed_since_the_baseline_is_said_and_fails_when_exact() {
         line(&stdout, "baseline-answers").contains("FAIL"),
         "{stdout}"
     );
+}
+
+/// The stand-in's trace, line by line.
+fn trace_lines(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The trace's `altered` lines: what the stand-in changed, and in which request.
+fn altered(trace: &[serde_json::Value]) -> Vec<&serde_json::Value> {
+    trace.iter().filter(|l| l["kind"] == "altered").collect()
+}
+
+#[test]
+fn every_request_carries_the_temperature_and_seed_asked_for() {
+    // What the serve received, from its own trace, not what the gate meant to send.
+    for (gate_args, temperature, seed) in [
+        (&[][..], Some(0.0), None),
+        (
+            &["--temperature", "0", "--seed", "42"][..],
+            Some(0.0),
+            Some(42),
+        ),
+        (&["--temperature", "0.7"][..], Some(0.7), None),
+    ] {
+        let (d, out) = scratch();
+        let trace = d.path().join("trace.jsonl");
+        let gate_args = [
+            &["--replies", "3", "--concurrency", "2", "--rounds", "1"][..],
+            gate_args,
+        ]
+        .concat();
+        let (code, stdout) = stand_in_run(
+            &out,
+            &gate_args,
+            &["--tokens", "6", "--trace", trace.to_str().unwrap()],
+        );
+        assert_eq!(code, Some(0), "{gate_args:?}: {stdout}");
+        let requests: Vec<serde_json::Value> = trace_lines(&trace)
+            .into_iter()
+            .filter(|l| l["kind"] == "request")
+            .collect();
+        // Three single-stream replies and a burst of two.
+        assert_eq!(requests.len(), 5, "{gate_args:?}");
+        for r in &requests {
+            assert_eq!(r["temperature"].as_f64(), temperature, "{gate_args:?}: {r}");
+            assert_eq!(r["seed"].as_u64(), seed, "{gate_args:?}: {r}");
+        }
+        let sampling = &json(&out.join("run.json"))["sampling"];
+        assert_eq!(
+            sampling["temperature"].as_f64(),
+            temperature,
+            "{gate_args:?}"
+        );
+        assert_eq!(sampling["seed"].as_u64(), seed, "{gate_args:?}");
+    }
+}
+
+/// One prompt, `--replies 21` (the first to it and 20 trials), greedy and deterministic, the
+/// stand-in given `script` and a trace; the run's exit code, stdout and the trace.
+fn twenty_trials(out: &Path, script: &[&str]) -> (Option<i32>, String, Vec<serde_json::Value>) {
+    let dir = out.parent().unwrap();
+    let prompts = dir.join("prompts.jsonl");
+    std::fs::write(
+        &prompts,
+        "{\"prompt\": \"What is the capital of France? Answer in one word.\"}\n",
+    )
+    .unwrap();
+    let trace = dir.join("trace.jsonl");
+    let script = [
+        &["--trace", trace.to_str().unwrap(), "--tokens", "6"][..],
+        script,
+    ]
+    .concat();
+    let (code, stdout) = stand_in_run(
+        out,
+        &[
+            "--prompts",
+            prompts.to_str().unwrap(),
+            "--replies",
+            "21",
+            "--deterministic",
+            "--temperature",
+            "0",
+        ],
+        &script,
+    );
+    (code, stdout, trace_lines(&trace))
+}
+
+#[test]
+fn a_word_changed_in_a_tenth_of_trials_fails_naming_the_first_and_the_interval_holds_a_tenth() {
+    let (_d, out) = scratch();
+    // Seed 1 changes a word in requests 13, 16 and 20 of 21 (the stand-in's own trace says
+    // which, and the test reads it from there): the first reply, every trial's reference, is
+    // clean. Another draw that changed the first would make every trial differ.
+    let (code, stdout, trace) = twenty_trials(&out, &["--change-word", "0.1", "--seed", "1"]);
+    assert_eq!(code, Some(1), "{stdout}");
+    let changed = altered(&trace);
+    assert!(
+        !changed.is_empty() && changed.iter().all(|a| a["nth"] != 1),
+        "{changed:?}"
+    );
+    // Only determinism fails: the changed word is never the answer's (no expect pattern), the
+    // timing cannot flip.
+    let fails: Vec<&str> = stdout.lines().filter(|l| l.contains(" FAIL ")).collect();
+    assert_eq!(fails.len(), 1, "{stdout}");
+    let det = line(&stdout, "determinism");
+    let k = changed.len();
+    assert!(
+        det.starts_with(&format!("determinism  FAIL  {k} of 20 trials")),
+        "{det}"
+    );
+    // The first differing trial is the first the stand-in changed, quoted with its new word.
+    let first = changed[0];
+    let n = first["nth"].as_u64().unwrap();
+    assert!(
+        det.contains(&format!("first reply {n} (trial {} of", n - 1)),
+        "{det}"
+    );
+    assert!(det.contains(first["to"].as_str().unwrap()), "{det} {first}");
+    assert!(det.contains("differs from reply 1 at character"), "{det}");
+    let f = determinism_figures(&out);
+    assert_eq!(f["trials"], 20);
+    assert_eq!(f["mismatches"], k);
+    let (lo, hi) = (
+        f["interval_95"][0].as_f64().unwrap(),
+        f["interval_95"][1].as_f64().unwrap(),
+    );
+    assert!(lo <= 0.1 && 0.1 <= hi, "{lo} to {hi}");
+    check_result_schema(&out.join("result.json"));
+    assert_eq!(gate_judge_lines(&out), verdict_lines(&stdout));
+}
+
+#[test]
+fn no_word_changed_is_ok_and_says_what_twenty_trials_could_have_caught() {
+    let (_d, out) = scratch();
+    let (code, stdout, trace) = twenty_trials(&out, &["--change-word", "0", "--seed", "1"]);
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(altered(&trace).is_empty());
+    let det = line(&stdout, "determinism");
+    assert!(
+        det.contains("determinism  ok    20 trials (20 repeats of 1 prompt)"),
+        "{det}"
+    );
+    // 1 - 0.05^(1/20) = 0.139; the exact interval of 0 in 20 is 0 to 0.168.
+    assert!(det.contains("95% interval 0.000 to 0.168"), "{det}");
+    assert!(
+        det.contains("a fault that shows in 14% of trials or more"),
+        "{det}"
+    );
+    let f = determinism_figures(&out);
+    assert!(
+        (f["detectable_rate"].as_f64().unwrap() - 0.1391).abs() < 1e-4,
+        "{f}"
+    );
+}
+
+#[test]
+fn a_serve_that_answers_otherwise_inside_a_batch_fails_batch_invariance() {
+    let (_d, out) = scratch();
+    let dir = out.parent().unwrap();
+    let trace = dir.join("trace.jsonl");
+    let (code, stdout) = stand_in_run(
+        &out,
+        &[
+            "--replies",
+            "3",
+            "--concurrency",
+            "3",
+            "--rounds",
+            "1",
+            "--deterministic",
+            "--temperature",
+            "0",
+        ],
+        &[
+            "--batch-variant",
+            "--tokens",
+            "8",
+            "--gaps-ms",
+            "20",
+            "--trace",
+            trace.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, Some(1), "{stdout}");
+    let trace = trace_lines(&trace);
+    let changed = altered(&trace);
+    // The single-stream replies are alone: only the burst's streams that started beside
+    // another are changed (the first may have started alone).
+    assert!(
+        !changed.is_empty() && changed.iter().all(|a| a["nth"].as_u64().unwrap() > 3),
+        "{changed:?}"
+    );
+    let det = line(&stdout, "determinism");
+    let k = changed.len();
+    assert!(
+        det.contains(&format!(
+            "{k} of 3 trials (0 repeats and 3 streams in bursts) differed"
+        )),
+        "{det}"
+    );
+    assert!(det.contains(&format!("({k} of the 3 in bursts)")), "{det}");
+    assert!(det.contains(", in a batch) differs from reply"), "{det}");
+    assert_eq!(gate_judge_lines(&out), verdict_lines(&stdout));
+
+    // The same fault on a serve that takes one request at a time: never in a batch, so
+    // batch-invariant.
+    let (_d2, out2) = scratch();
+    let (code, stdout) = stand_in_run(
+        &out2,
+        &[
+            "--replies",
+            "3",
+            "--concurrency",
+            "3",
+            "--rounds",
+            "1",
+            "--deterministic",
+            "--temperature",
+            "0",
+        ],
+        &["--batch-variant", "--serial", "--tokens", "8"],
+    );
+    let det = line(&stdout, "determinism");
+    assert!(
+        det.contains("ok") && det.contains("3 streams in bursts"),
+        "{stdout}"
+    );
+    // Whatever the overlap line says of a serial serve, determinism is not what fails.
+    assert!(matches!(code, Some(0) | Some(1)), "{stdout}");
 }

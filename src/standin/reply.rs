@@ -73,6 +73,9 @@ pub(super) struct ChatRequest {
     stream: bool,
     max_tokens: Option<usize>,
     stream_options: Option<StreamOptions>,
+    /// Read only for the trace: the stand-in's answer is the same whatever it asks.
+    temperature: Option<serde_json::Value>,
+    seed: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -436,6 +439,8 @@ pub(super) async fn chat(
             conn,
             request_id: request_id(&headers),
             prompt: prompt.clone(),
+            temperature: req.temperature.clone(),
+            seed: req.seed.clone(),
         });
     }
     // With --serial, wait for the reply under way to end. A serve without batching only

@@ -36,6 +36,12 @@ pub enum TraceLine {
         request_id: Option<String>,
         /// The last user message.
         prompt: String,
+        /// The request's `temperature`, as it came; absent when it had none.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        temperature: Option<serde_json::Value>,
+        /// The request's `seed`, as it came; absent when it had none.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        seed: Option<serde_json::Value>,
     },
     /// A word of a reply's answer was changed by a scripted fault (`--change-word`,
     /// `--batch-variant`): what the stand-in really did, for a test to hold the gate's
@@ -315,7 +321,9 @@ mod tests {
                 received_ns: 5,
                 conn: 0,
                 request_id: None,
-                prompt: "hi".into()
+                prompt: "hi".into(),
+                temperature: None,
+                seed: None,
             }
         );
         let event: TraceLine = serde_json::from_str(
@@ -353,6 +361,8 @@ mod tests {
             conn: 2,
             request_id: None,
             prompt: String::new(),
+            temperature: None,
+            seed: None,
         };
         let text = serde_json::to_string(&line).unwrap();
         assert!(!text.contains("request_id"), "{text}");
