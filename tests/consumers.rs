@@ -451,6 +451,9 @@ fn prom_metrics_pass_promtool_and_read_back_as_result_json_says() {
             "6",
             "--model",
             ODD_MODEL,
+            "--deterministic",
+            "--temperature",
+            "0",
             "--out",
         ])
         .arg(&out)
@@ -587,6 +590,33 @@ fn prom_metrics_pass_promtool_and_read_back_as_result_json_says() {
         assert_same(
             sample(&samples, &p("median_replies"), &[("check", "rate")]),
             6.0,
+        );
+        let det = figures("determinism");
+        assert_same(
+            sample(&samples, &p("determinism_trials"), &[]),
+            det["trials"].as_f64().unwrap(),
+        );
+        assert_same(
+            sample(&samples, &p("determinism_mismatches"), &[]),
+            det["mismatches"].as_f64().unwrap(),
+        );
+        for (quantity, figure) in [
+            ("rate", &det["mismatch_rate"]),
+            ("interval_95_low", &det["interval_95"][0]),
+            ("interval_95_high", &det["interval_95"][1]),
+        ] {
+            assert_same(
+                sample(
+                    &samples,
+                    &p("determinism_mismatch_ratio"),
+                    &[("quantity", quantity)],
+                ),
+                figure.as_f64().unwrap(),
+            );
+        }
+        assert_same(
+            sample(&samples, &p("determinism_detectable_ratio"), &[]),
+            det["detectable_rate"].as_f64().unwrap(),
         );
         let load = figures("load");
         assert_same(

@@ -26,7 +26,7 @@ fn the_self_test_passes_and_says_what_it_ran() {
         .unwrap_or(0);
     assert!(cases >= 20, "{stdout}");
     assert!(
-        summary.ends_with(" judging cases, 9 runs against a stand-in serve, 5 metric checks against its send trace and a TERM mid-request ok"),
+        summary.ends_with(" judging cases, 10 runs against a stand-in serve, 5 metric checks against its send trace and a TERM mid-request ok"),
         "{stdout}"
     );
 }

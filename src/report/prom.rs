@@ -13,6 +13,9 @@
 //! - `rate_tokens_per_second{quantity}` and `first_token_seconds{quantity}`: the median, its
 //!   95% interval (`interval_95_low`, `interval_95_high`), and the floor or limit;
 //!   `median_replies{check}`: how many replies each median rests on;
+//! - `determinism_trials`, `determinism_mismatches`, `determinism_mismatch_ratio{quantity}`
+//!   (the rate and its exact 95% interval) and `determinism_detectable_ratio`: the
+//!   determinism line's figures (`--deterministic`);
 //! - `load1`, `cpus`, `serve_cpu_wait_ratio`, `cpu_pressure_ratio`: the load line's figures;
 //! - `run_start_timestamp_seconds`, `run_end_timestamp_seconds`: from run.json, never now;
 //! - `ttft_seconds`, `itl_seconds`, `tpot_seconds`, `e2el_seconds`: the latency line's
@@ -117,6 +120,46 @@ pub fn exposition(v: &Verdict, run: &RunInfo<'_>) -> String {
         "median_replies",
         "How many replies a line's median rests on.",
         &rests_on,
+    );
+
+    let determinism = figures_of(v, "determinism");
+    let count = |pick: fn(&Figures) -> Option<usize>| -> Vec<Sample> {
+        determinism
+            .and_then(pick)
+            .map(|n| vec![(Vec::new(), n as f64)])
+            .unwrap_or_default()
+    };
+    out.gauge(
+        "determinism_trials",
+        "The trials the determinism line compared with the first reply to their prompt.",
+        &count(|f| f.trials),
+    );
+    out.gauge(
+        "determinism_mismatches",
+        "How many of those trials differed.",
+        &count(|f| f.mismatches),
+    );
+    let interval = determinism.and_then(|f| f.interval_95);
+    let mismatch: Vec<Sample> = [
+        ("rate", determinism.and_then(|f| f.mismatch_rate)),
+        ("interval_95_low", interval.map(|i| i[0])),
+        ("interval_95_high", interval.map(|i| i[1])),
+    ]
+    .into_iter()
+    .filter_map(|(q, x)| Some((vec![("quantity", q.to_string())], x?)))
+    .collect();
+    out.gauge(
+        "determinism_mismatch_ratio",
+        "The share of trials that differed, and its exact (Clopper-Pearson) 95% interval.",
+        &mismatch,
+    );
+    out.gauge(
+        "determinism_detectable_ratio",
+        "The smallest per-trial mismatch rate these trials would have shown with probability 0.95.",
+        &determinism
+            .and_then(|f| f.detectable_rate)
+            .map(|x| vec![(Vec::new(), x)])
+            .unwrap_or_default(),
     );
 
     let load = figures_of(v, "load");

@@ -306,7 +306,63 @@ pub fn verdict_runs(exe: &Path, tmp: &Path) -> Vec<Checked> {
             r.expect_line("content", Status::Ok, "5 replies, all with content")
         })(),
     ));
+    out.push((
+        "a serve that answers otherwise inside a batch fails determinism, as often as its trace says",
+        batch_variant_found(exe, tmp),
+    ));
     out
+}
+
+/// `--deterministic` against a stand-in whose replies made beside another end in another
+/// word: the determinism line FAILs on the burst's streams, and counts exactly as many
+/// mismatches as the stand-in's trace says it made (none among the single-stream replies).
+fn batch_variant_found(exe: &Path, tmp: &Path) -> Result<(), String> {
+    let mut gate = UNFLIPPABLE.to_vec();
+    gate.extend([
+        "--replies",
+        "3",
+        "--concurrency",
+        "3",
+        "--rounds",
+        "1",
+        "--deterministic",
+        "--temperature",
+        "0",
+    ]);
+    let script = ["--batch-variant", "--tokens", "8", "--gaps-ms", "20"];
+    let r = gate_run(exe, tmp, "batch-variant", &gate, &script)?;
+    r.expect_code(1)?;
+    r.expect_line(
+        "determinism",
+        Status::Fail,
+        ", in a batch) differs from reply",
+    )?;
+    let altered: Vec<u64> = r
+        .trace()?
+        .iter()
+        .filter_map(|l| match l {
+            TraceLine::Altered { nth, .. } => Some(*nth),
+            _ => None,
+        })
+        .collect();
+    if altered.is_empty() || altered.iter().any(|&nth| nth <= 3) {
+        return Err(r.problem(format!(
+            "the stand-in should change burst streams alone, changed requests {altered:?}"
+        )));
+    }
+    let counted = r
+        .result
+        .as_ref()
+        .and_then(|x| x.verdict.lines.iter().find(|l| l.check == "determinism"))
+        .and_then(|l| l.figures.as_ref())
+        .and_then(|f| f.mismatches);
+    if counted != Some(altered.len()) {
+        return Err(r.problem(format!(
+            "the stand-in changed {} replies, the determinism line counted {counted:?}",
+            altered.len()
+        )));
+    }
+    Ok(())
 }
 
 /// `judge DIR --baseline BASE`: the exit code and the baseline-rate line.
