@@ -269,8 +269,43 @@ pub(super) fn determinism_line(replies: &[ReplyRecord]) -> Line {
     if k - 1 > NAMED {
         text.push_str(&format!(" and {} more", k - 1 - NAMED));
     }
+    for (prompt, later) in odd_first_replies(&mismatches, &references) {
+        text.push_str(&format!(
+            "; the first reply to {} is the odd one out: its {later} later replies all agree with each other (a cold first reply? --warmup makes replies before the judged ones)",
+            super::quote(prompt, 40)
+        ));
+    }
     text.push_str(&not_compared);
     Line::new("determinism", Status::Fail, text).with(figures)
+}
+
+/// The prompts whose every trial (two or more) differed from the first reply to it and agreed
+/// with each other, with how many there were: the first reply is the odd one out, not the
+/// rest. Still a FAIL (the first reply was the serve's answer too), but a different fault.
+fn odd_first_replies<'a>(
+    mismatches: &[Mismatch<'a>],
+    references: &HashMap<&'a str, (&'a ReplyRecord, usize)>,
+) -> Vec<(&'a str, usize)> {
+    let mut by_prompt: HashMap<&str, Vec<&ReplyRecord>> = HashMap::new();
+    for m in mismatches {
+        by_prompt.entry(&m.reply.prompt).or_default().push(m.reply);
+    }
+    let mut odd: Vec<(&'a str, usize, usize)> = references
+        .iter()
+        .filter_map(|(prompt, (reference, trials))| {
+            let differing = by_prompt.get(prompt)?;
+            let agree = differing
+                .iter()
+                .all(|r| divergence(r, differing[0]).is_none());
+            (*trials >= 2 && differing.len() == *trials && agree).then_some((
+                *prompt,
+                *trials,
+                reference.index,
+            ))
+        })
+        .collect();
+    odd.sort_by_key(|&(_, _, first)| first);
+    odd.into_iter().map(|(p, n, _)| (p, n)).collect()
 }
 
 fn plural(n: usize, word: &str) -> String {
@@ -576,6 +611,28 @@ mod tests {
             "{t}"
         );
         assert!(t.contains(" and 2 more"), "{t}");
+    }
+
+    #[test]
+    fn a_first_reply_that_the_rest_all_disagree_with_is_said_to_be_the_odd_one_out() {
+        let mut replies: Vec<ReplyRecord> = (1..=5).map(|i| reply(i, PARIS, "Paris.")).collect();
+        replies[0].content = "Paris, France.".into();
+        replies.push(reply(6, FOUR, "4"));
+        replies.push(reply(7, FOUR, "5"));
+        let line = determinism_line(&replies);
+        assert_eq!(line.status, Status::Fail);
+        let t = &line.text;
+        assert!(t.starts_with("5 of 5 trials"), "{t}");
+        assert!(
+            t.contains("the first reply to \"What is the capital of France?\" is the odd one out: its 4 later replies all agree"),
+            "{t}"
+        );
+        // One trial is not enough to say which side is odd.
+        assert!(!t.contains("\"What is 2 + 2?\" is the odd one out"), "{t}");
+        // Later replies that disagree among themselves too: no such note.
+        replies[4].content = "Lyon.".into();
+        let line = determinism_line(&replies);
+        assert!(!line.text.contains("odd one out"), "{}", line.text);
     }
 
     #[test]
