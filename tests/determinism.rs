@@ -77,7 +77,7 @@ fn a_run_that_did_not_ask_is_judged_for_determinism_when_judge_asks_and_it_sent_
     let judged = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(0), "{judged}");
     assert!(
-        line(&judged, "determinism").contains("1 trial (1 repeat of 3 prompts)"),
+        line(&judged, "determinism").contains("1 trial (1 repeat of 1 prompt; 2 answered once)"),
         "{judged}"
     );
 }
@@ -120,10 +120,29 @@ fn determinism_settings_that_cannot_hold_are_refused_before_anything() {
                 "--deterministic",
                 "--temperature",
                 "0",
+                "--replies",
+                "6",
                 "--extra-body",
                 r#"{"temperature": 0.9}"#,
             ],
             "both set the requests' temperature",
+        ),
+        // With the defaults, 3 replies to the 3 built-in prompts: none asked twice.
+        (
+            &["--deterministic", "--temperature", "0"],
+            "with 3 prompts, --replies 3 asks none twice; give --replies above 3",
+        ),
+        (
+            &[
+                "--deterministic",
+                "--temperature",
+                "0",
+                "--replies",
+                "2",
+                "--concurrency",
+                "4",
+            ],
+            "with 3 prompts, --replies 2 leaves some with none",
         ),
         (
             &["--seed", "7", "--extra-body", r#"{"seed": 7}"#],
@@ -246,7 +265,7 @@ fn against_baseline(
 fn the_same_answers_as_the_baseline_are_identical() {
     let (_code, stdout) = against_baseline(&["--tokens", "6"], &["--tokens", "6"], "exact");
     let answers = line(&stdout, "baseline-answers");
-    assert!(answers.contains("ok"), "{stdout}");
+    assert_eq!(answers.split_whitespace().nth(1), Some("ok"), "{stdout}");
     assert!(
         answers.contains("3 prompts answered exactly as the baseline"),
         "{answers}"
@@ -258,7 +277,7 @@ fn an_answer_that_changed_since_the_baseline_is_said_and_fails_when_exact() {
     let changed = ["--tokens", "6", "--answer", "Lyon is the answer"];
     let (code, stdout) = against_baseline(&["--tokens", "6"], &changed, "info");
     let answers = line(&stdout, "baseline-answers");
-    assert!(answers.contains("info"), "{stdout}");
+    assert_eq!(answers.split_whitespace().nth(1), Some("info"), "{stdout}");
     assert!(
         answers.contains("diverges from the baseline at character 1 of the content: \"Lyon is the answer ok ok\" here, \"Paris. ok ok ok ok ok\" at the baseline"),
         "{answers}"
@@ -267,10 +286,20 @@ fn an_answer_that_changed_since_the_baseline_is_said_and_fails_when_exact() {
     assert_eq!(code, Some(1), "{stdout}");
     let (code, stdout) = against_baseline(&["--tokens", "6"], &changed, "exact");
     assert_eq!(code, Some(1), "{stdout}");
+    let answers = line(&stdout, "baseline-answers");
+    assert_eq!(answers.split_whitespace().nth(1), Some("FAIL"), "{stdout}");
+
+    // An answer the prompt still accepts, changed since the baseline: said, not failed, by
+    // default.
+    let accepted = ["--tokens", "6", "--answer", "Paris, of course."];
+    let (_code, stdout) = against_baseline(&["--tokens", "6"], &accepted, "info");
+    let answers = line(&stdout, "baseline-answers");
+    assert_eq!(answers.split_whitespace().nth(1), Some("info"), "{stdout}");
     assert!(
-        line(&stdout, "baseline-answers").contains("FAIL"),
-        "{stdout}"
+        answers.contains("diverges from the baseline at character 6"),
+        "{answers}"
     );
+    assert!(line(&stdout, "content").contains(" ok "), "{stdout}");
 }
 
 /// The stand-in's trace, line by line.
@@ -455,7 +484,7 @@ fn a_serve_that_answers_otherwise_inside_a_batch_fails_batch_invariance() {
             "--tokens",
             "8",
             "--gaps-ms",
-            "20",
+            "60",
             "--trace",
             trace.to_str().unwrap(),
         ],
@@ -473,7 +502,7 @@ fn a_serve_that_answers_otherwise_inside_a_batch_fails_batch_invariance() {
     let k = changed.len();
     assert!(
         det.contains(&format!(
-            "{k} of 3 trials (0 repeats and 3 streams in bursts) differed"
+            "{k} of 3 trials (0 repeats and 3 streams in bursts, over 3 prompts) differed"
         )),
         "{det}"
     );
@@ -501,9 +530,16 @@ fn a_serve_that_answers_otherwise_inside_a_batch_fails_batch_invariance() {
     );
     let det = line(&stdout, "determinism");
     assert!(
-        det.contains("ok") && det.contains("3 streams in bursts"),
+        det.starts_with("determinism  ok    3 trials (0 repeats and 3 streams in bursts"),
         "{stdout}"
     );
-    // Whatever the overlap line says of a serial serve, determinism is not what fails.
-    assert!(matches!(code, Some(0) | Some(1)), "{stdout}");
+    assert_eq!(determinism_figures(&out2)["mismatches"], 0);
+    // A serial serve fails overlap (it ran the burst one stream after another), and nothing
+    // else.
+    assert_eq!(code, Some(1), "{stdout}");
+    let fails: Vec<&str> = stdout.lines().filter(|l| l.contains(" FAIL ")).collect();
+    assert!(
+        fails.len() == 1 && fails[0].starts_with("overlap "),
+        "{stdout}"
+    );
 }

@@ -165,6 +165,7 @@ mod tests {
         }
         assert_eq!(detectable_rate(0, 0.95), None);
         assert_eq!(detectable_rate(10, 1.0), None);
+        assert_eq!(detectable_rate(10, 0.0), None);
         assert_eq!(detectable_rate(10, f64::NAN), None);
     }
 }

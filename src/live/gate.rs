@@ -207,6 +207,9 @@ impl Plan {
             Some(path) => prompts::load(path)?,
             None => prompts::built_in(),
         };
+        if args.deterministic && args.soak.is_none() {
+            check_trials(prompts.len(), args.replies as usize, args.concurrency > 1)?;
+        }
         let mut serve_argv = args.serve;
         if args.stand_in && args.url.is_some() {
             bail!("--stand-in launches the built-in serve; --url names one already running: give one of them");
@@ -390,6 +393,24 @@ fn check_determinism(args: &RunSettings) -> Result<()> {
     }
     if args.baseline_answers.is_some() && !(args.deterministic && args.baseline.is_some()) {
         bail!("--baseline-answers says what an answer that differs from the baseline's is: give it with --deterministic and --baseline DIR");
+    }
+    Ok(())
+}
+
+/// Whether `--deterministic` will have trials to judge: `replies` single-stream replies over
+/// `prompts` prompts in rotation (and bursts after them, when `bursts`) must ask some prompt
+/// twice, and give every burst's prompt a single-stream reply to be held to. Known before
+/// anything starts, so a run that could only be inconclusive is refused instead.
+fn check_trials(prompts: usize, replies: usize, bursts: bool) -> Result<()> {
+    if bursts && replies < prompts {
+        bail!("--deterministic holds each burst's stream to the single-stream reply to its prompt: with {prompts} prompts, --replies {replies} leaves some with none; give --replies {prompts} or more");
+    }
+    if !bursts && replies <= prompts {
+        bail!(
+            "--deterministic holds each prompt's later replies to its first: with {prompts} {}, --replies {replies} asks none twice; give --replies above {prompts} (--replies {} makes 30 trials, enough to catch a fault in 9.5% of them), --concurrency N or --soak",
+            if prompts == 1 { "prompt" } else { "prompts" },
+            prompts + 30
+        );
     }
     Ok(())
 }

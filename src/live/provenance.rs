@@ -543,23 +543,31 @@ fn read_cache(path: &Path) -> Result<Vec<CacheEntry>> {
 /// max_tokens and the extra body, keys sorted at every level, no whitespace. Canonical by hand
 /// rather than by serde_json's map order, which a feature elsewhere in the build could change.
 ///
-/// The sampling sent (`--temperature`, `--seed`) is part of it only where it is not what the
-/// body sent before they existed (the gate's temperature 0, or the extra body's): a run that
-/// asks for nothing new hashes as it always did, and stays comparable with older baselines.
+/// The sampling sent (`--temperature`, `--seed`) is hashed as the body fields it is: a seed,
+/// and a temperature other than the gate's 0, as if the extra body had held them. So
+/// `--seed 42` and `--extra-body '{"seed": 42}'` (the one way before the flag) are the same
+/// workload, and a run that asks for nothing new hashes as it always did.
 pub fn workload_sha256(
     prompts: &[Prompt],
     max_tokens: u32,
     extra_body: Option<&serde_json::Map<String, serde_json::Value>>,
     sampling: Option<&Sampling>,
 ) -> String {
-    let mut workload = serde_json::json!({
+    let mut body = extra_body.cloned().unwrap_or_default();
+    if let Some(s) = sampling {
+        if let Some(seed) = s.seed {
+            body.entry("seed").or_insert(seed.into());
+        }
+        if let Some(t) = s.temperature.filter(|t| *t != 0.0) {
+            body.entry("temperature").or_insert(t.into());
+        }
+    }
+    let body = (extra_body.is_some() || !body.is_empty()).then_some(body);
+    let workload = serde_json::json!({
         "prompts": prompts,
         "max_tokens": max_tokens,
-        "extra_body": extra_body,
+        "extra_body": body,
     });
-    if let Some(s) = sampling.filter(|s| **s != Sampling::of_body(extra_body)) {
-        workload["sampling"] = serde_json::json!({"temperature": s.temperature, "seed": s.seed});
-    }
     let mut text = String::new();
     canonical_json(&workload, &mut text);
     hex(&Sha256::digest(text.as_bytes()))
@@ -986,6 +994,29 @@ mod tests {
                 "{other:?}"
             );
         }
+        // A seed and a temperature hash as the body fields they are sent as.
+        let plain = workload_sha256(&prompts, 64, None, None);
+        assert_eq!(plain, workload_sha256(&prompts, 64, None, Some(&greedy)));
+        let seeded: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(r#"{"seed": 42, "temperature": 0.7}"#).unwrap();
+        assert_eq!(
+            workload_sha256(
+                &prompts,
+                64,
+                Some(&seeded),
+                Some(&Sampling::of_body(Some(&seeded)))
+            ),
+            workload_sha256(
+                &prompts,
+                64,
+                None,
+                Some(&Sampling {
+                    temperature: Some(0.7),
+                    seed: Some(42),
+                })
+            ),
+            "--seed 42 --temperature 0.7 is --extra-body's seed and temperature"
+        );
 
         let mut text = String::new();
         canonical_json(

@@ -1285,7 +1285,7 @@ pub fn all() -> Vec<Case> {
     c.expect = vec![(
         "determinism",
         Fail,
-        "1 of 4 trials (2 repeats and 2 streams in bursts) differed from the first reply to their prompt: q = 0.25, 95% interval 0.006 to 0.806 (1 of the 2 in bursts); first burst 1 stream 2 (reply 5; trial 4 of \"p\", in a batch) differs from reply 1",
+        "1 of 4 trials (2 repeats and 2 streams in bursts, over 1 prompt) differed from the first reply to their prompt: q = 0.25, 95% interval 0.006 to 0.806 (1 of the 2 in bursts); first burst 1 stream 2 (reply 5; trial 4 of \"p\", in a batch) differs from reply 1",
     )];
     c.outcome = Outcome::Fail;
     cases.push(c);

@@ -329,7 +329,9 @@ fn batch_variant_found(exe: &Path, tmp: &Path) -> Result<(), String> {
         "--temperature",
         "0",
     ]);
-    let script = ["--batch-variant", "--tokens", "8", "--gaps-ms", "20"];
+    // 8 tokens 60 ms apart: each stream lasts about half a second, so the burst's streams
+    // start beside each other even on a busy box.
+    let script = ["--batch-variant", "--tokens", "8", "--gaps-ms", "60"];
     let r = gate_run(exe, tmp, "batch-variant", &gate, &script)?;
     r.expect_code(1)?;
     r.expect_line(

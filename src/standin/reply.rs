@@ -15,7 +15,7 @@ use serde_json::json;
 use tokio::sync::OwnedMutexGuard;
 
 use super::route::Reply;
-use super::trace::{request_id, ConnId};
+use super::trace::{request_id, traced_number, ConnId};
 use super::{AfterDone, AlteredBy, Script, ServeCounts, StandInArgs, TraceLine, MODEL};
 use crate::clock;
 use crate::prompts::BUILT_IN;
@@ -439,8 +439,8 @@ pub(super) async fn chat(
             conn,
             request_id: request_id(&headers),
             prompt: prompt.clone(),
-            temperature: req.temperature.clone(),
-            seed: req.seed.clone(),
+            temperature: req.temperature.as_ref().map(traced_number),
+            seed: req.seed.as_ref().map(traced_number),
         });
     }
     // With --serial, wait for the reply under way to end. A serve without batching only

@@ -95,6 +95,22 @@ pub enum AlteredBy {
     BatchVariant,
 }
 
+/// A request field the trace keeps as it came when it is a number (a `temperature`, a
+/// `seed`), and otherwise only as what it was: a client's string or object must not make the
+/// trace's lines as long as it likes.
+pub(super) fn traced_number(v: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    let kind = match v {
+        Value::Number(_) => return v.clone(),
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    };
+    Value::String(format!("not a number: {kind}"))
+}
+
 /// The most of a request's `x-request-id` a trace line keeps: the gate's ids are short, and a
 /// client's header must not make the trace's lines as long as it likes.
 pub const REQUEST_ID_MAX: usize = 200;
@@ -352,6 +368,20 @@ mod tests {
             r#"{"kind":"altered","conn":3,"nth":7,"word":1,"from":"Paris.","to":"siraP.","why":"batch-variant"}"#
         );
         assert_eq!(serde_json::from_str::<TraceLine>(&text).unwrap(), line);
+    }
+
+    #[test]
+    fn a_request_field_is_traced_as_it_came_only_when_a_number() {
+        use serde_json::json;
+        assert_eq!(traced_number(&json!(0)), json!(0));
+        assert_eq!(traced_number(&json!(0.7)), json!(0.7));
+        assert_eq!(traced_number(&json!(42)), json!(42));
+        let long = json!("x".repeat(1 << 20));
+        assert_eq!(traced_number(&long), json!("not a number: a string"));
+        assert_eq!(
+            traced_number(&json!({"a": [1]})),
+            json!("not a number: an object")
+        );
     }
 
     #[test]

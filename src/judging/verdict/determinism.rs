@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use super::{Baseline, BaselineEvidence, Evidence, Figures, Line, Status};
 use crate::archive::record::{AnswerPolicy, ReplyRecord, RunManifest};
 use crate::judging::proportion::{clopper_pearson, detectable_rate};
-use crate::judging::verdict::content::push_visible;
+use crate::judging::verdict::content::{push_escape, push_visible};
 
 /// The confidence of the mismatch rate's interval, and the probability of "would have
 /// caught".
@@ -75,6 +75,9 @@ fn excerpt(s: &str, at: usize) -> String {
             '\n' => out.push_str("\\n"),
             '\r' => out.push_str("\\r"),
             '"' => out.push_str("\\\""),
+            // A quoted backslash is written twice, so a literal `\n` is not a newline's escape.
+            '\\' => out.push_str("\\\\"),
+            c if unseen(c) => push_escape(&mut out, c),
             c => push_visible(&mut out, c),
         }
     }
@@ -83,6 +86,30 @@ fn excerpt(s: &str, at: usize) -> String {
     }
     out.push('"');
     out
+}
+
+/// A character that prints as nothing, or as a space, or moves the text around it: two
+/// quotes that differ only in one would look the same, and a bidirectional override would
+/// reorder the report's line. Control characters are [`push_visible`]'s.
+fn unseen(c: char) -> bool {
+    (c.is_whitespace() && c != ' ')
+        || matches!(
+            c,
+            '\u{00AD}'
+                | '\u{034F}'
+                | '\u{061C}'
+                | '\u{115F}'
+                | '\u{1160}'
+                | '\u{180E}'
+                | '\u{200B}'..='\u{200F}'
+                | '\u{202A}'..='\u{202E}'
+                | '\u{2060}'..='\u{2064}'
+                | '\u{2066}'..='\u{206F}'
+                | '\u{3164}'
+                | '\u{FE00}'..='\u{FE0F}'
+                | '\u{FEFF}'
+                | '\u{FFA0}'
+        )
 }
 
 /// One trial that differed from its reference.
@@ -107,15 +134,15 @@ fn trial_name(m: &Mismatch<'_>) -> String {
     }
 }
 
-/// A share as a short decimal: 0.05, 0.1, 0.
+/// A share as a short decimal, with at least two significant figures where it is small and
+/// never 0 unless it is: 0.05, 0.1, 0.0004, 0.
 fn share(x: f64) -> String {
-    let s = format!("{x:.3}");
-    let s = s.trim_end_matches('0').trim_end_matches('.');
-    if s.is_empty() {
-        "0".to_string()
-    } else {
-        s.to_string()
+    if x <= 0.0 {
+        return "0".to_string();
     }
+    let decimals = (3.0f64).max(1.0 - x.log10().floor()) as usize;
+    let s = format!("{x:.decimals$}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 /// A rate as a percentage with two figures where it is small: 26%, 9.5%, 3.0%.
@@ -129,14 +156,14 @@ fn percent(x: f64) -> String {
 
 /// The determinism line over the judged replies.
 pub(super) fn determinism_line(replies: &[ReplyRecord]) -> Line {
-    // Single-stream replies first, then the bursts' streams, each in the order made: the
-    // first reply to a prompt is a single-stream one wherever there is one, and a burst's
-    // streams are held to it.
+    // Single-stream replies first, then the bursts' streams, each in the order made. The
+    // first single-stream reply to a prompt is its reference; a burst's stream is held to it
+    // and to nothing else (held to another stream, a serve that answers otherwise in every
+    // batch, the same way each time, would pass).
     let mut order: Vec<&ReplyRecord> = replies.iter().collect();
     order.sort_by_key(|r| (r.burst.is_some(), r.index));
     let mut references: HashMap<&str, (&ReplyRecord, usize)> = HashMap::new();
-    let mut prompts = 0;
-    let (mut trials, mut batched, mut failed) = (0, 0, 0);
+    let (mut trials, mut batched, mut failed, mut unheld) = (0, 0, 0, 0);
     let mut mismatches: Vec<Mismatch<'_>> = Vec::new();
     let mut batched_mismatches = 0;
     for r in order {
@@ -146,8 +173,11 @@ pub(super) fn determinism_line(replies: &[ReplyRecord]) -> Line {
             continue;
         }
         let Some((reference, seen)) = references.get_mut(r.prompt.as_str()) else {
-            references.insert(&r.prompt, (r, 0));
-            prompts += 1;
+            if r.burst.is_some() {
+                unheld += 1;
+            } else {
+                references.insert(&r.prompt, (r, 0));
+            }
             continue;
         };
         *seen += 1;
@@ -163,21 +193,30 @@ pub(super) fn determinism_line(replies: &[ReplyRecord]) -> Line {
             });
         }
     }
-    let not_compared = if failed == 0 {
-        String::new()
-    } else {
-        format!(
+    let prompts = references.len();
+    let repeated = references.values().filter(|(_, seen)| *seen > 0).count();
+    let mut not_compared = String::new();
+    if failed > 0 {
+        not_compared.push_str(&format!(
             "; {failed} failed {} not compared",
-            if failed == 1 { "reply" } else { "replies" }
-        )
-    };
+            plural(failed, "reply")
+        ));
+    }
+    if unheld > 0 {
+        not_compared.push_str(&format!(
+            "; {unheld} burst {} not compared: {} prompt had no single-stream reply to hold {} to (give --replies at least the number of prompts)",
+            plural(unheld, "stream"),
+            if unheld == 1 { "its" } else { "their" },
+            if unheld == 1 { "it" } else { "them" }
+        ));
+    }
     if trials == 0 {
         return Line::new(
             "determinism",
             Status::Inconclusive,
             format!(
                 "no prompt was answered twice, so there was nothing to compare ({prompts} {} answered once{not_compared}): give --replies above the number of prompts",
-                if prompts == 1 { "prompt" } else { "prompts" }
+                plural(prompts, "prompt")
             ),
         )
         .with(Figures {
@@ -200,18 +239,24 @@ pub(super) fn determinism_line(replies: &[ReplyRecord]) -> Line {
     let interval_text = interval.map_or_else(String::new, |(l, h)| {
         format!(", 95% interval {l:.3} to {h:.3}")
     });
+    let once = if prompts > repeated {
+        format!("; {} answered once", prompts - repeated)
+    } else {
+        String::new()
+    };
     let kinds = if batched == 0 {
         format!(
-            "{trials} {} of {prompts} {}",
+            "{trials} {} of {repeated} {}{once}",
             plural(trials, "repeat"),
-            plural(prompts, "prompt")
+            plural(repeated, "prompt")
         )
     } else {
         format!(
-            "{} {} and {batched} {} in bursts",
+            "{} {} and {batched} {} in bursts, over {repeated} {}{once}",
             trials - batched,
             plural(trials - batched, "repeat"),
-            plural(batched, "stream")
+            plural(batched, "stream"),
+            plural(repeated, "prompt")
         )
     };
     if mismatches.is_empty() {
@@ -358,6 +403,45 @@ fn answers_incomparable(candidate: &RunManifest, baseline: &RunManifest) -> Opti
             "a run from before model files were hashed cannot show it ran the same model"
                 .to_string(),
         ),
+    }
+    // What else shapes a greedy answer: how long it may be, and the rest of the body.
+    let default_max = |m: &RunManifest| {
+        m.settings
+            .as_ref()
+            .and_then(|s| s.get("max_tokens"))
+            .and_then(serde_json::Value::as_u64)
+    };
+    let max_tokens = |m: &RunManifest, prompt: &str| {
+        m.prompts
+            .iter()
+            .find(|p| p.prompt == prompt)
+            .and_then(|p| p.max_tokens.map(u64::from))
+            .or_else(|| default_max(m))
+    };
+    let show_max = |n: Option<u64>| n.map_or("unrecorded".to_string(), |n| n.to_string());
+    if let Some(p) = candidate.prompts.iter().find(|p| {
+        baseline.prompts.iter().any(|q| q.prompt == p.prompt)
+            && max_tokens(candidate, &p.prompt) != max_tokens(baseline, &p.prompt)
+    }) {
+        why.push(format!(
+            "max_tokens of {} {} here, {} at the baseline",
+            super::quote(&p.prompt, 40),
+            show_max(max_tokens(candidate, &p.prompt)),
+            show_max(max_tokens(baseline, &p.prompt))
+        ));
+    }
+    let rest_of_body = |m: &RunManifest| {
+        let mut body = m.extra_body.clone().unwrap_or_default();
+        body.remove("temperature");
+        body.remove("seed");
+        serde_json::Value::Object(body)
+    };
+    if rest_of_body(candidate) != rest_of_body(baseline) {
+        why.push(format!(
+            "the rest of the request body {} here, {} at the baseline",
+            rest_of_body(candidate),
+            rest_of_body(baseline)
+        ));
     }
     let (c, b) = (candidate.sampling(), baseline.sampling());
     let show = |t: Option<f64>| t.map_or("not a number".to_string(), |t| t.to_string());
@@ -659,7 +743,10 @@ mod tests {
         let line = determinism_line(&replies);
         assert_eq!(line.status, Status::Fail, "{}", line.text);
         let t = &line.text;
-        assert!(t.contains("4 repeats and 2 streams in bursts"), "{t}");
+        assert!(
+            t.contains("4 repeats and 2 streams in bursts, over 2 prompts"),
+            "{t}"
+        );
         assert!(t.contains("(1 of the 2 in bursts)"), "{t}");
         assert!(
             t.contains("burst 1 stream 2 (reply 8; trial 3 of \"What is 2 + 2?\", in a batch) differs from reply 2 at character 9"),
@@ -681,6 +768,57 @@ mod tests {
             "{}",
             line.text
         );
+    }
+
+    #[test]
+    fn a_burst_stream_whose_prompt_had_no_single_stream_reply_is_not_compared() {
+        // Held to the first burst stream instead, a serve that answers otherwise in every
+        // batch, the same way each time, would pass batch invariance.
+        let replies = vec![
+            reply(1, PARIS, "Paris."),
+            in_burst(reply(2, PARIS, "Paris."), 1, 1),
+            in_burst(reply(3, FOUR, "5"), 1, 2),
+            in_burst(reply(4, FOUR, "5"), 2, 1),
+        ];
+        let line = determinism_line(&replies);
+        assert_eq!(line.status, Status::Ok, "{}", line.text);
+        assert_eq!(line.figures.as_ref().unwrap().trials, Some(1));
+        assert!(
+            line.text.ends_with("; 2 burst streams not compared: their prompt had no single-stream reply to hold them to (give --replies at least the number of prompts)"),
+            "{}",
+            line.text
+        );
+        // None held to a single stream at all: nothing to judge.
+        let line = determinism_line(&replies[2..]);
+        assert_eq!(line.status, Status::Inconclusive, "{}", line.text);
+    }
+
+    #[test]
+    fn the_prompts_answered_once_are_told_from_those_repeated() {
+        let replies = vec![
+            reply(1, PARIS, "Paris."),
+            reply(2, FOUR, "4"),
+            reply(3, "What is hot?", "Cold."),
+            reply(4, PARIS, "Paris."),
+        ];
+        let line = determinism_line(&replies);
+        assert!(
+            line.text
+                .starts_with("1 trial (1 repeat of 1 prompt; 2 answered once)"),
+            "{}",
+            line.text
+        );
+    }
+
+    #[test]
+    fn small_rates_keep_their_figures() {
+        assert_eq!(share(0.05), "0.05");
+        assert_eq!(share(0.25), "0.25");
+        assert_eq!(share(1.0), "1");
+        assert_eq!(share(0.0), "0");
+        // 1 of 2,500 trials is not 0.
+        assert_eq!(share(1.0 / 2500.0), "0.0004");
+        assert_eq!(share(1.0 / 3000.0), "0.00033");
     }
 
     #[test]
@@ -738,6 +876,34 @@ mod tests {
         assert!(x.this.contains("X\\u{1b}[31m"), "{}", x.this);
         assert!(!x.this.contains('\u{1b}'));
         assert_eq!(x.this.chars().filter(|c| *c == 'a').count(), CONTEXT);
+    }
+
+    #[test]
+    fn characters_that_look_like_nothing_are_shown_in_the_quotes() {
+        let d = |a: &str, b: &str| divergence(&reply(1, PARIS, a), &reply(2, PARIS, b)).unwrap();
+        // A zero-width space, a no-break space, a byte-order mark: each would quote as its
+        // neighbour does.
+        for (odd, shown) in [
+            ("\u{200b}", "\\u{200b}"),
+            ("\u{a0}", "\\u{a0}"),
+            ("\u{feff}", "\\u{feff}"),
+        ] {
+            let x = d(&format!("Paris{odd}."), "Paris.");
+            assert_eq!(x.at, 6);
+            assert!(
+                x.this.contains(shown) && !x.this.contains(odd),
+                "{}",
+                x.this
+            );
+        }
+        // A bidirectional override never reaches the terminal.
+        let x = d("Paris\u{202e}.sk", "Paris.");
+        assert!(!x.this.contains('\u{202e}'), "{}", x.this);
+        // A literal backslash-n is not a newline.
+        let (lit, nl) = (d("a\\nb", "a\nb").this, d("a\nb", "a\\nb").this);
+        assert_ne!(lit, nl);
+        assert_eq!(lit, "\"a\\\\nb\"");
+        assert_eq!(nl, "\"a\\nb\"");
     }
 
     // ---- Against the baseline's answers -------------------------------------------------
@@ -876,6 +1042,54 @@ mod tests {
         assert!(
             line.text
                 .contains("temperature 0 here, 0.7 at the baseline"),
+            "{}",
+            line.text
+        );
+    }
+
+    #[test]
+    fn answers_to_another_length_or_body_are_not_comparable() {
+        let mut a = manifest(Some("abc"), None);
+        a.prompts = vec![crate::prompts::Prompt {
+            prompt: PARIS.into(),
+            expect: None,
+            max_tokens: None,
+        }];
+        a.settings = Some(serde_json::json!({"max_tokens": 64}));
+        let mut b = a.clone();
+        b.settings = Some(serde_json::json!({"max_tokens": 32}));
+        let line = answers_line(&steady(), &steady(), &a, &b, AnswerPolicy::Exact);
+        assert!(
+            line.text.contains(
+                "max_tokens of \"What is the capital of France?\" 64 here, 32 at the baseline"
+            ),
+            "{}",
+            line.text
+        );
+        // A prompt's own max_tokens wins over the run's.
+        b.prompts[0].max_tokens = Some(64);
+        let line = answers_line(&steady(), &steady(), &a, &b, AnswerPolicy::Exact);
+        assert_eq!(line.status, Status::Ok, "{}", line.text);
+        // The rest of the body, temperature and seed aside (they are compared as such).
+        b.extra_body = serde_json::from_str(r#"{"cache_prompt": false}"#).unwrap();
+        let line = answers_line(&steady(), &steady(), &a, &b, AnswerPolicy::Exact);
+        assert!(
+            line.text.contains(
+                r#"the rest of the request body {} here, {"cache_prompt":false} at the baseline"#
+            ),
+            "{}",
+            line.text
+        );
+        b.extra_body = serde_json::from_str(r#"{"seed": 5}"#).unwrap();
+        b.sampling_sent = None;
+        let line = answers_line(&steady(), &steady(), &a, &b, AnswerPolicy::Exact);
+        assert!(
+            !line.text.contains("the rest of the request body"),
+            "{}",
+            line.text
+        );
+        assert!(
+            line.text.contains("seed none here, 5 at the baseline"),
             "{}",
             line.text
         );
