@@ -676,6 +676,20 @@ mod tests {
             t.contains("\"Paris. ok ko ok\" against \"Paris. ok ok ok\""),
             "{t}"
         );
+        // No bursts, no word of them.
+        assert!(!t.contains("burst"), "{t}");
+    }
+
+    #[test]
+    fn six_differing_trials_are_all_named_with_nothing_more_to_count() {
+        let mut replies: Vec<ReplyRecord> = (1..=8).map(|i| reply(i, PARIS, "Paris.")).collect();
+        for r in &mut replies[2..] {
+            r.content = format!("Paris{}", r.index);
+        }
+        let t = determinism_line(&replies).text;
+        assert!(t.starts_with("6 of 7 trials"), "{t}");
+        assert!(t.contains("reply 8 (trial 7"), "{t}");
+        assert!(!t.contains("more"), "{t}");
     }
 
     #[test]
@@ -966,6 +980,8 @@ mod tests {
         let m = manifest(Some("abc"), Some(42));
         let line = answers_line(&steady(), &steady(), &m, &m, AnswerPolicy::Exact);
         assert_eq!(line.status, Status::Ok, "{}", line.text);
+        let f = line.figures.as_ref().unwrap();
+        assert_eq!((f.trials, f.mismatches), (Some(2), Some(0)));
         assert!(
             line.text
                 .starts_with("2 prompts answered exactly as the baseline runs/rc2 answered them"),
@@ -1093,6 +1109,51 @@ mod tests {
             "{}",
             line.text
         );
+    }
+
+    #[test]
+    fn the_first_answer_held_to_the_baseline_is_a_judged_single_stream_one_that_did_not_fail() {
+        let m = manifest(Some("abc"), None);
+        // The baseline's first reply to FOUR failed, its second was a warm-up, its third a
+        // burst's stream: its fourth is its answer.
+        let mut theirs = vec![
+            reply(1, FOUR, "2 +"),
+            reply(2, FOUR, "2 + 2 = 22."),
+            in_burst(reply(3, FOUR, "2 + 2 = 5."), 1, 1),
+            reply(4, FOUR, "2 + 2 = 4. ok"),
+            reply(5, PARIS, "Paris. ok ok ok"),
+        ];
+        theirs[0].error = Some("the stream broke".into());
+        theirs[1].warmup = true;
+        let line = answers_line(&steady(), &theirs, &m, &m, AnswerPolicy::Exact);
+        assert_eq!(line.status, Status::Ok, "{}", line.text);
+        // The same three in front of the candidate's answer.
+        let mut ours = theirs.clone();
+        ours[3].content = "2 + 2 = 4! ok".into();
+        let line = answers_line(&ours, &theirs, &m, &m, AnswerPolicy::Exact);
+        assert_eq!(line.status, Status::Fail, "{}", line.text);
+        assert!(
+            line.text
+                .contains("(reply 4) diverges from the baseline at character 10"),
+            "{}",
+            line.text
+        );
+    }
+
+    #[test]
+    fn one_side_with_model_files_and_the_other_without_is_not_comparable() {
+        let hashed = manifest(Some("abc"), None);
+        let mut none = hashed.clone();
+        none.provenance.as_mut().unwrap().model_files.clear();
+        for (a, b) in [(&hashed, &none), (&none, &hashed)] {
+            let line = answers_line(&steady(), &steady(), a, b, AnswerPolicy::Exact);
+            assert_eq!(line.status, Status::Fail, "{}", line.text);
+            assert!(
+                line.text.contains("the model files' hashes differ"),
+                "{}",
+                line.text
+            );
+        }
     }
 
     #[test]
