@@ -652,6 +652,8 @@ mod tests {
             "{}",
             line.text
         );
+        // Nothing failed and nothing was left out: nothing said of it.
+        assert!(line.text.ends_with("or more"), "{}", line.text);
     }
 
     #[test]
