@@ -461,6 +461,20 @@ fn no_word_changed_is_ok_and_says_what_twenty_trials_could_have_caught() {
     );
 }
 
+/// Three single-stream replies, one to each built-in prompt, then one burst of three streams,
+/// greedy and held to determinism.
+const ONE_BURST_OF_THREE: [&str; 9] = [
+    "--replies",
+    "3",
+    "--concurrency",
+    "3",
+    "--rounds",
+    "1",
+    "--deterministic",
+    "--temperature",
+    "0",
+];
+
 #[test]
 fn a_serve_that_answers_otherwise_inside_a_batch_fails_batch_invariance() {
     let (_d, out) = scratch();
@@ -468,17 +482,7 @@ fn a_serve_that_answers_otherwise_inside_a_batch_fails_batch_invariance() {
     let trace = dir.join("trace.jsonl");
     let (code, stdout) = stand_in_run(
         &out,
-        &[
-            "--replies",
-            "3",
-            "--concurrency",
-            "3",
-            "--rounds",
-            "1",
-            "--deterministic",
-            "--temperature",
-            "0",
-        ],
+        &ONE_BURST_OF_THREE,
         &[
             "--batch-variant",
             "--tokens",
@@ -515,17 +519,7 @@ fn a_serve_that_answers_otherwise_inside_a_batch_fails_batch_invariance() {
     let (_d2, out2) = scratch();
     let (code, stdout) = stand_in_run(
         &out2,
-        &[
-            "--replies",
-            "3",
-            "--concurrency",
-            "3",
-            "--rounds",
-            "1",
-            "--deterministic",
-            "--temperature",
-            "0",
-        ],
+        &ONE_BURST_OF_THREE,
         &["--batch-variant", "--serial", "--tokens", "8"],
     );
     let det = line(&stdout, "determinism");

@@ -361,6 +361,11 @@ fn llama_servers_own_process_shows_its_cpu_backend_and_no_cuda_or_nvidia_device(
     );
 }
 
+/// Baseline margins wide enough for a plumbing test of a real serve's archives, not a timing
+/// verdict: the default 3% noise would FAIL an A/A about one run in fifty at a 10% spread
+/// (docs/baseline.md).
+const WIDE_BASELINE_MARGINS: [&str; 4] = ["--baseline-noise", "0.2", "--max-regression", "0.4"];
+
 #[test]
 fn llama_server_judged_against_a_second_run_of_itself_is_not_a_regression() {
     // The same binary, model and flags twice on this box: an A/A comparison. Whatever the box
@@ -375,18 +380,10 @@ fn llama_server_judged_against_a_second_run_of_itself_is_not_a_regression() {
         return;
     };
     assert_eq!(code, Some(0), "{stdout}");
-    // Wide margins: a plumbing test of a real serve's archives, not a timing verdict (the
-    // default 3% noise would FAIL an A/A about one run in fifty at a 10% spread; docs/baseline.md).
     let with_baseline = [
         &gate[..],
-        &[
-            "--baseline",
-            baseline.to_str().unwrap(),
-            "--baseline-noise",
-            "0.2",
-            "--max-regression",
-            "0.4",
-        ],
+        &["--baseline", baseline.to_str().unwrap()],
+        &WIDE_BASELINE_MARGINS,
     ]
     .concat();
     let Some((code, stdout)) = llama_run(&candidate, &with_baseline, &[]) else {
@@ -534,12 +531,9 @@ fn llama_server_at_temperature_0_on_one_slot_is_deterministic_and_answers_as_a_s
             baseline.to_str().unwrap(),
             "--baseline-answers",
             "exact",
-            // Wide margins: the rate comparison is not what this test is about.
-            "--baseline-noise",
-            "0.2",
-            "--max-regression",
-            "0.4",
         ],
+        // The rate comparison is not what this test is about.
+        &WIDE_BASELINE_MARGINS,
     ]
     .concat();
     let Some((code, stdout)) = llama_run(&candidate, &with_baseline, &[]) else {
