@@ -184,7 +184,8 @@ def trace_events(trace):
     for t in trace:
         if t["kind"] == "request":
             requests.append((t["received_ns"], []))
-        elif not t["done"]:
+        # Other kinds (the stand-in's "altered" lines) are no events.
+        elif t["kind"] == "event" and not t["done"]:
             requests[-1][1].append((t["sent_ns"], t["content_chars"] + t["reasoning_chars"] > 0))
     return requests
 
