@@ -10,14 +10,18 @@ use serde_json::Value;
 
 use crate::util::{gate, json};
 
-/// A stand-in run of two replies at `floor`, into `out`.
+/// A stand-in run of four replies at `floor`, greedy and held to determinism (one prompt of
+/// the three asked twice: one trial), into `out`.
 fn real_run(out: &Path, floor: &str) {
     let o = gate()
         .args([
             "run",
             "--stand-in",
             "--replies",
-            "2",
+            "4",
+            "--deterministic",
+            "--temperature",
+            "0",
             "--first-token-ms",
             "600000",
         ])
@@ -212,6 +216,10 @@ fn compare_groups_a_fleet_and_writes_its_history_as_csv_and_svg() {
         for figure in ["ttft_ms_p50", "itl_ms_p99", "tpot_ms_mean", "e2el_ms_count"] {
             col(figure);
         }
+        // The determinism line's trials and mismatches, as each run judged again has them.
+        assert_eq!(odd[col("determinism_trials")], "1");
+        assert_eq!(odd[col("determinism_mismatches")], "0");
+        assert_eq!(garbage[col("determinism_trials")], "");
     }
 
     let text = std::fs::read_to_string(&svg).unwrap();

@@ -184,6 +184,11 @@ pub struct Row {
     pub first_token_limit_ms: Option<f64>,
     /// The latency percentiles of the verdict's lines, where it has them.
     pub latency: Latency,
+    /// The determinism line's trials and how many differed (`--deterministic`), where the
+    /// verdict has it.
+    pub determinism_trials: Option<usize>,
+    /// How many of those trials differed.
+    pub determinism_mismatches: Option<usize>,
     /// The RESULT, judged again as `judge DIR` judges it (the run's own floors and recorded
     /// baseline), in result.json's words: `PASS`, `FAIL`, `SKIP`, `INCONCLUSIVE`,
     /// `INTERRUPTED`; `UNREADABLE` for a directory that cannot be read.
@@ -339,6 +344,11 @@ fn row(dir: &Path, baselines: &mut HashMap<String, BaselineRun>) -> Result<Row> 
     let firsts: Vec<f64> = metrics.iter().filter_map(|m| m.first_token_ms).collect();
     let serve_sha256 = a.manifest.serve_binary.as_ref().map(|b| b.sha256.clone());
     let started = &a.manifest.started_utc;
+    let determinism = verdict
+        .lines
+        .iter()
+        .find(|l| l.check == "determinism")
+        .and_then(|l| l.figures.as_ref());
     Ok(Row {
         dir: dir.display().to_string(),
         group: Some(GroupKey {
@@ -361,6 +371,8 @@ fn row(dir: &Path, baselines: &mut HashMap<String, BaselineRun>) -> Result<Row> 
         rate_floor_tok_s: Some(a.manifest.floors.floor),
         first_token_limit_ms: Some(a.manifest.floors.first_token_ms),
         latency: Latency::of(&verdict),
+        determinism_trials: determinism.and_then(|f| f.trials),
+        determinism_mismatches: determinism.and_then(|f| f.mismatches),
         result: verdict.outcome.word().to_string(),
         summary: Some(format!("RESULT: {}", verdict.outcome)),
         unreadable: None,

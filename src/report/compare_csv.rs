@@ -14,7 +14,8 @@ const LATENCY: [&str; 4] = ["ttft_ms", "itl_ms", "tpot_ms", "e2el_ms"];
 const PERCENTILES: [&str; 5] = ["count", "mean", "p50", "p90", "p99"];
 
 /// The header's fields: the run, its group, its result and medians, the box, the floors, the
-/// latency percentiles, and why it was unreadable.
+/// determinism line's trials and mismatches, the latency percentiles, and why it was
+/// unreadable.
 pub fn header() -> Vec<String> {
     let mut h: Vec<String> = [
         "dir",
@@ -30,6 +31,8 @@ pub fn header() -> Vec<String> {
         "serve_cpu_wait",
         "rate_floor_tok_s",
         "first_token_limit_ms",
+        "determinism_trials",
+        "determinism_mismatches",
     ]
     .map(String::from)
     .to_vec();
@@ -80,6 +83,8 @@ pub fn fields(r: &Row) -> Vec<String> {
         number(r.serve_cpu_wait),
         number(r.rate_floor_tok_s),
         number(r.first_token_limit_ms),
+        number(r.determinism_trials),
+        number(r.determinism_mismatches),
     ];
     let l = &r.latency;
     for p in [l.ttft_ms, l.itl_ms, l.tpot_ms, l.e2el_ms] {
@@ -174,6 +179,8 @@ mod tests {
                 ..Latency::default()
             },
             result: "PASS".into(),
+            determinism_trials: Some(20),
+            determinism_mismatches: Some(3),
             ..Row::default()
         };
         let text = csv(std::slice::from_ref(&row));
@@ -195,6 +202,8 @@ mod tests {
             "a missing figure is empty, never 0"
         );
         assert_eq!(at("ncpu"), "8");
+        assert_eq!(at("determinism_trials"), "20");
+        assert_eq!(at("determinism_mismatches"), "3");
         assert_eq!(at("ttft_ms_count"), "12");
         assert_eq!(at("ttft_ms_mean"), "100.5");
         assert_eq!(at("ttft_ms_p50"), "100");
