@@ -314,10 +314,18 @@ pub(super) fn determinism_line(replies: &[ReplyRecord]) -> Line {
     if k - 1 > NAMED {
         text.push_str(&format!(" and {} more", k - 1 - NAMED));
     }
-    for (prompt, later) in odd_first_replies(&mismatches, &references) {
+    let odd = odd_first_replies(&mismatches, &references);
+    for (prompt, later) in odd.iter().take(NAMED) {
         text.push_str(&format!(
             "; the first reply to {} is the odd one out: its {later} later replies all agree with each other (a cold first reply? --warmup makes replies before the judged ones)",
             super::quote(prompt, 40)
+        ));
+    }
+    if odd.len() > NAMED {
+        text.push_str(&format!(
+            "; so is the first reply to {} more {}",
+            odd.len() - NAMED,
+            plural(odd.len() - NAMED, "prompt")
         ));
     }
     text.push_str(&not_compared);
@@ -729,6 +737,23 @@ mod tests {
         );
         // One trial is not enough to say which side is odd.
         assert!(!t.contains("\"What is 2 + 2?\" is the odd one out"), "{t}");
+        // Many such prompts: five named, the rest counted (the line stays short).
+        let many: Vec<ReplyRecord> = (0..8)
+            .flat_map(|p| {
+                let prompt = format!("prompt {p}");
+                let mut first = reply(0, &prompt, "cold");
+                first.index = 3 * p + 1;
+                let warm: Vec<ReplyRecord> =
+                    (2..4).map(|i| reply(3 * p + i, &prompt, "warm")).collect();
+                std::iter::once(first).chain(warm)
+            })
+            .collect();
+        let t = determinism_line(&many).text;
+        assert_eq!(t.matches("is the odd one out").count(), NAMED, "{t}");
+        assert!(
+            t.contains("; so is the first reply to 3 more prompts"),
+            "{t}"
+        );
         // Later replies that disagree among themselves too: no such note.
         replies[4].content = "Lyon.".into();
         let line = determinism_line(&replies);
