@@ -123,21 +123,15 @@ pub fn exposition(v: &Verdict, run: &RunInfo<'_>) -> String {
     );
 
     let determinism = figures_of(v, "determinism");
-    let count = |pick: fn(&Figures) -> Option<usize>| -> Vec<Sample> {
-        determinism
-            .and_then(pick)
-            .map(|n| vec![(Vec::new(), n as f64)])
-            .unwrap_or_default()
-    };
     out.gauge(
         "determinism_trials",
         "The trials the determinism line compared with the first reply to their prompt.",
-        &count(|f| f.trials),
+        &one_sample(determinism, |f| f.trials.map(|n| n as f64)),
     );
     out.gauge(
         "determinism_mismatches",
         "How many of those trials differed.",
-        &count(|f| f.mismatches),
+        &one_sample(determinism, |f| f.mismatches.map(|n| n as f64)),
     );
     let interval = determinism.and_then(|f| f.interval_95);
     let mismatch: Vec<Sample> = [
@@ -156,37 +150,29 @@ pub fn exposition(v: &Verdict, run: &RunInfo<'_>) -> String {
     out.gauge(
         "determinism_detectable_ratio",
         "The smallest per-trial mismatch rate these trials would have shown with probability 0.95.",
-        &determinism
-            .and_then(|f| f.detectable_rate)
-            .map(|x| vec![(Vec::new(), x)])
-            .unwrap_or_default(),
+        &one_sample(determinism, |f| f.detectable_rate),
     );
 
     let load = figures_of(v, "load");
-    let load_figure = |pick: fn(&Figures) -> Option<f64>| -> Vec<Sample> {
-        load.and_then(pick)
-            .map(|x| vec![(Vec::new(), x)])
-            .unwrap_or_default()
-    };
     out.gauge(
         "load1",
         "The box's 1-minute load average before the serve started.",
-        &load_figure(|f| f.load1),
+        &one_sample(load, |f| f.load1),
     );
     out.gauge(
         "cpus",
         "The box's CPUs.",
-        &load_figure(|f| f.ncpu.map(|n| n as f64)),
+        &one_sample(load, |f| f.ncpu.map(|n| n as f64)),
     );
     out.gauge(
         "serve_cpu_wait_ratio",
         "The share of the time it was ready to run that the serve waited for a CPU during the replies.",
-        &load_figure(|f| f.serve_cpu_wait),
+        &one_sample(load, |f| f.serve_cpu_wait),
     );
     out.gauge(
         "cpu_pressure_ratio",
         "The highest CPU pressure (some, avg10) during the replies, as a share.",
-        &load_figure(|f| f.cpu_pressure_pct.map(|p| p / 100.0)),
+        &one_sample(load, |f| f.cpu_pressure_pct.map(|p| p / 100.0)),
     );
 
     let at = |t: Option<&str>| -> Vec<Sample> {
@@ -305,6 +291,15 @@ fn median_figures(f: &Figures, bound: Option<f64>, bound_name: &str, per: f64) -
     .into_iter()
     .filter_map(|(q, x)| Some((vec![("quantity", q.to_string())], x? / per)))
     .collect()
+}
+
+/// A family's one sample, without labels of its own: `pick` of a line's figures, or none
+/// where the line, or its figure, is not there.
+fn one_sample(figures: Option<&Figures>, pick: fn(&Figures) -> Option<f64>) -> Vec<Sample> {
+    figures
+        .and_then(pick)
+        .map(|x| vec![(Vec::new(), x)])
+        .unwrap_or_default()
 }
 
 /// The figures of the first line named `check`.

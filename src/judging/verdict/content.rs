@@ -125,15 +125,21 @@ pub fn quote(s: &str, max: usize) -> String {
             out.push('…');
             break;
         }
-        match ch {
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '"' => out.push_str("\\\""),
-            c => push_visible(&mut out, c),
-        }
+        push_quoted(&mut out, ch);
     }
     out.push('"');
     out
+}
+
+/// Push `c` as it reads inside a quote: a newline as `\n`, a return as `\r`, a quote as
+/// `\"`, a control character as its escape ([`push_visible`]).
+pub(crate) fn push_quoted(out: &mut String, c: char) {
+    match c {
+        '\n' => out.push_str("\\n"),
+        '\r' => out.push_str("\\r"),
+        '"' => out.push_str("\\\""),
+        c => push_visible(out, c),
+    }
 }
 
 /// Push `c`, or, for a control character, its escape as Rust writes it (`\u{1b}`): text from

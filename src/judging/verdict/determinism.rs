@@ -9,12 +9,12 @@
 //! The baseline-answers line sets each prompt's answer against the accepted baseline's
 //! answer to it, where the two are comparable (the same model, temperature and seed).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::{Baseline, BaselineEvidence, Evidence, Figures, Line, Status};
 use crate::archive::record::{AnswerPolicy, ReplyRecord, RunManifest};
 use crate::judging::proportion::{clopper_pearson, detectable_rate};
-use crate::judging::verdict::content::{push_escape, push_visible};
+use crate::judging::verdict::content::{push_escape, push_quoted};
 
 /// The confidence of the mismatch rate's interval, and the probability of "would have
 /// caught".
@@ -72,13 +72,12 @@ fn excerpt(s: &str, at: usize) -> String {
     let mut chars = s.chars().skip(start);
     for ch in chars.by_ref().take(at - start + CONTEXT) {
         match ch {
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '"' => out.push_str("\\\""),
             // A quoted backslash is written twice, so a literal `\n` is not a newline's escape.
             '\\' => out.push_str("\\\\"),
+            // Whitespace, but with escapes of their own.
+            '\n' | '\r' => push_quoted(&mut out, ch),
             c if unseen(c) => push_escape(&mut out, c),
-            c => push_visible(&mut out, c),
+            c => push_quoted(&mut out, c),
         }
     }
     if chars.next().is_some() {
@@ -90,7 +89,7 @@ fn excerpt(s: &str, at: usize) -> String {
 
 /// A character that prints as nothing, or as a space, or moves the text around it: two
 /// quotes that differ only in one would look the same, and a bidirectional override would
-/// reorder the report's line. Control characters are [`push_visible`]'s.
+/// reorder the report's line. Control characters are [`push_quoted`]'s.
 fn unseen(c: char) -> bool {
     (c.is_whitespace() && c != ' ')
         || matches!(
@@ -372,7 +371,7 @@ fn plural(n: usize, word: &str) -> String {
 /// The first single-stream reply to each prompt that did not fail (warm-ups left out), in
 /// the order made.
 fn first_answers(replies: &[ReplyRecord]) -> Vec<&ReplyRecord> {
-    let mut seen: HashMap<&str, ()> = HashMap::new();
+    let mut seen: HashSet<&str> = HashSet::new();
     let mut singles: Vec<&ReplyRecord> = replies
         .iter()
         .filter(|r| r.error.is_none() && r.burst.is_none() && !r.warmup)
@@ -380,7 +379,7 @@ fn first_answers(replies: &[ReplyRecord]) -> Vec<&ReplyRecord> {
     singles.sort_by_key(|r| r.index);
     singles
         .into_iter()
-        .filter(|r| seen.insert(&r.prompt, ()).is_none())
+        .filter(|r| seen.insert(&r.prompt))
         .collect()
 }
 
