@@ -1,0 +1,122 @@
+//! The llama-server install's own proof (issue 29, item 1): `tools/llama-smoke.py`, which
+//! `tools/install-llama-server.sh` runs before it marks a build served, against look-alike
+//! servers run as real child processes on loopback: one that streams a reply passes; one that
+//! is ready and then dies of SIGILL on its first completion (a build for an instruction the box
+//! does not run) and one that never comes up fail, each with a line saying how it ended and the
+//! last lines of its log. The real build is proved by `.ci/run` on a clean clone.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+const REPO: &str = env!("CARGO_MANIFEST_DIR");
+
+/// A llama-server look-alike in Python: `/health` answers 200, and a chat completion does
+/// what `on_post` says (Python statements in `do_POST`).
+fn look_alike(dir: &Path, on_post: &str) -> std::path::PathBuf {
+    let path = dir.join("llama-server");
+    let script = format!(
+        r#"#!/usr/bin/env python3
+import http.server, os, signal, sys
+port = int(sys.argv[sys.argv.index("--port") + 1])
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.end_headers(); self.wfile.write(b"{{}}")
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+{on_post}
+    def log_message(self, *a): pass
+print("main: server is listening on 127.0.0.1", flush=True)
+http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
+"#
+    );
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    path
+}
+
+fn smoke(server: &Path) -> Output {
+    Command::new("python3")
+        .arg(Path::new(REPO).join("tools/llama-smoke.py"))
+        .arg(server)
+        .arg("model.gguf")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_server_that_streams_text_passes_the_smoke() {
+    let d = tempfile::tempdir().unwrap();
+    let server = look_alike(
+        d.path(),
+        r#"        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        for piece in ["Paris", " is", " the capital."]:
+            self.wfile.write(b'data: {"choices":[{"index":0,"delta":{"content":"%s"}}]}\n\n' % piece.encode())
+        self.wfile.write(b"data: [DONE]\n\n")"#,
+    );
+    let o = smoke(&server);
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{said}");
+    assert!(
+        said.contains("smoke completion ok: 'Paris is the capital.'"),
+        "{said}"
+    );
+}
+
+#[test]
+fn a_server_that_dies_of_sigill_on_its_first_token_fails_the_smoke_naming_the_signal() {
+    let d = tempfile::tempdir().unwrap();
+    let server = look_alike(
+        d.path(),
+        r#"        print("traps: llama-server trap invalid opcode in libggml-cpu.so", flush=True)
+        os.kill(os.getpid(), signal.SIGILL)"#,
+    );
+    let o = smoke(&server);
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{said}");
+    assert!(said.contains("does not serve"), "{said}");
+    assert!(said.contains("died of SIGILL"), "{said}");
+    assert!(said.contains("not portable"), "{said}");
+    // The last lines of its log, as it wrote them.
+    assert!(
+        said.contains("    traps: llama-server trap invalid opcode"),
+        "{said}"
+    );
+}
+
+#[test]
+fn a_server_that_answers_nothing_fails_the_smoke() {
+    let d = tempfile::tempdir().unwrap();
+    let server = look_alike(
+        d.path(),
+        r#"        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        self.wfile.write(b"data: [DONE]\n\n")"#,
+    );
+    let o = smoke(&server);
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{said}");
+    assert!(said.contains("carried no text"), "{said}");
+}
+
+#[test]
+fn a_server_that_exits_before_it_is_ready_fails_the_smoke_with_its_code() {
+    let d = tempfile::tempdir().unwrap();
+    let server = d.path().join("llama-server");
+    std::fs::write(
+        &server,
+        "#!/bin/sh\necho 'error: unknown model format' >&2\nexit 3\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&server, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let o = smoke(&server);
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("exited with code 3 before it was ready"),
+        "{said}"
+    );
+    assert!(said.contains("    error: unknown model format"), "{said}");
+}
