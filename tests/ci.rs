@@ -415,6 +415,9 @@ fn the_example_workflow_passes_actionlint_and_the_scripts_pass_shellcheck() {
     let o = Command::new("shellcheck")
         .arg(repo.join("tools/ci/gate.sh"))
         .arg(repo.join("docs/ci/fleet-example.sh"))
+        .arg(repo.join("tools/install-llama-server.sh"))
+        .arg(repo.join("tools/install-report-tools.sh"))
+        .arg(repo.join(".ci/run"))
         .output()
         .unwrap();
     assert!(

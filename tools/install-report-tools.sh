@@ -41,7 +41,7 @@ flock 9
 say() { echo "install-report-tools: $*" >&2; }
 
 missing=()
-for tool in xmllint:libxml2-utils cmark-gfm:cmark-gfm zsh:zsh fish:fish rsvg-convert:librsvg2-bin; do
+for tool in xmllint:libxml2-utils cmark-gfm:cmark-gfm zsh:zsh fish:fish rsvg-convert:librsvg2-bin strace:strace; do
     command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool#*:}")
 done
 if [ ${#missing[@]} -gt 0 ]; then
