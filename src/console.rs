@@ -8,6 +8,13 @@
 //! gate says goes through here instead; what could not be written is dropped.
 
 use std::io::Write;
+use std::sync::Mutex;
+
+/// Where the gate's stderr lines go instead of stderr while a run's writer thread runs
+/// ([`divert`]): a closure that hands the line on, and says whether it took it.
+type Sink = Box<dyn Fn(&str) -> bool + Send>;
+
+static DIVERTED: Mutex<Option<Sink>> = Mutex::new(None);
 
 /// Write `text` to stdout as it is; whether it was written whole.
 pub fn out(text: &str) -> bool {
@@ -23,9 +30,32 @@ pub fn err(text: &str) -> bool {
     std::io::stderr().lock().write_all(text.as_bytes()).is_ok()
 }
 
+/// Send every line [`err_line`] is given to `sink` instead of stderr, until [`divert_end`]:
+/// while the serve's replies are read, a write to a stderr pipe that its reader drains slowly
+/// must not block the thread that stamps them (`crate::live::recorder`). A line the sink does
+/// not take is written as before.
+pub fn divert(sink: Sink) {
+    *DIVERTED.lock().unwrap_or_else(|e| e.into_inner()) = Some(sink);
+}
+
+/// Write lines to stderr again.
+pub fn divert_end() {
+    DIVERTED.lock().unwrap_or_else(|e| e.into_inner()).take();
+}
+
+/// A line for stderr: to the sink [`divert`] set, or written (see [`err_line_direct`]).
+pub fn err_line(line: &str) -> bool {
+    if let Some(sink) = DIVERTED.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        if sink(line) {
+            return true;
+        }
+    }
+    err_line_direct(line)
+}
+
 /// Write `line` and a newline to stderr in one write, so lines from the gate and from a
 /// child sharing the stream do not interleave mid-line.
-pub fn err_line(line: &str) -> bool {
+pub fn err_line_direct(line: &str) -> bool {
     let mut text = String::with_capacity(line.len() + 1);
     text.push_str(line);
     text.push('\n');

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
-use crate::archive::rundir::{self, BaselineRun};
+use crate::archive::rundir::{self, BaselineRun, ResultFile};
 use crate::exit_codes;
 use crate::judging::archived::judge_archive;
 use crate::judging::verdict::Criteria;
@@ -90,6 +90,19 @@ pub fn run(args: JudgeArgs) -> Result<u8> {
     }
     if let Some(problem) = &archive.replies_problem {
         crate::say!("{problem}");
+    }
+    if archive.manifest.ended_utc.is_none() && archive.manifest.interrupted.is_none() {
+        // The last write of run.json says when the run ended; a run whose disk filled, or that
+        // was killed outright, never made it.
+        crate::say!(
+            "{} never recorded its end: the run was killed, or its last writes failed; its archive may be incomplete, and this judges what is there",
+            args.dir.display()
+        );
+    }
+    for missing in &archive.not_archived {
+        crate::say!(
+            "the archive is incomplete: the run could not write {missing}; judging what is there"
+        );
     }
     let mut floors = archive.manifest.floors.clone();
     if let Some(f) = args.floor {
@@ -216,12 +229,15 @@ pub fn run(args: JudgeArgs) -> Result<u8> {
         rundir::write_atomic(path, svg.as_bytes())?;
     }
     let title = args.dir.display().to_string();
+    let mut result = ResultFile::new(verdict);
+    // Said again in judge's own result: what it judged is not all the run had.
+    result.not_archived = archive.not_archived.clone();
     outputs.emit(
-        &verdict,
+        &result,
         &archive.replies,
         &RunInfo::of_archive(&archive, &title),
     );
-    Ok(exit_codes::for_outcome(&verdict.outcome))
+    Ok(exit_codes::for_outcome(&result.verdict.outcome))
 }
 
 /// Whether `path` (a file that may not exist yet) is inside `dir`, links resolved.

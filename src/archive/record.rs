@@ -425,6 +425,47 @@ pub struct RunManifest {
     /// absent in runs from before it was recorded: see [`RunManifest::sampling`].
     #[serde(default, rename = "sampling", skip_serializing_if = "Option::is_none")]
     pub sampling_sent: Option<Sampling>,
+    /// The files of the run directory the gate failed to write, as far as run.json's last
+    /// write knew them; absent when every write so far went through (and in runs from before
+    /// it was recorded). result.json's list is the whole one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_archived: Vec<NotArchived>,
+}
+
+/// A file of the run directory the gate failed to write (no space, a read-only or removed
+/// directory, an I/O error): what is missing from the archive and why. The verdict never
+/// depends on it: the gate judged what it held in memory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NotArchived {
+    /// The file's name in the run directory, e.g. `replies.jsonl`.
+    pub file: String,
+    /// Why, as the system said it, e.g. `No space left on device (os error 28)`.
+    pub error: String,
+    /// For replies.jsonl: the first reply (its index) that was not appended; the file holds
+    /// the replies before it, whole, and nothing after.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_reply: Option<usize>,
+    /// For replies.jsonl: how many replies the file holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replies_archived: Option<usize>,
+    /// For replies.jsonl: how many replies the run made in all (judged from memory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replies_made: Option<usize>,
+}
+
+impl std::fmt::Display for NotArchived {
+    /// `replies.jsonl: No space left on device (os error 28) from reply 29 on (it holds 28 of
+    /// 40 replies)`, `load.json: Read-only file system (os error 30)`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.file, self.error)?;
+        if let Some(from) = self.from_reply {
+            write!(f, " from reply {from} on")?;
+        }
+        if let (Some(kept), Some(made)) = (self.replies_archived, self.replies_made) {
+            write!(f, " (it holds {kept} of {made} replies)")?;
+        }
+        Ok(())
+    }
 }
 
 impl RunManifest {

@@ -20,7 +20,8 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::archive::record::{
-    LoadSnapshot, MetricsRecord, ReplyRecord, RouteRecord, RunManifest, Verdict, SCHEMA,
+    LoadSnapshot, MetricsRecord, NotArchived, ReplyRecord, RouteRecord, RunManifest, Verdict,
+    SCHEMA,
 };
 
 /// run.json
@@ -52,6 +53,11 @@ pub struct ResultFile {
     pub verdict: Verdict,
     /// The last line as printed, e.g. `RESULT: PASS`.
     pub summary: String,
+    /// The files of the run directory the gate failed to write: the archive is incomplete,
+    /// and the verdict above stands on what the gate held in memory. Absent when the archive
+    /// is whole.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_archived: Vec<NotArchived>,
 }
 
 impl ResultFile {
@@ -62,6 +68,7 @@ impl ResultFile {
             schema: SCHEMA,
             verdict,
             summary,
+            not_archived: Vec::new(),
         }
     }
 }
@@ -164,15 +171,18 @@ impl RunDir {
         })
     }
 
-    /// Append `reply` to replies.jsonl as one line, in one write, and sync it: the file holds
-    /// every reply finished so far, and the cost of a reply does not grow with the run (the
-    /// whole file was once rewritten after each reply: 20 ms a reply by reply 1,000). A write
-    /// that fails part-way is cut back, so the next reply starts on a line of its own.
-    pub fn append_reply(&self, reply: &ReplyRecord) -> Result<()> {
-        let path = self.path.join(REPLIES);
-        let mut line = serde_json::to_vec(reply)
-            .with_context(|| format!("failed to write {}", path.display()))?;
-        line.push(b'\n');
+    /// Replace the run's `name` with `bytes`, atomically.
+    pub fn write_bytes(&self, name: &str, bytes: &[u8]) -> Result<()> {
+        write_atomic(&self.path.join(name), bytes)
+    }
+
+    /// Append `line` (one reply's JSON and its newline) to the run's `name` in one write, and
+    /// sync it: the file holds every reply finished so far, and the cost of a reply does not
+    /// grow with the run (the whole file was once rewritten after each reply: 20 ms a reply by
+    /// reply 1,000). A write that fails part-way is cut back, so the file never ends in part of
+    /// a line the gate wrote.
+    pub fn append_line(&self, name: &str, line: &[u8]) -> Result<()> {
+        let path = self.path.join(name);
         let append = || -> std::io::Result<()> {
             let mut file = OpenOptions::new().create(true).append(true).open(&path)?;
             let before = file.metadata()?.len();
@@ -180,7 +190,7 @@ impl RunDir {
                 // For everyone on the box to read, as the run's other files are.
                 file.set_permissions(Permissions::from_mode(0o644))?;
             }
-            if let Err(e) = file.write_all(&line).and_then(|()| file.sync_data()) {
+            if let Err(e) = file.write_all(line).and_then(|()| file.sync_data()) {
                 let _ = file.set_len(before);
                 return Err(e);
             }
@@ -267,6 +277,9 @@ pub struct Archive {
     pub metrics: Option<MetricsRecord>,
     /// Why metrics.json was not used, when it exists but could not be read.
     pub metrics_problem: Option<String>,
+    /// The files the run said it could not write (result.json's list, else run.json's): the
+    /// archive is incomplete, and judging it judges what is there.
+    pub not_archived: Vec<NotArchived>,
 }
 
 impl Archive {
@@ -336,6 +349,16 @@ pub fn load_archive(dir: &Path) -> Result<Archive> {
     let (load, load_problem) = read_optional_json::<LoadSnapshot>(dir, LOAD);
     let (route, route_problem) = read_optional_json::<RouteRecord>(dir, ROUTE);
     let (metrics, metrics_problem) = read_optional_json::<MetricsRecord>(dir, METRICS);
+    // Only what result.json says of the archive; its verdict is judged again, not read.
+    #[derive(Deserialize)]
+    struct ResultNotArchived {
+        #[serde(default)]
+        not_archived: Vec<NotArchived>,
+    }
+    let not_archived = match read_optional_json::<ResultNotArchived>(dir, RESULT) {
+        (Some(r), _) if !r.not_archived.is_empty() => r.not_archived,
+        _ => manifest.not_archived.clone(),
+    };
     Ok(Archive {
         manifest,
         replies,
@@ -347,6 +370,7 @@ pub fn load_archive(dir: &Path) -> Result<Archive> {
         route_problem,
         metrics,
         metrics_problem,
+        not_archived,
     })
 }
 

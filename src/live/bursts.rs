@@ -6,8 +6,9 @@
 //! every chunk as a single reply's are ([`crate::live::client`]). A burst's streams share its
 //! release as their `sent_ns`, so first-token includes any queueing at the serve, and each
 //! records when its request was written (`written_ns`): the gate's own dispatch delay, kept
-//! apart. Each stream is appended to replies.jsonl the moment it ends, so an interruption
-//! mid-burst keeps every finished stream.
+//! apart. Each stream is handed to the run's writer the moment it ends (the writer appends it
+//! to replies.jsonl on a thread of its own: no sync runs between two streams' reads), so an
+//! interruption mid-burst keeps every finished stream.
 
 use std::time::Duration;
 
@@ -17,10 +18,11 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use crate::archive::record::{
     BurstSlot, ConcurrencyPlan, MetricsRecord, MetricsScrape, ReplyRecord, METRICS_BODY_KEPT,
 };
-use crate::archive::rundir::{self, RunDir};
+use crate::archive::rundir;
 use crate::clock;
 use crate::judging::measure;
 use crate::live::client::{Client, FirstText, ReplyRequest};
+use crate::live::recorder::Recorder;
 use crate::live::serve::ServeProcess;
 use crate::prompts::Prompt;
 
@@ -57,7 +59,7 @@ const SCRAPE_LIMIT: Duration = Duration::from_secs(5);
 pub async fn make_bursts(
     work: &BurstWork<'_>,
     base_ns: u64,
-    dir: &RunDir,
+    rec: &Recorder,
     serve: &mut Option<ServeProcess>,
     replies: &mut Vec<ReplyRecord>,
     metrics: &mut Option<MetricsRecord>,
@@ -72,7 +74,7 @@ pub async fn make_bursts(
             metrics_client = None;
         }
         record.scrapes.push(before);
-        dir.write_json(rundir::METRICS, record)?;
+        rec.json(rundir::METRICS, record);
     }
     let mut index = replies.len();
     for round in 1..=rounds {
@@ -125,14 +127,14 @@ pub async fn make_bursts(
                     crate::say!("{}", progress(&reply, &m, work.plan));
                     failed |= reply.error.is_some();
                     first_text.wake();
-                    dir.append_reply(&reply)?;
+                    rec.reply(&reply);
                     replies.push(reply);
                 }
                 scraped = &mut during, if during_pending => {
                     during_pending = false;
                     if let (Some(s), Some(record)) = (scraped, metrics.as_mut()) {
                         record.scrapes.push(s);
-                        dir.write_json(rundir::METRICS, record)?;
+                        rec.json(rundir::METRICS, record);
                     }
                 }
             }
@@ -147,7 +149,7 @@ pub async fn make_bursts(
     }
     if let (Some(record), Some(client)) = (metrics.as_mut(), metrics_client) {
         record.scrapes.push(scrape(client, "after", base_ns).await);
-        dir.write_json(rundir::METRICS, record)?;
+        rec.json(rundir::METRICS, record);
     }
     Ok(None)
 }

@@ -25,6 +25,7 @@ use crate::live::client::{Client, Probe, ReplyRequest};
 use crate::live::conditions;
 use crate::live::conditions::{Sampler, ServeTree};
 use crate::live::hold::{self, Hold, Taken};
+use crate::live::recorder::Recorder;
 use crate::live::route_probe;
 use crate::live::run_args::{self, RunSettings, DEFAULT_ROUNDS};
 use crate::live::serve::{self, ServeProcess};
@@ -633,20 +634,35 @@ async fn execute(plan: Plan) -> Result<u8> {
         device_freq: plan.device.freq.as_ref().map(|p| p.display().to_string()),
         device_temp: plan.device.temp.as_ref().map(|p| p.display().to_string()),
         warmup: plan.warmup,
+        not_archived: Vec::new(),
     };
     // Before run.json is first written, so a run killed later still says what it ran on.
     manifest.provenance = Some(crate::live::provenance::gather(&manifest, plan.max_tokens));
+    // The first write of run.json and the serve's log file are made here, before anything is
+    // held or started: a run directory that cannot take them is exit 2 with nothing started.
     dir.write_json(rundir::MANIFEST, &manifest)?;
+    let serve_log_file = match &plan.launch {
+        Launch::Spawn { .. } => Some(dir.open_serve_log()?),
+        Launch::Attach { .. } => None,
+    };
+    let dir_path = dir.path().to_path_buf();
+    // From here on every write of the run goes through the writer thread: nothing blocks on
+    // the disk where the serve's sockets are read, and a write that fails is said at the end,
+    // never a lost run.
+    let rec = Recorder::start(dir)?;
     let client = &plan.client;
 
     // The serve, the hold and what was recorded live out here, so that an interruption, which
     // drops the work wherever it is, loses none of them.
     let mut serve = None;
-    let mut progress = Progress::default();
+    let mut progress = Progress {
+        serve_log: serve_log_file,
+        ..Progress::default()
+    };
     let work = measure_serve(
         &plan,
         client,
-        &dir,
+        &rec,
         base_ns,
         &mut manifest,
         &mut serve,
@@ -695,19 +711,19 @@ async fn execute(plan: Plan) -> Result<u8> {
     if let Some(sampler) = progress.sampler.take() {
         let mut record = sampler.route();
         record.matched = route_matches(&record, &plan.criteria);
-        dir.write_json(rundir::ROUTE, &record)?;
+        rec.json(rundir::ROUTE, &record);
         route = Some(record);
         let during = sampler.finish();
         if let Some(load) = progress.load.as_mut() {
             load.during = Some(during);
-            dir.write_json(rundir::LOAD, load)?;
+            rec.json(rundir::LOAD, load);
         }
     }
     recorded?;
     if interrupted.is_none() {
         interrupted = interrupts.recv().now_or_never();
     }
-    let serve_log = read_serve_log(&plan, &dir, &mut interrupted, &mut interrupts).await;
+    let serve_log = read_serve_log(&plan, &rec, &mut interrupted, &mut interrupts).await;
     if manifest.startup.is_none() && interrupted.is_some() {
         manifest.startup = Some(Startup::Interrupted);
     }
@@ -717,7 +733,8 @@ async fn execute(plan: Plan) -> Result<u8> {
         manifest.gate_cpu_s = Some(cpu);
         manifest.gate_max_rss_kib = Some(rss);
     }
-    dir.write_json(rundir::MANIFEST, &manifest)?;
+    manifest.not_archived = rec.flush().await;
+    rec.json(rundir::MANIFEST, &manifest);
     let archive = Archive {
         manifest,
         replies: progress.replies,
@@ -729,31 +746,64 @@ async fn execute(plan: Plan) -> Result<u8> {
         route_problem: None,
         metrics: progress.metrics,
         metrics_problem: None,
+        not_archived: Vec::new(),
     };
+    // The verdict stands on what the gate holds in memory, whatever the disk took of it.
     let verdict = judge_with_log(
         &archive,
         &plan.criteria,
         serve_log.as_ref(),
         plan.baseline.as_ref(),
     );
-    dir.write_json(rundir::RESULT, &ResultFile::new(verdict.clone()))?;
     // From here on nothing changes the verdict or the exit code: result.json says it.
-    let title = format!("{} (RESULT: {})", dir.path().display(), verdict.outcome);
+    let title = format!("{} (RESULT: {})", dir_path.display(), verdict.outcome);
     let context = timeline::TimelineContext::of_run(plan.criteria.floors(), archive.load.as_ref());
     // The picture is for people: failing to draw it never changes the verdict.
-    let drawn = timeline::svg(&archive.replies, &context, &title)
-        .and_then(|svg| rundir::write_atomic(&dir.path().join(rundir::TIMELINE), svg.as_bytes()));
-    if let Err(e) = drawn {
-        crate::say!("no timeline.svg: {e:#}");
+    match timeline::svg(&archive.replies, &context, &title) {
+        Ok(svg) => rec.file(rundir::TIMELINE, svg.into_bytes()),
+        Err(e) => crate::say!("no timeline.svg: {e:#}"),
     }
-    let title = dir.path().display().to_string();
+    let mut result = ResultFile::new(verdict);
+    result.not_archived = rec.flush().await;
+    rec.json(rundir::RESULT, &result);
+    result.not_archived = rec.finish();
+    let title = dir_path.display().to_string();
     plan.output.emit(
-        &verdict,
+        &result,
         &archive.replies,
         &RunInfo::of_archive(&archive, &title),
     );
-    crate::say!("archived in {}", dir.path().display());
-    Ok(exit_codes::for_outcome(&verdict.outcome))
+    say_not_archived(&result, &dir_path, archive.replies.len());
+    Ok(exit_codes::for_outcome(&result.verdict.outcome))
+}
+
+/// After the verdict: where the run is archived, or what the run directory lacks, a line for
+/// each file it failed to write and why. The verdict printed stands either way: it was judged
+/// from what the gate held in memory.
+fn say_not_archived(result: &ResultFile, dir: &Path, replies: usize) {
+    if result.not_archived.is_empty() {
+        crate::say!("archived in {}", dir.display());
+        return;
+    }
+    for missing in &result.not_archived {
+        if missing.file == rundir::REPLIES {
+            crate::say!(
+                "not archived: {missing}; the verdict above stands on the {replies} {} held in memory",
+                if replies == 1 { "reply" } else { "replies" }
+            );
+        } else {
+            crate::say!("not archived: {missing}");
+        }
+    }
+    let said = if result.not_archived.iter().any(|f| f.file == rundir::RESULT) {
+        "result.json could not say so"
+    } else {
+        "result.json says so"
+    };
+    crate::say!(
+        "the archive in {} is incomplete ({said}); the verdict above is the run's",
+        dir.display()
+    );
 }
 
 /// A serve log at least this large is announced before it is read.
@@ -766,7 +816,7 @@ const LARGE_LOG_BYTES: u64 = 16 << 20;
 /// `None` when the run has no log to judge the route by.
 async fn read_serve_log(
     plan: &Plan,
-    dir: &RunDir,
+    rec: &Recorder,
     interrupted: &mut Option<nix::sys::signal::Signal>,
     interrupts: &mut Interrupts,
 ) -> Option<LogScan> {
@@ -781,13 +831,31 @@ async fn read_serve_log(
     if interrupted.is_some() {
         return Some(LogScan::unread(unread));
     }
-    let criteria = plan.criteria.clone();
-    let dir = dir.path().to_path_buf();
-    let read = tokio::task::spawn_blocking(move || -> Result<Option<LogScan>> {
-        if let Some(from) = copy_from {
-            rundir::copy_serve_log(&dir, &from)?;
+    let archived = rec.path().join(rundir::SERVE_LOG);
+    // The attached serve's log is copied into the run by the writer, and read from the copy,
+    // as `judge` will read it; a copy that failed is not the verdict's concern: the log is
+    // read where it is.
+    let path = match copy_from {
+        Some(from) => {
+            rec.copy_serve_log(&from);
+            let copied = tokio::select! {
+                failed = rec.flush() => !failed.iter().any(|f| f.file == rundir::SERVE_LOG),
+                sig = interrupts.recv() => {
+                    crate::say!("{sig}: stopping");
+                    *interrupted = Some(sig);
+                    return Some(LogScan::unread(unread));
+                }
+            };
+            if copied {
+                archived
+            } else {
+                from
+            }
         }
-        let path = dir.join(rundir::SERVE_LOG);
+        None => archived,
+    };
+    let criteria = plan.criteria.clone();
+    let read = tokio::task::spawn_blocking(move || -> Result<Option<LogScan>> {
         let file = match std::fs::File::open(&path) {
             Ok(f) => f,
             // A serve that could not be started wrote nothing.
@@ -821,6 +889,8 @@ async fn read_serve_log(
 /// What the measuring phase has that run.json does not hold.
 #[derive(Debug, Default)]
 struct Progress {
+    /// The launched serve's serve.log, opened before anything was held or started.
+    serve_log: Option<std::fs::File>,
     hold: Option<Hold>,
     load: Option<LoadSnapshot>,
     sampler: Option<Sampler>,
@@ -835,7 +905,7 @@ struct Progress {
 async fn measure_serve(
     plan: &Plan,
     client: &Client,
-    dir: &RunDir,
+    rec: &Recorder,
     base_ns: u64,
     manifest: &mut RunManifest,
     serve: &mut Option<ServeProcess>,
@@ -851,14 +921,14 @@ async fn measure_serve(
             }
             Taken::TimedOut(record) => manifest.hold = Some(record),
         }
-        dir.write_json(rundir::MANIFEST, manifest)?;
+        rec.json(rundir::MANIFEST, manifest);
         if !acquired {
-            progress.load = record_load(dir)?;
+            progress.load = record_load(rec);
             return Ok(());
         }
     }
     // The load right before the serve starts: after any wait for the hold.
-    progress.load = record_load(dir)?;
+    progress.load = record_load(rec);
     let startup = match &plan.launch {
         Launch::Spawn { argv, port, .. } => {
             if !serve::port_is_free(*port) {
@@ -868,12 +938,15 @@ async fn measure_serve(
                     ),
                 }
             } else {
-                let log = dir.open_serve_log()?;
-                match ServeProcess::spawn(argv, &log, progress.hold.as_mut()) {
+                let log = progress
+                    .serve_log
+                    .as_ref()
+                    .context("the serve's log file was not opened before the launch")?;
+                match ServeProcess::spawn(argv, log, progress.hold.as_mut()) {
                     Ok(p) => {
                         crate::say!("started the serve (pid {})", p.pid());
                         manifest.serve_pid = Some(p.pid());
-                        dir.write_json(rundir::MANIFEST, manifest)?;
+                        rec.json(rundir::MANIFEST, manifest);
                         let p = serve.insert(p);
                         wait_ready(
                             client,
@@ -915,7 +988,7 @@ async fn measure_serve(
         crate::say!("the serve is ready after {after_ms:.0} ms (GET {probe}{loading})");
     }
     manifest.startup = Some(startup);
-    dir.write_json(rundir::MANIFEST, manifest)?;
+    rec.json(rundir::MANIFEST, manifest);
     if !ready {
         return Ok(());
     }
@@ -948,7 +1021,7 @@ async fn measure_serve(
             client,
             &model,
             base_ns,
-            dir,
+            rec,
             serve,
             &mut progress.replies,
         )
@@ -959,7 +1032,7 @@ async fn measure_serve(
                 client,
                 model: &model,
                 base_ns,
-                dir,
+                rec,
                 duration,
             };
             let (ended, serve_died) = soak.run(serve, &mut progress.replies).await?;
@@ -969,7 +1042,7 @@ async fn measure_serve(
                 record.replies = Some(progress.replies.len());
                 record.ended = Some(ended.to_string());
             }
-            dir.write_json(rundir::MANIFEST, &*manifest)?;
+            rec.json(rundir::MANIFEST, &*manifest);
         }
         let Some(bursts) = plan.concurrency.as_ref().filter(|_| died.is_none()) else {
             return Ok(died);
@@ -988,7 +1061,7 @@ async fn measure_serve(
         make_bursts(
             &work,
             base_ns,
-            dir,
+            rec,
             serve,
             &mut progress.replies,
             &mut progress.metrics,
@@ -1013,12 +1086,12 @@ async fn measure_serve(
     Ok(())
 }
 
-fn record_load(dir: &RunDir) -> Result<Option<LoadSnapshot>> {
+fn record_load(rec: &Recorder) -> Option<LoadSnapshot> {
     let load = conditions::load_snapshot("before-serve");
     if let Some(l) = &load {
-        dir.write_json(rundir::LOAD, l)?;
+        rec.json(rundir::LOAD, l);
     }
-    Ok(load)
+    load
 }
 
 /// CPU seconds (user + system) this process has used, and its peak resident set (KiB).
@@ -1118,7 +1191,7 @@ async fn make_replies(
     client: &Client,
     model: &str,
     base_ns: u64,
-    dir: &RunDir,
+    rec: &Recorder,
     serve: &mut Option<ServeProcess>,
     replies: &mut Vec<ReplyRecord>,
 ) -> Result<Option<String>> {
@@ -1130,14 +1203,14 @@ async fn make_replies(
             plan.warmup,
             figures_said(&reply, &m)
         );
-        if let Some(died) = keep_reply(reply, dir, serve, replies).await? {
+        if let Some(died) = keep_reply(reply, rec, serve, replies).await? {
             return Ok(Some(died));
         }
     }
     for i in 0..plan.replies {
         let (reply, m) = one_reply(plan, client, model, base_ns, i, false).await;
         crate::say!("{}", progress(&reply, &m, plan.warmup + plan.replies));
-        if let Some(died) = keep_reply(reply, dir, serve, replies).await? {
+        if let Some(died) = keep_reply(reply, rec, serve, replies).await? {
             return Ok(Some(died));
         }
     }
@@ -1178,13 +1251,13 @@ async fn one_reply(
 /// serve has exited, how the serve died.
 async fn keep_reply(
     reply: ReplyRecord,
-    dir: &RunDir,
+    rec: &Recorder,
     serve: &mut Option<ServeProcess>,
     replies: &mut Vec<ReplyRecord>,
 ) -> Result<Option<String>> {
     let failed = reply.error.is_some();
     let index = reply.index;
-    dir.append_reply(&reply)?;
+    rec.reply(&reply);
     replies.push(reply);
     if failed {
         if let Some(status) = ServeProcess::exit_after_failure(serve).await {
@@ -1207,7 +1280,7 @@ struct Soak<'a> {
     client: &'a Client,
     model: &'a str,
     base_ns: u64,
-    dir: &'a RunDir,
+    rec: &'a Recorder,
     duration: Duration,
 }
 
@@ -1281,7 +1354,7 @@ impl Soak<'_> {
                 crate::say!("{}", progress(&reply, &m, self.plan.warmup + i + 1));
             }
             rates.extend(m.rate_tok_s);
-            if let Some(died) = keep_reply(reply, self.dir, serve, replies).await? {
+            if let Some(died) = keep_reply(reply, self.rec, serve, replies).await? {
                 return Ok((SoakEnd::ServeDied, Some(died)));
             }
             if failed {

@@ -16,6 +16,7 @@ pub mod conditions;
 pub mod gate;
 pub mod hold;
 pub mod provenance;
+pub mod recorder;
 pub mod route_probe;
 pub mod run_args;
 pub mod serve;

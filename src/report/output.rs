@@ -14,7 +14,6 @@ use clap::Args;
 
 use crate::archive::record::ReplyRecord;
 use crate::archive::rundir::{write_atomic, ResultFile};
-use crate::judging::verdict::Verdict;
 use crate::report::{self, prom, RunInfo};
 use crate::{console, say};
 
@@ -81,12 +80,13 @@ impl Outputs {
         junit.chain(prom).chain(summary)
     }
 
-    /// Report `verdict` of the run `run` (its directory names it). What cannot be written is said
+    /// Report `result` of the run `run` (its directory names it). What cannot be written is said
     /// on stderr (when stderr can take it) and skipped.
-    pub fn emit(&self, verdict: &Verdict, replies: &[ReplyRecord], run: &RunInfo<'_>) {
+    pub fn emit(&self, result: &ResultFile, replies: &[ReplyRecord], run: &RunInfo<'_>) {
         let title = run.title;
+        let verdict = &result.verdict;
         if self.json {
-            match serde_json::to_string_pretty(&ResultFile::new(verdict.clone())) {
+            match serde_json::to_string_pretty(result) {
                 Ok(mut text) => {
                     text.push('\n');
                     console::out(&text);
