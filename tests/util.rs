@@ -198,18 +198,6 @@ pub fn process_with(marker: &str) -> bool {
     })
 }
 
-/// Wait (bounded) until no process's command line contains `marker`.
-pub fn gone_within(marker: &str, limit: Duration) -> bool {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if !process_with(marker) {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    false
-}
-
 /// A stand-in serve started by the test itself (for attaching to a running serve). Killed
 /// when dropped.
 pub struct StandIn {
