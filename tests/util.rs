@@ -14,6 +14,13 @@ use serde_json::Value;
 /// Path of the binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_npu-serve-smoke");
 
+/// The bound on a wait for something that must happen (a process gone, a hold free, a file
+/// present, a line said): wide enough that only its never happening can pass it, so its expiry
+/// is a failure that says what did not happen, never a figure of the box's speed. Longer than
+/// the supervisor's 30 s `GONE_WAIT`, so a supervisor that gives up on a process and releases
+/// the hold is caught by the order of events (the hold free while the process ran), not by this.
+pub const LONG: Duration = Duration::from_secs(60);
+
 /// Floors no timing can flip: plumbing tests must not fail because the box was slow.
 pub const UNFLIPPABLE: [&str; 4] = ["--floor", "0", "--first-token-ms", "600000"];
 
@@ -189,18 +196,6 @@ pub fn process_with(marker: &str) -> bool {
             })
             .unwrap_or(false)
     })
-}
-
-/// Wait (bounded) until no process's command line contains `marker`.
-pub fn gone_within(marker: &str, limit: Duration) -> bool {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if !process_with(marker) {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    false
 }
 
 /// A stand-in serve started by the test itself (for attaching to a running serve). Killed
@@ -396,6 +391,39 @@ pub fn hold_is_free(path: &Path) -> bool {
         .open(path)
         .unwrap();
     nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock).is_ok()
+}
+
+/// Wait (bounded by [`LONG`]) until a gate holding `hold` has named itself and its supervisor
+/// in the hold file; the holder. The text is not rewritten after that until the release, so a
+/// waiter started now names this holder, never the empty file between two writes.
+pub fn wait_for_supervised_holder(hold: &Path) -> npu_serve_smoke::live::hold::Holder {
+    let start = Instant::now();
+    loop {
+        match npu_serve_smoke::live::hold::current_holder(hold) {
+            Some(h) if h.supervisor.is_some() => return h,
+            h => assert!(
+                start.elapsed() < LONG,
+                "no holder named itself and its supervisor in {} within {LONG:?}: {h:?}",
+                hold.display()
+            ),
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Wait (bounded by [`LONG`]) until the hold on `path` is free, for a test that held it itself:
+/// not at once after its own release, since a child another test forks meanwhile holds a copy
+/// of every open file, the lock's too, until it execs.
+pub fn wait_for_free_hold(path: &Path) {
+    let start = Instant::now();
+    while !hold_is_free(path) {
+        assert!(
+            start.elapsed() < LONG,
+            "the hold on {} was not free within {LONG:?}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 /// The verdict's lines of `stdout`, without the gate's progress.

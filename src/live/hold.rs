@@ -159,6 +159,9 @@ pub enum Taken {
     TimedOut(HoldRecord),
 }
 
+/// How often [`take`] tries the lock again while it waits.
+const POLL: Duration = Duration::from_millis(200);
+
 /// Take the hold on `path`, waiting up to `timeout`. Polls every 200 ms (the gate stays idle
 /// while it waits), saying once on stderr whom it waits for, and again when the holder changes.
 /// Cancel-safe: dropping the future while it waits holds nothing.
@@ -240,13 +243,22 @@ pub async fn take(path: &Path, timeout: Duration, argv: &[String]) -> Result<Tak
                 released_ns: None,
             }));
         }
-        tokio::time::sleep((timeout - waited).min(Duration::from_millis(200))).await;
+        tokio::time::sleep((timeout - waited).min(POLL)).await;
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::task::Poll;
+
     use super::*;
+
+    /// The timeout of a take that must get the hold: a bound only a hold that never comes
+    /// free can reach. A take that must time out is given a short one, and only while the
+    /// lock is held throughout, so nothing can release it in time.
+    const LONG: Duration = Duration::from_secs(60);
 
     fn rt() -> tokio::runtime::Runtime {
         tokio::runtime::Builder::new_current_thread()
@@ -308,6 +320,7 @@ mod tests {
         std::fs::write(&path, serde_json::to_vec(&holder(dead)).unwrap()).unwrap();
         let other = File::open(&path).unwrap();
         other.lock().unwrap();
+        // Held throughout: the short timeout can only run out.
         let argv = vec!["second".to_string()];
         let Taken::TimedOut(rec) = rt()
             .block_on(take(&path, Duration::from_millis(300), &argv))
@@ -318,29 +331,56 @@ mod tests {
         assert_eq!(rec.waited_for.as_deref(), Some(UNNAMED));
     }
 
+    /// Poll `fut` once: its output if it is done.
+    async fn poll_once<F: Future + Unpin>(fut: &mut F) -> Option<F::Output> {
+        let polled = std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut *fut).poll(cx))).await;
+        match polled {
+            Poll::Ready(output) => Some(output),
+            Poll::Pending => None,
+        }
+    }
+
+    /// Until the waiter's poll timer has run out: it was set before this sleep began, so it
+    /// has fired by the time this one has (one clock, one timer wheel). The next poll of the
+    /// waiter then makes exactly one more try of the lock.
+    async fn past_the_waiters_poll() {
+        tokio::time::sleep(POLL).await;
+    }
+
     #[test]
     fn the_holder_named_is_kept_while_its_text_is_cleared_just_before_the_close() {
+        // The waiter is stepped by hand, one try of the lock a step, so each step sees the
+        // hold as this test left it: named, then cleared but locked, then released. No sleep
+        // races its poll; the timeout is a bound only a waiter stuck for a minute could reach.
         let d = tempfile::tempdir().unwrap();
         let path = d.path().join("npu.hold");
         let argv = vec!["first".to_string()];
         let rt = rt();
-        let Taken::Acquired(first, _) = rt
-            .block_on(take(&path, Duration::from_secs(1), &argv))
-            .unwrap()
-        else {
+        let Taken::Acquired(first, _) = rt.block_on(take(&path, LONG, &argv)).unwrap() else {
             panic!("the first taker must get a free hold")
         };
-        let release = async move {
-            // The waiter polls every 200 ms: it names the holder, then sees the text gone
-            // while the lock is still held, then gets the lock.
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            first.file.set_len(0).unwrap();
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            drop(first);
-        };
         let second = vec!["second".to_string()];
-        let (taken, ()) = rt.block_on(async {
-            tokio::join!(take(&path, Duration::from_secs(10), &second), release)
+        let taken = rt.block_on(async {
+            let mut waiter = std::pin::pin!(take(&path, LONG, &second));
+            assert!(
+                poll_once(&mut waiter).await.is_none(),
+                "the hold is taken: the waiter waits (and names the holder)"
+            );
+            first.file.set_len(0).unwrap();
+            past_the_waiters_poll().await;
+            assert!(
+                poll_once(&mut waiter).await.is_none(),
+                "the text is cleared but the lock still held: the waiter waits"
+            );
+            drop(first);
+            // Free now, but maybe not at once: a child another test forks meanwhile holds a
+            // copy of the lock until it execs. The waiter's own timeout bounds this.
+            loop {
+                past_the_waiters_poll().await;
+                if let Some(taken) = poll_once(&mut waiter).await {
+                    break taken;
+                }
+            }
         });
         let Taken::Acquired(_, record) = taken.unwrap() else {
             panic!("the hold was released")
@@ -348,7 +388,7 @@ mod tests {
         let waited_for = record.waited_for.unwrap();
         assert!(
             waited_for.starts_with(&format!("PID {} (first) since", std::process::id())),
-            "{waited_for}"
+            "the holder named before its text was cleared is kept: {waited_for}"
         );
     }
 
@@ -358,16 +398,14 @@ mod tests {
         let path = d.path().join("npu.hold");
         let argv = vec!["npu-serve-smoke".to_string(), "run".to_string()];
         let rt = rt();
-        let Taken::Acquired(first, rec) = rt
-            .block_on(take(&path, Duration::from_secs(1), &argv))
-            .unwrap()
-        else {
+        let Taken::Acquired(first, rec) = rt.block_on(take(&path, LONG, &argv)).unwrap() else {
             panic!("the first taker must get a free hold")
         };
         assert!(rec.acquired && rec.waited_for.is_none());
         assert_eq!(current_holder(&path).unwrap().pid, std::process::id());
         // flock locks belong to the open file description, so a second open in this same
-        // process contends like another process would.
+        // process contends like another process would. `first` holds it throughout, so the
+        // short timeout can only run out.
         let Taken::TimedOut(rec) = rt
             .block_on(take(&path, Duration::from_millis(300), &argv))
             .unwrap()
@@ -389,8 +427,7 @@ mod tests {
             "released, the text is cleared"
         );
         assert!(matches!(
-            rt.block_on(take(&path, Duration::from_secs(1), &argv))
-                .unwrap(),
+            rt.block_on(take(&path, LONG, &argv)).unwrap(),
             Taken::Acquired(..)
         ));
     }
@@ -402,10 +439,7 @@ mod tests {
         std::fs::write(&path, b"\x7fELF not a holder").unwrap();
         let argv = vec!["gate".to_string()];
         let rt = rt();
-        let Taken::Acquired(hold, _) = rt
-            .block_on(take(&path, Duration::from_secs(1), &argv))
-            .unwrap()
-        else {
+        let Taken::Acquired(hold, _) = rt.block_on(take(&path, LONG, &argv)).unwrap() else {
             panic!("a free hold")
         };
         let mut hold = hold;
@@ -413,10 +447,25 @@ mod tests {
         assert!(!hold_is_free(&path));
         hold.release();
         assert_eq!(std::fs::read(&path).unwrap(), b"\x7fELF not a holder");
-        assert!(hold_is_free(&path));
+        wait_until_free(&path);
     }
 
     fn hold_is_free(path: &Path) -> bool {
         File::open(path).unwrap().try_lock().is_ok()
+    }
+
+    /// Wait (bounded by [`LONG`]) until the hold on `path` is free. Not at once: a child that
+    /// another test of this binary forks holds a copy of every open file, the lock's too, until
+    /// it execs.
+    fn wait_until_free(path: &Path) {
+        let start = Instant::now();
+        while !hold_is_free(path) {
+            assert!(
+                start.elapsed() < LONG,
+                "{} was not free {LONG:?} after its release",
+                path.display()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 }
