@@ -53,6 +53,16 @@ docs/performance.md, "compare over hundreds of runs"):
      COMPARE_UNREADABLE that cannot be read (garbage run.json, a file, an empty directory):
      `compare DIR...` (the table) and `compare DIR... --svg FILE --csv FILE`, the wall time of
      each, the median of --trials; and the SVG's size.
+
+`--slow-disk` runs another section alone, (i), the measurement on a slow disk (about a minute;
+docs/performance.md, "A slow disk does not slow the measurement"):
+
+ (i) SLOW_DISK_RUNS of --concurrency 4 --rounds 3 against the stand-in (60 tokens, 10 ms gaps)
+     under strace, every fsync and fdatasync of the whole process tree delayed by
+     SLOW_DISK_DELAY_US (strace's syscall injection, as an eMMC or a busy overlay filesystem
+     takes that long), against the same runs under strace with no delay: the median aggregate
+     rate of the bursts each way, and their ratio, which must stay near 1: the gate's writer
+     thread takes the delays, never the thread that stamps the streams.
 """
 import argparse
 import json
@@ -106,6 +116,12 @@ COMPARE_TARGETS = {
     "compare_svg_csv_s_300_runs": 0.5,
 }
 COMPARE_RUNS, COMPARE_REPLIES, COMPARE_HOSTS, COMPARE_UNREADABLE = 300, 10, 6, 3
+# Section (i), --slow-disk: floors (at least). Before the writer thread (issue 29) the same
+# delay cut the aggregate rate by about a fifth (0.78).
+SLOW_DISK_FLOORS = {
+    "slow_disk_aggregate_ratio": 0.95,
+}
+SLOW_DISK_RUNS, SLOW_DISK_DELAY_US = 3, 100000
 LOAD_STREAMS = (8, 64)
 LOAD_TOKENS = 2000
 # Aggregate rate steps, (streams, gap in ms), in turn: more streams at 1 ms, each stream a
@@ -756,6 +772,32 @@ def compare_section(tmp, trials):
     }
 
 
+def slow_disk_section(tmp, runs):
+    rates = {}
+    for delay in (0, SLOW_DISK_DELAY_US):
+        rates[delay] = []
+        for i in range(runs):
+            out = os.path.join(tmp, f"slow-disk-{delay}-{i}")
+            strace = ["strace", "-f", "--seccomp-bpf", "-qq", "-o", "/dev/null",
+                      "-e", "trace=fsync,fdatasync",
+                      "-e", f"inject=fsync:delay_enter={delay}",
+                      "-e", f"inject=fdatasync:delay_enter={delay}"]
+            subprocess.run(strace + [BIN, "run", "--stand-in", "--out", out, "--replies", "2",
+                                     "--concurrency", "4", "--rounds", "3", *UNFLIPPABLE,
+                                     "--", "--tokens", "60", "--gaps-ms", "10"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+            with open(os.path.join(out, "result.json")) as f:
+                lines = json.load(f)["lines"]
+            aggregate = next(l for l in lines if l["check"] == "aggregate")
+            rates[delay].append(aggregate["figures"]["median"])
+    quick, slow = statistics.median(rates[0]), statistics.median(rates[SLOW_DISK_DELAY_US])
+    return {
+        "slow_disk_aggregate_tok_s_no_delay": quick,
+        "slow_disk_aggregate_tok_s_delayed": slow,
+        "slow_disk_aggregate_ratio": slow / quick,
+    }
+
+
 def overhead(tmp, trials):
     results = []
     for i in range(trials):
@@ -793,6 +835,8 @@ def main():
                    help="run section (g) alone, the timeline of 1,000 replies (seconds)")
     p.add_argument("--compare", action="store_true",
                    help="run section (h) alone, compare over 300 run directories (seconds)")
+    p.add_argument("--slow-disk", action="store_true",
+                   help="run section (i) alone, bursts with every sync delayed 100 ms (a minute)")
     p.add_argument("--rounds", type=int, default=3, help="with --load: bursts a run (3)")
     p.add_argument("--load-gap-ms", default="1",
                    help="with --load: the gap of the 8- and 64-stream cost runs (1 ms)")
@@ -801,7 +845,11 @@ def main():
     if not args.no_build:
         subprocess.run(["cargo", "build", "--release", "--locked", "--quiet"], cwd=ROOT, check=True)
     prefix = "npu-serve-smoke-bench."
-    if args.compare:
+    if args.slow_disk:
+        with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+            figures = slow_disk_section(tmp, args.trials or SLOW_DISK_RUNS)
+        targets, floors = {}, SLOW_DISK_FLOORS
+    elif args.compare:
         with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
             figures = compare_section(tmp, trials)
         targets, floors = COMPARE_TARGETS, {}
