@@ -333,3 +333,48 @@ fn a_binary_the_kernel_cannot_run_is_a_spawn_failure_with_the_os_error() {
         "{stdout}"
     );
 }
+
+/// A serve that crashes right after its last reply, while the gate stops it (issue 30): its
+/// replies were all good, and still the run FAILs on the serve line, which says how it died;
+/// `--busy-skip` never excuses it; `judge` of the archive says the same.
+#[test]
+fn a_serve_that_crashes_after_its_last_reply_fails_the_serve_line() {
+    let (_d, out) = scratch();
+    // It ignores SIGTERM, so its SIGSEGV, 50 ms after the third reply's end, comes while the
+    // gate waits out the grace, whatever the box's speed.
+    let (code, stdout) = stand_in_run(
+        &out,
+        &["--replies", "3", "--busy-skip", "0"],
+        &["--tokens", "5", "--end-after-replies", "3", "--ignore-term"],
+    );
+    assert_eq!(code, Some(1), "{stdout}");
+    let serve = line(&stdout, "serve");
+    assert!(serve.starts_with("serve        FAIL"), "{serve}");
+    assert!(serve.contains("signal: 11 (SIGSEGV)"), "{serve}");
+    assert!(serve.contains("a crash, not a clean stop"), "{serve}");
+    assert!(line(&stdout, "content").contains("ok"), "{stdout}");
+    assert!(stdout.ends_with("RESULT: FAIL\n"), "{stdout}");
+    let stop = &json(&out.join("run.json"))["stop"]["unasked_end"];
+    assert_eq!(stop["when"]["phase"], "while_stopping", "{stop}");
+    assert_eq!(gate_judge_lines(&out), verdict_lines(&stdout));
+
+    // Killed by the scripted fault during the replies: the content line names the reply, and
+    // there is no second line for it.
+    let (_d2, out) = scratch();
+    let (code, stdout) = stand_in_run(
+        &out,
+        &["--replies", "3"],
+        &["--tokens", "5", "--end-after-replies", "2"],
+    );
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(
+        line(&stdout, "content").contains("during reply 3"),
+        "{stdout}"
+    );
+    assert!(
+        !verdict_lines(&stdout)
+            .iter()
+            .any(|l| l.starts_with("serve ")),
+        "{stdout}"
+    );
+}

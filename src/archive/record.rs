@@ -288,6 +288,35 @@ pub struct StopRecord {
     /// the gate could not stop them.
     #[serde(default)]
     pub left_running: usize,
+    /// The serve's end, when it was not the gate's doing: it exited or died before the gate
+    /// asked it to stop, or died of a signal the gate never sends while it stopped. Absent when
+    /// the serve ended as the gate stopped it (and in runs from before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unasked_end: Option<UnaskedEnd>,
+}
+
+/// A serve's end that the gate did not ask for ([`StopRecord::unasked_end`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnaskedEnd {
+    /// As the system says it: `exit status: 0`, `signal: 11 (SIGSEGV) (core dumped)`.
+    pub status: String,
+    /// When the gate saw it.
+    pub when: UnaskedWhen,
+}
+
+/// When a serve's unasked end was seen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "phase", rename_all = "snake_case")]
+pub enum UnaskedWhen {
+    /// It had ended before the gate asked it to stop: seen at `seen_ns` (since the clock
+    /// base), after its replies.
+    BeforeStop {
+        /// When the gate found it gone, ns since the clock base.
+        seen_ns: u64,
+    },
+    /// It died of a signal the gate does not send (not SIGTERM, not SIGKILL) while the gate
+    /// stopped it: a crash on the way down.
+    WhileStopping,
 }
 
 /// A program that was gated: the serve binary, or a script or interpreter beside it.

@@ -12,7 +12,7 @@ use futures_util::FutureExt;
 
 use crate::archive::record::{
     BinaryInfo, ClockInfo, ConcurrencyPlan, Limits, LoadSnapshot, MetricsRecord, ReplyRecord,
-    RunManifest, Sampling, SoakRecord, Startup, SCHEMA,
+    RunManifest, Sampling, SoakRecord, Startup, UnaskedEnd, UnaskedWhen, SCHEMA,
 };
 use crate::archive::rundir::BaselineRun;
 use crate::archive::rundir::{self, Archive, ResultFile, RunDir};
@@ -676,6 +676,14 @@ async fn execute(plan: Plan) -> Result<u8> {
         crate::say!("{sig}: stopping (a second signal kills the serve at once)");
     }
     if let Some(p) = serve.as_mut() {
+        // Before the stop is asked: a serve that ended by itself (exited, or crashed right
+        // after its last reply) did so without the gate.
+        let ended_before = p.exited().map(|status| UnaskedEnd {
+            status: status.to_string(),
+            when: UnaskedWhen::BeforeStop {
+                seen_ns: clock::now_ns().saturating_sub(base_ns),
+            },
+        });
         let graceful = {
             let stop = p.stop(plan.grace);
             tokio::pin!(stop);
@@ -695,10 +703,11 @@ async fn execute(plan: Plan) -> Result<u8> {
                 }
             }
         };
-        let record = match graceful {
+        let mut record = match graceful {
             Some(r) => r,
             None => p.kill_now().await,
         };
+        record.unasked_end = ended_before.or_else(|| crashed_while_stopping(p));
         manifest.stop = Some(record);
     }
     if let Some(hold) = progress.hold.take() {
@@ -804,6 +813,22 @@ fn say_not_archived(result: &ResultFile, dir: &Path, replies: usize) {
         "the archive in {} is incomplete ({said}); the verdict above is the run's",
         dir.display()
     );
+}
+
+/// The serve's end when it died of a signal the gate never sends while the gate stopped it
+/// (SIGSEGV, SIGABRT, ...): the gate sends SIGTERM, then SIGKILL, and nothing else.
+fn crashed_while_stopping(p: &mut ServeProcess) -> Option<UnaskedEnd> {
+    use std::os::unix::process::ExitStatusExt;
+    let status = p.exited()?;
+    let sig = status.signal()?;
+    let gates = [
+        nix::sys::signal::Signal::SIGTERM as i32,
+        nix::sys::signal::Signal::SIGKILL as i32,
+    ];
+    (!gates.contains(&sig)).then(|| UnaskedEnd {
+        status: status.to_string(),
+        when: UnaskedWhen::WhileStopping,
+    })
 }
 
 /// A serve log at least this large is announced before it is read.

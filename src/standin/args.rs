@@ -88,6 +88,13 @@ pub struct StandInArgs {
     /// Exit (status 3) after N tokens: a serve that dies mid-stream.
     #[arg(long, value_name = "N")]
     pub crash_after: Option<usize>,
+    /// End the process once the Nth reply's stream has ended whole (counted over all requests),
+    /// as `--end-by` says: a serve that crashes, or exits, right after its last reply.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub end_after_replies: Option<u64>,
+    /// How `--end-after-replies` ends the process: `segv` (dies of SIGSEGV) or `exit` (exits 0).
+    #[arg(long, value_enum, default_value_t = EndBy::Segv, requires = "end_after_replies")]
+    pub end_by: EndBy,
     /// Ignore SIGTERM (a serve that has to be killed).
     #[arg(long)]
     pub ignore_term: bool,
@@ -375,6 +382,8 @@ impl StandInArgs {
             bad_json_after: _,
             work_ms,
             crash_after: _,
+            end_after_replies,
+            end_by,
             ignore_term,
             startup_ms,
             never_ready,
@@ -432,6 +441,8 @@ impl StandInArgs {
             bad_json_after: None,
             work_ms,
             crash_after: None,
+            end_after_replies,
+            end_by,
             ignore_term,
             startup_ms,
             never_ready,
@@ -505,6 +516,15 @@ fn splitmix64(x: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
+}
+
+/// How `--end-after-replies` ends the stand-in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum EndBy {
+    /// Die of SIGSEGV, as a serve that crashes does.
+    Segv,
+    /// Exit with status 0, as a serve that quits by itself does.
+    Exit,
 }
 
 /// What the stand-in does after [DONE], or where it would have sent it (`--after-done`).

@@ -16,7 +16,7 @@ use tokio::sync::OwnedMutexGuard;
 
 use super::route::Reply;
 use super::trace::{request_id, traced_number, ConnId};
-use super::{AfterDone, AlteredBy, Script, ServeCounts, StandInArgs, TraceLine, MODEL};
+use super::{AfterDone, AlteredBy, EndBy, Script, ServeCounts, StandInArgs, TraceLine, MODEL};
 use crate::clock;
 use crate::prompts::BUILT_IN;
 
@@ -299,6 +299,32 @@ struct Serving {
     _turn: Option<OwnedMutexGuard<()>>,
     /// What /metrics reports: the tokens this reply streams are counted.
     counts: Arc<ServeCounts>,
+    /// `--end-after-replies`: how the process ends once this reply's body has ended.
+    end_after: Option<EndBy>,
+}
+
+impl Drop for Serving {
+    /// The body has ended (or its connection gone): with `--end-after-replies`, the process
+    /// ends a moment later, once the last bytes have left.
+    fn drop(&mut self) {
+        let Some(end_by) = self.end_after else { return };
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            let _ = crate::console::err_line(&format!("stand-in: ending as scripted ({end_by:?})"));
+            match end_by {
+                EndBy::Exit => std::process::exit(0),
+                EndBy::Segv => {
+                    use nix::sys::signal::{raise, signal, SigHandler, Signal};
+                    // Rust's own SIGSEGV handler is for stack overflows: the default action
+                    // is the crash a broken serve has.
+                    // SAFETY: SIG_DFL installs no handler code.
+                    let _ = unsafe { signal(Signal::SIGSEGV, SigHandler::SigDfl) };
+                    let _ = raise(Signal::SIGSEGV);
+                    std::process::abort();
+                }
+            }
+        });
+    }
 }
 
 impl Serving {
@@ -465,6 +491,7 @@ pub(super) async fn chat(
         _turn: turn,
         counts,
         under_way: UnderWay::enter(&script.under_way),
+        end_after: (script.args.end_after_replies == Some(nth)).then_some(script.args.end_by),
     };
     let trickle = args.trickle_ms.map(Duration::from_millis);
     if let Some(code) = args.http_status {

@@ -656,6 +656,7 @@ fn trim_float(x: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::archive::record::{UnaskedEnd, UnaskedWhen};
     use crate::judging::measure::tests::reply_at;
 
     static READY: Startup = Startup::Ready {
@@ -734,6 +735,84 @@ mod tests {
         ] {
             assert_eq!(serde_json::to_value(&o).unwrap()["result"], o.word());
         }
+    }
+
+    /// A serve that ended without the gate asking (issue 30): the serve line FAILs saying how
+    /// and when, a busy box never excuses it, and a death during the replies is said once, by
+    /// the content line.
+    #[test]
+    fn a_serve_that_ended_without_the_gate_fails_the_serve_line_saying_how_and_when() {
+        let replies = [good()];
+        let last_end = replies[0].end_ns;
+        let segv = "signal: 11 (SIGSEGV) (core dumped)";
+        let stop = |when| StopRecord {
+            unasked_end: Some(UnaskedEnd {
+                status: segv.to_string(),
+                when,
+            }),
+            ..StopRecord::default()
+        };
+        let busy = LoadSnapshot {
+            load1: 50.0,
+            ncpu: 2,
+            ..LOAD
+        };
+        let judged = |s: &StopRecord, died: Option<&str>| {
+            let e = Evidence {
+                stop: Some((s, 10.0)),
+                serve_died: died,
+                load: Some(&busy),
+                ..Evidence::of(&replies, &READY)
+            };
+            let lenient = Floors {
+                fast_route: None,
+                slow_route: None,
+                busy_skip: Some(0.0),
+                ..floors()
+            };
+            judge(&e, &criteria(lenient))
+        };
+        let before = stop(UnaskedWhen::BeforeStop {
+            seen_ns: last_end + 400_000_000,
+        });
+        let v = judged(&before, None);
+        assert_eq!(v.outcome, Outcome::Fail, "{v}");
+        let serve = line(&v, "serve");
+        assert_eq!(serve.status, Status::Fail);
+        assert_eq!(
+            serve.text,
+            format!("the serve ended by itself ({segv}) before the gate stopped it: found gone 0.4 s after its last reply ended")
+        );
+        // Only the serve line fails: the replies themselves were fine.
+        assert_eq!(
+            v.lines.iter().filter(|l| l.status == Status::Fail).count(),
+            1,
+            "{v}"
+        );
+        // Seen before the last reply's end (a hand-made record; the clock never gives it): said
+        // as a time into the run, never a negative wait.
+        assert!(last_end > 100_000_000);
+        let early = stop(UnaskedWhen::BeforeStop {
+            seen_ns: 100_000_000,
+        });
+        let text = line(&judged(&early, None), "serve").text.clone();
+        assert!(text.ends_with("found gone 0.1 s into the run"), "{text}");
+        let v = judged(&stop(UnaskedWhen::WhileStopping), None);
+        assert_eq!(v.outcome, Outcome::Fail);
+        assert_eq!(
+            line(&v, "serve").text,
+            format!("the serve died ({segv}) while the gate stopped it, of a signal the gate does not send: a crash, not a clean stop")
+        );
+        // Died during the replies: the content line names the reply; no second line.
+        let v = judged(
+            &before,
+            Some("the serve exited (signal: 11) during reply 1"),
+        );
+        assert!(v.lines.iter().all(|l| l.check != "serve"), "{v}");
+        // Stopped by the gate: no serve line, and the run passes.
+        let v = judged(&StopRecord::default(), None);
+        assert!(v.lines.iter().all(|l| l.check != "serve"), "{v}");
+        assert_eq!(v.outcome, Outcome::Pass, "{v}");
     }
 
     #[test]

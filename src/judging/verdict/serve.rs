@@ -2,7 +2,7 @@
 //! (`stop`). A hold not acquired is judged in [`super::judge`].
 
 use super::Evidence;
-use crate::archive::record::{Line, Startup, Status, StopRecord};
+use crate::archive::record::{Line, Startup, Status, StopRecord, UnaskedWhen};
 
 use super::route::log_tail;
 
@@ -56,10 +56,14 @@ pub(super) fn stop_line(stop: Option<(&StopRecord, f64)>) -> Option<Line> {
     Some(Line::new("stop", Status::Info, notes.join("; ")))
 }
 
+/// The serve's line: FAIL when it did not come up (with the end of its log), or when, once up,
+/// it ended without the gate asking: a serve that exits or crashes right after its last reply
+/// is not a release, whatever its replies said. A death during the replies is the content
+/// line's (it names the reply).
 pub(super) fn serve_line(e: &Evidence<'_>) -> Option<Line> {
     let tail = || log_tail(e.serve_log);
     let text = match e.startup {
-        Startup::Ready { .. } => return None,
+        Startup::Ready { .. } => return unasked_end_line(e),
         Startup::Exited { status } => {
             format!("the serve exited ({status}) before it was ready{}", tail())
         }
@@ -98,6 +102,38 @@ pub(super) fn serve_line(e: &Evidence<'_>) -> Option<Line> {
                 "interrupted before the serve was ready",
             ))
         }
+    };
+    Some(Line::new("serve", Status::Fail, text))
+}
+
+/// A serve that was ready and ended without the gate asking: how, and when.
+fn unasked_end_line(e: &Evidence<'_>) -> Option<Line> {
+    if e.serve_died.is_some() {
+        return None;
+    }
+    let end = e.stop?.0.unasked_end.as_ref()?;
+    let text = match end.when {
+        UnaskedWhen::BeforeStop { seen_ns } => {
+            let last_end = e.replies.iter().map(|r| r.end_ns).max();
+            let when = match last_end {
+                Some(last) if seen_ns >= last => format!(
+                    "found gone {:.1} s after its last reply ended",
+                    (seen_ns - last) as f64 / 1e9
+                ),
+                _ => format!(
+                    "found gone {:.1} s into the run",
+                    seen_ns as f64 / 1e9
+                ),
+            };
+            format!(
+                "the serve ended by itself ({}) before the gate stopped it: {when}",
+                end.status
+            )
+        }
+        UnaskedWhen::WhileStopping => format!(
+            "the serve died ({}) while the gate stopped it, of a signal the gate does not send: a crash, not a clean stop",
+            end.status
+        ),
     };
     Some(Line::new("serve", Status::Fail, text))
 }
