@@ -321,3 +321,39 @@ fn help_lists_the_exit_codes_and_an_example() {
         .stdout(predicates::str::contains("Exit codes:"))
         .stdout(predicates::str::contains("npu-serve-smoke run --stand-in"));
 }
+
+/// A serve that makes its tokens at its pace and sends them bunched at the end (a serve or a
+/// proxy that does not flush; issue 30): read from the client that is 40 tokens in 4 ms,
+/// thousands of tok/s. The rate line FAILs, saying the text was held back and no rate can be
+/// read, however low the floor; `judge` says the same.
+#[test]
+fn text_held_back_and_sent_bunched_fails_the_rate_line_saying_why() {
+    let (_d, out) = scratch();
+    let (code, stdout) = stand_in_run(
+        &out,
+        &["--replies", "3"],
+        &["--held-back", "--tokens", "40", "--gaps-ms", "20"],
+    );
+    assert_eq!(code, Some(1), "{stdout}");
+    let rate = line(&stdout, "rate");
+    assert!(
+        rate.starts_with("rate         FAIL  no reply has a rate"),
+        "{rate}"
+    );
+    assert!(
+        rate.contains("no rate for reply 1, 2, 3: 90% of their text arrived within"),
+        "{rate}"
+    );
+    assert!(rate.contains("held back and sent at once"), "{rate}");
+    assert!(line(&stdout, "content").contains("ok"), "{stdout}");
+    assert_eq!(gate_judge_lines(&out), verdict_lines(&stdout));
+    // The same serve flushing each token has its rate.
+    let (_d, out) = scratch();
+    let (code, stdout) = stand_in_run(
+        &out,
+        &["--replies", "3"],
+        &["--tokens", "40", "--gaps-ms", "20"],
+    );
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(!line(&stdout, "rate").contains("held back"), "{stdout}");
+}

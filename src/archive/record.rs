@@ -744,6 +744,25 @@ pub struct ReplyMetrics {
     /// The usage count the gate did not believe, and what the streamed text could hold.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage_not_believed: Option<UsageNotBelieved>,
+    /// Why the reply has no rate though its text came in two reads or more: most of it arrived
+    /// within a small share of the reply's time, held back and sent at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bunched: Option<Bunched>,
+}
+
+/// A reply whose text arrived bunched: `events` of its `of` text events within `window_ns`, a
+/// small share of the `span_ns` from its send to its last text. The gaps between them say how
+/// the bytes were sent, not how fast the tokens were made: no rate can be read from them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bunched {
+    /// Text events in the window.
+    pub events: usize,
+    /// Text events in all.
+    pub of: usize,
+    /// The shortest time that held `events` of them, ns.
+    pub window_ns: u64,
+    /// From the reply's send to its last text event, ns.
+    pub span_ns: u64,
 }
 
 /// A usage count claiming more tokens than the streamed text could hold.

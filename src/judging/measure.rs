@@ -5,7 +5,39 @@
 use crate::archive::record::ReplyRecord;
 
 /// What a reply measured, as a run records it; the archive owns the types.
-pub use crate::archive::record::{ReplyMetrics, TokenSource, UsageNotBelieved};
+pub use crate::archive::record::{Bunched, ReplyMetrics, TokenSource, UsageNotBelieved};
+
+/// The share of a reply's text events ("most of its tokens"), in percent, whose arrival a rate
+/// must not find bunched (rounded up: 9 of 10, 180 of 200).
+pub const BUNCH_EVENTS_PCT: usize = 90;
+/// A window holding [`BUNCH_EVENTS_PCT`] of a reply's text events that is shorter than this share
+/// of the reply's time (send to last text) is bunched: the tokens were held back and sent at
+/// once. A buffering serve's 200 tokens read at 26,745 tok/s after a 3 s first token arrived
+/// within 0.2% of its time; a real serve's decode of 32 tokens after a long prefill stays above
+/// 2% until the prefill is 49 times the decode.
+pub const BUNCH_SHARE: f64 = 0.02;
+
+/// Whether the text events arriving at `at` (in order) after a send at `sent_ns` are bunched:
+/// the shortest window holding [`BUNCH_EVENTS_PCT`] of them is under [`BUNCH_SHARE`] of the time
+/// from the send to the last. `None` for fewer than two events (no rate to judge anyway).
+pub fn bunched(at: &[u64], sent_ns: u64) -> Option<Bunched> {
+    let n = at.len();
+    if n < 2 {
+        return None;
+    }
+    let span_ns = at[n - 1].saturating_sub(sent_ns);
+    let events = (n * BUNCH_EVENTS_PCT).div_ceil(100).clamp(2, n);
+    let window_ns = at
+        .windows(events)
+        .map(|w| w[events - 1].saturating_sub(w[0]))
+        .min()?;
+    ((window_ns as f64) < BUNCH_SHARE * span_ns as f64).then_some(Bunched {
+        events,
+        of: n,
+        window_ns,
+        span_ns,
+    })
+}
 
 /// The most tokens a reply's streamed text can hold: one a byte, and one more for each text
 /// event (a token that decodes to nothing, such as the end of generation, at most one an
@@ -24,7 +56,7 @@ pub fn usage_ceiling(text_bytes: usize, text_chunks: usize) -> u64 {
 /// only a total is known and events may carry several tokens, the first event counts as
 /// total / events. Decode rate = (tokens - first event's tokens) / (last - first): the wait for
 /// the first token is first-token's business, not the rate's. Fewer than two text events, or
-/// two that arrived in the same read, give no rate.
+/// two that arrived in the same read, give no rate; nor does text that arrived [`bunched`].
 pub fn measure(reply: &ReplyRecord) -> ReplyMetrics {
     let mut text = reply.chunks.iter().filter(|c| c.has_text());
     let text_chunks = text.clone().count();
@@ -71,8 +103,20 @@ pub fn measure(reply: &ReplyRecord) -> ReplyMetrics {
         None => (0.0, TokenSource::None, 0.0),
     };
     let first_token_ms = first_ns.map(|f| f.saturating_sub(reply.sent_ns) as f64 / 1e6);
+    let spread = matches!((first_ns, last_ns), (Some(f), Some(l)) if text_chunks >= 2 && l > f);
+    let bunched = if spread {
+        let at: Vec<u64> = reply
+            .chunks
+            .iter()
+            .filter(|c| c.has_text())
+            .map(|c| c.at_ns)
+            .collect();
+        bunched(&at, reply.sent_ns)
+    } else {
+        None
+    };
     let rate_tok_s = match (first_ns, last_ns) {
-        (Some(f), Some(l)) if text_chunks >= 2 && l > f => {
+        (Some(f), Some(l)) if spread && bunched.is_none() => {
             Some((tokens - first_chunk_tokens) / ((l - f) as f64 / 1e9))
         }
         _ => None,
@@ -94,6 +138,7 @@ pub fn measure(reply: &ReplyRecord) -> ReplyMetrics {
         last_ns,
         first_token_ms,
         rate_tok_s,
+        bunched,
     }
 }
 
@@ -211,6 +256,55 @@ pub(crate) mod tests {
         let m = measure(&reply_at(&[100], None));
         assert_eq!(m.first_token_ms, Some(100.0));
         assert_eq!(m.rate_tok_s, None);
+    }
+
+    /// A serve that makes its tokens at its pace and sends them at the end (issue 30): 200
+    /// events after 3 s, 0.1 ms apart, would read 10,000 tok/s; they are bunched, and have no
+    /// rate. A real decode after a long prefill keeps its rate.
+    #[test]
+    fn text_held_back_and_sent_at_once_has_no_rate() {
+        // Milliseconds here; events 0.1 ms apart need nanoseconds.
+        let mut r = reply_at(&[0; 200], None);
+        for (i, c) in r.chunks.iter_mut().enumerate() {
+            c.at_ns = 3_000_000_000 + i as u64 * 100_000;
+        }
+        let m = measure(&r);
+        assert_eq!(m.rate_tok_s, None);
+        let b = m.bunched.expect("bunched");
+        assert_eq!((b.events, b.of), (180, 200));
+        assert_eq!(b.window_ns, 179 * 100_000);
+        assert_eq!(b.span_ns, 3_000_000_000 + 199 * 100_000);
+        // 32 tokens at 100 tok/s after a 10 s prefill: 90% within 2.8% of the time.
+        let times: Vec<u64> = (0..32).map(|i| 10_000 + 10 * i).collect();
+        let m = measure(&reply_at(&times, None));
+        assert!(m.bunched.is_none());
+        assert!((m.rate_tok_s.unwrap() - 100.0).abs() < 1e-9);
+    }
+
+    /// The rule's boundary, on the share: a window of exactly 2% of the time is not bunched;
+    /// just under it is. And 90% of the events, rounded up: of 10, the window holds 9.
+    #[test]
+    fn bunching_is_judged_at_two_percent_of_the_reply_s_time_over_ninety_percent_of_events() {
+        // Sent at 0; 10 events, the last at 1,000 ms: 9 of them within `w` ms.
+        let at = |w: u64| -> Vec<u64> {
+            let mut t: Vec<u64> = (0..9)
+                .map(|i| (1_000 - w + w * i / 8) * 1_000_000)
+                .collect();
+            t.insert(0, 10_000_000);
+            t
+        };
+        assert!(bunched(&at(20), 0).is_none(), "exactly 2% is not bunched");
+        let b = bunched(&at(19), 0).expect("under 2% is");
+        assert_eq!(
+            (b.events, b.of, b.window_ns, b.span_ns),
+            (9, 10, 19_000_000, 1_000_000_000)
+        );
+        // Fewer than two events: nothing to judge.
+        assert!(bunched(&[5], 0).is_none());
+        assert!(bunched(&[], 0).is_none());
+        // Two events, the pair is the window.
+        assert!(bunched(&[999_000_000, 1_000_000_000], 0).is_some());
+        assert!(bunched(&[900_000_000, 1_000_000_000], 0).is_none());
     }
 
     #[test]

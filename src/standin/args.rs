@@ -160,6 +160,10 @@ pub struct StandInArgs {
     /// Fault: the answer's body is written one byte at a time, MS apart.
     #[arg(long, value_name = "MS", help_heading = "Faults in the stream")]
     pub trickle_ms: Option<u64>,
+    /// Fault: make the answer at its pace (first token and gaps as scripted), but hold every
+    /// event back and send them all at the end, as a serve (or a proxy) that does not flush.
+    #[arg(long, help_heading = "Faults in the stream")]
+    pub held_back: bool,
     /// Fault: tokens without end (--gaps-ms apart), ignoring max_tokens; no finish, no [DONE].
     #[arg(long, help_heading = "Faults in the stream")]
     pub endless: bool,
@@ -400,6 +404,7 @@ impl StandInArgs {
             finish_reason: _,
             usage_claims: _,
             trickle_ms: _,
+            held_back: _,
             endless: _,
             after_done: _,
             no_done: _,
@@ -459,6 +464,7 @@ impl StandInArgs {
             finish_reason: None,
             usage_claims: None,
             trickle_ms: None,
+            held_back: false,
             endless: false,
             after_done: None,
             no_done: false,
@@ -568,6 +574,7 @@ mod tests {
         ("finish_reason", &["--finish-reason", "error"]),
         ("usage_claims", &["--usage-claims", "9"]),
         ("trickle_ms", &["--trickle-ms", "1"]),
+        ("held_back", &["--held-back"]),
         ("endless", &["--endless"]),
         ("after_done", &["--after-done", "silent"]),
         ("no_done", &["--no-done"]),

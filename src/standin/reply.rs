@@ -688,6 +688,27 @@ fn error_frame(args: &StandInArgs, wait: Duration) -> Option<Step> {
     Some(Step::Send(wait, Bytes::from(frame)))
 }
 
+/// `--held-back`: the whole answer's time is spent before its first event, and the rest follow
+/// 0.1 ms apart (in a few reads, more than one), as from a serve that makes its tokens at their
+/// pace and does not flush.
+fn hold_back(steps: &mut [Step]) {
+    fn wait_of(s: &mut Step) -> Option<&mut Duration> {
+        match s {
+            Step::Send(w, _) | Step::Token(w, _, _) | Step::Die(w) => Some(w),
+            Step::Crash | Step::Hang => None,
+        }
+    }
+    let mut total = Duration::ZERO;
+    for s in steps.iter_mut() {
+        if let Some(w) = wait_of(s) {
+            total += std::mem::replace(w, Duration::from_micros(100));
+        }
+    }
+    if let Some(w) = steps.iter_mut().find_map(wait_of) {
+        *w = total;
+    }
+}
+
 /// The streamed answer: `steps`, then `last` (a scripted error frame), then [DONE], and what
 /// --after-done asks for after it.
 fn stream_answer(
@@ -698,6 +719,9 @@ fn stream_answer(
     reply: Serving,
 ) -> Response {
     steps.extend(last);
+    if args.held_back {
+        hold_back(&mut steps);
+    }
     if !args.no_done {
         steps.push(Step::Send(
             Duration::ZERO,
