@@ -786,3 +786,95 @@ fn an_attached_serve_that_never_answers_says_connection_refused() {
     assert!(!serve.contains("log"), "{serve}");
     assert_eq!(json(&out.join("result.json"))["result"], "FAIL");
 }
+
+/// The gate asks for one choice: only choice 0, found by its index, is the reply. A serve whose
+/// choice 0 said "London." and whose choice 1 said "Paris." once passed on choice 1's words,
+/// whether they came in chunks of their own or first in choice 0's. (issue 30)
+#[test]
+fn issue_30_a_wrong_choice_0_beside_a_right_choice_1_fails_naming_the_index() {
+    for shape in ["own-chunk", "before"] {
+        let f = Fault::run(
+            &["--replies", "1"],
+            &[
+                "--tokens",
+                "4",
+                "--answer",
+                "London.",
+                "--other-choice",
+                "Paris.",
+                "--other-choice-in",
+                shape,
+            ],
+        );
+        f.fails_saying(
+            "reply 1 streamed choice index 1, which the gate did not ask for (it asks for one choice, n=1)",
+        );
+        assert!(f.stdout.contains("RESULT: FAIL"), "{shape}: {}", f.stdout);
+        let reply = f.reply(0);
+        assert_eq!(reply["content"], "London. ok ok ok", "{shape}");
+        assert_eq!(reply["unrequested_choice"], 1, "{shape}");
+        assert_eq!(reply["finish_reason"], "stop", "{shape}");
+        // Re-judged from the archive alone, line for line.
+        assert_eq!(
+            gate_judge_lines(&f.out),
+            verdict_lines(&f.stdout),
+            "{shape}"
+        );
+    }
+}
+
+/// Choices the gate did not ask for are a fault even when choice 0 is right: which choice a
+/// client shows is not the gate's to guess. Only the reply that streamed one is named.
+/// (issue 30)
+#[test]
+fn issue_30_another_choice_fails_content_even_when_choice_0_is_right() {
+    let f = Fault::run(
+        &["--replies", "3"],
+        &[
+            "--tokens",
+            "6",
+            "--other-choice",
+            "and some more",
+            "--other-choice-in",
+            "after",
+            "--fault-request",
+            "2",
+        ],
+    );
+    f.fails_saying(
+        "FAIL  reply 2 streamed choice index 1, which the gate did not ask for (it asks for one choice, n=1)",
+    );
+    let content = f.line("content");
+    assert!(
+        !content.contains("reply 1") && !content.contains("reply 3"),
+        "{content}"
+    );
+    assert_eq!(f.reply(1)["content"], "2 + 2 = 4. ok");
+    assert!(f.reply(0).get("unrequested_choice").is_none());
+    assert_eq!(gate_judge_lines(&f.out), verdict_lines(&f.stdout));
+}
+
+/// The stand-in's own chunks say index 0 and pass; a chunk whose choices come as [index 1,
+/// index 0] adds index 0's text to the reply, not index 1's. (issue 30)
+#[test]
+fn issue_30_the_reply_is_choice_0s_text_in_whatever_order_the_choices_come() {
+    let f = Fault::run(&["--replies", "1"], &["--tokens", "4"]);
+    assert_eq!(f.code, Some(0), "{}", f.stdout);
+    assert!(f.line("content").contains("ok"), "{}", f.stdout);
+    let reply = f.reply(0);
+    assert_eq!(reply["content"], "Paris. ok ok ok");
+    assert!(reply.get("unrequested_choice").is_none(), "{reply}");
+    let f = Fault::run(
+        &["--replies", "1"],
+        &[
+            "--tokens",
+            "4",
+            "--inject-after",
+            "2",
+            "--inject",
+            "data: {\"choices\":[{\"index\":1,\"delta\":{\"content\":\" Lyon\"}},{\"index\":0,\"delta\":{\"content\":\" Nice\"}}]}\n\n",
+        ],
+    );
+    f.fails_saying("reply 1 streamed choice index 1");
+    assert_eq!(f.reply(0)["content"], "Paris. ok Nice ok ok");
+}

@@ -127,6 +127,12 @@ pub struct ReplyRecord {
     /// that errors is not cold, it is broken). Absent, false, in every other reply.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub warmup: bool,
+    /// The first choice index other than 0 the serve streamed: the gate asks for one choice
+    /// (n=1) and reads choice 0 alone, so another is a fault the content line names (issue
+    /// 30). Absent when every chunk carried choice 0 alone, as in archives from before it was
+    /// recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unrequested_choice: Option<u64>,
 }
 
 /// A stream's place in the concurrent bursts: burst `round` of the run, stream `stream` of
@@ -192,6 +198,7 @@ impl ReplyRecord {
             burst: None,
             written_ns: None,
             warmup: false,
+            unrequested_choice: None,
         }
     }
 }
@@ -1381,5 +1388,19 @@ mod tests {
         );
         let back: ReplyRecord = serde_json::from_str(&line).unwrap();
         assert_eq!(back, r);
+    }
+
+    #[test]
+    fn an_unrequested_choice_is_kept_and_a_reply_without_one_reads_as_before() {
+        let mut r = ReplyRecord::new(1, "p", None);
+        let line = serde_json::to_string(&r).unwrap();
+        assert!(!line.contains("unrequested_choice"), "{line}");
+        // A line from before the field: none seen.
+        let back: ReplyRecord = serde_json::from_str(&line).unwrap();
+        assert_eq!(back.unrequested_choice, None);
+        r.unrequested_choice = Some(1);
+        let line = serde_json::to_string(&r).unwrap();
+        assert!(line.contains(r#""unrequested_choice":1"#), "{line}");
+        assert_eq!(serde_json::from_str::<ReplyRecord>(&line).unwrap(), r);
     }
 }

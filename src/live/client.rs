@@ -833,6 +833,11 @@ fn record_chunk(
             bounds.max_events, bounds.max_tokens
         ));
     }
+    // Noted, not a failure of the reply: the stream is read to its end and the content line
+    // names the choice (its text is in no figure).
+    if let Some(index) = chunk.other_choice() {
+        rec.unrequested_choice.get_or_insert(index);
+    }
     let (content, reasoning) = (chunk.content(), chunk.reasoning());
     let text_len = rec.content.len() + rec.reasoning.len() + content.len() + reasoning.len();
     if text_len > MAX_REPLY_TEXT {
@@ -929,6 +934,41 @@ mod tests {
         assert_eq!(
             quote_bytes(emoji.as_bytes(), 2),
             format!("\"{}…\"", "\u{1f600}".repeat(2))
+        );
+    }
+
+    #[test]
+    fn only_choice_0_makes_the_reply_and_the_first_other_index_is_kept() {
+        let bounds = ReplyBounds {
+            stall: Duration::from_secs(1),
+            whole: Duration::from_secs(1),
+            max_events: 100,
+            max_tokens: 16,
+        };
+        let mut rec = ReplyRecord::new(1, "p", Some("(?i)paris"));
+        for (at, data) in [
+            &br#"{"choices":[{"index":0,"delta":{"content":"London"}}]}"#[..],
+            br#"{"choices":[{"index":2,"delta":{"content":"Paris"},"finish_reason":"stop"}]}"#,
+            br#"{"choices":[{"index":1,"delta":{"content":" Paris"}},{"index":0,"delta":{"content":" ok"}}]}"#,
+            br#"{"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}"#,
+        ]
+        .iter()
+        .enumerate()
+        {
+            record_chunk(&mut rec, data, at as u64, &bounds).unwrap();
+        }
+        assert_eq!(rec.content, "London ok");
+        assert_eq!(rec.finish_reason.as_deref(), Some("length"));
+        assert_eq!(
+            rec.unrequested_choice,
+            Some(2),
+            "the first seen, not the last"
+        );
+        let text: Vec<u32> = rec.chunks.iter().map(|c| c.content_chars).collect();
+        assert_eq!(
+            text,
+            [6, 0, 3, 0],
+            "choice 2's chunk carried none of the reply"
         );
     }
 

@@ -134,6 +134,7 @@ pub(crate) fn reply(at_ms: &[u64], content: &str) -> ReplyRecord {
         burst: None,
         written_ns: None,
         warmup: false,
+        unrequested_choice: None,
     }
 }
 
@@ -494,6 +495,19 @@ pub fn all() -> Vec<Case> {
         "content",
         Fail,
         "reply 1 said \"The capital of France is\", which does not match /(?i)paris/ (it was cut at max_tokens: finish_reason \"length\"); reply 2 said \"London.\", which does not match /(?i)paris/",
+    )];
+    c.outcome = Outcome::Fail;
+    cases.push(c);
+
+    let mut c = base("a reply that streamed another choice fails content, whatever its text");
+    let mut two = good();
+    two.expect = Some("(?i)paris".into());
+    two.unrequested_choice = Some(1);
+    c.replies = numbered(vec![good(), two, good()]);
+    c.expect = vec![(
+        "content",
+        Fail,
+        "reply 2 streamed choice index 1, which the gate did not ask for (it asks for one choice, n=1)",
     )];
     c.outcome = Outcome::Fail;
     cases.push(c);

@@ -198,6 +198,24 @@ pub struct StandInArgs {
         help_heading = "Faults in the stream"
     )]
     pub big_chunks: usize,
+    /// Fault: a second choice, index 1, streamed beside the reply's choice 0, as a serve that
+    /// sends choices the gate did not ask for (it asks for one, n=1): TEXT's words, then the
+    /// " ok" filler, as many tokens and chunks as choice 0's answer, and a finish of its own.
+    /// With --answer, choice 0 can say a wrong answer while choice 1 says the right one.
+    #[arg(long, value_name = "TEXT", help_heading = "Faults in the stream")]
+    pub other_choice: Option<String>,
+    /// Where --other-choice's choice goes: in chunks of its own, each after choice 0's
+    /// (`own-chunk`, as a serve streaming n choices sends them), or in choice 0's chunks,
+    /// before it (`before`) or after it (`after`).
+    #[arg(
+        long,
+        value_enum,
+        default_value_t = OtherChoiceIn::OwnChunk,
+        value_name = "WHERE",
+        requires = "other_choice",
+        help_heading = "Faults in the stream"
+    )]
+    pub other_choice_in: OtherChoiceIn,
     /// Fault: a streaming request is answered with one JSON completion, as a server that does
     /// not stream would.
     #[arg(long, help_heading = "Faults in the stream")]
@@ -412,6 +430,8 @@ impl StandInArgs {
             endless_line_after: _,
             big_chunk: _,
             big_chunks,
+            other_choice: _,
+            other_choice_in,
             not_sse: _,
             wrong_shape_after: _,
             inject: _,
@@ -472,6 +492,8 @@ impl StandInArgs {
             endless_line_after: None,
             big_chunk: None,
             big_chunks,
+            other_choice: None,
+            other_choice_in,
             not_sse: false,
             wrong_shape_after: None,
             inject: None,
@@ -533,6 +555,17 @@ pub enum EndBy {
     Exit,
 }
 
+/// Where `--other-choice`'s choice goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OtherChoiceIn {
+    /// In chunks of its own, each right after choice 0's.
+    OwnChunk,
+    /// In choice 0's chunks, before it: `[index 1, index 0]`.
+    Before,
+    /// In choice 0's chunks, after it: `[index 0, index 1]`.
+    After,
+}
+
 /// What the stand-in does after [DONE], or where it would have sent it (`--after-done`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum AfterDone {
@@ -581,6 +614,7 @@ mod tests {
         ("endless_body", &["--endless-body"]),
         ("endless_line_after", &["--endless-line-after", "2"]),
         ("big_chunk", &["--big-chunk", "100"]),
+        ("other_choice", &["--other-choice", "Paris."]),
         ("not_sse", &["--not-sse"]),
         ("wrong_shape_after", &["--wrong-shape-after", "2"]),
         ("inject", &["--inject", "data: x\n\n"]),
@@ -590,7 +624,12 @@ mod tests {
     ];
 
     /// Under the faults' heading, but settings of a fault or of which request gets them.
-    const NOT_FAULTS: &[&str] = &["error_data", "big_chunks", "fault_request"];
+    const NOT_FAULTS: &[&str] = &[
+        "error_data",
+        "big_chunks",
+        "other_choice_in",
+        "fault_request",
+    ];
 
     /// What shapes a clean reply, and a fault's own setting: all kept by `without_faults`.
     const CLEAN: &[&str] = &[

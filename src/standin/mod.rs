@@ -50,7 +50,7 @@ use axum::{Json, Router};
 use serde_json::json;
 use tokio::net::TcpListener;
 
-pub use args::{AfterDone, EndBy, StandInArgs};
+pub use args::{AfterDone, EndBy, OtherChoiceIn, StandInArgs};
 use reply::{chat, metrics, models};
 use route::Route;
 pub use trace::{AlteredBy, TraceLine};

@@ -16,7 +16,9 @@ use tokio::sync::OwnedMutexGuard;
 
 use super::route::Reply;
 use super::trace::{request_id, traced_number, ConnId};
-use super::{AfterDone, AlteredBy, EndBy, Script, ServeCounts, StandInArgs, TraceLine, MODEL};
+use super::{
+    AfterDone, AlteredBy, EndBy, OtherChoiceIn, Script, ServeCounts, StandInArgs, TraceLine, MODEL,
+};
 use crate::clock;
 use crate::prompts::BUILT_IN;
 
@@ -101,7 +103,13 @@ fn answer_tokens(args: &StandInArgs, prompt: &str, n: usize) -> Vec<String> {
             .find(|b| b.prompt == prompt)
             .map_or("I am the stand-in serve.", |b| b.stand_in_answer),
     };
-    let words = answer.split_whitespace().enumerate().map(|(i, w)| {
+    tokens_of(answer, n)
+}
+
+/// `text`'s words as tokens (each but the first with the space before it), then filler up to
+/// `n`.
+fn tokens_of(text: &str, n: usize) -> Vec<String> {
+    let words = text.split_whitespace().enumerate().map(|(i, w)| {
         if i == 0 {
             w.to_string()
         } else {
@@ -227,7 +235,34 @@ fn sse(v: serde_json::Value) -> Bytes {
 }
 
 fn chunk_json(delta: serde_json::Value, finish: Option<&str>) -> serde_json::Value {
-    chunk_envelope(json!([{"index": 0, "delta": delta, "finish_reason": finish}]))
+    chunk_envelope(json!([choice_json(0, delta, finish)]))
+}
+
+fn choice_json(index: u64, delta: serde_json::Value, finish: Option<&str>) -> serde_json::Value {
+    json!({"index": index, "delta": delta, "finish_reason": finish})
+}
+
+/// One chunk of choice 0 (`delta`, `finish`) as frames: with --other-choice, choice 1's
+/// `other` delta goes beside it as --other-choice-in says, in the same chunk or in a second
+/// frame of its own (the second of the pair).
+fn chunk_frames(
+    args: &StandInArgs,
+    delta: serde_json::Value,
+    finish: Option<&str>,
+    other: Option<serde_json::Value>,
+) -> (Bytes, Option<Bytes>) {
+    let Some(other) = other else {
+        return (sse(chunk_json(delta, finish)), None);
+    };
+    let (reply, other) = (choice_json(0, delta, finish), choice_json(1, other, finish));
+    match args.other_choice_in {
+        OtherChoiceIn::OwnChunk => (
+            sse(chunk_envelope(json!([reply]))),
+            Some(sse(chunk_envelope(json!([other])))),
+        ),
+        OtherChoiceIn::Before => (sse(chunk_envelope(json!([other, reply]))), None),
+        OtherChoiceIn::After => (sse(chunk_envelope(json!([reply, other]))), None),
+    }
 }
 
 /// A streamed chunk with these choices (none, for the usage chunk).
@@ -538,6 +573,14 @@ pub(super) async fn chat(
             });
         }
     }
+    // --other-choice's text, a chunk of it beside each of choice 0's answer chunks.
+    let other: Vec<String> = match &args.other_choice {
+        Some(text) => tokens_of(text, answer.len())
+            .chunks(args.chunk_tokens as usize)
+            .map(<[String]>::concat)
+            .collect(),
+        None => Vec::new(),
+    };
     let mut chunks = reply_chunks(args, r, &answer);
     if let Some(extra) = args.big_chunk {
         let mut pad = " ok".repeat(extra.div_ceil(3));
@@ -598,8 +641,16 @@ pub(super) async fn chat(
         } else {
             chunks[i - 1].tokens_so_far
         };
-        let bytes = sse(chunk_json(delta.into(), None));
+        // Answer chunks follow the reasoning's, one for each group of chunk_tokens.
+        let answer_chunk = i.checked_sub(r.div_ceil(args.chunk_tokens as usize));
+        let beside = answer_chunk
+            .and_then(|k| other.get(k))
+            .map(|text| json!({"content": text}));
+        let (bytes, own) = chunk_frames(args, delta.into(), None, beside);
         steps.push(Step::Token(wait, bytes, c.tokens_so_far - before));
+        if let Some(own) = own {
+            steps.push(Step::Send(Duration::ZERO, own));
+        }
         // "After N tokens": right after the chunk that brings the count to N or past it.
         let reaches =
             |limit: Option<usize>| limit.is_some_and(|l| before < l && l <= c.tokens_so_far);
@@ -666,10 +717,12 @@ pub(super) async fn chat(
     if args.die_after == Some(0) {
         steps.insert(first, Step::Die(ttft));
     }
-    steps.push(Step::Send(
-        Duration::ZERO,
-        sse(chunk_json(json!({}), Some(finish))),
-    ));
+    let beside = args.other_choice.as_ref().map(|_| json!({}));
+    let (last, own) = chunk_frames(args, json!({}), Some(finish), beside);
+    steps.push(Step::Send(Duration::ZERO, last));
+    if let Some(own) = own {
+        steps.push(Step::Send(Duration::ZERO, own));
+    }
     if include_usage {
         let mut usage = chunk_envelope(json!([]));
         usage["usage"] = usage_json(usage_tokens);
@@ -844,6 +897,44 @@ mod tests {
         // --empty sends no content: no word to change.
         let empty = args(&["--change-word", "1", "--batch-variant", "--empty"]);
         assert_eq!(alterations(&empty, 3, 6, true), vec![]);
+    }
+
+    #[test]
+    fn another_choice_goes_where_other_choice_in_says() {
+        // The indexes of each frame's choices, in order, and what choice 0 says.
+        let frames = |given: &[&str]| {
+            let (first, own) = chunk_frames(
+                &args(given),
+                json!({"content": "London"}),
+                None,
+                given.first().map(|_| json!({"content": "Paris"})),
+            );
+            let mut out = Vec::new();
+            for frame in std::iter::once(first).chain(own) {
+                let data = frame.strip_prefix(b"data: ").unwrap().trim_ascii_end();
+                let v: serde_json::Value = serde_json::from_slice(data).unwrap();
+                let indexes: Vec<u64> = v["choices"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|c| c["index"].as_u64().unwrap())
+                    .collect();
+                let chunk = crate::wire::openai::Chunk::parse(data).unwrap();
+                out.push((indexes, chunk.content().to_string()));
+            }
+            out
+        };
+        let london = |i: Vec<u64>| (i, "London".to_string());
+        let nothing = |i: Vec<u64>| (i, String::new());
+        assert_eq!(frames(&[]), [london(vec![0])]);
+        assert_eq!(
+            frames(&["--other-choice", "Paris."]),
+            [london(vec![0]), nothing(vec![1])]
+        );
+        let before = ["--other-choice", "Paris.", "--other-choice-in", "before"];
+        assert_eq!(frames(&before), [london(vec![1, 0])]);
+        let after = ["--other-choice", "Paris.", "--other-choice-in", "after"];
+        assert_eq!(frames(&after), [london(vec![0, 1])]);
     }
 
     #[test]

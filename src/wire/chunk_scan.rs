@@ -6,9 +6,11 @@
 //! `choices` holds one choice, whose `delta` holds plain strings. This scanner reads that shape
 //! and checks, as it skips them, that the other members are JSON.
 //!
-//! It answers `None` for anything else: an escape in any string, a second choice, `usage`,
-//! `timings` or `error` (a serve's error must never pass for a plain chunk), a repeated member the gate reads, deep nesting, a control character, bytes that
-//! are not UTF-8 or not JSON. The caller then parses the chunk with serde_json, which stays the
+//! It answers `None` for anything else: an escape in any string, a second choice, a choice
+//! whose `index` is anything but a plain `0` (another choice is a fault the gate names, and
+//! serde reads the index: issue 30), `usage`, `timings` or `error` (a serve's error must never
+//! pass for a plain chunk), a repeated member the gate reads, deep nesting, a control
+//! character, bytes that are not UTF-8 or not JSON. The caller then parses the chunk with serde_json, which stays the
 //! authority on what a chunk means and on the error a bad one gets. So `None` is never a
 //! verdict, only "ask serde"; and where this answers, serde answers the same (the property
 //! test below holds them to it). A chunk with a tab or a line break between its tokens is
@@ -18,11 +20,11 @@
 /// member as `null` or not at all.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Plain<'a> {
-    /// The first choice's `delta.content`.
+    /// Choice 0's `delta.content`.
     pub content: Option<&'a str>,
-    /// The first choice's `delta.reasoning_content`.
+    /// Choice 0's `delta.reasoning_content`.
     pub reasoning: Option<&'a str>,
-    /// The first choice's `finish_reason`.
+    /// Choice 0's `finish_reason`.
     pub finish_reason: Option<&'a str>,
 }
 
@@ -246,7 +248,8 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    /// `choices`: empty, or one choice (a second is left to serde, which reads every one).
+    /// `choices`: empty, or one choice, choice 0 (a second is left to serde, which reads every
+    /// one, and so is a choice of any other index).
     fn choices(&mut self, plain: &mut Plain<'a>) -> Option<()> {
         self.eat(b'[')?;
         self.ws();
@@ -254,8 +257,12 @@ impl<'a> Cursor<'a> {
             self.i += 1;
             return Some(());
         }
-        let (mut seen_delta, mut seen_reason) = (false, false);
+        let (mut seen_delta, mut seen_reason, mut seen_index) = (false, false, false);
         self.object(|c, key| match key {
+            b"index" => {
+                first_time(&mut seen_index)?;
+                c.index_zero()
+            }
             b"delta" => {
                 first_time(&mut seen_delta)?;
                 c.delta(plain)
@@ -269,6 +276,14 @@ impl<'a> Cursor<'a> {
         })?;
         self.ws();
         self.eat(b']')
+    }
+
+    /// A choice's `index`, if it is `0` as serves write it; anything else (another number,
+    /// `-0`, `0.0`, `null`, a string) is serde's to read.
+    fn index_zero(&mut self) -> Option<()> {
+        let start = self.i;
+        self.number()?;
+        (&self.b[start..self.i] == b"0").then_some(())
     }
 
     fn delta(&mut self, plain: &mut Plain<'a>) -> Option<()> {
@@ -312,13 +327,18 @@ mod tests {
         let stop = br#" {"choices" : [ {"delta":{},"finish_reason":"length","index":0} ] } "#;
         assert_eq!(scan(stop).unwrap().finish_reason, Some("length"));
         assert_eq!(scan(br#"{"choices":[],"id":"x"}"#), Some(Plain::default()));
+        // A choice without an index is choice 0, and `0` with space around it is still 0.
+        let no_index = br#"{"choices":[{"delta":{"content":"a"}}]}"#;
+        assert_eq!(scan(no_index).unwrap().content, Some("a"));
+        let spaced = br#"{"choices":[{"index" : 0 ,"delta":{"content":"a"}}]}"#;
+        assert_eq!(scan(spaced).unwrap().content, Some("a"));
     }
 
     #[test]
     fn what_it_skips_at_every_level_it_checks_and_passes_over() {
         let values = r#"[[],{},[1,-2.5e+3,0.25E-2,-0,true,false,null,"s",{"a":{"b":[true]}}]]"#;
         let chunk = format!(
-            r#"{{"id":{values},"choices":[{{"index":{values},"delta":{{"tool_calls":{values},"content":"a b","role":{values}}},"logprobs":{values},"finish_reason":"stop"}}],"created":-0.5E-3,"object":{values}}}"#
+            r#"{{"id":{values},"choices":[{{"index":0,"n":{values},"delta":{{"tool_calls":{values},"content":"a b","role":{values}}},"logprobs":{values},"finish_reason":"stop"}}],"created":-0.5E-3,"object":{values}}}"#
         );
         let p = scan(chunk.as_bytes()).expect("every kind of value, skipped");
         assert_eq!((p.content, p.finish_reason), (Some("a b"), Some("stop")));
@@ -372,6 +392,21 @@ mod tests {
                 br#"{"id":"a\"b","choices":[]}"#,
             ),
             ("two choices", br#"{"choices":[{"delta":{}},{"delta":{}}]}"#),
+            (
+                "choice index 1",
+                br#"{"choices":[{"index":1,"delta":{"content":"Paris"}}]}"#,
+            ),
+            (
+                "index 1 before index 0",
+                br#"{"choices":[{"index":1,"delta":{}},{"index":0,"delta":{}}]}"#,
+            ),
+            ("an index as a string", br#"{"choices":[{"index":"0"}]}"#),
+            ("a negative index", br#"{"choices":[{"index":-1}]}"#),
+            ("an index of -0", br#"{"choices":[{"index":-0}]}"#),
+            ("an index of 0.0", br#"{"choices":[{"index":0.0}]}"#),
+            ("an index of 0e0", br#"{"choices":[{"index":0e0}]}"#),
+            ("an index that is null", br#"{"choices":[{"index":null}]}"#),
+            ("index twice", br#"{"choices":[{"index":0,"index":0}]}"#),
             (
                 "usage",
                 br#"{"choices":[],"usage":{"completion_tokens":3}}"#,
@@ -543,11 +578,35 @@ mod tests {
         )
             .prop_map(|(m, sp)| object(m, sp))
             .boxed();
+        // An index as serves write it (0, 1), and as they should not: negative, a fraction, a
+        // string, null, past u64. Put in at any place, and sometimes twice (arb_members may add
+        // one of its own).
+        let index = select(vec![
+            "0",
+            "0",
+            "1",
+            "2",
+            "-1",
+            "-0",
+            "0.0",
+            "1e0",
+            "null",
+            "\"0\"",
+            "\"1\"",
+            "18446744073709551616",
+        ]);
         let choice = (
             arb_members(&["delta", "finish_reason", "index", "logprobs"], delta),
+            proptest::option::of((index, any::<usize>())),
             any::<bool>(),
         )
-            .prop_map(|(m, sp)| object(m, sp))
+            .prop_map(|(mut m, index, sp)| {
+                if let Some((value, at)) = index {
+                    let at = at % (m.len() + 1);
+                    m.insert(at, (name("index"), value.as_bytes().to_vec()));
+                }
+                object(m, sp)
+            })
             .boxed();
         let choices = proptest::collection::vec(choice, 0..3).prop_map(|cs| {
             let mut out = b"[".to_vec();
@@ -622,6 +681,7 @@ mod tests {
                 prop_assert_eq!(slow.finish_reason(), fast.finish_reason);
                 prop_assert!(slow.usage.is_none() && slow.timings.is_none());
                 prop_assert!(slow.error().is_none(), "the fast path read an error chunk as plain");
+                prop_assert_eq!(slow.other_choice(), None, "the fast path read past another choice");
             }
         }
     }

@@ -6,6 +6,13 @@
 //! mid-stream may say so in a chunk of its own, `{"error": ...}`: that member is read too, so
 //! the caller can fail the reply with the serve's own words rather than take it for an empty
 //! chunk.
+//!
+//! The reply is choice 0, found by its `index`, not by its place in `choices` (a choice without
+//! `index` is choice 0: llama-server and the stand-in always send `"index": 0`). The gate asks
+//! for one choice, so any other index is noted for the caller to fail the reply on, never read
+//! as the reply's text: a serve whose choice 0 said "London" and whose choice 1 said "Paris"
+//! once passed on choice 1's words (issue 30). An index that is not a whole number 0 or more
+//! (a string, a negative number) makes the chunk a bad one, as any field of the wrong type does.
 
 use std::borrow::Cow;
 
@@ -17,12 +24,15 @@ use crate::wire::chunk_scan;
 /// borrows from the payload where it can (no escapes), so a chunk costs no string copies.
 #[derive(Debug, Default)]
 pub struct Chunk<'a> {
-    /// The first choice's `delta.content`.
+    /// Choice 0's `delta.content`.
     content: Option<Cow<'a, str>>,
-    /// The first choice's `delta.reasoning_content`.
+    /// Choice 0's `delta.reasoning_content`.
     reasoning: Option<Cow<'a, str>>,
-    /// The first choice's `finish_reason`.
+    /// Choice 0's `finish_reason`.
     finish_reason: Option<Cow<'a, str>>,
+    /// The first index other than 0 among the chunk's choices, in their order: a choice the
+    /// gate did not ask for.
+    other_choice: Option<u64>,
     /// Token counts, when the serve reports them (usually in a final chunk).
     pub usage: Option<Usage>,
     /// llama-server's own timings (`predicted_per_second` and friends), kept as it sent them.
@@ -43,6 +53,8 @@ struct Wire<'a> {
 
 #[derive(Debug, Default, Deserialize)]
 struct Choice<'a> {
+    /// Which choice this is; absent (or `null`) is choice 0.
+    index: Option<u64>,
     #[serde(default, borrow)]
     delta: Delta<'a>,
     #[serde(borrow)]
@@ -82,6 +94,7 @@ impl<'a> Chunk<'a> {
                 content: plain.content.map(Cow::Borrowed),
                 reasoning: plain.reasoning.map(Cow::Borrowed),
                 finish_reason: plain.finish_reason.map(Cow::Borrowed),
+                other_choice: None,
                 usage: None,
                 timings: None,
                 error: None,
@@ -93,11 +106,27 @@ impl<'a> Chunk<'a> {
     /// Parse one payload with serde_json alone: the authority the fast path answers to.
     pub(crate) fn by_serde(data: &'a [u8]) -> Result<Chunk<'a>, serde_json::Error> {
         let wire: Wire<'a> = serde_json::from_slice(data)?;
-        let first = wire.choices.into_iter().next().unwrap_or_default();
+        let (mut reply, mut other_choice) = (None, None);
+        for choice in wire.choices {
+            match choice.index.unwrap_or(0) {
+                0 if reply.is_none() => reply = Some(choice),
+                // Two texts for one choice in one chunk: which comes first is anyone's guess.
+                0 => {
+                    return Err(serde::de::Error::custom(
+                        "two choices of index 0 in one chunk",
+                    ))
+                }
+                other => {
+                    other_choice.get_or_insert(other);
+                }
+            }
+        }
+        let reply = reply.unwrap_or_default();
         Ok(Chunk {
-            content: first.delta.content,
-            reasoning: first.delta.reasoning_content,
-            finish_reason: first.finish_reason,
+            content: reply.delta.content,
+            reasoning: reply.delta.reasoning_content,
+            finish_reason: reply.finish_reason,
+            other_choice,
             usage: wire.usage,
             timings: wire.timings,
             error: wire.error,
@@ -109,12 +138,19 @@ impl<'a> Chunk<'a> {
         self.error.as_ref()
     }
 
-    /// The answer text this chunk adds (first choice), empty when none.
+    /// The first choice index other than 0 the chunk carries (in the order of its `choices`),
+    /// when it carries one: a choice the gate did not ask for. Its text is in none of the other
+    /// accessors.
+    pub fn other_choice(&self) -> Option<u64> {
+        self.other_choice
+    }
+
+    /// The answer text this chunk adds (choice 0), empty when none.
     pub fn content(&self) -> &str {
         self.content.as_deref().unwrap_or("")
     }
 
-    /// The reasoning text this chunk adds (first choice), empty when none.
+    /// The reasoning text this chunk adds (choice 0), empty when none.
     pub fn reasoning(&self) -> &str {
         self.reasoning.as_deref().unwrap_or("")
     }
@@ -128,7 +164,7 @@ impl<'a> Chunk<'a> {
             .or_else(|| self.timings.as_ref()?.get("cache_n")?.as_u64())
     }
 
-    /// Why generation stopped, when this chunk says so.
+    /// Why choice 0's generation stopped, when this chunk says so.
     pub fn finish_reason(&self) -> Option<&str> {
         self.finish_reason.as_deref()
     }
@@ -232,8 +268,113 @@ mod tests {
     }
 
     #[test]
+    fn choice_0_is_read_by_its_index_not_its_place() {
+        // Index 1 first: its words are not the reply's, and its index is noted.
+        let c = Chunk::parse(br#"{"choices":[{"index":1,"delta":{"content":"Paris"},"finish_reason":"stop"},{"index":0,"delta":{"content":"London"}}]}"#).unwrap();
+        assert_eq!(c.content(), "London");
+        assert_eq!(
+            c.finish_reason(),
+            None,
+            "choice 1's finish is not the reply's"
+        );
+        assert_eq!(c.other_choice(), Some(1));
+        // A chunk of choice 1 alone adds nothing to the reply.
+        let c = Chunk::parse(
+            br#"{"choices":[{"index":1,"delta":{"content":"Paris","reasoning_content":"hm"},"finish_reason":"stop"}]}"#,
+        )
+        .unwrap();
+        assert_eq!((c.content(), c.reasoning()), ("", ""));
+        assert_eq!((c.finish_reason(), c.other_choice()), (None, Some(1)));
+        // The first other index in the chunk's order is the one noted.
+        let c = Chunk::parse(br#"{"choices":[{"index":3,"delta":{}},{"index":0,"delta":{"content":"a"}},{"index":2}]}"#).unwrap();
+        assert_eq!((c.content(), c.other_choice()), ("a", Some(3)));
+    }
+
+    #[test]
+    fn a_choice_without_an_index_or_with_a_null_one_is_choice_0() {
+        for data in [
+            &br#"{"choices":[{"delta":{"content":"Paris"},"finish_reason":"stop"}]}"#[..],
+            br#"{"choices":[{"index":null,"delta":{"content":"Paris"},"finish_reason":"stop"}]}"#,
+            br#"{"choices":[{"index":1,"delta":{}},{"delta":{"content":"Paris"},"finish_reason":"stop"}]}"#,
+        ] {
+            let c = Chunk::parse(data).unwrap();
+            assert_eq!(c.content(), "Paris");
+            assert_eq!(c.finish_reason(), Some("stop"));
+        }
+    }
+
+    #[test]
+    fn an_index_that_is_not_a_whole_number_is_a_bad_chunk() {
+        for (why, data) in [
+            (
+                "a string",
+                &br#"{"choices":[{"index":"1","delta":{}}]}"#[..],
+            ),
+            ("a string 0", br#"{"choices":[{"index":"0","delta":{}}]}"#),
+            ("negative", br#"{"choices":[{"index":-1,"delta":{}}]}"#),
+            ("a fraction", br#"{"choices":[{"index":0.5,"delta":{}}]}"#),
+            (
+                "past u64",
+                br#"{"choices":[{"index":18446744073709551616}]}"#,
+            ),
+            ("twice", br#"{"choices":[{"index":0,"index":1}]}"#),
+            (
+                "choice 0 twice",
+                br#"{"choices":[{"index":0,"delta":{"content":"a"}},{"delta":{"content":"b"}}]}"#,
+            ),
+        ] {
+            let e = Chunk::parse(data).expect_err(why);
+            // Read as the client reads it: JSON, but not a chat completion chunk.
+            assert_eq!(
+                e.classify(),
+                serde_json::error::Category::Data,
+                "{why}: {e}"
+            );
+        }
+    }
+
+    #[test]
     fn non_json_is_an_error_not_a_panic() {
         assert!(Chunk::parse(b"{garbage").is_err());
         assert!(Chunk::parse(b"[1,2]").is_err());
+    }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Wherever choice 0 stands among other choices, and whether it says its index or
+        /// not, the reply is its text and its finish, and the other index noted is the first
+        /// in the chunk's order; the fast path and serde agree on it.
+        #[test]
+        fn choice_0_is_found_wherever_it_stands(
+            others in proptest::collection::vec((1u64..5, "[a-z ]{0,6}", any::<bool>()), 0..4),
+            at in any::<usize>(),
+            text in "[A-Za-z .]{0,8}",
+            says_index in any::<bool>(),
+            finish in any::<bool>(),
+        ) {
+            let mut choices: Vec<String> = others
+                .iter()
+                .map(|(i, t, f)| {
+                    let reason = if *f { r#""stop""# } else { "null" };
+                    format!(r#"{{"index":{i},"delta":{{"content":"{t}"}},"finish_reason":{reason}}}"#)
+                })
+                .collect();
+            let index = if says_index { r#""index":0,"# } else { "" };
+            let reason = if finish { r#""length""# } else { "null" };
+            let at = at % (choices.len() + 1);
+            choices.insert(
+                at,
+                format!(r#"{{{index}"delta":{{"content":"{text}"}},"finish_reason":{reason}}}"#),
+            );
+            let data = format!(r#"{{"choices":[{}]}}"#, choices.join(","));
+            let want_other = others.first().map(|o| o.0);
+            for c in [Chunk::parse(data.as_bytes()), Chunk::by_serde(data.as_bytes())] {
+                let c = c.map_err(|e| TestCaseError::fail(format!("{e}: {data}")))?;
+                prop_assert_eq!(c.content(), text.as_str());
+                prop_assert_eq!(c.finish_reason(), finish.then_some("length"));
+                prop_assert_eq!(c.other_choice(), want_other);
+            }
+        }
     }
 }

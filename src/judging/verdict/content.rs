@@ -55,8 +55,9 @@ pub(super) enum ReplyCheck {
     Bad { word: &'static str, text: String },
 }
 
-/// Judge one reply's content: it failed, it has none, or its answer does not match what its
-/// prompt expects. A reply cut at max_tokens says so, where that is the likely reason.
+/// Judge one reply's content: it failed, it streamed a choice the gate did not ask for, it has
+/// none, or its answer does not match what its prompt expects. A reply cut at max_tokens says
+/// so, where that is the likely reason.
 pub(super) fn check_reply(r: &ReplyRecord) -> ReplyCheck {
     let said = quote(&r.content, 80);
     let cut = if r.finish_reason.as_deref() == Some("length") {
@@ -73,6 +74,16 @@ pub(super) fn check_reply(r: &ReplyRecord) -> ReplyCheck {
         return ReplyCheck::Bad {
             word: "error",
             text: format!("{} failed{so_far}: {err}", r.name()),
+        };
+    }
+    // Before the text is judged: which choice's words would pass is not the gate's to guess.
+    if let Some(index) = r.unrequested_choice {
+        return ReplyCheck::Bad {
+            word: "unrequested choice",
+            text: format!(
+                "{} streamed choice index {index}, which the gate did not ask for (it asks for one choice, n=1)",
+                r.name()
+            ),
         };
     }
     if r.content.trim().is_empty() {
