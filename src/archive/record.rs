@@ -562,14 +562,15 @@ pub struct Floors {
     /// serve's CPU-wait fraction, or the load per CPU where that is not measurable) is a SKIP.
     #[serde(default)]
     pub busy_skip: Option<f64>,
-    /// A regex some process of the serve's tree must map a matching file of (route.json).
+    /// A regex some process of the serve's tree must map a matching file of, as executable
+    /// code of an ELF shared object (route.json).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub route_lib: Option<String>,
-    /// A regex no process of the serve's tree may map a matching file of.
+    /// A regex no process of the serve's tree may map a matching file of, in any way.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub no_route_lib: Option<String>,
-    /// A regex some process of the serve's tree must hold a matching file open by, during
-    /// the replies.
+    /// A regex some process of the serve's tree must hold a matching character device open
+    /// by, during the replies.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub route_device: Option<String>,
     /// The busy counter that must advance during the replies: a file, or `fdinfo:KEY`.
