@@ -234,6 +234,30 @@ fn the_busy_counter_counts_on_from_its_file_and_is_never_seen_half_written() {
     assert_eq!(left.len(), 3, "{left:?}");
 }
 
+#[test]
+fn a_map_exec_file_is_mapped_as_code_and_a_map_file_as_data() {
+    // Issue 30: the gate counts only an executable mapping as a library, so the stand-in must
+    // be able to make both kinds.
+    let files = Files::new("0\n");
+    let code = files.model.with_file_name("libcode.so");
+    std::fs::write(&code, b"\x7fELF").unwrap();
+    let (s, _addr) = start(&[
+        "--map-file",
+        files.model.to_str().unwrap(),
+        "--map-exec",
+        code.to_str().unwrap(),
+    ]);
+    let maps = std::fs::read_to_string(format!("/proc/{}/maps", s.pid().as_raw())).unwrap();
+    let perms = |path: &Path| -> Vec<&str> {
+        maps.lines()
+            .filter(|l| l.ends_with(path.to_str().unwrap()))
+            .filter_map(|l| l.split_whitespace().nth(1))
+            .collect()
+    };
+    assert_eq!(perms(&code), ["r-xp"], "{maps}");
+    assert_eq!(perms(&files.model), ["r--p"], "{maps}");
+}
+
 /// Kills stand-ins a test started indirectly if it fails before they are gone.
 struct Reap(Vec<i32>);
 
@@ -328,6 +352,10 @@ fn bad_route_evidence_is_refused_in_one_line_before_listening() {
         (
             vec!["--map-file".into(), p("empty")],
             "is empty, and an empty file cannot be mapped",
+        ),
+        (
+            vec!["--map-exec".into(), p("missing")],
+            "failed to open --map-exec",
         ),
         (
             vec!["--hold-open".into(), p("missing")],

@@ -598,14 +598,15 @@ pub struct Floors {
     /// serve's CPU-wait fraction, or the load per CPU where that is not measurable) is a SKIP.
     #[serde(default)]
     pub busy_skip: Option<f64>,
-    /// A regex some process of the serve's tree must map a matching file of (route.json).
+    /// A regex some process of the serve's tree must map a matching file of, as executable
+    /// code of an ELF shared object (route.json).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub route_lib: Option<String>,
-    /// A regex no process of the serve's tree may map a matching file of.
+    /// A regex no process of the serve's tree may map a matching file of, in any way.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub no_route_lib: Option<String>,
-    /// A regex some process of the serve's tree must hold a matching file open by, during
-    /// the replies.
+    /// A regex some process of the serve's tree must hold a matching character device open
+    /// by, during the replies.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub route_device: Option<String>,
     /// The busy counter that must advance during the replies: a file, or `fdinfo:KEY`.
@@ -980,6 +981,95 @@ pub struct ProcessRecord {
     /// Whether `maps` or `open` reached their cap and more were left out.
     #[serde(default)]
     pub truncated: bool,
+    /// How each file of `maps` was mapped and, when executable, what its header says (issue
+    /// 30: only an executable mapping of an ELF shared object is library evidence). `None` in
+    /// a route.json from before this was recorded: its mappings are judged as they were then,
+    /// and the route line says their kind was not recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub map_kinds: Option<std::collections::BTreeMap<String, MapKind>>,
+    /// What each file of `open` is, as stat(2) of /proc/PID/fd/N says (issue 30: only a
+    /// character device is device evidence). `None` in a route.json from before this was
+    /// recorded, as for `map_kinds`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_kinds: Option<std::collections::BTreeMap<String, FileKind>>,
+}
+
+/// How one file was mapped by a process, and what its first bytes say it is.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MapKind {
+    /// The distinct permissions of its mappings, as /proc/PID/maps writes them (`r--p`,
+    /// `r-xp`), in the order first seen.
+    pub perms: Vec<String>,
+    /// Its ELF header, read when some mapping of it is executable; `None` when none is (a
+    /// file mapped only as data is not code, whatever it holds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub header: Option<Header>,
+    /// How the header was read: `map_files` (/proc/PID/map_files, the very file mapped) or
+    /// `path` (its path, with the inode checked against the mapping's, where map_files could
+    /// not be read: it needs CAP_CHECKPOINT_RESTORE or CAP_SYS_ADMIN).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub header_via: Option<String>,
+}
+
+impl MapKind {
+    /// Whether some mapping of the file is executable (the `x` of `r-xp`).
+    pub fn executable(&self) -> bool {
+        self.perms
+            .iter()
+            .any(|p| p.as_bytes().get(2) == Some(&b'x'))
+    }
+}
+
+/// What a mapped file's first 64 bytes say it is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Header {
+    /// ELF with e_type ET_DYN (3): a shared object (or a position-independent executable).
+    ElfSharedObject,
+    /// ELF with another e_type (ET_REL 1, ET_EXEC 2, ET_CORE 4, ...).
+    ElfOfType(u16),
+    /// Not ELF: no `\x7fELF` magic, or too short to hold an ELF header.
+    NotElf,
+    /// It could not be read, and why.
+    Unread(String),
+}
+
+/// The kind of an open file, from its mode.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FileKind {
+    /// A character device (S_IFCHR): what /dev/accel/accel0, /dev/dri/renderD128 and
+    /// /dev/nvidia0 are.
+    CharDevice,
+    /// A block device.
+    BlockDevice,
+    /// A regular file.
+    Regular,
+    /// A directory.
+    Directory,
+    /// A FIFO.
+    Fifo,
+    /// A socket with a path.
+    Socket,
+    /// Another kind.
+    Other,
+    /// It could not be stat'ed, and why.
+    Unread(String),
+}
+
+impl std::fmt::Display for FileKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FileKind::CharDevice => f.write_str("a character device"),
+            FileKind::BlockDevice => f.write_str("a block device"),
+            FileKind::Regular => f.write_str("a regular file"),
+            FileKind::Directory => f.write_str("a directory"),
+            FileKind::Fifo => f.write_str("a FIFO"),
+            FileKind::Socket => f.write_str("a socket"),
+            FileKind::Other => f.write_str("of an unknown kind"),
+            FileKind::Unread(why) => write!(f, "of a kind that could not be read ({why})"),
+        }
+    }
 }
 
 /// A busy counter read before and after the replies.

@@ -12,6 +12,10 @@
 //! maps file every 250 ms would cost the gate what it must leave to the serve. Open files are
 //! read on every sample, so a device held only while the replies stream is seen.
 //!
+//! What each file is is recorded with it (issue 30), as a name proves nothing: for a mapped
+//! file, its mappings' permissions and, once one is executable, its ELF header; for an open
+//! file, its kind from stat(2) of its /proc/PID/fd link.
+//!
 //! Everything kept is bounded: [`MAX_PROCESSES`], and [`MAX_PATHS`] per process for maps and
 //! for open files. Evidence that cannot be read is recorded as a problem, never guessed: the
 //! verdict then FAILs the check with the reason.
@@ -22,10 +26,12 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use procfs::process::{FDTarget, MMapPath, Process};
+use procfs::process::{FDTarget, MMPermissions, MMapPath, MemoryMap, Process};
 use regex::Regex;
 
-use crate::archive::record::{CounterReading, CounterRecord, ProcessRecord, RouteRecord};
+use crate::archive::record::{
+    CounterReading, CounterRecord, FileKind, Header, MapKind, ProcessRecord, RouteRecord,
+};
 use crate::judging::verdict::BusySource;
 
 /// The most processes of a tree recorded; a serve that forks more is recorded up to here.
@@ -223,6 +229,8 @@ impl RouteProbe {
                 parent,
                 comm,
                 exe,
+                map_kinds: Some(Default::default()),
+                open_kinds: Some(Default::default()),
                 ..ProcessRecord::default()
             },
             maps: HashSet::new(),
@@ -236,15 +244,23 @@ impl RouteProbe {
         match process.maps() {
             Ok(maps) => {
                 let seen = &mut self.seen[i];
+                let pid = seen.record.pid;
+                let kinds = seen.record.map_kinds.get_or_insert_with(Default::default);
                 for map in maps {
-                    if let MMapPath::Path(path) = map.pathname {
-                        keep(
-                            &mut seen.maps,
-                            &mut seen.record.maps,
-                            &mut seen.record.truncated,
-                            path.display().to_string(),
-                        );
+                    let MMapPath::Path(path) = &map.pathname else {
+                        continue;
+                    };
+                    let path = path.display().to_string();
+                    if !keep(
+                        &mut seen.maps,
+                        &mut seen.record.maps,
+                        &mut seen.record.truncated,
+                        path.clone(),
+                    ) {
+                        continue;
                     }
+                    let kind = kinds.entry(path.clone()).or_default();
+                    note_mapping(kind, pid, &map, &path);
                 }
             }
             // Gone between the walk and the read: what it showed before stays.
@@ -267,6 +283,8 @@ impl RouteProbe {
             }
         };
         let seen = &mut self.seen[i];
+        let pid = seen.record.pid;
+        let kinds = seen.record.open_kinds.get_or_insert_with(Default::default);
         seen.device_fds.clear();
         for fd in fds.take(MAX_FDS).flatten() {
             // Sockets, pipes and anonymous inodes name no device.
@@ -274,15 +292,27 @@ impl RouteProbe {
                 continue;
             };
             let path = path.display().to_string();
-            if self.device.as_ref().is_some_and(|re| re.is_match(&path)) {
-                seen.device_fds.push(fd.fd);
-            }
-            keep(
+            if !keep(
                 &mut seen.open,
                 &mut seen.record.open,
                 &mut seen.record.truncated,
-                path,
-            );
+                path.clone(),
+            ) {
+                continue;
+            }
+            // Stat'ed once a path; again while it could not be (closed between the link's read
+            // and the stat, say).
+            if matches!(kinds.get(&path), None | Some(FileKind::Unread(_))) {
+                kinds.insert(path.clone(), open_file_kind(pid, fd.fd));
+            }
+            // Only a character device is a device, and only a device's fdinfo is its busy
+            // counter: a regular file whose name matches could advance its own position while
+            // the device beside it sits idle (issue 30).
+            if kinds.get(&path) == Some(&FileKind::CharDevice)
+                && self.device.as_ref().is_some_and(|re| re.is_match(&path))
+            {
+                seen.device_fds.push(fd.fd);
+            }
         }
     }
 
@@ -329,17 +359,139 @@ impl RouteProbe {
     }
 }
 
-/// Keep `path` once in `list`, up to [`MAX_PATHS`].
-fn keep(set: &mut HashSet<String>, list: &mut Vec<String>, truncated: &mut bool, path: String) {
+/// Keep `path` once in `list`, up to [`MAX_PATHS`]: whether it is in the list.
+fn keep(
+    set: &mut HashSet<String>,
+    list: &mut Vec<String>,
+    truncated: &mut bool,
+    path: String,
+) -> bool {
     if set.contains(&path) {
-        return;
+        return true;
     }
     if list.len() >= MAX_PATHS {
         *truncated = true;
-        return;
+        return false;
     }
     set.insert(path.clone());
     list.push(path);
+    true
+}
+
+/// Add one mapping of `path` to what is known of how it is mapped: its permissions, and once a
+/// mapping of it is executable, its ELF header (read again while it could not be).
+fn note_mapping(kind: &mut MapKind, pid: u32, map: &MemoryMap, path: &str) {
+    let perms = map.perms.as_str();
+    if !kind.perms.contains(&perms) {
+        kind.perms.push(perms);
+    }
+    let unread = matches!(kind.header, None | Some(Header::Unread(_)));
+    if map.perms.contains(MMPermissions::EXECUTE) && unread {
+        let (header, via) = mapped_header(pid, map, path);
+        kind.header = Some(header);
+        kind.header_via = via.map(str::to_string);
+    }
+}
+
+/// Bytes of an ELF header that say what it is: the magic, class, data, version, OS ABI and
+/// padding (16), then e_type (2).
+const ELF_TYPE_END: usize = 18;
+/// e_type of a shared object.
+const ET_DYN: u16 = 3;
+
+/// What the file of `map` is, by its ELF header, and how it was read: through
+/// /proc/PID/map_files, the very file mapped, where the gate may (it needs
+/// CAP_CHECKPOINT_RESTORE or CAP_SYS_ADMIN); else through `path`, checked to be the file
+/// mapped by its inode.
+fn mapped_header(pid: u32, map: &MemoryMap, path: &str) -> (Header, Option<&'static str>) {
+    let (start, end) = map.address;
+    let exact = format!("/proc/{pid}/map_files/{start:x}-{end:x}");
+    let by_map_files = match read_header(&exact, None) {
+        Ok(header) => return (header, Some("map_files")),
+        Err(why) => why,
+    };
+    match read_header(path, Some(map.inode)) {
+        Ok(header) => (header, Some("path")),
+        Err(why) => (
+            Header::Unread(format!("{exact}: {by_map_files}; {path}: {why}")),
+            None,
+        ),
+    }
+}
+
+/// The header of the file at `path`, at most [`ELF_TYPE_END`] bytes read; with `inode`, the file
+/// must be that inode. Only a regular file is opened (a device is never opened by the gate, and
+/// a FIFO never read), and without blocking.
+fn read_header(path: &str, inode: Option<u64>) -> Result<Header, String> {
+    use std::io::Read;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let meta = std::fs::metadata(path).map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err(format!("it is {}, not a regular file", file_kind(&meta)));
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| e.to_string())?;
+    let meta = file.metadata().map_err(|e| e.to_string())?;
+    if let Some(want) = inode.filter(|&i| i != meta.ino()) {
+        return Err(format!(
+            "the file there now is not the one mapped (inode {}, the mapping's {want})",
+            meta.ino()
+        ));
+    }
+    let mut head = Vec::with_capacity(ELF_TYPE_END);
+    file.take(ELF_TYPE_END as u64)
+        .read_to_end(&mut head)
+        .map_err(|e| e.to_string())?;
+    Ok(header_of(&head))
+}
+
+/// What a file's first bytes say it is. e_type is in the file's own byte order (EI_DATA:
+/// 1 little-endian, 2 big-endian).
+pub fn header_of(head: &[u8]) -> Header {
+    if head.len() < ELF_TYPE_END || !head.starts_with(b"\x7fELF") {
+        return Header::NotElf;
+    }
+    let bytes = [head[16], head[17]];
+    let e_type = match head[5] {
+        2 => u16::from_be_bytes(bytes),
+        _ => u16::from_le_bytes(bytes),
+    };
+    match e_type {
+        ET_DYN => Header::ElfSharedObject,
+        other => Header::ElfOfType(other),
+    }
+}
+
+/// What fd `fd` of process `pid` is open on: stat(2) of its /proc link, which follows it to the
+/// open file itself without opening anything.
+fn open_file_kind(pid: u32, fd: i32) -> FileKind {
+    match std::fs::metadata(format!("/proc/{pid}/fd/{fd}")) {
+        Ok(meta) => file_kind(&meta),
+        Err(e) => FileKind::Unread(e.to_string()),
+    }
+}
+
+fn file_kind(meta: &std::fs::Metadata) -> FileKind {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    if t.is_char_device() {
+        FileKind::CharDevice
+    } else if t.is_block_device() {
+        FileKind::BlockDevice
+    } else if t.is_file() {
+        FileKind::Regular
+    } else if t.is_dir() {
+        FileKind::Directory
+    } else if t.is_fifo() {
+        FileKind::Fifo
+    } else if t.is_socket() {
+        FileKind::Socket
+    } else {
+        FileKind::Other
+    }
 }
 
 /// `root` and every descendant; the subreaper's other children are orphaned descendants of
@@ -488,5 +640,99 @@ mod tests {
         );
         assert!(r.processes[0].open.contains(&held_path), "{r:?}");
         assert!(r.problems.is_empty(), "{:?}", r.problems);
+        // Its own executable is mapped as code (r-xp) and is ELF; the held file is a regular
+        // file (issue 30).
+        let kind = &r.processes[0].map_kinds.as_ref().unwrap()[&exe];
+        assert!(kind.executable(), "{kind:?}");
+        assert!(
+            matches!(
+                kind.header,
+                Some(Header::ElfSharedObject | Header::ElfOfType(2))
+            ),
+            "{kind:?}"
+        );
+        assert_eq!(
+            r.processes[0].open_kinds.as_ref().unwrap()[&held_path],
+            FileKind::Regular
+        );
+    }
+
+    #[test]
+    fn elf_headers_are_told_by_magic_and_e_type_in_their_byte_order() {
+        let mut head = b"\x7fELF\x02\x01\x01".to_vec();
+        head.resize(16, 0);
+        let with_type = |head: &[u8], t: [u8; 2]| [head, &t[..], &[0; 46][..]].concat();
+        assert_eq!(
+            header_of(&with_type(&head, [3, 0])),
+            Header::ElfSharedObject
+        );
+        assert_eq!(header_of(&with_type(&head, [2, 0])), Header::ElfOfType(2));
+        head[5] = 2; // big-endian
+        assert_eq!(
+            header_of(&with_type(&head, [0, 3])),
+            Header::ElfSharedObject
+        );
+        assert_eq!(
+            header_of(&with_type(&head, [3, 0])),
+            Header::ElfOfType(0x300)
+        );
+        assert_eq!(header_of(&head), Header::NotElf, "too short for e_type");
+        assert_eq!(header_of(b"libggml-cuda.so: a text file\n"), Header::NotElf);
+        assert_eq!(header_of(b""), Header::NotElf);
+    }
+
+    #[test]
+    fn a_header_read_by_path_must_be_the_inode_mapped_and_a_device_is_never_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("libx.so");
+        let mut elf = b"\x7fELF\x02\x01\x01".to_vec();
+        elf.resize(64, 0);
+        elf[16] = 3;
+        std::fs::write(&path, &elf).unwrap();
+        let p = path.to_str().unwrap();
+        use std::os::unix::fs::MetadataExt;
+        let ino = std::fs::metadata(p).unwrap().ino();
+        assert_eq!(read_header(p, Some(ino)), Ok(Header::ElfSharedObject));
+        let e = read_header(p, Some(ino + 1)).unwrap_err();
+        assert!(
+            e.starts_with("the file there now is not the one mapped"),
+            "{e}"
+        );
+        let e = read_header("/dev/null", None).unwrap_err();
+        assert_eq!(e, "it is a character device, not a regular file");
+        assert!(read_header(dir.path().join("gone").to_str().unwrap(), None).is_err());
+    }
+
+    #[test]
+    fn only_a_character_device_held_open_gives_the_fdinfo_counter() {
+        // This test process holds /dev/null and a regular file both named by the pattern; only
+        // the device's fdinfo is read.
+        let null = std::fs::File::open("/dev/null").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let fake = dir.path().join("null");
+        std::fs::write(&fake, b"").unwrap();
+        let held_fake = std::fs::File::open(&fake).unwrap();
+        let device = Regex::new("/null$").unwrap();
+        let busy = BusySource::Fdinfo("pos".into());
+        let mut p = RouteProbe::start(
+            Some(std::process::id()),
+            None,
+            0,
+            Some(&device),
+            Some(&busy),
+        );
+        let me = &p.seen[0];
+        let fd = |f: &std::fs::File| std::os::fd::AsRawFd::as_raw_fd(f);
+        assert!(me.device_fds.contains(&fd(&null)), "{:?}", me.device_fds);
+        assert!(
+            !me.device_fds.iter().any(|&d| d == fd(&held_fake)),
+            "{:?}",
+            me.device_fds
+        );
+        let kinds = me.record.open_kinds.as_ref().unwrap();
+        assert_eq!(kinds["/dev/null"], FileKind::CharDevice);
+        assert_eq!(kinds[fake.to_str().unwrap()], FileKind::Regular);
+        p.replies_done();
+        assert_eq!(p.record().counter.unwrap().problem, None);
     }
 }

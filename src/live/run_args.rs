@@ -159,21 +159,24 @@ pub struct RunArgs {
 #[derive(Debug, Clone, Default, Args)]
 pub struct RouteEvidenceArgs {
     /// A regex over the paths the serve's processes map (/proc/PID/maps of the launched
-    /// process and every descendant): some process must map a matching file, e.g. the fast
-    /// backend's library 'libggml-cuda\.so'.
+    /// process and every descendant): some process must map a matching file as executable
+    /// code, and the file must be an ELF shared object, e.g. the fast backend's library
+    /// 'libggml-cuda\.so'.
     #[arg(long, value_name = "REGEX")]
     pub route_lib: Option<String>,
-    /// A regex over the paths the serve's processes map: none may map a matching file, e.g.
-    /// the slow backend's library.
+    /// A regex over the paths the serve's processes map: none may map a matching file in any
+    /// way, as code or as data, e.g. the slow backend's library.
     #[arg(long, value_name = "REGEX")]
     pub no_route_lib: Option<String>,
     /// A regex over the files the serve's processes hold open during the replies: some
-    /// process must hold a matching one, e.g. '^/dev/accel/accel[0-9]+$'.
+    /// process must hold a matching one that is a character device, e.g.
+    /// '^/dev/accel/accel[0-9]+$'.
     #[arg(long, value_name = "REGEX")]
     pub route_device: Option<String>,
     /// A busy counter that must advance during the replies: a file holding a number (e.g.
     /// intel_vpu's npu_busy_time_us in sysfs), or fdinfo:KEY for a key in
-    /// /proc/PID/fdinfo/FD of the file --route-device matched (e.g. fdinfo:drm-engine-npu).
+    /// /proc/PID/fdinfo/FD of the character devices --route-device matched (e.g.
+    /// fdinfo:drm-engine-npu).
     #[arg(long, value_name = "SOURCE")]
     pub device_busy: Option<String>,
 }

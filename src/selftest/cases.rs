@@ -3,8 +3,8 @@
 //! box; `cargo test` runs the same table.
 
 use crate::archive::record::{
-    BurstSlot, ChunkArrival, ConcurrencyPlan, CounterReading, CounterRecord, LoadSnapshot,
-    ProcessRecord, ReplyRecord, RouteRecord, Startup, StopRecord,
+    BurstSlot, ChunkArrival, ConcurrencyPlan, CounterReading, CounterRecord, FileKind, Header,
+    LoadSnapshot, MapKind, ProcessRecord, ReplyRecord, RouteRecord, Startup, StopRecord,
 };
 use crate::judging::verdict::{
     self, Criteria, Evidence, Floors, Outcome, ProcessEvidence, Status, Verdict,
@@ -261,6 +261,46 @@ fn slow() -> ReplyRecord {
     reply(&at, "Paris.")
 }
 
+/// The kinds a real serve's files have: its executable and libraries mapped as code (ELF
+/// shared objects: both are ET_DYN when position-independent), anything else (a model) mapped
+/// read-only; files under /dev held open are character devices, the rest regular files.
+fn with_kinds(mut p: ProcessRecord) -> ProcessRecord {
+    let code = |p: &str| p.contains(".so") || p.contains("/bin/");
+    p.map_kinds = Some(
+        p.maps
+            .iter()
+            .map(|m| {
+                let kind = if code(m) {
+                    MapKind {
+                        perms: vec!["r--p".into(), "r-xp".into(), "rw-p".into()],
+                        header: Some(Header::ElfSharedObject),
+                        header_via: Some("map_files".into()),
+                    }
+                } else {
+                    MapKind {
+                        perms: vec!["r--s".into()],
+                        ..MapKind::default()
+                    }
+                };
+                (m.clone(), kind)
+            })
+            .collect(),
+    );
+    p.open_kinds = Some(
+        p.open
+            .iter()
+            .map(|o| {
+                let kind = match o.starts_with("/dev/") {
+                    true => FileKind::CharDevice,
+                    false => FileKind::Regular,
+                };
+                (o.clone(), kind)
+            })
+            .collect(),
+    );
+    p
+}
+
 /// What a llama-server built for the CPU maps, beside its C runtime (its libggml files are
 /// in its install, outside the system's library folders).
 fn llama_cpu_route() -> RouteRecord {
@@ -275,7 +315,7 @@ fn llama_cpu_route() -> RouteRecord {
     ];
     RouteRecord {
         root_pid: Some(812),
-        processes: vec![ProcessRecord {
+        processes: vec![with_kinds(ProcessRecord {
             pid: 812,
             parent: Some(811),
             comm: "llama-server".into(),
@@ -283,7 +323,8 @@ fn llama_cpu_route() -> RouteRecord {
             maps: maps.iter().map(|m| m.to_string()).collect(),
             open: vec!["/dev/null".into(), "/runs/a/serve.log".into()],
             truncated: false,
-        }],
+            ..ProcessRecord::default()
+        })],
         read_after_replies: true,
         ..RouteRecord::default()
     }
@@ -292,7 +333,7 @@ fn llama_cpu_route() -> RouteRecord {
 /// An NPU serve run by a wrapper that does not exec: only the child maps the plugin and holds
 /// the device, and the device's busy counter advanced 2.13 s in 3 s.
 fn npu_wrapped_route() -> RouteRecord {
-    let wrapper = ProcessRecord {
+    let wrapper = with_kinds(ProcessRecord {
         pid: 900,
         parent: Some(899),
         comm: "python3".into(),
@@ -300,8 +341,9 @@ fn npu_wrapped_route() -> RouteRecord {
         maps: vec!["/usr/bin/python3.11".into()],
         open: vec!["/dev/null".into()],
         truncated: false,
-    };
-    let child = ProcessRecord {
+        ..ProcessRecord::default()
+    });
+    let child = with_kinds(ProcessRecord {
         pid: 901,
         parent: Some(900),
         comm: "ovms".into(),
@@ -312,7 +354,8 @@ fn npu_wrapped_route() -> RouteRecord {
         ],
         open: vec!["/dev/accel/accel0".into()],
         truncated: false,
-    };
+        ..ProcessRecord::default()
+    });
     RouteRecord {
         root_pid: Some(900),
         processes: vec![wrapper, child],

@@ -276,7 +276,7 @@ pub fn verdict_runs(exe: &Path, tmp: &Path) -> Vec<Checked> {
         route_evidence_run(exe, tmp),
     ));
     out.push((
-        "a library no process maps and an idle device fail route",
+        "a library mapped only as data, a regular file named as the device and an idle counter fail route",
         route_evidence_fails(exe, tmp),
     ));
     out.push((
@@ -433,29 +433,36 @@ fn baseline_judged(exe: &Path, tmp: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// The files a route-evidence run's stand-in maps, holds open and advances: a "backend
-/// library", a "device" and a busy counter, made in `tmp` under `name`.
-fn route_files(tmp: &Path, name: &str) -> Result<[String; 3], String> {
+/// The files a route-evidence run's stand-in maps, holds open and advances, made in `tmp`
+/// under `name`: a "backend library" that is a 64-byte ELF header saying shared object (the
+/// gate reads no more of a library than that, issue 30), a text file bearing a library's name,
+/// a regular file named as a device, and a busy counter.
+fn route_files(tmp: &Path, name: &str) -> Result<[String; 4], String> {
     let dir = tmp.join(format!("{name}.files"));
-    let write = |file: &str, text: &str| -> Result<String, String> {
+    let write = |file: &str, bytes: &[u8]| -> Result<String, String> {
         let path = dir.join(file);
-        std::fs::write(&path, text)
+        std::fs::write(&path, bytes)
             .map_err(|e| format!("failed to write {}: {e}", path.display()))?;
         Ok(path.display().to_string())
     };
     std::fs::create_dir_all(&dir)
         .map_err(|e| format!("failed to create {}: {e}", dir.display()))?;
+    // ELFCLASS64, little-endian, version 1; e_type ET_DYN (3) at byte 16.
+    let mut elf = b"\x7fELF\x02\x01\x01".to_vec();
+    elf.resize(64, 0);
+    elf[16] = 3;
     Ok([
-        write("libstandin-npu.so", "not really a library")?,
-        write("accel0", "")?,
-        write("npu_busy_time_us", "0\n")?,
+        write("libstandin-npu.so", &elf)?,
+        write("libstandin-text.so", b"not really a library")?,
+        write("accel0", b"")?,
+        write("npu_busy_time_us", b"0\n")?,
     ])
 }
 
 /// The stand-in under its own wrapper (`--wrap`: a parent that does not exec), the child
 /// mapping a library, holding a device open and advancing a busy counter: each found.
 fn route_evidence_run(exe: &Path, tmp: &Path) -> Result<(), String> {
-    let [lib, device, busy] = route_files(tmp, "route-ok")?;
+    let [lib, _, _, busy] = route_files(tmp, "route-ok")?;
     let mut gate = UNFLIPPABLE.to_vec();
     gate.extend([
         "--replies",
@@ -463,16 +470,18 @@ fn route_evidence_run(exe: &Path, tmp: &Path) -> Result<(), String> {
         "--route-lib",
         "/libstandin-npu\\.so$",
         "--route-device",
-        "/accel0$",
+        "^/dev/zero$",
         "--device-busy",
         &busy,
     ]);
+    // Mapped as code, and a character device held open (not /dev/null: the wrapper holds
+    // that as its stdin).
     let stand_in = [
         "--wrap",
-        "--map-file",
+        "--map-exec",
         &lib,
         "--hold-open",
-        &device,
+        "/dev/zero",
         "--busy-counter",
         &busy,
         "--tokens",
@@ -492,16 +501,18 @@ fn route_evidence_run(exe: &Path, tmp: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// The same wrapped stand-in asked for a library nobody maps, and a device whose fdinfo
-/// position does not move: route FAILs naming what was found instead.
+/// The same wrapped stand-in mapping a text file that bears a library's name, read-only, and
+/// holding a regular file named as a device whose position moves as it streams: neither is
+/// evidence (issue 30), so route FAILs saying what each was, and the counter, read from
+/// devices alone, did not advance.
 fn route_evidence_fails(exe: &Path, tmp: &Path) -> Result<(), String> {
-    let [lib, device, _] = route_files(tmp, "route-fail")?;
+    let [_, text, device, _] = route_files(tmp, "route-fail")?;
     let mut gate = UNFLIPPABLE.to_vec();
     gate.extend([
         "--replies",
         "1",
         "--route-lib",
-        "libggml-cuda",
+        "libstandin-text",
         "--route-device",
         "/accel0$",
         "--device-busy",
@@ -510,9 +521,11 @@ fn route_evidence_fails(exe: &Path, tmp: &Path) -> Result<(), String> {
     let stand_in = [
         "--wrap",
         "--map-file",
-        &lib,
+        &text,
         "--hold-open",
         &device,
+        "--held-pos-per-token",
+        "5",
         "--tokens",
         "4",
     ];
@@ -521,7 +534,12 @@ fn route_evidence_fails(exe: &Path, tmp: &Path) -> Result<(), String> {
     r.expect_line(
         "route",
         Status::Fail,
-        "no process of the serve maps /libggml-cuda/ (mapped: libstandin-npu.so",
+        "maps libstandin-text.so, but not as executable code (r--p)",
+    )?;
+    r.expect_line(
+        "route",
+        Status::Fail,
+        "open, but it is a regular file, not a character device",
     )?;
     r.expect_line(
         "route",

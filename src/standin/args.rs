@@ -275,6 +275,11 @@ pub struct StandInArgs {
     /// files. An empty file cannot be mapped and is refused.
     #[arg(long, value_name = "FILE", help_heading = "Route evidence")]
     pub map_file: Vec<PathBuf>,
+    /// Map FILE executable (PROT_READ | PROT_EXEC, whole, MAP_PRIVATE) at start and keep it
+    /// mapped, as the loader maps a library's code: /proc/PID/maps lists it `r-xp`. Give it
+    /// again for more files. The file must be on a filesystem not mounted noexec.
+    #[arg(long, value_name = "FILE", help_heading = "Route evidence")]
+    pub map_exec: Vec<PathBuf>,
     /// Open FILE read-only at start and keep it open, so a link in /proc/PID/fd names it, as a
     /// serve holds its device file (/dev/accel/accel0) during the replies. Give it again for
     /// more files.
@@ -440,6 +445,7 @@ impl StandInArgs {
             batch_variant: _,
             fault_request,
             map_file,
+            map_exec,
             hold_open,
             held_pos_per_token,
             busy_counter,
@@ -502,6 +508,7 @@ impl StandInArgs {
             batch_variant: false,
             fault_request,
             map_file,
+            map_exec,
             hold_open,
             held_pos_per_token,
             busy_counter,

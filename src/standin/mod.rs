@@ -20,7 +20,8 @@
 //! gate is never tested against itself.
 //!
 //! For the gate's route evidence read from /proc, it can leave what a real serve leaves there
-//! (`route.rs`): `--map-file FILE` (mapped at start, listed in /proc/PID/maps), `--hold-open
+//! (`route.rs`): `--map-file FILE` (mapped at start, listed in /proc/PID/maps; `--map-exec
+//! FILE` maps it as code, `r-xp`, as the loader maps a library), `--hold-open
 //! FILE` (held open, a link in /proc/PID/fd), `--held-pos-per-token N` (each token moves the
 //! held files' positions on by N bytes: `pos:` in /proc/PID/fdinfo/FD grows as it streams) and
 //! `--busy-counter FILE` (the microseconds spent on replies, rewritten atomically per token,
@@ -77,7 +78,8 @@ pub fn run(args: StandInArgs) -> Result<u8> {
         .context("failed to ignore SIGTERM")?;
     }
     // Mapped for the life of the process: kept here, where serving blocks until the end.
-    let _mapped = route::map_files(&args.map_file)?;
+    let _mapped = route::map_files(&args.map_file, false)?;
+    let _code = route::map_files(&args.map_exec, true)?;
     let route = Route::open(&args)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -1,9 +1,9 @@
 //! Route evidence a real serve leaves in /proc, made by the stand-in so the gate's readers of
-//! it can be tested against a real process: files it maps (`--map-file`, seen in
-//! /proc/PID/maps), files it holds open (`--hold-open`, seen in /proc/PID/fd), and two busy
-//! counters that advance while it streams: the held files' positions (`--held-pos-per-token`,
-//! /proc/PID/fdinfo/FD `pos:`) and a counter file of busy microseconds (`--busy-counter`, like
-//! intel_vpu's sysfs `npu_busy_time_us`).
+//! it can be tested against a real process: files it maps (`--map-file` as data, `--map-exec`
+//! as code, seen in /proc/PID/maps), files it holds open (`--hold-open`, seen in
+//! /proc/PID/fd), and two busy counters that advance while it streams: the held files'
+//! positions (`--held-pos-per-token`, /proc/PID/fdinfo/FD `pos:`) and a counter file of busy
+//! microseconds (`--busy-counter`, like intel_vpu's sysfs `npu_busy_time_us`).
 //!
 //! Everything is opened at startup, before the stand-in listens, so a bad path is refused
 //! (exit 2) before anything could be measured.
@@ -23,8 +23,9 @@ use nix::sys::mman::{mmap, munmap, MapFlags, ProtFlags};
 
 use super::StandInArgs;
 
-/// A file mapped read-only for as long as this lives. Nothing ever reads through the mapping:
-/// it exists to be listed in /proc/PID/maps, as a serve's mapped model or device library is.
+/// A file mapped read-only (or read and execute) for as long as this lives. Nothing ever reads
+/// through the mapping: it exists to be listed in /proc/PID/maps, as a serve's mapped model or
+/// device library is.
 #[derive(Debug)]
 pub(super) struct Mapped {
     addr: NonNull<c_void>,
@@ -38,38 +39,36 @@ impl Drop for Mapped {
     }
 }
 
-/// Map each `--map-file` whole (PROT_READ, MAP_PRIVATE). An empty file cannot be mapped
-/// (mmap of length 0 is EINVAL), so it is refused with a message that says so.
-pub(super) fn map_files(paths: &[PathBuf]) -> Result<Vec<Mapped>> {
-    paths.iter().map(|p| map_file(p)).collect()
+/// Map each `--map-file` whole (PROT_READ, MAP_PRIVATE), or each `--map-exec` with `exec`
+/// (PROT_READ | PROT_EXEC: the gate counts only code as a library, issue 30). An empty file
+/// cannot be mapped (mmap of length 0 is EINVAL), so it is refused with a message that says
+/// so.
+pub(super) fn map_files(paths: &[PathBuf], exec: bool) -> Result<Vec<Mapped>> {
+    paths.iter().map(|p| map_file(p, exec)).collect()
 }
 
-fn map_file(path: &Path) -> Result<Mapped> {
-    let file = File::open(path)
-        .with_context(|| format!("failed to open --map-file {}", path.display()))?;
+fn map_file(path: &Path, exec: bool) -> Result<Mapped> {
+    let (flag, prot) = match exec {
+        false => ("--map-file", ProtFlags::PROT_READ),
+        true => ("--map-exec", ProtFlags::PROT_READ | ProtFlags::PROT_EXEC),
+    };
+    let file =
+        File::open(path).with_context(|| format!("failed to open {flag} {}", path.display()))?;
     let size = file
         .metadata()
-        .with_context(|| format!("failed to read the size of --map-file {}", path.display()))?
+        .with_context(|| format!("failed to read the size of {flag} {}", path.display()))?
         .len();
     let Some(len) = usize::try_from(size).ok().and_then(NonZeroUsize::new) else {
         bail!(
-            "--map-file {} is empty, and an empty file cannot be mapped: give a file of at least 1 byte",
+            "{flag} {} is empty, and an empty file cannot be mapped: give a file of at least 1 byte",
             path.display()
         );
     };
-    // SAFETY: a fresh private read-only mapping, placed by the kernel; it aliases no Rust
-    // memory and is never read, so a file changed or truncated under it cannot hurt us.
-    let addr = unsafe {
-        mmap(
-            None,
-            len,
-            ProtFlags::PROT_READ,
-            MapFlags::MAP_PRIVATE,
-            &file,
-            0,
-        )
-    }
-    .with_context(|| format!("failed to map --map-file {}", path.display()))?;
+    // SAFETY: a fresh private read-only mapping (executable for --map-exec, never run), placed
+    // by the kernel; it aliases no Rust memory and is never read, so a file changed or
+    // truncated under it cannot hurt us.
+    let addr = unsafe { mmap(None, len, prot, MapFlags::MAP_PRIVATE, &file, 0) }
+        .with_context(|| format!("failed to map {flag} {}", path.display()))?;
     // The mapping keeps the file referenced; the descriptor is not needed.
     Ok(Mapped { addr, len })
 }
@@ -277,7 +276,7 @@ mod tests {
                 .lines()
                 .any(|l| l.ends_with(path.to_str().unwrap()))
         };
-        let mapped = map_files(std::slice::from_ref(&path)).unwrap();
+        let mapped = map_files(std::slice::from_ref(&path), false).unwrap();
         assert!(listed());
         drop(mapped);
         assert!(!listed());
@@ -288,13 +287,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let empty = dir.path().join("empty");
         std::fs::write(&empty, b"").unwrap();
-        let e = format!("{:#}", map_files(&[empty]).unwrap_err());
+        let e = format!("{:#}", map_files(&[empty], false).unwrap_err());
         assert!(
             e.contains("is empty") && e.contains("at least 1 byte"),
             "{e}"
         );
-        let e = format!("{:#}", map_files(&[dir.path().join("nope")]).unwrap_err());
-        assert!(e.starts_with("failed to open --map-file"), "{e}");
+        let e = format!(
+            "{:#}",
+            map_files(&[dir.path().join("nope")], true).unwrap_err()
+        );
+        assert!(e.starts_with("failed to open --map-exec"), "{e}");
     }
 
     #[test]

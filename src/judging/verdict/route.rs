@@ -4,13 +4,16 @@
 //!
 //! Process evidence is judged only from what the archive holds: a pattern asked of a run that
 //! recorded none is a FAIL that says so, never ok. Each piece of evidence is named in the line,
-//! passed or failed, with what was found instead.
+//! passed or failed, with what was found instead. A name is not evidence (issue 30): a library
+//! is an executable mapping of an ELF shared object, a device a character device held open.
 
 use regex::Regex;
 
 use super::content::quote;
 use super::{BusySource, Criteria, ProcessEvidence};
-use crate::archive::record::{CounterRecord, Line, ProcessRecord, RouteMatch, RouteRecord, Status};
+use crate::archive::record::{
+    CounterRecord, FileKind, Header, Line, ProcessRecord, RouteMatch, RouteRecord, Status,
+};
 use crate::judging::serve_log::LogScan;
 
 /// "; last log lines: ..." for a FAIL line: the log's last non-blank lines, quoted. Nothing
@@ -103,12 +106,28 @@ fn process_checks(r: &RouteRecord, c: &Criteria) -> Vec<(bool, String)> {
     }
     let unread = unread_note(r);
     if let Some(re) = &c.route_lib {
-        out.push(match first_match(r, re, |p| &p.maps) {
-            Some((p, path)) => (
+        out.push(match find(r, re, |p| &p.maps, library) {
+            Found::Evidence(p, path, counts) => (
                 true,
-                format!("{} maps {} (/{}/)", who(p), base_name(path), re.as_str()),
+                format!(
+                    "{} maps {} (/{}/{})",
+                    who(p),
+                    base_name(path),
+                    re.as_str(),
+                    counts.note()
+                ),
             ),
-            None => (
+            Found::NotEvidence { p, path, why, more } => (
+                false,
+                format!(
+                    "no process of the serve maps /{}/ as code: {} maps {}, but {why}{}{unread}",
+                    re.as_str(),
+                    who(p),
+                    base_name(path),
+                    more_matched(more)
+                ),
+            ),
+            Found::Nothing => (
                 false,
                 format!(
                     "no process of the serve maps /{}/ (mapped: {}){unread}",
@@ -119,10 +138,22 @@ fn process_checks(r: &RouteRecord, c: &Criteria) -> Vec<(bool, String)> {
         });
     }
     if let Some(re) = &c.no_route_lib {
+        // Conservative, as a release gate must be: a forbidden library mapped in any way (as
+        // data, or a file that only bears its name) still fails, with what it was (issue 30).
         out.push(match first_match(r, re, |p| &p.maps) {
             Some((p, path)) => (
                 false,
-                format!("{} maps /{}/: {}", who(p), re.as_str(), plain(path, 200)),
+                format!(
+                    "{} maps /{}/: {}{}",
+                    who(p),
+                    re.as_str(),
+                    plain(path, 200),
+                    match library(p, path) {
+                        Counts::No(why) =>
+                            format!(" ({why}; any mapping of a forbidden library counts)"),
+                        _ => String::new(),
+                    }
+                ),
             ),
             None if !unread.is_empty() => (
                 false,
@@ -145,12 +176,28 @@ fn process_checks(r: &RouteRecord, c: &Criteria) -> Vec<(bool, String)> {
         });
     }
     if let Some(re) = &c.route_device {
-        out.push(match first_match(r, re, |p| &p.open) {
-            Some((p, path)) => (
+        out.push(match find(r, re, |p| &p.open, device) {
+            Found::Evidence(p, path, counts) => (
                 true,
-                format!("{} held {} open (/{}/)", who(p), plain(path, 200), re.as_str()),
+                format!(
+                    "{} held {} open (/{}/{})",
+                    who(p),
+                    plain(path, 200),
+                    re.as_str(),
+                    counts.note()
+                ),
             ),
-            None => (
+            Found::NotEvidence { p, path, why, more } => (
+                false,
+                format!(
+                    "no process of the serve held open a character device matching /{}/ during the replies: {} held {} open, but {why}{}{unread}",
+                    re.as_str(),
+                    who(p),
+                    plain(path, 200),
+                    more_matched(more)
+                ),
+            ),
+            Found::Nothing => (
                 false,
                 format!(
                     "no process of the serve held open a file matching /{}/ during the replies (held: {}){unread}",
@@ -236,6 +283,129 @@ fn unread_note(r: &RouteRecord) -> String {
         _ => String::new(),
     };
     format!("; could not read: {}{more}", shown.join(", "))
+}
+
+/// Whether one file a pattern matched is evidence of the route.
+enum Counts {
+    /// It is; with how it was checked, where that is worth saying.
+    Yes(Option<&'static str>),
+    /// The run recorded no kinds (a route.json from before issue 30): counted as it was
+    /// then, and the line says it was not checked.
+    Unrecorded,
+    /// It is not, and what it is instead ("not as executable code (r--p)").
+    No(String),
+}
+
+impl Counts {
+    /// What an ok line adds after the pattern.
+    fn note(&self) -> String {
+        match self {
+            Counts::Yes(None) => String::new(),
+            Counts::Yes(Some(how)) => format!("; {how}"),
+            Counts::Unrecorded => {
+                "; its kind was not checked: this route.json is from before kinds were recorded"
+                    .to_string()
+            }
+            Counts::No(_) => String::new(),
+        }
+    }
+}
+
+/// Library evidence is an executable mapping of an ELF shared object; a file mapped only as
+/// data, or code that is not a shared object, bears the library's name and nothing more.
+fn library(p: &ProcessRecord, path: &str) -> Counts {
+    let Some(kinds) = &p.map_kinds else {
+        return Counts::Unrecorded;
+    };
+    let Some(kind) = kinds.get(path) else {
+        return Counts::No("how it was mapped was not recorded".into());
+    };
+    if !kind.executable() {
+        return Counts::No(format!(
+            "not as executable code ({})",
+            kind.perms.join(", ")
+        ));
+    }
+    match (&kind.header, kind.header_via.as_deref()) {
+        (Some(Header::ElfSharedObject), Some("path")) => Counts::Yes(Some(
+            "its ELF header read by its path, the inode checked: /proc/PID/map_files was not readable",
+        )),
+        (Some(Header::ElfSharedObject), _) => Counts::Yes(None),
+        (Some(Header::ElfOfType(t)), _) => Counts::No(format!(
+            "it is an ELF {}, not a shared object",
+            match t {
+                1 => "relocatable file (ET_REL)".to_string(),
+                2 => "executable (ET_EXEC)".to_string(),
+                4 => "core file (ET_CORE)".to_string(),
+                t => format!("of type {t}"),
+            }
+        )),
+        (Some(Header::NotElf), _) => Counts::No("it is not an ELF shared object".into()),
+        (Some(Header::Unread(why)), _) => Counts::No(format!(
+            "its ELF header could not be read ({})",
+            plain(why, 200)
+        )),
+        (None, _) => Counts::No("its ELF header was not read".into()),
+    }
+}
+
+/// Device evidence is a character device held open; a regular file or FIFO at a path that
+/// matches is not one.
+fn device(p: &ProcessRecord, path: &str) -> Counts {
+    let Some(kinds) = &p.open_kinds else {
+        return Counts::Unrecorded;
+    };
+    match kinds.get(path) {
+        Some(FileKind::CharDevice) => Counts::Yes(None),
+        Some(kind) => Counts::No(format!("it is {kind}, not a character device")),
+        None => Counts::No("its kind was not recorded".into()),
+    }
+}
+
+/// What the files a pattern matched show.
+enum Found<'a> {
+    /// The first that is evidence.
+    Evidence(&'a ProcessRecord, &'a str, Counts),
+    /// None is: the first, what it is instead, and how many more matched.
+    NotEvidence {
+        p: &'a ProcessRecord,
+        path: &'a str,
+        why: String,
+        more: usize,
+    },
+    /// None matched.
+    Nothing,
+}
+
+fn find<'a>(
+    r: &'a RouteRecord,
+    re: &Regex,
+    paths: impl Fn(&'a ProcessRecord) -> &'a Vec<String>,
+    counts: fn(&ProcessRecord, &str) -> Counts,
+) -> Found<'a> {
+    let mut first = None;
+    let mut more = 0;
+    for p in &r.processes {
+        for path in paths(p).iter().filter(|path| re.is_match(path)) {
+            match counts(p, path) {
+                Counts::No(why) if first.is_none() => first = Some((p, path.as_str(), why)),
+                Counts::No(_) => more += 1,
+                yes => return Found::Evidence(p, path, yes),
+            }
+        }
+    }
+    match first {
+        Some((p, path, why)) => Found::NotEvidence { p, path, why, more },
+        None => Found::Nothing,
+    }
+}
+
+/// "; 2 more matched, none evidence"
+fn more_matched(more: usize) -> String {
+    match more {
+        0 => String::new(),
+        n => format!(" ({n} more matched, none of them evidence either)"),
+    }
 }
 
 /// The first process and path of `paths` that `re` matches.
@@ -425,7 +595,7 @@ fn log_line(log: Option<&LogScan>, c: &Criteria, interrupted: bool) -> Line {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::archive::record::{CounterReading, Floors};
+    use crate::archive::record::{CounterReading, Floors, MapKind};
 
     fn criteria(f: impl FnOnce(&mut Floors)) -> Criteria {
         let mut floors = Floors {
@@ -640,6 +810,235 @@ mod tests {
             (m[1].check.as_str(), m[1].found.as_slice()),
             ("route-device", &["8 /dev/accel/accel0".to_string()][..])
         );
+    }
+
+    /// `p` with kinds recorded: each map as `(path, perms, header)`, each open file as
+    /// `(path, kind)`.
+    fn kinded(
+        mut p: ProcessRecord,
+        maps: &[(&str, &str, Option<Header>)],
+        open: &[(&str, FileKind)],
+    ) -> ProcessRecord {
+        p.maps = maps.iter().map(|m| m.0.to_string()).collect();
+        p.map_kinds = Some(
+            maps.iter()
+                .map(|(path, perms, header)| {
+                    let kind = MapKind {
+                        perms: perms.split(',').map(str::to_string).collect(),
+                        header: header.clone(),
+                        header_via: header.as_ref().map(|_| "map_files".to_string()),
+                    };
+                    (path.to_string(), kind)
+                })
+                .collect(),
+        );
+        p.open = open.iter().map(|o| o.0.to_string()).collect();
+        p.open_kinds = Some(
+            open.iter()
+                .map(|(path, kind)| (path.to_string(), kind.clone()))
+                .collect(),
+        );
+        p
+    }
+
+    /// The route line's status and text for one process.
+    fn judged(p: ProcessRecord, c: &Criteria) -> (Status, String) {
+        let r = RouteRecord {
+            processes: vec![p],
+            ..launched()
+        };
+        let l = line(&r, c, false);
+        (l.status, l.text)
+    }
+
+    #[test]
+    fn route_lib_counts_only_executable_code_of_an_elf_shared_object() {
+        let c = criteria(|f| f.route_lib = Some("libggml-cuda".into()));
+        let lib = "/opt/l/libggml-cuda.so";
+        let with = |perms: &str, header: Option<Header>| {
+            judged(
+                kinded(process(7, &[], &[]), &[(lib, perms, header)], &[]),
+                &c,
+            )
+        };
+        // Issue 30: a text file bearing the backend's name, mapped read-only.
+        assert_eq!(
+            with("r--p", None),
+            (
+                Status::Fail,
+                "no process of the serve maps /libggml-cuda/ as code: process 7 (serve) maps libggml-cuda.so, but not as executable code (r--p)".into()
+            )
+        );
+        let (status, text) = with("r-xp", Some(Header::NotElf));
+        assert_eq!(status, Status::Fail);
+        assert!(
+            text.ends_with("but it is not an ELF shared object"),
+            "{text}"
+        );
+        let (status, text) = with("r-xp", Some(Header::ElfOfType(2)));
+        assert_eq!(status, Status::Fail);
+        assert!(
+            text.ends_with("it is an ELF executable (ET_EXEC), not a shared object"),
+            "{text}"
+        );
+        let (status, text) = with("r-xp", Some(Header::Unread("denied".into())));
+        assert_eq!(status, Status::Fail);
+        assert!(
+            text.ends_with("its ELF header could not be read (denied)"),
+            "{text}"
+        );
+        // The real thing, among its other mappings.
+        assert_eq!(
+            with("r--p,r-xp,rw-p", Some(Header::ElfSharedObject)),
+            (
+                Status::Ok,
+                "process 7 (serve) maps libggml-cuda.so (/libggml-cuda/)".into()
+            )
+        );
+        // Read by its path, where map_files was out of reach: said so.
+        let mut p = kinded(
+            process(7, &[], &[]),
+            &[(lib, "r-xp", Some(Header::ElfSharedObject))],
+            &[],
+        );
+        if let Some(k) = p.map_kinds.as_mut().and_then(|k| k.get_mut(lib)) {
+            k.header_via = Some("path".into());
+        }
+        let (status, text) = judged(p, &c);
+        assert_eq!(status, Status::Ok);
+        assert!(
+            text.contains("; its ELF header read by its path, the inode checked"),
+            "{text}"
+        );
+        // A data mapping beside the code mapping of another matching file: the code counts, and
+        // the data mapping is counted as a further match when none does.
+        let (status, text) = judged(
+            kinded(
+                process(7, &[], &[]),
+                &[
+                    ("/m/libggml-cuda.so.txt", "r--p", None),
+                    (lib, "r-xp", Some(Header::ElfSharedObject)),
+                ],
+                &[],
+            ),
+            &c,
+        );
+        assert_eq!(status, Status::Ok, "{text}");
+        let (status, text) = judged(
+            kinded(
+                process(7, &[], &[]),
+                &[
+                    ("/m/libggml-cuda.so.txt", "r--p", None),
+                    (lib, "rw-p", None),
+                ],
+                &[],
+            ),
+            &c,
+        );
+        assert_eq!(status, Status::Fail);
+        assert!(
+            text.ends_with("(r--p) (1 more matched, none of them evidence either)"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn no_route_lib_counts_any_mapping_and_says_what_it_was() {
+        let c = criteria(|f| f.no_route_lib = Some("libggml-cuda".into()));
+        let (status, text) = judged(
+            kinded(
+                process(7, &[], &[]),
+                &[("/opt/libggml-cuda.so", "r--p", None)],
+                &[],
+            ),
+            &c,
+        );
+        assert_eq!(status, Status::Fail);
+        assert_eq!(
+            text,
+            "process 7 (serve) maps /libggml-cuda/: /opt/libggml-cuda.so (not as executable code (r--p); any mapping of a forbidden library counts)"
+        );
+        let (status, text) = judged(
+            kinded(
+                process(7, &[], &[]),
+                &[(
+                    "/opt/libggml-cuda.so",
+                    "r-xp",
+                    Some(Header::ElfSharedObject),
+                )],
+                &[],
+            ),
+            &c,
+        );
+        assert_eq!(status, Status::Fail);
+        assert_eq!(
+            text,
+            "process 7 (serve) maps /libggml-cuda/: /opt/libggml-cuda.so"
+        );
+    }
+
+    #[test]
+    fn route_device_counts_only_a_character_device() {
+        let c = criteria(|f| f.route_device = Some("accel0$".into()));
+        for kind in [
+            FileKind::Regular,
+            FileKind::Fifo,
+            FileKind::Unread("gone".into()),
+        ] {
+            let (status, text) = judged(
+                kinded(
+                    process(7, &[], &[]),
+                    &[],
+                    &[("/tmp/x/accel0", kind.clone())],
+                ),
+                &c,
+            );
+            assert_eq!(status, Status::Fail, "{kind:?}");
+            assert!(
+                text.starts_with(&format!(
+                    "no process of the serve held open a character device matching /accel0$/ during the replies: process 7 (serve) held /tmp/x/accel0 open, but it is {kind}, not a character device"
+                )),
+                "{text}"
+            );
+        }
+        let (status, text) = judged(
+            kinded(
+                process(7, &[], &[]),
+                &[],
+                &[
+                    ("/tmp/x/accel0", FileKind::Regular),
+                    ("/dev/accel/accel0", FileKind::CharDevice),
+                ],
+            ),
+            &c,
+        );
+        assert_eq!(
+            (status, text.as_str()),
+            (
+                Status::Ok,
+                "process 7 (serve) held /dev/accel/accel0 open (/accel0$/)"
+            )
+        );
+    }
+
+    #[test]
+    fn a_record_from_before_kinds_is_judged_as_then_and_says_it_was_not_checked() {
+        let c = criteria(|f| {
+            f.route_lib = Some("libggml-cuda".into());
+            f.route_device = Some("accel0$".into());
+        });
+        let old = process(7, &["/opt/libggml-cuda.so"], &["/tmp/x/accel0"]);
+        assert_eq!(old.map_kinds, None);
+        let (status, text) = judged(old, &c);
+        assert_eq!(status, Status::Ok, "{text}");
+        assert_eq!(
+            text,
+            "process 7 (serve) maps libggml-cuda.so (/libggml-cuda/; its kind was not checked: this route.json is from before kinds were recorded); process 7 (serve) held /tmp/x/accel0 open (/accel0$/; its kind was not checked: this route.json is from before kinds were recorded)"
+        );
+        // As it is read from an old route.json: no kinds fields at all.
+        let json = r#"{"pid": 7, "parent": null, "comm": "serve", "exe": null, "maps": ["/opt/libggml-cuda.so"], "open": []}"#;
+        let p: ProcessRecord = serde_json::from_str(json).unwrap();
+        assert_eq!((p.map_kinds, p.open_kinds), (None, None));
     }
 
     #[test]
