@@ -371,3 +371,25 @@ fn the_devices_files_are_checked_before_anything_is_held_started_or_created() {
         "--device-temp",
     );
 }
+
+/// `--extra-body` asking for more than one choice a reply is refused before anything starts:
+/// the gate judges choice 0 and fails content on any other a stream carries (issue 30).
+#[test]
+fn an_extra_body_asking_for_more_than_one_choice_is_refused() {
+    let (_d, out) = scratch();
+    for body in [r#"{"n": 2}"#, r#"{"n": "2"}"#, r#"{"n": 0}"#] {
+        refused_before_anything(
+            &out,
+            &["--extra-body", body],
+            &[],
+            "asks for more than one choice a reply",
+        );
+    }
+    // n = 1 is what the gate reads: allowed.
+    let (code, stdout) = stand_in_run(
+        &out,
+        &["--replies", "1", "--extra-body", r#"{"n": 1}"#],
+        &["--tokens", "3", "--gaps-ms", "50"],
+    );
+    assert_eq!(code, Some(0), "{stdout}");
+}

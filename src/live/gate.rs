@@ -364,6 +364,11 @@ fn request_fields(
     extra_body: Option<&serde_json::Map<String, serde_json::Value>>,
 ) -> Result<Option<serde_json::Map<String, serde_json::Value>>> {
     let mut fields = extra_body.cloned().unwrap_or_default();
+    // The gate reads one choice, index 0, and holds any other a stream carries against it
+    // (the content line): asking for more would fail every reply.
+    if let Some(n) = fields.get("n").filter(|n| n.as_u64() != Some(1)) {
+        bail!("--extra-body's \"n\": {n} asks for more than one choice a reply (or none); the gate judges one (choice 0), and another in the stream fails content: leave \"n\" out");
+    }
     let ours = [
         (
             "temperature",
