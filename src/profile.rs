@@ -79,7 +79,34 @@ pub struct Profile {
 pub fn load(path: &Path) -> Result<Profile> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("failed to read the profile {}", path.display()))?;
-    toml::from_str(&text).with_context(|| format!("the profile {} is not valid", path.display()))
+    toml::from_str(&text).map_err(|e| {
+        anyhow!(
+            "the profile {} is not valid: {}",
+            path.display(),
+            toml_problem(&text, &e)
+        )
+    })
+}
+
+/// A TOML error as one line of bounded length: where it is (line and column) and what the parser
+/// said, without the source excerpt it draws (a line of 10,000 brackets once made a 10 KB
+/// message).
+fn toml_problem(text: &str, e: &toml::de::Error) -> String {
+    const MOST: usize = 200;
+    let message: String = e.message().split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut message: String = message.chars().take(MOST).collect();
+    if e.message().chars().count() > MOST {
+        message.push_str("...");
+    }
+    match e.span() {
+        Some(span) => {
+            let before = text.get(..span.start).unwrap_or(text);
+            let line = before.matches('\n').count() + 1;
+            let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+            format!("line {line}, column {column}: {message}")
+        }
+        None => message,
+    }
 }
 
 /// `args` with every setting the command line left unset taken from `profile`.
@@ -273,6 +300,35 @@ mod tests {
     use super::*;
     use crate::cli::{Cli, Command};
     use clap::Parser;
+
+    /// A profile that is not TOML, or not a profile, is one line of bounded length naming
+    /// where: a 10,000-bracket line once made a 10 KB message of its excerpt (issue 30).
+    #[test]
+    fn a_bad_profile_is_one_short_line_saying_where() {
+        let d = tempfile::tempdir().unwrap();
+        let said = |name: &str, text: &str| {
+            let path = d.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            format!("{:#}", load(&path).unwrap_err())
+        };
+        let deep = said(
+            "deep.toml",
+            &format!("x = {}{}", "[".repeat(5000), "]".repeat(5000)),
+        );
+        assert_eq!(deep.lines().count(), 1, "{deep}");
+        assert!(deep.len() < 400, "{} bytes: {deep}", deep.len());
+        assert!(deep.contains("is not valid: line 1, column "), "{deep}");
+        let typed = said("typed.toml", "\n\nfloor = \"fast\"\n");
+        assert!(
+            typed.ends_with(
+                "is not valid: line 3, column 9: invalid type: string \"fast\", expected f64"
+            ),
+            "{typed}"
+        );
+        let long = said("long.toml", &format!("{} = 1", "k".repeat(5000)));
+        assert_eq!(long.lines().count(), 1, "{long}");
+        assert!(long.len() < 400, "{} bytes: {long}", long.len());
+    }
 
     fn run_args(argv: &[&str]) -> RunSettings {
         match Cli::parse_from(argv).command {

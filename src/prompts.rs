@@ -84,7 +84,15 @@ pub fn parse(text: &str) -> Result<Vec<Prompt>> {
             bail!("line {}: the prompt is empty", i + 1);
         }
         if let Some(e) = &p.expect {
-            Regex::new(e).with_context(|| format!("line {}: bad expect pattern", i + 1))?;
+            // One line, as a bad route pattern's: the regex crate's own text draws the pattern
+            // with a caret over several lines.
+            if let Err(err) = Regex::new(e) {
+                bail!(
+                    "line {}: the expect pattern {e:?} is not a valid regex: {}",
+                    i + 1,
+                    crate::judging::verdict::regex_problem(&err)
+                );
+            }
         }
         if p.max_tokens == Some(0) {
             bail!("line {}: max_tokens must be at least 1", i + 1);
@@ -124,7 +132,11 @@ mod tests {
         let e = parse("{\"prompt\": \"a\"}\nnot json\n").unwrap_err();
         assert!(format!("{e:#}").contains("line 2"), "{e:#}");
         let e = parse("{\"prompt\": \"a\", \"expect\": \"(\"}").unwrap_err();
-        assert!(format!("{e:#}").contains("bad expect pattern"), "{e:#}");
+        assert!(
+            format!("{e:#}").contains("is not a valid regex: unclosed group"),
+            "{e:#}"
+        );
+        assert_eq!(format!("{e:#}").lines().count(), 1, "{e:#}");
         assert!(parse("{\"prompt\": \"a\", \"typo\": 1}").is_err());
         assert!(parse("\n\n").is_err());
         assert!(parse("{\"prompt\": \"  \"}").is_err());

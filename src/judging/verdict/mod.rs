@@ -68,7 +68,7 @@ pub struct Criteria {
 
 /// What is wrong with a pattern, on one line: the regex crate's message is a drawing of the
 /// pattern with a caret under the fault, over several lines.
-fn regex_problem(e: &regex::Error) -> String {
+pub(crate) fn regex_problem(e: &regex::Error) -> String {
     let text = e.to_string();
     text.lines()
         .rev()
