@@ -34,13 +34,18 @@ http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
     path
 }
 
-fn smoke(server: &Path) -> Output {
-    Command::new("python3")
+/// The smoke against `server`: its exit code and what it said.
+fn smoke(server: &Path) -> (Option<i32>, String) {
+    let o: Output = Command::new("python3")
         .arg(Path::new(REPO).join("tools/llama-smoke.py"))
         .arg(server)
         .arg("model.gguf")
         .output()
-        .unwrap()
+        .unwrap();
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
 }
 
 #[test]
@@ -55,9 +60,8 @@ fn a_server_that_streams_text_passes_the_smoke() {
             self.wfile.write(b'data: {"choices":[{"index":0,"delta":{"content":"%s"}}]}\n\n' % piece.encode())
         self.wfile.write(b"data: [DONE]\n\n")"#,
     );
-    let o = smoke(&server);
-    let said = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(0), "{said}");
+    let (code, said) = smoke(&server);
+    assert_eq!(code, Some(0), "{said}");
     assert!(
         said.contains("smoke completion ok: 'Paris is the capital.'"),
         "{said}"
@@ -72,9 +76,8 @@ fn a_server_that_dies_of_sigill_on_its_first_token_fails_the_smoke_naming_the_si
         r#"        print("traps: llama-server trap invalid opcode in libggml-cpu.so", flush=True)
         os.kill(os.getpid(), signal.SIGILL)"#,
     );
-    let o = smoke(&server);
-    let said = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{said}");
+    let (code, said) = smoke(&server);
+    assert_eq!(code, Some(1), "{said}");
     assert!(said.contains("does not serve"), "{said}");
     assert!(said.contains("died of SIGILL"), "{said}");
     assert!(said.contains("not portable"), "{said}");
@@ -95,9 +98,8 @@ fn a_server_that_answers_nothing_fails_the_smoke() {
         self.end_headers()
         self.wfile.write(b"data: [DONE]\n\n")"#,
     );
-    let o = smoke(&server);
-    let said = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{said}");
+    let (code, said) = smoke(&server);
+    assert_eq!(code, Some(1), "{said}");
     assert!(said.contains("carried no text"), "{said}");
 }
 
@@ -111,9 +113,8 @@ fn a_server_that_exits_before_it_is_ready_fails_the_smoke_with_its_code() {
     )
     .unwrap();
     std::fs::set_permissions(&server, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let o = smoke(&server);
-    let said = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{said}");
+    let (code, said) = smoke(&server);
+    assert_eq!(code, Some(1), "{said}");
     assert!(
         said.contains("exited with code 3 before it was ready"),
         "{said}"
