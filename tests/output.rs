@@ -130,6 +130,7 @@ fn judge_json_of_a_skip_has_its_reason_and_advice() {
         .code(0);
     let mut load = json(&out.join("load.json"));
     load["during"]["wait_fraction"] = serde_json::json!(0.5);
+    load["during"]["others_cpu_pct"] = serde_json::json!(150.0);
     std::fs::write(out.join("load.json"), serde_json::to_vec(&load).unwrap()).unwrap();
     let o = gate()
         .arg("judge")

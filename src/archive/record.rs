@@ -893,6 +893,11 @@ pub struct DuringReplies {
     pub wait_fraction: Option<f64>,
     /// Other processes that used the most CPU (not the serve, not the gate), most first.
     pub top: Vec<TopProcess>,
+    /// The CPU every process outside the serve's tree and the gate used over the replies,
+    /// percent of one CPU (all of them, not only `top`): what a busy box took from the serve.
+    /// Absent in runs from before it; the sum of `top` then stands for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub others_cpu_pct: Option<f64>,
     /// What the samples showed of throttling, where they showed any (for readers; the
     /// verdict recomputes it from `samples`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -250,16 +250,21 @@ impl Sampler {
                 e.1 += used;
             }
         }
+        // Percent of one CPU over the window.
+        let share_pct = |ms: u64| {
+            if window_ms > 0.0 {
+                ms as f64 / window_ms * 100.0
+            } else {
+                0.0
+            }
+        };
+        let others_ms: u64 = by_name.values().map(|(_, ms)| ms).sum();
         let mut top: Vec<TopProcess> = by_name
             .into_iter()
             .map(|(name, (count, ms))| TopProcess {
                 name,
                 count,
-                cpu_pct: if window_ms > 0.0 {
-                    ms as f64 / window_ms * 100.0
-                } else {
-                    0.0
-                },
+                cpu_pct: share_pct(ms),
             })
             .filter(|t| t.cpu_pct >= 1.0)
             .collect();
@@ -269,6 +274,7 @@ impl Sampler {
         DuringReplies {
             started_ns: Some(self.started_ns),
             interval_ms: INTERVAL_MS * self.samples.stride,
+            others_cpu_pct: Some(share_pct(others_ms)),
             ..summarize(&self.samples.samples, window_ms / 1e3, totals, top)
         }
     }
@@ -356,6 +362,7 @@ pub fn summarize(
         serve_wait_s,
         wait_fraction,
         top,
+        others_cpu_pct: None,
         throttle: throttle_summary(samples),
         samples: samples.to_vec(),
     }

@@ -811,6 +811,7 @@ pub(crate) mod tests {
             serve_wait_s: None,
             wait_fraction: None,
             top: Vec::new(),
+            others_cpu_pct: None,
             throttle: None,
             samples,
         }

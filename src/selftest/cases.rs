@@ -910,6 +910,29 @@ pub fn all() -> Vec<Case> {
     };
     cases.push(c);
 
+    // The serve waited for a CPU, but nothing outside its tree used one: its own spinning
+    // helpers took it (issue 30). No excuse, and the load line says whose the slowness is.
+    let mut c = base("a serve kept from a CPU by its own processes is never excused");
+    c.replies = numbered(vec![slow(), slow(), slow()]);
+    let mut own = serve_waited(310);
+    if let Some(d) = own.during.as_mut() {
+        d.top.clear();
+        d.others_cpu_pct = Some(12.0);
+    }
+    c.load = Some(own);
+    c.floors.busy_skip = Some(0.2);
+    c.expect = vec![
+        ("rate", Fail, "median 50.0 tok/s"),
+        (
+            "load",
+            Info,
+            "but processes outside the serve's tree used only 12% of one CPU during the replies (a busy box takes 320%): the serve's own processes kept it from a CPU, so the slowness is the serve's own",
+        ),
+    ];
+    c.refuse = vec![("load", "likely cause")];
+    c.outcome = Outcome::Fail;
+    cases.push(c);
+
     let mut c = base("a rate that falls 20% over 12 replies fails drift");
     c.replies = drifting(12, -0.2);
     c.expect = vec![

@@ -11,6 +11,32 @@ pub const BUSY_WAIT_FRACTION: f64 = 0.10;
 /// The load per CPU at or above which a box counts as busy, where the wait is not measurable.
 pub const BUSY_LOAD_PER_CPU: f64 = 1.0;
 
+/// The CPU, in percent of one CPU, that processes outside the serve's tree must have used over
+/// the replies for a busy box to be blamed: half a CPU, or a tenth of the box's, whichever is
+/// more. Less than that cannot have kept the serve from a CPU; its own processes did (a serve
+/// whose 8 helpers spin waits for a CPU 90% of the time on a quiet box, and was once SKIPped).
+pub fn outsiders_busy_pct(ncpu: usize) -> f64 {
+    (10.0 * ncpu as f64).max(50.0)
+}
+
+/// The CPU the processes outside the serve's tree (and the gate) used over the replies, percent
+/// of one CPU: as recorded, or for a run from before it was, the sum of its top users (a lower
+/// bound). `None` when the run sampled nothing during the replies.
+pub(super) fn outsiders_pct(load: &LoadSnapshot) -> Option<f64> {
+    let d = load.during.as_ref()?;
+    Some(
+        d.others_cpu_pct
+            .unwrap_or_else(|| d.top.iter().map(|t| t.cpu_pct).sum()),
+    )
+}
+
+/// Whether processes outside the serve's tree took enough CPU to blame the box: only then may
+/// a busy box excuse a timing failure. A run that sampled nothing during the replies (one from
+/// before the samples) is judged by its load alone, as it always was.
+pub(super) fn outsiders_took_it(load: &LoadSnapshot) -> bool {
+    outsiders_pct(load).is_none_or(|pct| pct >= outsiders_busy_pct(load.ncpu))
+}
+
 /// How contended the box was, by the best measure the run has.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) enum Contention {
@@ -86,6 +112,13 @@ pub(super) fn busy_note(c: &Contention, load: &LoadSnapshot, busy_skip: Option<f
         return format!(
             "; the box was quiet ({measure}under the busy level of {}), so the slowness is the serve's own",
             c.level(busy_skip)
+        );
+    }
+    if !outsiders_took_it(load) {
+        return format!(
+            "; {measure}but processes outside the serve's tree used only {:.0}% of one CPU during the replies (a busy box takes {:.0}%): the serve's own processes kept it from a CPU, so the slowness is the serve's own",
+            outsiders_pct(load).unwrap_or(0.0),
+            outsiders_busy_pct(load.ncpu)
         );
     }
     let mut note = format!(
@@ -228,6 +261,7 @@ mod tests {
             serve_wait_s: None,
             wait_fraction: None,
             top: vec![],
+            others_cpu_pct: None,
             throttle: None,
             samples,
         }

@@ -618,7 +618,12 @@ pub fn judge(e: &Evidence<'_>, c: &Criteria) -> Verdict {
         }));
     }
     let busy_skip = match (timing_only, &contention, c.floors.busy_skip) {
-        (true, Some(c), Some(threshold)) if c.value() >= threshold => Some(c),
+        // Only a box busy with others' work excuses: the serve's own processes never do.
+        (true, Some(c), Some(threshold))
+            if c.value() >= threshold && e.load.is_some_and(conditions::outsiders_took_it) =>
+        {
+            Some(c)
+        }
         _ => None,
     };
     let outcome = if let Some(signal) = e.interrupted {
