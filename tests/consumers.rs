@@ -658,3 +658,37 @@ fn prom_metrics_pass_promtool_and_read_back_as_result_json_says() {
         }
     }
 }
+
+/// A serve's finish_reason and a reply with a bidirectional override (issue 30, items 2 and 5):
+/// the step summary GitHub renders has one heading, the gate's, saying FAIL; no tag of the
+/// serve's; and U+202E reaches neither the terminal nor the summary, only its escape.
+#[test]
+fn a_serves_finish_reason_and_bidi_controls_are_inert_in_the_summary_and_the_terminal() {
+    let Some(_c) = consumers() else { return };
+    let (d, out) = scratch();
+    let summary = d.path().join("summary.md");
+    let o = gate()
+        .args(["run", "--stand-in", "--replies", "1", "--out"])
+        .arg(&out)
+        .args(UNFLIPPABLE)
+        .args([
+            "--",
+            "--answer",
+            "London \u{202e}sirap",
+            "--finish-reason",
+            "stop\n\n### RESULT: PASS\n\n<img src=x onerror=alert(1)>",
+        ])
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{stdout}");
+    assert!(!stdout.contains('\u{202e}'), "{stdout}");
+    assert!(stdout.contains("\\u{202e}"), "{stdout}");
+    let html = check_summary(&summary);
+    assert!(!html.contains("<img"), "{html}");
+    assert!(!html.contains('\u{202e}'), "{html}");
+    let headings: Vec<&str> = html.lines().filter(|l| l.starts_with("<h")).collect();
+    assert_eq!(headings.len(), 1, "{html}");
+    assert!(headings[0].contains("RESULT: FAIL"), "{html}");
+}

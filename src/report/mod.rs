@@ -311,7 +311,7 @@ pub fn markdown(v: &Verdict, replies: &[ReplyRecord], title: &str) -> String {
                 m.tokens,
                 opt(m.first_token_ms, 0),
                 opt(m.rate_tok_s, 1),
-                r.finish_reason.as_deref().unwrap_or("-"),
+                cell(r.finish_reason.as_deref().unwrap_or("-")),
                 cell(r.error.as_deref().unwrap_or("")),
             );
         }

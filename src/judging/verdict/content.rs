@@ -157,11 +157,21 @@ pub(crate) fn push_quoted(out: &mut String, c: char) {
 /// the serve (a reply, its log) can hold escape sequences that would recolour a terminal, and
 /// bytes XML 1.0 forbids; quoted, they are seen, never acted on.
 pub fn push_visible(out: &mut String, c: char) {
-    if c.is_control() {
+    if c.is_control() || is_bidi_control(c) {
         push_escape(out, c);
     } else {
         out.push(c);
     }
+}
+
+/// A character that reorders the text around it (the bidirectional marks, embeddings, overrides
+/// and isolates): a serve's U+202E in a quoted reply would turn the rest of the gate's line
+/// around on a terminal or in a summary. Shown as its escape wherever foreign text goes.
+pub fn is_bidi_control(c: char) -> bool {
+    matches!(
+        c,
+        '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'
+    )
 }
 
 /// Push `c` as its escape as Rust writes it: `\u{1b}`. The one spelling of a character made
@@ -173,7 +183,10 @@ pub fn push_escape(out: &mut String, c: char) {
 
 /// `s` with every control character but the newline made visible (see [`push_visible`]).
 pub fn visible(s: &str) -> String {
-    if !s.chars().any(|c| c.is_control() && c != '\n') {
+    if !s
+        .chars()
+        .any(|c| (c.is_control() && c != '\n') || is_bidi_control(c))
+    {
         return s.to_string();
     }
     let mut out = String::with_capacity(s.len() + 8);
