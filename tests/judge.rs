@@ -233,3 +233,44 @@ fn judge_never_writes_into_the_archive_it_judges() {
         .code(0);
     assert!(svg.exists());
 }
+
+/// An archive whose reply was edited to be sent after its chunks (a first token of 0 ms from
+/// a rewritten replies.jsonl; issue 30): judge refuses it in one line naming the line, exit 2,
+/// and so does a run given it as its baseline, before anything starts.
+#[test]
+fn an_archive_with_a_reply_that_cannot_be_true_is_refused() {
+    let (d, out) = scratch();
+    let (code, stdout) = stand_in_run(&out, &["--replies", "2"], &["--gaps-ms", "2"]);
+    assert_eq!(code, Some(0), "{stdout}");
+    let path = out.join("replies.jsonl");
+    let mut lines: Vec<serde_json::Value> = std::fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let last = lines[1]["end_ns"].as_u64().unwrap();
+    lines[1]["sent_ns"] = serde_json::json!(last);
+    let text: String = lines.iter().map(|v| format!("{v}\n")).collect();
+    std::fs::write(&path, text).unwrap();
+    let o = gate().arg("judge").arg(&out).output().unwrap();
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{said}");
+    assert_eq!(said.lines().count(), 1, "{said}");
+    assert!(
+        said.contains("line 2: reply 2 cannot be a record of a run: its chunk 1 arrived at"),
+        "{said}"
+    );
+    assert!(o.stdout.is_empty());
+    let candidate = d.path().join("candidate");
+    let o = gate()
+        .args(["run", "--stand-in", "--out"])
+        .arg(&candidate)
+        .arg("--baseline")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{said}");
+    assert!(said.contains("cannot be a record of a run"), "{said}");
+    assert!(!said.contains("started the serve"), "{said}");
+}

@@ -169,6 +169,39 @@ pub struct TextCut {
 }
 
 impl ReplyRecord {
+    /// Why this record cannot be of a run the gate made, if it cannot: the gate stamps the send
+    /// before the request goes, each chunk as its read returns and the end after the stream, all
+    /// on one monotonic clock. A chunk before the send gave a first token of 0 ms (the reply
+    /// edited to pass); chunks out of order or an end before the last chunk are as untrue.
+    pub fn impossible(&self) -> Option<String> {
+        let mut last = self.sent_ns;
+        for (i, c) in self.chunks.iter().enumerate() {
+            if c.at_ns < self.sent_ns {
+                return Some(format!(
+                    "its chunk {} arrived at {} ns, before the request was sent at {} ns",
+                    i + 1,
+                    c.at_ns,
+                    self.sent_ns
+                ));
+            }
+            if c.at_ns < last {
+                return Some(format!(
+                    "its chunk {} arrived at {} ns, before chunk {} at {last} ns",
+                    i + 1,
+                    c.at_ns,
+                    i
+                ));
+            }
+            last = c.at_ns;
+        }
+        (self.end_ns < last).then(|| {
+            format!(
+                "it ended at {} ns, before its last stamp at {last} ns",
+                self.end_ns
+            )
+        })
+    }
+
     /// Bytes of text (answer and reasoning) the reply received, cut or not.
     pub fn text_bytes(&self) -> usize {
         match self.text_cut {

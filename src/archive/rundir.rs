@@ -446,6 +446,13 @@ pub fn parse_replies(bytes: &[u8]) -> Result<Vec<ReplyRecord>> {
         }
         let r: ReplyRecord = serde_json::from_slice(line)
             .with_context(|| format!("line {} is not a reply record", i + 1))?;
+        if let Some(why) = r.impossible() {
+            bail!(
+                "line {}: {} cannot be a record of a run: {why}",
+                i + 1,
+                r.name()
+            );
+        }
         replies.push(r);
     }
     Ok(replies)
@@ -477,6 +484,46 @@ mod tests {
             fs::metadata(&p).unwrap().permissions().mode() & 0o777,
             0o644
         );
+    }
+
+    /// A reply edited so its first chunk comes before its send (first token 0 ms), with chunks
+    /// out of order, or ending before its last chunk is refused, naming the line (issue 30).
+    #[test]
+    fn replies_that_cannot_be_true_are_refused_naming_the_line() {
+        let line = |sent: u64, at: &[u64], end: u64| {
+            let chunks: Vec<String> = at
+                .iter()
+                .map(|t| format!(r#"{{"at_ns":{t},"content_chars":1,"reasoning_chars":0}}"#))
+                .collect();
+            format!(
+                r#"{{"index":1,"prompt":"p","expect":null,"content":"c","reasoning":"","sent_ns":{sent},"end_ns":{end},"chunks":[{}],"usage_completion_tokens":null,"finish_reason":"stop","server_timings":null,"error":null}}"#,
+                chunks.join(",")
+            )
+        };
+        let ok = line(100, &[200, 300], 300);
+        assert_eq!(parse_replies(ok.as_bytes()).unwrap().len(), 1);
+        for (bad, says) in [
+            (
+                line(500, &[200, 300], 600),
+                "line 2: reply 1 cannot be a record of a run: its chunk 1 arrived at 200 ns, before the request was sent at 500 ns",
+            ),
+            (
+                line(100, &[300, 200], 300),
+                "line 2: reply 1 cannot be a record of a run: its chunk 2 arrived at 200 ns, before chunk 1 at 300 ns",
+            ),
+            (
+                line(100, &[200, 300], 250),
+                "line 2: reply 1 cannot be a record of a run: it ended at 250 ns, before its last stamp at 300 ns",
+            ),
+            (
+                line(100, &[], 50),
+                "line 2: reply 1 cannot be a record of a run: it ended at 50 ns, before its last stamp at 100 ns",
+            ),
+        ] {
+            let text = format!("{ok}\n{bad}\n");
+            let e = parse_replies(text.as_bytes()).unwrap_err();
+            assert_eq!(format!("{e:#}"), says);
+        }
     }
 
     #[test]
