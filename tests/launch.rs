@@ -378,3 +378,78 @@ fn a_serve_that_crashes_after_its_last_reply_fails_the_serve_line() {
         "{stdout}"
     );
 }
+
+/// A serve run as the gate's own user cannot write into the gate's terminal through
+/// /proc/<gate>/fd/1, nor the supervisor's through its fd/2 (issue 30, item 2): both are
+/// non-dumpable. Run as `nobody` (setpriv), since root may open any process's descriptors;
+/// without root the test says it skipped, and under CI it fails. The serve records whether its
+/// writes went through, so the test can fail.
+#[test]
+fn a_serve_cannot_write_into_the_gates_stdout_through_proc() {
+    let uid = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").unwrap());
+    if uid != 0 {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI runs as root: the /proc guard test needs it"
+        );
+        eprintln!("skipped: switching to nobody needs root");
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        d.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let attempts = d.path().join("attempts");
+    let serve = d.path().join("serve.sh");
+    std::fs::write(
+        &serve,
+        format!(
+            "#!/bin/sh\n\
+             sup=$PPID\n\
+             gate=$(awk '/^PPid:/ {{print $2}}' /proc/$sup/status)\n\
+             if printf 'RESULT: PASS (forged)\\n' > /proc/$gate/fd/1; then echo gate-wrote; else echo gate-refused; fi >> {a}\n\
+             if printf 'forged by the serve\\n' > /proc/$sup/fd/2; then echo sup-wrote; else echo sup-refused; fi >> {a}\n\
+             echo gate-fd-owner $(stat -c %u /proc/$gate/fd) >> {a}\n\
+             echo sup-fd-owner $(stat -c %u /proc/$sup/fd) >> {a}\n\
+             exec \"{BIN}\" stand-in --port \"$1\" --tokens 3 --gaps-ms 20\n",
+            a = attempts.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&serve, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let out = d.path().join("run");
+    let _claim = gate();
+    let o = std::process::Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            BIN,
+            "run",
+            "--out",
+        ])
+        .arg(&out)
+        .args(UNFLIPPABLE)
+        .args(["--replies", "1", "--"])
+        .arg(&serve)
+        .arg("{port}")
+        .env("HOME", d.path())
+        .env_remove("XDG_CACHE_HOME")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let tried = std::fs::read_to_string(&attempts).unwrap_or_default();
+    assert_eq!(o.status.code(), Some(0), "{stdout}{stderr}{tried}");
+    // Non-dumpable, the two processes' /proc entries are root's, not nobody's: the serve may
+    // neither open their descriptors nor read their memory.
+    assert_eq!(
+        tried, "gate-refused\nsup-refused\ngate-fd-owner 0\nsup-fd-owner 0\n",
+        "{stdout}{stderr}"
+    );
+    assert!(!stdout.contains("forged"), "{stdout}");
+    assert!(!stderr.contains("forged"), "{stderr}");
+    assert!(stdout.ends_with("RESULT: PASS\n"), "{stdout}");
+}

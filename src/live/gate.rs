@@ -561,6 +561,7 @@ fn utc_now() -> String {
 /// Run the gate; the exit code for its result.
 pub fn run(args: RunSettings) -> Result<u8> {
     let plan = Plan::new(args)?;
+    crate::live::supervise::not_reachable_through_proc();
     // One thread: the gate must stay near idle beside a serve that needs the CPU.
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

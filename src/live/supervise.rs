@@ -308,6 +308,16 @@ pub fn status_text(raw: i32) -> String {
 
 /// Run as the supervisor: start the serve, report, and stop it as told or when the gate goes.
 /// Exits 0 in every case the gate can act on (it reads what happened from the events).
+/// Make this process non-dumpable (PR_SET_DUMPABLE 0): its /proc/PID/fd, mem and environ are
+/// then the kernel's, not its user's, so a serve run as the same user (a pull request's build
+/// on a self-hosted runner) cannot write `RESULT: PASS` into the gate's stdout through
+/// /proc/PID/fd/1, nor read or write its memory. The supervisor does the same (exec makes a
+/// process dumpable again). A kernel that refuses leaves the gate as it was: it is a guard, not
+/// a condition of the run.
+pub fn not_reachable_through_proc() {
+    let _ = nix::sys::prctl::set_dumpable(false);
+}
+
 pub fn run(args: SuperviseArgs) -> Result<u8> {
     // Before anything can fail: the serve must not inherit the hold or another copy of its log.
     let log = adopt_fd(args.log_fd, "--log-fd")?;
@@ -322,6 +332,8 @@ pub fn run(args: SuperviseArgs) -> Result<u8> {
             .context("failed to ignore the interrupting signals")?;
     }
     nix::sys::prctl::set_child_subreaper(true).context("failed to become a child subreaper")?;
+    // Its stderr is the gate's: not the serve's to write through /proc/PID/fd/2.
+    not_reachable_through_proc();
     // SIGCHLD through a descriptor, so one poll waits for the gate and for the serve. A
     // blocked signal stays blocked across fork and exec: the serve's pre_exec unblocks it.
     let mut chld = SigSet::empty();
