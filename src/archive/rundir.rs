@@ -48,9 +48,10 @@ pub const DEFAULT_PARENT: &str = "runs";
 /// replies.jsonl and the small JSON files whole (serve.log is streamed), so a file past its
 /// cap is refused from its size before anything is read, not a gigabyte in memory (a
 /// replies.jsonl linked to /dev/zero is not a file at all, and is refused as such).
-/// replies.jsonl: a reply of 200 tokens is about 8 kB, so 256 MiB holds some 30,000 of
-/// them, past the 20,000 of a long soak; the replies parsed from it take about as much
-/// again (docs/performance.md). run.json holds the settings and provenance: kilobytes.
+/// replies.jsonl: a reply of 200 tokens is about 5.4 kB, so 256 MiB holds some 49,000 of
+/// them, past the 20,000 of a long soak; the loader's peak is about 1.75 times the file
+/// (measured: docs/performance.md), so about 450 MiB at the cap. run.json holds the settings
+/// and provenance: kilobytes.
 /// load.json, route.json, metrics.json and result.json: kilobytes to a few MiB.
 pub const MOST_READ: &[(&str, u64)] = &[
     (MANIFEST, 16 << 20),
