@@ -68,7 +68,7 @@ pub struct JudgeArgs {
 pub fn run(args: JudgeArgs) -> Result<u8> {
     let outputs = Outputs::check(&args.output)?;
     if let Some(path) = &args.svg {
-        output::check_writable(path).context("--svg")?;
+        output::check_output(path).context("--svg")?;
     }
     // The archive is evidence: judging it never changes it (an --svg over its timeline.svg
     // once redrew a passing run as FAIL; a --junit over its result.json replaced it).
@@ -226,7 +226,7 @@ pub fn run(args: JudgeArgs) -> Result<u8> {
         let title = format!("{} (RESULT: {})", args.dir.display(), verdict.outcome);
         let context = timeline::TimelineContext::of_run(criteria.floors(), archive.load.as_ref());
         let svg = timeline::svg(&archive.replies, &context, &title)?;
-        rundir::write_atomic(path, svg.as_bytes())?;
+        output::write_report(path, svg.as_bytes())?;
     }
     let title = args.dir.display().to_string();
     let mut result = ResultFile::new(verdict);

@@ -75,10 +75,15 @@ pub struct Profile {
     serve: Option<Vec<String>>,
 }
 
-/// Read a profile file.
+/// The most of a profile read, bytes (issue 30): a profile is a few dozen lines.
+pub const PROFILE_MAX_BYTES: u64 = 1 << 20;
+
+/// Read a profile file: a regular file within [`PROFILE_MAX_BYTES`], opened without blocking.
 pub fn load(path: &Path) -> Result<Profile> {
-    let text = std::fs::read_to_string(path)
+    let bytes = crate::archive::safe_open::read_capped(path, PROFILE_MAX_BYTES)
         .with_context(|| format!("failed to read the profile {}", path.display()))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| anyhow!("the profile {} is not UTF-8 text", path.display()))?;
     toml::from_str(&text).map_err(|e| {
         anyhow!(
             "the profile {} is not valid: {}",

@@ -63,11 +63,21 @@ pub fn built_in() -> Vec<Prompt> {
         .collect()
 }
 
+/// The most of a prompts file read, bytes (issue 30): thousands of prompts take a few MiB, and
+/// `--prompts /dev/zero` once took a GiB of memory before it was refused.
+pub const PROMPTS_MAX_BYTES: u64 = 16 << 20;
+
 /// Read prompts from a JSONL file: one `{"prompt": "...", "expect": "regex", "max_tokens": N}`
 /// per line, the last two optional; blank lines are skipped.
 pub fn load(path: &Path) -> Result<Vec<Prompt>> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("failed to read the prompts file {}", path.display()))?;
+    let bytes =
+        crate::archive::safe_open::read_capped(path, PROMPTS_MAX_BYTES).context("--prompts")?;
+    let text = String::from_utf8(bytes).map_err(|_| {
+        anyhow::anyhow!(
+            "--prompts: the prompts file {} is not UTF-8 text",
+            path.display()
+        )
+    })?;
     parse(&text).with_context(|| format!("in the prompts file {}", path.display()))
 }
 

@@ -294,3 +294,30 @@ fn compare_refuses_a_report_it_cannot_write_before_reading_any_run() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("both write to stdout"));
 }
+
+// Issue 30: a replies.jsonl linked to /dev/zero once took past 2 GiB in a second in `compare`,
+// and a FIFO hung it. Each such run is a row saying it is unreadable and why, beside the good
+// run, with the heap capped so that reading one would abort the gate rather than pass.
+#[test]
+fn runs_whose_replies_are_no_file_or_too_large_are_unreadable_rows() {
+    let d = tempfile::tempdir().unwrap();
+    let good = d.path().join("good");
+    real_run(&good, "1");
+    let bad = crate::util::archives_with_unreadable_replies(d.path(), &good);
+    let (mut g, _claim) = crate::util::gate_with_heap_cap();
+    let o = g
+        .arg("compare")
+        .arg(&good)
+        .args(bad.iter().map(|(dir, _)| dir))
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    for (dir, says) in &bad {
+        let row = table
+            .lines()
+            .find(|l| l.starts_with(&format!("{}: unreadable: ", dir.display())))
+            .unwrap_or_else(|| panic!("{} not in:\n{table}", dir.display()));
+        assert!(row.contains(says), "{row}");
+    }
+}

@@ -2,7 +2,7 @@
 //! nobody reads is not an error of the verdict; profile values are held to the command line's
 //! bounds. (issue 14, items 7 and 8)
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -392,4 +392,104 @@ fn an_extra_body_asking_for_more_than_one_choice_is_refused() {
         &["--tokens", "3", "--gaps-ms", "50"],
     );
     assert_eq!(code, Some(0), "{stdout}");
+}
+
+/// A FIFO at `path`: opening it for real would wait for its other end (issue 30).
+fn fifo(path: PathBuf) -> PathBuf {
+    nix::unistd::mkfifo(&path, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    path
+}
+
+// Issue 30: opening a FIFO blocks until its other end opens, and the gate once hung on one
+// given as any of these. Each is now refused from what it is, before it is opened: exit 2, one
+// line, nothing held, started or created. (The gate's 120 s bound ends the old hang.)
+#[test]
+fn a_fifo_or_a_device_given_as_a_file_is_refused_without_blocking() {
+    let (d, out) = scratch();
+    let f = fifo(d.path().join("fifo"));
+    let shown = f.display().to_string();
+    let is_fifo = format!("{shown} is a FIFO, not a file: give a regular file path");
+    for flag in ["--junit", "--prom", "--hold", "--prompts"] {
+        refused_before_anything(&out, &[flag, &shown], &[], &format!("{flag}: {is_fifo}"));
+    }
+    refused_before_anything(
+        &out,
+        &[],
+        &[("GITHUB_STEP_SUMMARY", &f)],
+        &format!("GITHUB_STEP_SUMMARY: {is_fifo}"),
+    );
+    // The hold is a lock file: a device is no file to lock, /dev/null included.
+    refused_before_anything(
+        &out,
+        &["--hold", "/dev/null"],
+        &[],
+        "--hold: /dev/null is a character device, not a file",
+    );
+    // A report may go to /dev/zero no more than to a FIFO; /dev/null takes it (below).
+    refused_before_anything(
+        &out,
+        &["--junit", "/dev/zero"],
+        &[],
+        "--junit: /dev/zero is a character device (neither a terminal nor /dev/null)",
+    );
+}
+
+#[test]
+fn a_report_thrown_away_into_dev_null_is_taken_and_dev_null_stays_a_device() {
+    use std::os::unix::fs::FileTypeExt;
+    let (_d, out) = scratch();
+    let (code, stdout) = stand_in_run(
+        &out,
+        &[
+            "--replies",
+            "1",
+            "--junit",
+            "/dev/null",
+            "--prom",
+            "/dev/null",
+        ],
+        &["--tokens", "4"],
+    );
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(std::fs::metadata("/dev/null")
+        .unwrap()
+        .file_type()
+        .is_char_device());
+}
+
+// Issue 30: `--prompts /dev/zero` read without end (a GiB of memory); a 1 GiB prompts file was
+// read whole. Both are refused from what they are, quickly, with the heap capped so that a
+// read would abort the gate rather than pass.
+#[test]
+fn prompts_from_dev_zero_or_a_sparse_2_gib_file_are_refused_within_a_heap_cap() {
+    let (d, out) = scratch();
+    let sparse = d.path().join("prompts.jsonl");
+    std::fs::File::create(&sparse)
+        .unwrap()
+        .set_len(2 << 30)
+        .unwrap();
+    let too_large = format!(
+        "--prompts: {} is 2147483648 bytes, more than the 16777216 the gate reads of it",
+        sparse.display()
+    );
+    for (path, says) in [
+        (
+            Path::new("/dev/zero"),
+            "--prompts: /dev/zero is a character device, not a file: give a regular file path",
+        ),
+        (sparse.as_path(), too_large.as_str()),
+    ] {
+        let (mut g, _claim) = gate_with_heap_cap();
+        let o = g
+            .args(["run", "--stand-in", "--out"])
+            .arg(&out)
+            .arg("--prompts")
+            .arg(path)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{stderr}");
+        assert_eq!(stderr.trim_end(), format!("npu-serve-smoke: {says}"));
+        assert!(!out.exists());
+    }
 }

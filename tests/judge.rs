@@ -274,3 +274,56 @@ fn an_archive_with_a_reply_that_cannot_be_true_is_refused() {
     assert!(said.contains("cannot be a record of a run"), "{said}");
     assert!(!said.contains("started the serve"), "{said}");
 }
+
+// Issue 30: an archive's replies.jsonl linked to /dev/zero once took past 2 GiB in a second,
+// and a FIFO hung `judge`. Each is refused from what it is (or its size), one line, exit 2,
+// with the heap capped so that reading it would abort the gate rather than pass; and a FIFO
+// given as `judge --svg` is refused before judging.
+#[test]
+fn a_replies_file_that_is_no_file_or_too_large_is_refused_without_reading_it() {
+    let (d, out) = scratch();
+    archived_run(&out);
+    for (dir, says) in archives_with_unreadable_replies(d.path(), &out) {
+        let (mut g, _claim) = gate_with_heap_cap();
+        let o = g.arg("judge").arg(&dir).output().unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{}: {stderr}", dir.display());
+        assert!(stderr.contains(says), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    }
+    let svg = d.path().join("svg-fifo");
+    nix::unistd::mkfifo(&svg, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let o = gate()
+        .arg("judge")
+        .arg(&out)
+        .arg("--svg")
+        .arg(&svg)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert_eq!(
+        stderr.trim_end(),
+        format!(
+            "npu-serve-smoke: --svg: {} is a FIFO, not a file: give a regular file path",
+            svg.display()
+        )
+    );
+}
+
+// Issue 30: a baseline whose replies.jsonl is no file is refused before anything starts, as
+// any unreadable baseline is.
+#[test]
+fn a_baseline_whose_replies_are_no_file_is_refused_before_anything() {
+    let (d, out) = scratch();
+    archived_run(&out);
+    let next = d.path().join("next");
+    for (dir, says) in archives_with_unreadable_replies(d.path(), &out) {
+        crate::inputs::refused_before_anything(
+            &next,
+            &["--baseline", dir.to_str().unwrap()],
+            &[],
+            says,
+        );
+    }
+}

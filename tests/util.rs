@@ -440,3 +440,59 @@ pub fn gate_judge_lines(dir: &Path) -> Vec<String> {
     let o = gate().arg("judge").arg(dir).output().unwrap();
     verdict_lines(&String::from_utf8_lossy(&o.stdout))
 }
+
+/// The most heap the gate may take in a test of a read without end (issue 30), MiB: its
+/// RLIMIT_DATA, so a read of /dev/zero or a 2 GiB file fails the test with an abort rather than
+/// passing slowly. A refused input takes a few MiB.
+pub const HEAP_CAP_MIB: u64 = 128;
+
+/// The gate binary with its heap capped at [`HEAP_CAP_MIB`] and a 60 s bound, and the claim
+/// on the box it needs, kept alive together.
+pub fn gate_with_heap_cap() -> (assert_cmd::Command, Gate) {
+    use std::os::unix::process::CommandExt;
+    let claim = gate();
+    let mut cmd = std::process::Command::new(BIN);
+    // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let most = HEAP_CAP_MIB << 20;
+            nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_DATA, most, most)
+                .map_err(std::io::Error::from)
+        });
+    }
+    let mut cmd = assert_cmd::Command::from_std(cmd);
+    cmd.timeout(Duration::from_secs(60));
+    (cmd, claim)
+}
+
+/// Run directories beside `good` (a run directory) under `parent`, each with `good`'s run.json
+/// and a replies.jsonl the loader must refuse without reading it (issue 30): a link to
+/// /dev/zero, a FIFO, and a sparse file past the 256 MiB cap. Each with what the refusal says.
+pub fn archives_with_unreadable_replies(
+    parent: &Path,
+    good: &Path,
+) -> Vec<(PathBuf, &'static str)> {
+    let make = |name: &str| {
+        let dir = parent.join(name);
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::copy(good.join("run.json"), dir.join("run.json")).unwrap();
+        dir
+    };
+    let zero = make("replies-dev-zero");
+    std::os::unix::fs::symlink("/dev/zero", zero.join("replies.jsonl")).unwrap();
+    let fifo = make("replies-fifo");
+    nix::unistd::mkfifo(&fifo.join("replies.jsonl"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let sparse = make("replies-sparse");
+    std::fs::File::create(sparse.join("replies.jsonl"))
+        .unwrap()
+        .set_len(2 << 30)
+        .unwrap();
+    vec![
+        (zero, "replies.jsonl is a character device, not a file"),
+        (fifo, "replies.jsonl is a FIFO, not a file"),
+        (
+            sparse,
+            "replies.jsonl is 2147483648 bytes, more than the 268435456",
+        ),
+    ]
+}

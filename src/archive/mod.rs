@@ -1,9 +1,11 @@
 //! The archive: the run's data, at the bottom of the house. Every type that goes into a run
 //! directory ([`record`]: the on-disk format and its schema version) and the run directory
-//! itself ([`rundir`]: written atomically, read back, loaded leniently).
+//! itself ([`rundir`]: written atomically, read back, loaded leniently); [`safe_open`]: opening
+//! a file someone else named without blocking on a FIFO, and reading it with a cap.
 //!
 //! It may use the wire's types and the top-level prompts, clock and console; never judging,
 //! live or report, which all import it. `tests/layers.rs` checks this.
 
 pub mod record;
 pub mod rundir;
+pub mod safe_open;

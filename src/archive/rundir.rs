@@ -23,6 +23,7 @@ use crate::archive::record::{
     LoadSnapshot, MetricsRecord, NotArchived, ReplyRecord, RouteRecord, RunManifest, Verdict,
     SCHEMA,
 };
+use crate::archive::safe_open::{self, OpenError};
 
 /// run.json
 pub const MANIFEST: &str = "run.json";
@@ -42,6 +43,38 @@ pub const ROUTE: &str = "route.json";
 pub const METRICS: &str = "metrics.json";
 /// Where run directories go when `--out` is not given.
 pub const DEFAULT_PARENT: &str = "runs";
+
+/// The most of each file of a run the loader reads, bytes (issue 30): it holds run.json,
+/// replies.jsonl and the small JSON files whole (serve.log is streamed), so a file past its
+/// cap is refused from its size before anything is read, not a gigabyte in memory (a
+/// replies.jsonl linked to /dev/zero is not a file at all, and is refused as such).
+/// replies.jsonl: a reply of 200 tokens is about 5.4 kB, so 256 MiB holds some 49,000 of
+/// them, past the 20,000 of a long soak; the loader's peak is about 1.75 times the file
+/// (measured: docs/performance.md), so about 450 MiB at the cap. run.json holds the settings
+/// and provenance: kilobytes.
+/// load.json, route.json, metrics.json and result.json: kilobytes to a few MiB.
+pub const MOST_READ: &[(&str, u64)] = &[
+    (MANIFEST, 16 << 20),
+    (REPLIES, 256 << 20),
+    (LOAD, 64 << 20),
+    (ROUTE, 64 << 20),
+    (METRICS, 64 << 20),
+    (RESULT, 64 << 20),
+];
+
+/// The most of the run's file `name` the loader reads, bytes.
+pub fn most_read(name: &str) -> u64 {
+    MOST_READ
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map_or(16 << 20, |(_, most)| *most)
+}
+
+/// Read the run's file `path` (named `name` in a run directory) whole, within its cap; never
+/// blocks on a FIFO, never reads a device.
+fn read_run_file(path: &Path, name: &str) -> std::result::Result<Vec<u8>, OpenError> {
+    safe_open::read_capped(path, most_read(name))
+}
 
 /// result.json: the verdict's lines and result, and the text a person read.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -213,8 +246,8 @@ impl RunDir {
 /// Copy the log of a serve that was already running into `dir`'s serve.log, atomically, as a
 /// stream: it may be larger than the gate should hold.
 pub fn copy_serve_log(dir: &Path, from: &Path) -> Result<()> {
-    let mut source =
-        File::open(from).with_context(|| format!("failed to read {}", from.display()))?;
+    // A regular file only: a FIFO would hang the copy, /dev/zero would fill the disk.
+    let mut source = safe_open::open_read(from)?;
     write_atomic_with(&dir.join(SERVE_LOG), |out| {
         std::io::copy(&mut source, out)
             .with_context(|| format!("failed to copy {}", from.display()))?;
@@ -288,9 +321,7 @@ impl Archive {
     pub fn read_serve_log(&self) -> Result<Option<File>> {
         self.serve_log
             .as_ref()
-            .map(|path| {
-                File::open(path).with_context(|| format!("failed to read {}", path.display()))
-            })
+            .map(|path| Ok(safe_open::open_read(path)?))
             .transpose()
     }
 }
@@ -301,12 +332,12 @@ fn read_optional_json<T: serde::de::DeserializeOwned>(
     dir: &Path,
     name: &str,
 ) -> (Option<T>, Option<String>) {
-    match fs::read(dir.join(name)) {
+    match read_run_file(&dir.join(name), name) {
         Ok(bytes) => match serde_json::from_slice::<T>(&bytes) {
             Ok(v) => (Some(v), None),
             Err(e) => (None, Some(format!("{name} is unreadable ({e})"))),
         },
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (None, None),
+        Err(e) if e.is_not_found() => (None, None),
         Err(e) => (None, Some(format!("{name} is unreadable ({e})"))),
     }
 }
@@ -315,7 +346,7 @@ fn read_optional_json<T: serde::de::DeserializeOwned>(
 /// load.json only means no load line.
 pub fn load_archive(dir: &Path) -> Result<Archive> {
     let manifest_path = dir.join(MANIFEST);
-    let text = fs::read(&manifest_path).with_context(|| {
+    let text = read_run_file(&manifest_path, MANIFEST).with_context(|| {
         format!(
             "failed to read {}: is {} a run directory?",
             manifest_path.display(),
@@ -325,7 +356,7 @@ pub fn load_archive(dir: &Path) -> Result<Archive> {
     let manifest = parse_manifest(&text)
         .with_context(|| format!("failed to read {}", manifest_path.display()))?;
     let replies_path = dir.join(REPLIES);
-    let (replies, replies_problem) = match fs::read(&replies_path) {
+    let (replies, replies_problem) = match read_run_file(&replies_path, REPLIES) {
         Ok(bytes) => {
             let (whole, cut) = split_cut_line(&bytes);
             let replies = parse_replies(whole)
@@ -339,10 +370,8 @@ pub fn load_archive(dir: &Path) -> Result<Archive> {
             });
             (replies, problem)
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Vec::new(), None),
-        Err(e) => {
-            return Err(e).with_context(|| format!("failed to read {}", replies_path.display()))
-        }
+        Err(e) if e.is_not_found() => (Vec::new(), None),
+        Err(e) => return Err(e.into()),
     };
     let log_path = dir.join(SERVE_LOG);
     let serve_log = (manifest.serve_log_source != "none" && log_path.is_file()).then_some(log_path);

@@ -10,19 +10,21 @@
 //! The holder says who it is inside the locked file itself (its PID, start time, command line,
 //! and once it runs, its supervisor's PID), so a waiter can say whom it waits for. A waiter
 //! names a holder only while that process still runs: text left by a holder that died (stale,
-//! since nobody cleared it) names nobody. A file that is not empty and not a holder's text, or
-//! not a regular file (a device node used as the lock), is only locked, never written.
+//! since nobody cleared it) names nobody. A file that is not empty and not a holder's text is
+//! only locked, never written. The lock is a regular file: a FIFO, a directory or a device is
+//! refused before it is opened (issue 30: opening a FIFO waits for its other end).
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::Read;
 use std::os::fd::{AsFd, BorrowedFd};
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
+use crate::archive::safe_open;
 use crate::clock;
 use crate::live::supervise::{proc_stat, process_running};
 
@@ -147,7 +149,28 @@ fn write_holder(file: &File, holder: &Holder) {
 /// Who holds `lock` now, as the text in it says (whether or not that process still runs);
 /// `None` when it holds no holder text.
 pub fn current_holder(lock: &Path) -> Option<Holder> {
-    read_holder(&File::open(lock).ok()?)
+    read_holder(&safe_open::open_read(lock).ok()?)
+}
+
+/// Open (creating when absent) the hold's lock file: a regular file only, and never a wait on
+/// a FIFO put at its path (issue 30): `--hold` was checked before the run, this is the open.
+fn open_lock(path: &Path) -> Result<File> {
+    let mut options = OpenOptions::new();
+    options.read(true).write(true);
+    match safe_open::open(path, &options, safe_open::Want::Regular) {
+        Err(e) if e.is_not_found() => {
+            let file = options
+                .create(true)
+                .truncate(false)
+                .custom_flags((nix::fcntl::OFlag::O_NONBLOCK | nix::fcntl::OFlag::O_NOCTTY).bits())
+                .open(path)?;
+            if !file.metadata()?.is_file() {
+                bail!("{} is not a regular file", path.display());
+            }
+            Ok(file)
+        }
+        r => Ok(r?),
+    }
 }
 
 /// How taking the hold came out.
@@ -169,12 +192,7 @@ pub async fn take(path: &Path, timeout: Duration, argv: &[String]) -> Result<Tak
     let start = Instant::now();
     let mut said: Option<String> = None;
     loop {
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .read(true)
-            .write(true)
-            .open(path)
+        let file = open_lock(path)
             .with_context(|| format!("failed to open the hold file {}", path.display()))?;
         match file.try_lock() {
             Ok(()) => {

@@ -6,14 +6,19 @@
 //! verdict exists, failing to report it somewhere is said on stderr and never changes the exit
 //! code: result.json and the exit code always agree.
 
+use std::fs::{File, OpenOptions};
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+
+use nix::fcntl::OFlag;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
 use crate::archive::record::ReplyRecord;
 use crate::archive::rundir::{write_atomic, ResultFile};
+use crate::archive::safe_open::{self, Want};
 use crate::report::{self, prom, RunInfo};
 use crate::{console, say};
 
@@ -49,16 +54,16 @@ impl Outputs {
     /// file, and the step summary named by `GITHUB_STEP_SUMMARY`. Nothing is created or changed.
     pub fn check(args: &OutputArgs) -> Result<Outputs> {
         if let Some(path) = &args.junit {
-            check_writable(path).context("--junit")?;
+            check_output(path).context("--junit")?;
         }
         if let Some(path) = &args.prom {
-            check_writable(path).context("--prom")?;
+            check_output(path).context("--prom")?;
         }
         let step_summary = std::env::var_os(STEP_SUMMARY_VAR)
             .filter(|p| !p.is_empty())
             .map(PathBuf::from);
         if let Some(path) = &step_summary {
-            check_writable(path).context(STEP_SUMMARY_VAR)?;
+            check_output(path).context(STEP_SUMMARY_VAR)?;
         }
         Ok(Outputs {
             json: args.json,
@@ -98,28 +103,25 @@ impl Outputs {
             console::out(&report::human(verdict, report::colour_wanted()));
         }
         if let Some(path) = &self.junit {
-            if let Err(e) = write_atomic(path, &report::junit(verdict, run)) {
+            if let Err(e) = write_report(path, &report::junit(verdict, run)) {
                 say!("no JUnit report: {e:#}");
             }
         }
         // Atomically, as node_exporter's textfile collector asks: it may read the file at any
         // moment, and half a file is a scrape error.
         if let Some(path) = &self.prom {
-            if let Err(e) = write_atomic(path, prom::exposition(verdict, run).as_bytes()) {
+            if let Err(e) = write_report(path, prom::exposition(verdict, run).as_bytes()) {
                 say!("no Prometheus metrics: {e:#}");
             }
         }
         if let Some(path) = &self.step_summary {
-            let appended = std::fs::OpenOptions::new()
-                .append(true)
-                .create(true)
-                .open(path)
-                .and_then(|mut f| {
-                    f.write_all(report::markdown(verdict, replies, title).as_bytes())
-                });
+            let appended = open_appending(path).and_then(|mut f| {
+                f.write_all(report::markdown(verdict, replies, title).as_bytes())
+                    .map_err(anyhow::Error::from)
+            });
             if let Err(e) = appended {
                 say!(
-                    "no step summary: failed to append to {STEP_SUMMARY_VAR} {}: {e}",
+                    "no step summary: failed to append to {STEP_SUMMARY_VAR} {}: {e:#}",
                     path.display()
                 );
             }
@@ -135,19 +137,67 @@ pub fn dir_of(path: &Path) -> &Path {
     }
 }
 
-/// Whether `path` can be written as a report file: an existing file that opens for appending
-/// (which changes nothing), or a new name in an existing, writable directory.
-pub fn check_writable(path: &Path) -> Result<()> {
-    match std::fs::metadata(path) {
-        Ok(meta) if meta.is_dir() => bail!("{} is a directory, not a file", path.display()),
-        Ok(_) => {
-            std::fs::OpenOptions::new()
-                .append(true)
+/// Write a report to `path`: replaced atomically when it is a file (or absent), written
+/// straight into it when it is a terminal or /dev/null ([`check_output`] took nothing else):
+/// a rename over /dev/null would replace the device.
+pub fn write_report(path: &Path, bytes: &[u8]) -> Result<()> {
+    match safe_open::check(path, Want::Output)? {
+        Some(meta) if !meta.is_file() => {
+            let mut out = safe_open::open(path, OpenOptions::new().write(true), Want::Output)?;
+            out.write_all(bytes)
+                .with_context(|| format!("failed to write {}", path.display()))
+        }
+        _ => write_atomic(path, bytes),
+    }
+}
+
+/// Open `path` to append to it, creating it when absent: a file, a terminal or /dev/null,
+/// never a FIFO (whose open would wait for a reader).
+fn open_appending(path: &Path) -> Result<File> {
+    let mut options = OpenOptions::new();
+    options.append(true);
+    match safe_open::open(path, &options, Want::Output) {
+        Err(e) if e.is_not_found() => {
+            // Non-blocking even here: a FIFO put at the path since is refused (ENXIO), not
+            // waited on.
+            let file = options
+                .create(true)
+                .custom_flags((OFlag::O_NONBLOCK | OFlag::O_NOCTTY).bits())
                 .open(path)
+                .with_context(|| format!("failed to create {}", path.display()))?;
+            if !file.metadata()?.is_file() {
+                bail!("{} is not a file", path.display());
+            }
+            Ok(file)
+        }
+        r => Ok(r?),
+    }
+}
+
+/// Whether `path` can take a report (`--junit`, `--prom`, `GITHUB_STEP_SUMMARY`, `judge
+/// --svg`): as [`check_writable`], and a terminal or /dev/null too, which take it as it is
+/// written. Never blocks: a FIFO is refused before it is opened.
+pub fn check_output(path: &Path) -> Result<()> {
+    check_path(path, Want::Output)
+}
+
+/// Whether `path` can be written as a file the gate writes (the hold's lock file, compare's
+/// outputs): a regular file that opens for appending (which changes nothing), or a new name
+/// in an existing, writable directory. A FIFO, a device or a directory is refused before it
+/// is opened, so nothing blocks.
+pub fn check_writable(path: &Path) -> Result<()> {
+    check_path(path, Want::Regular)
+}
+
+fn check_path(path: &Path, want: Want) -> Result<()> {
+    match safe_open::check(path, want) {
+        Ok(Some(_)) => {
+            safe_open::open(path, OpenOptions::new().append(true), want)
                 .with_context(|| format!("{} cannot be written", path.display()))?;
             Ok(())
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+        Err(e @ safe_open::OpenError::NotAFile(..)) => Err(e.into()),
+        Ok(None) => {
             let dir = dir_of(path);
             if !dir.is_dir() {
                 bail!(
