@@ -493,3 +493,26 @@ fn prompts_from_dev_zero_or_a_sparse_2_gib_file_are_refused_within_a_heap_cap() 
         assert!(!out.exists());
     }
 }
+
+/// `--serve-log` naming a FIFO is refused from what it is, one line, exit 2, before anything:
+/// opening it to check would block (issue 30).
+#[test]
+fn a_fifo_given_as_the_serve_log_is_refused_without_blocking() {
+    let d = tempfile::tempdir().unwrap();
+    let fifo = d.path().join("serve.log");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let o = gate()
+        .args(["run", "--url", "http://127.0.0.1:9", "--serve-log"])
+        .arg(&fifo)
+        .arg("--out")
+        .arg(d.path().join("run"))
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{said}");
+    assert_eq!(said.lines().count(), 1, "{said}");
+    assert!(said.contains("--serve-log"), "{said}");
+    assert!(said.contains("is a FIFO"), "{said}");
+    assert!(!d.path().join("run").exists());
+}

@@ -535,14 +535,8 @@ fn raise_open_files(streams: usize) -> Result<()> {
 /// Whether `path` is a file this process can read: the attached serve's log is read after the
 /// replies, and finding it missing then would lose the run.
 fn check_readable(path: &Path) -> Result<()> {
-    let file =
-        std::fs::File::open(path).with_context(|| format!("failed to open {}", path.display()))?;
-    let meta = file
-        .metadata()
-        .with_context(|| format!("failed to read {}", path.display()))?;
-    if meta.is_dir() {
-        bail!("{} is a directory, not a log file", path.display());
-    }
+    // A FIFO or a device is refused from what it is, never opened to block (issue 30).
+    crate::archive::safe_open::open_read(path)?;
     Ok(())
 }
 
@@ -887,11 +881,11 @@ async fn read_serve_log(
     };
     let criteria = plan.criteria.clone();
     let read = tokio::task::spawn_blocking(move || -> Result<Option<LogScan>> {
-        let file = match std::fs::File::open(&path) {
+        let file = match crate::archive::safe_open::open_read(&path) {
             Ok(f) => f,
             // A serve that could not be started wrote nothing.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(e).with_context(|| format!("failed to read {}", path.display())),
+            Err(e) if e.is_not_found() => return Ok(None),
+            Err(e) => return Err(e.into()),
         };
         let size = file.metadata().map(|m| m.len()).unwrap_or(0);
         if size >= LARGE_LOG_BYTES {
