@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, bail, Result};
 use regex::Regex;
 use serde::Deserialize;
 
@@ -80,8 +80,14 @@ pub const PROFILE_MAX_BYTES: u64 = 1 << 20;
 
 /// Read a profile file: a regular file within [`PROFILE_MAX_BYTES`], opened without blocking.
 pub fn load(path: &Path) -> Result<Profile> {
-    let bytes = crate::archive::safe_open::read_capped(path, PROFILE_MAX_BYTES)
-        .with_context(|| format!("failed to read the profile {}", path.display()))?;
+    use crate::archive::safe_open::{read_capped, OpenError};
+    // One line, naming the path once: the system's word, or what the path is instead.
+    let bytes = read_capped(path, PROFILE_MAX_BYTES).map_err(|e| match e {
+        OpenError::Io(_, why) => {
+            anyhow!("failed to read the profile {}: {why}", path.display())
+        }
+        other => anyhow!("the profile: {other}"),
+    })?;
     let text = String::from_utf8(bytes)
         .map_err(|_| anyhow!("the profile {} is not UTF-8 text", path.display()))?;
     toml::from_str(&text).map_err(|e| {

@@ -346,12 +346,14 @@ fn read_optional_json<T: serde::de::DeserializeOwned>(
 /// load.json only means no load line.
 pub fn load_archive(dir: &Path) -> Result<Archive> {
     let manifest_path = dir.join(MANIFEST);
-    let text = read_run_file(&manifest_path, MANIFEST).with_context(|| {
-        format!(
-            "failed to read {}: is {} a run directory?",
+    // One line naming run.json once: the system's word, or what the path is instead.
+    let text = read_run_file(&manifest_path, MANIFEST).map_err(|e| match e {
+        OpenError::Io(_, why) => anyhow::anyhow!(
+            "failed to read {}: is {} a run directory?: {why}",
             manifest_path.display(),
             dir.display()
-        )
+        ),
+        other => anyhow::anyhow!("{other}"),
     })?;
     let manifest = parse_manifest(&text)
         .with_context(|| format!("failed to read {}", manifest_path.display()))?;
