@@ -510,7 +510,8 @@ fn a_counter_that_is_no_counter_is_refused_at_once_and_an_endless_one_is_not_rea
     std::fs::write(&words, "busy\n").unwrap();
     for (counter, says) in [
         (words.to_str().unwrap(), "does not hold a number"),
-        ("/dev/zero", "does not hold a number"),
+        // Refused from what it is, before a byte is read (issue 30).
+        ("/dev/zero", "/dev/zero is a character device, not a file"),
         ("/nonexistent/npu_busy_time_us", "failed to open"),
     ] {
         let o = gate()
