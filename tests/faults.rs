@@ -672,6 +672,36 @@ fn a_real_10_mb_chunk_passes_and_its_content_is_judged() {
     assert!(reply["content"].as_str().unwrap().starts_with("Paris. ok"));
 }
 
+/// Replies are archived whole and judged by their heads: eight replies of 10 MB each keep the
+/// gate under its memory cap (they once all stayed in memory: 80 MB), and `judge` reads the
+/// archive to the same verdict. The answer to "2 + 2" comes after the 10 MB chunk, past the
+/// judged head, and the content line says so.
+#[test]
+fn many_large_replies_are_archived_whole_and_judged_by_their_heads() {
+    // check_bounds holds the gate's peak RSS under RSS_CAP_KIB.
+    let f = Fault::run(
+        &["--replies", "8"],
+        &["--tokens", "3", "--big-chunk", "10000000"],
+    );
+    for i in 0..8 {
+        assert!(f.reply(i)["content"].as_str().unwrap().len() > 10_000_000);
+    }
+    let content = f.line("content").to_string();
+    assert!(
+        content.contains("reply 2 said \"2 ok ok")
+            && content.contains(
+                "which does not match /\\b4\\b/ in its first 256 KiB (the most of a reply's text the gate judges; it sent 1000"
+            )
+            && !content.contains("reply 1 "),
+        "{content}"
+    );
+    let judged = gate_judge_lines(&f.out);
+    assert!(
+        judged.iter().any(|l| l == &content),
+        "judge: {judged:?}\nrun: {content}"
+    );
+}
+
 #[test]
 fn text_past_the_cap_on_one_reply_fails_and_a_failed_reply_keeps_its_head() {
     // Three chunks of 7 MB: 21 MB of text, over the 16 MiB cap, in every reply of three.

@@ -2,7 +2,7 @@
 //! last lines quoted, and a signal while it is read is the run's interruption. (issue 14,
 //! items 3 and 6)
 
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -56,11 +56,29 @@ fn a_huge_log_is_matched_as_a_stream_in_bounded_memory() {
             .contains("ok    the serve log names the fast route, not the slow one"),
         "{stdout}"
     );
+    // The flood's middle is dropped, marked, and counted; its head and its tail are kept.
     let log_bytes = std::fs::metadata(out.join("serve.log")).unwrap().len();
-    assert!(log_bytes > 256 << 20, "{log_bytes}");
-    let rss_kib = json(&out.join("run.json"))["gate_max_rss_kib"]
-        .as_u64()
-        .unwrap();
+    assert!(
+        log_bytes <= (64 << 20) + 4096,
+        "serve.log holds {log_bytes} bytes"
+    );
+    let manifest = json(&out.join("run.json"));
+    let kept = &manifest["serve_log_kept"];
+    assert!(kept["bytes"].as_u64().unwrap() > 256 << 20, "{kept}");
+    assert!(
+        kept["dropped"].as_u64().unwrap() >= (256 << 20) - (64 << 20),
+        "{kept}"
+    );
+    let marker = format!(
+        "[npu-serve-smoke: {} bytes of the serve's output were dropped here",
+        kept["dropped"]
+    );
+    let log = std::fs::read(out.join("serve.log")).unwrap();
+    assert!(
+        log.windows(marker.len()).any(|w| w == marker.as_bytes()),
+        "no marker {marker:?} in serve.log"
+    );
+    let rss_kib = manifest["gate_max_rss_kib"].as_u64().unwrap();
     assert!(rss_kib < 64 * 1024, "the gate's peak RSS was {rss_kib} KiB");
     // judge reads the archive's log the same way.
     let o = gate()
@@ -124,7 +142,7 @@ fn a_signal_while_the_log_is_read_interrupts_the_run() {
     args.push(serve.display().to_string());
     args.extend(["--port", "{port}", "--tokens", "3"].map(String::from));
     let mut g = Running::start(&args);
-    g.wait_to_say("reading the serve log (384 MiB)", Duration::from_secs(120));
+    g.wait_to_say("reading the serve log (", Duration::from_secs(120));
     let signalled = Instant::now();
     g.signal(Signal::SIGTERM);
     assert_eq!(g.wait(Duration::from_secs(60)), Some(143), "{}", g.said);
@@ -151,4 +169,67 @@ fn a_signal_while_the_log_is_read_interrupts_the_run() {
         "{route}"
     );
     assert_eq!(json(&out.join("run.json"))["interrupted"], "SIGTERM");
+}
+
+/// The serve's output is a pipe the gate copies: the serve cannot name the run directory from
+/// its own descriptors, and what is put at serve.log's name meanwhile (a FIFO here) is neither
+/// waited on nor read: the log is judged from the descriptor the gate wrote it through.
+#[test]
+fn the_serve_writes_into_a_pipe_and_its_log_is_read_from_the_gates_own_descriptor() {
+    let (d, out) = scratch();
+    let fds = d.path().join("fds");
+    let serve = serve_script(
+        d.path(),
+        &format!(
+            "echo 'load_tensors: NPU buffer'\nreadlink /proc/self/fd/2 > '{}'",
+            fds.display()
+        ),
+        &format!(
+            "rm -f \"$GATE_OUT/serve.log\" && mkfifo \"$GATE_OUT/serve.log\"\nexec {BIN} stand-in \"$@\""
+        ),
+    );
+    let o = gate()
+        .env("GATE_OUT", &out)
+        .args(["run", "--replies", "1", "--out"])
+        .arg(&out)
+        .args(UNFLIPPABLE)
+        .args([
+            "--fast-route",
+            "^load_tensors: NPU",
+            "--slow-route",
+            "CPU_Mapped",
+        ])
+        .arg("--")
+        .arg(&serve)
+        .args(["--port", "{port}", "--tokens", "3"])
+        .timeout(LONG)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        line(&stdout, "route")
+            .contains("ok    the serve log names the fast route, not the slow one"),
+        "{stdout}"
+    );
+    let named = std::fs::read_to_string(&fds).unwrap();
+    assert!(
+        named.starts_with("pipe:["),
+        "the serve's stderr was {named:?}"
+    );
+    assert!(
+        std::fs::symlink_metadata(out.join("serve.log"))
+            .unwrap()
+            .file_type()
+            .is_fifo(),
+        "the FIFO the serve made is still there, unread"
+    );
+    let manifest = json(&out.join("run.json"));
+    assert_eq!(manifest["serve_log_kept"]["dropped"], 0, "{manifest}");
+    assert!(manifest["serve_log_kept"]["bytes"].as_u64().unwrap() > 0);
 }

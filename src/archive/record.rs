@@ -105,9 +105,10 @@ pub struct ReplyRecord {
     pub cached_prompt_tokens: Option<u64>,
     /// What went wrong, when the reply did not complete cleanly.
     pub error: Option<String>,
-    /// How much text a failed reply had before `content` and `reasoning` were cut to their
-    /// heads (a failed reply's text is quoted, never judged, and must not hold the gate's
-    /// memory for the rest of the run); absent when nothing was cut.
+    /// How much text a reply had before `content` and `reasoning` were cut to their heads: a
+    /// failed reply's in the archive too (its text is quoted, never judged, and must not hold
+    /// the gate's memory for the rest of the run), any reply's in memory once archived
+    /// ([`JUDGED_TEXT`]); absent when nothing was cut.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text_cut: Option<TextCut>,
     /// Figures derived from the above when the reply was recorded (informational).
@@ -159,7 +160,7 @@ impl ReplyRecord {
     }
 }
 
-/// The sizes of a failed reply's text before it was cut.
+/// The sizes of a reply's text before it was cut.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TextCut {
     /// Bytes of answer text received.
@@ -168,7 +169,42 @@ pub struct TextCut {
     pub reasoning_bytes: usize,
 }
 
+/// Bytes of each text channel (answer, reasoning) a reply's record keeps in memory once it is
+/// archived, and all that judging reads of it, in `run` and in `judge` alike: every check
+/// (the expected pattern, the comparison of repeats, the quotes) is decided far inside it,
+/// and twelve replies of 10 MB no longer hold 165 MiB of the gate's memory (issue 30). The
+/// archive keeps the whole text.
+pub const JUDGED_TEXT: usize = 256 << 10;
+
 impl ReplyRecord {
+    /// Cut `content` and `reasoning` to their first `keep` bytes each (at a character's
+    /// boundary), recording in `text_cut` how much there was; nothing when both fit.
+    pub fn cut_text(&mut self, keep: usize) {
+        if self.content.len() <= keep && self.reasoning.len() <= keep {
+            return;
+        }
+        let before = self.text_cut.unwrap_or(TextCut {
+            content_bytes: self.content.len(),
+            reasoning_bytes: self.reasoning.len(),
+        });
+        self.text_cut = Some(before);
+        for text in [&mut self.content, &mut self.reasoning] {
+            if text.len() > keep {
+                let mut cut = keep;
+                while !text.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                // A new string, not a truncated one: truncating keeps the whole allocation.
+                *text = text[..cut].to_string();
+            }
+        }
+    }
+
+    /// Keep in memory only what judging reads of this reply's text ([`JUDGED_TEXT`]).
+    pub fn keep_judged_text(&mut self) {
+        self.cut_text(JUDGED_TEXT);
+    }
+
     /// Why this record cannot be of a run the gate made, if it cannot: the gate stamps the send
     /// before the request goes, each chunk as its read returns and the end after the stream, all
     /// on one monotonic clock. A chunk before the send gave a first token of 0 ms (the reply
@@ -440,6 +476,10 @@ pub struct RunManifest {
     pub clock: ClockInfo,
     /// Where serve.log came from: `captured`, `copied from PATH`, or `none`.
     pub serve_log_source: String,
+    /// How much the serve wrote, and how much of its middle serve.log dropped to keep its head
+    /// and its tail (absent for runs from before the cap, and while the run is going).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serve_log_kept: Option<ServeLogKept>,
     /// How the serve came up.
     pub startup: Option<Startup>,
     /// How the serve was stopped (absent when nothing was launched).
@@ -499,6 +539,16 @@ pub struct RunManifest {
     /// it was recorded). result.json's list is the whole one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_archived: Vec<NotArchived>,
+}
+
+/// What serve.log kept of what the serve (or the attached serve's log) wrote: the head and the
+/// tail, with a marker line between them where bytes were dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServeLogKept {
+    /// Every byte written.
+    pub bytes: u64,
+    /// The bytes dropped from the middle (0 when serve.log is whole).
+    pub dropped: u64,
 }
 
 /// A file of the run directory the gate failed to write (no space, a read-only or removed

@@ -232,10 +232,12 @@ impl RunDir {
         append().with_context(|| format!("failed to write {}", path.display()))
     }
 
-    /// Open serve.log for the serve to write into directly, as its output arrives.
+    /// Open serve.log for the gate to copy the serve's output into, and to read it back from
+    /// the same descriptor: the serve never has it (its output comes through a pipe).
     pub fn open_serve_log(&self) -> Result<File> {
         let path = self.path.join(SERVE_LOG);
         OpenOptions::new()
+            .read(true)
             .create(true)
             .append(true)
             .open(&path)
@@ -484,6 +486,9 @@ pub fn parse_replies(bytes: &[u8]) -> Result<Vec<ReplyRecord>> {
                 r.name()
             );
         }
+        // What the live run judged of it, no more: `run` and `judge` agree.
+        let mut r = r;
+        r.keep_judged_text();
         replies.push(r);
     }
     Ok(replies)

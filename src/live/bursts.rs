@@ -128,6 +128,7 @@ pub async fn make_bursts(
                     failed |= reply.error.is_some();
                     first_text.wake();
                     rec.reply(&reply);
+                    reply.keep_judged_text();
                     replies.push(reply);
                 }
                 scraped = &mut during, if during_pending => {

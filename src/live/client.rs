@@ -27,7 +27,7 @@ use serde_json::json;
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
-use crate::archive::record::{BurstSlot, ChunkArrival, ReplyRecord, TextCut};
+use crate::archive::record::{BurstSlot, ChunkArrival, ReplyRecord};
 use crate::clock;
 use crate::judging::verdict::quote;
 use crate::live::stamped::{StampedStream, Stamps};
@@ -451,23 +451,7 @@ pub const FAILED_TEXT_KEPT: usize = 64 << 10;
 /// Cut a failed reply's text to its first [`FAILED_TEXT_KEPT`] bytes a channel, recording
 /// how much there was.
 fn cut_failed_text(rec: &mut ReplyRecord) {
-    if rec.content.len() <= FAILED_TEXT_KEPT && rec.reasoning.len() <= FAILED_TEXT_KEPT {
-        return;
-    }
-    rec.text_cut = Some(TextCut {
-        content_bytes: rec.content.len(),
-        reasoning_bytes: rec.reasoning.len(),
-    });
-    for text in [&mut rec.content, &mut rec.reasoning] {
-        if text.len() > FAILED_TEXT_KEPT {
-            let mut cut = FAILED_TEXT_KEPT;
-            while !text.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            // A new string, not a truncated one: truncating keeps the whole allocation.
-            *text = text[..cut].to_string();
-        }
-    }
+    rec.cut_text(FAILED_TEXT_KEPT);
 }
 
 /// Bytes kept of the body of an HTTP error answer, to quote it.
@@ -982,7 +966,7 @@ mod tests {
         assert_eq!(rec.reasoning, "r");
         assert_eq!(
             rec.text_cut,
-            Some(TextCut {
+            Some(crate::archive::record::TextCut {
                 content_bytes: 2 * FAILED_TEXT_KEPT,
                 reasoning_bytes: 1
             })

@@ -118,6 +118,7 @@ impl Sampler {
             base_ns,
             criteria.route_device(),
             criteria.device_busy(),
+            criteria.route_patterns(),
         );
         let procs = process_cpu();
         let mut s = Sampler {

@@ -12,7 +12,7 @@ use futures_util::FutureExt;
 
 use crate::archive::record::{
     BinaryInfo, ClockInfo, ConcurrencyPlan, Limits, LoadSnapshot, MetricsRecord, ReplyRecord,
-    RunManifest, Sampling, SoakRecord, Startup, UnaskedEnd, UnaskedWhen, SCHEMA,
+    RunManifest, Sampling, ServeLogKept, SoakRecord, Startup, UnaskedEnd, UnaskedWhen, SCHEMA,
 };
 use crate::archive::rundir::BaselineRun;
 use crate::archive::rundir::{self, Archive, ResultFile, RunDir};
@@ -25,6 +25,7 @@ use crate::live::client::{Client, Probe, ReplyRequest};
 use crate::live::conditions;
 use crate::live::conditions::{Sampler, ServeTree};
 use crate::live::hold::{self, Hold, Taken};
+use crate::live::log_pipe::{self, Copied, LogPipe};
 use crate::live::recorder::Recorder;
 use crate::live::route_probe;
 use crate::live::run_args::{self, RunSettings, DEFAULT_ROUNDS};
@@ -609,6 +610,7 @@ async fn execute(plan: Plan) -> Result<u8> {
             name: "CLOCK_MONOTONIC".to_string(),
             base_ns,
         },
+        serve_log_kept: None,
         serve_log_source: match &plan.launch {
             Launch::Spawn { .. } => "captured".to_string(),
             Launch::Attach { serve_log: None } => "none".to_string(),
@@ -641,8 +643,8 @@ async fn execute(plan: Plan) -> Result<u8> {
     // The first write of run.json and the serve's log file are made here, before anything is
     // held or started: a run directory that cannot take them is exit 2 with nothing started.
     dir.write_json(rundir::MANIFEST, &manifest)?;
-    let serve_log_file = match &plan.launch {
-        Launch::Spawn { .. } => Some(dir.open_serve_log()?),
+    let serve_log_pipe = match &plan.launch {
+        Launch::Spawn { .. } => Some(LogPipe::start(dir.open_serve_log()?)?),
         Launch::Attach { .. } => None,
     };
     let dir_path = dir.path().to_path_buf();
@@ -656,7 +658,7 @@ async fn execute(plan: Plan) -> Result<u8> {
     // drops the work wherever it is, loses none of them.
     let mut serve = None;
     let mut progress = Progress {
-        serve_log: serve_log_file,
+        serve_log: serve_log_pipe,
         ..Progress::default()
     };
     let work = measure_serve(
@@ -716,6 +718,11 @@ async fn execute(plan: Plan) -> Result<u8> {
             h.released_ns = Some(clock::now_ns());
         }
     }
+    // Once the serve's tree is gone: what the pipe still holds goes into serve.log.
+    let copied = match progress.serve_log.take() {
+        Some(pipe) => Some(finish_serve_log(pipe, &rec, &mut manifest).await),
+        None => None,
+    };
     let mut route = None;
     if let Some(sampler) = progress.sampler.take() {
         let mut record = sampler.route();
@@ -732,7 +739,14 @@ async fn execute(plan: Plan) -> Result<u8> {
     if interrupted.is_none() {
         interrupted = interrupts.recv().now_or_never();
     }
-    let serve_log = read_serve_log(&plan, &rec, &mut interrupted, &mut interrupts).await;
+    let serve_log = read_serve_log(
+        &plan,
+        &rec,
+        copied.as_ref(),
+        &mut interrupted,
+        &mut interrupts,
+    )
+    .await;
     if manifest.startup.is_none() && interrupted.is_some() {
         manifest.startup = Some(Startup::Interrupted);
     }
@@ -831,6 +845,37 @@ fn crashed_while_stopping(p: &mut ServeProcess) -> Option<UnaskedEnd> {
     })
 }
 
+/// Finish serve.log once the serve's tree is gone, and record what it kept: the counts in
+/// run.json, a line when the middle of a flood was dropped, and a failed write as a file not
+/// archived.
+async fn finish_serve_log(pipe: LogPipe, rec: &Recorder, manifest: &mut RunManifest) -> Copied {
+    let copied = tokio::task::spawn_blocking(move || pipe.finish())
+        .await
+        .unwrap_or_else(|_| Copied {
+            log: None,
+            seen: 0,
+            dropped: 0,
+            error: Some("the serve log's copier failed".to_string()),
+        });
+    manifest.serve_log_kept = Some(ServeLogKept {
+        bytes: copied.seen,
+        dropped: copied.dropped,
+    });
+    if copied.dropped > 0 {
+        crate::say!(
+            "the serve wrote {} MiB of output; serve.log keeps its first {} MiB and its last {} MiB, with a marker where the {} MiB between were dropped",
+            copied.seen >> 20,
+            log_pipe::HEAD_BYTES >> 20,
+            (copied.seen - log_pipe::HEAD_BYTES - copied.dropped) >> 20,
+            copied.dropped >> 20
+        );
+    }
+    if let Some(error) = &copied.error {
+        rec.not_archived(rundir::SERVE_LOG, error.clone());
+    }
+    copied
+}
+
 /// A serve log at least this large is announced before it is read.
 const LARGE_LOG_BYTES: u64 = 16 << 20;
 
@@ -842,15 +887,29 @@ const LARGE_LOG_BYTES: u64 = 16 << 20;
 async fn read_serve_log(
     plan: &Plan,
     rec: &Recorder,
+    copied: Option<&Copied>,
     interrupted: &mut Option<nix::sys::signal::Signal>,
     interrupts: &mut Interrupts,
 ) -> Option<LogScan> {
+    // The launched serve's log is read through the descriptor the gate wrote it with.
     let copy_from = match &plan.launch {
         Launch::Attach { serve_log: None } => return None,
         Launch::Attach {
             serve_log: Some(path),
-        } => Some(path.clone()),
-        Launch::Spawn { .. } => None,
+        } => path.clone(),
+        Launch::Spawn { .. } => {
+            let copied = copied?;
+            let kept = copied.seen - copied.dropped;
+            if kept >= LARGE_LOG_BYTES {
+                // Reading takes a while at this size: say what the gate is doing.
+                crate::say!("reading the serve log ({} MiB)", kept >> 20);
+            }
+            let reader = match copied.reader() {
+                Ok(r) => r,
+                Err(e) => return Some(LogScan::unread(format!("{e:#}"))),
+            };
+            return scan_serve_log(plan, reader, "serve.log", interrupted, interrupts).await;
+        }
     };
     let unread = "the run was interrupted before the serve log was read";
     if interrupted.is_some() {
@@ -860,41 +919,50 @@ async fn read_serve_log(
     // The attached serve's log is copied into the run by the writer, and read from the copy,
     // as `judge` will read it; a copy that failed is not the verdict's concern: the log is
     // read where it is.
-    let path = match copy_from {
-        Some(from) => {
-            rec.copy_serve_log(&from);
-            let copied = tokio::select! {
-                failed = rec.flush() => !failed.iter().any(|f| f.file == rundir::SERVE_LOG),
-                sig = interrupts.recv() => {
-                    crate::say!("{sig}: stopping");
-                    *interrupted = Some(sig);
-                    return Some(LogScan::unread(unread));
-                }
-            };
-            if copied {
-                archived
-            } else {
-                from
-            }
+    rec.copy_serve_log(&copy_from);
+    let copied = tokio::select! {
+        failed = rec.flush() => !failed.iter().any(|f| f.file == rundir::SERVE_LOG),
+        sig = interrupts.recv() => {
+            crate::say!("{sig}: stopping");
+            *interrupted = Some(sig);
+            return Some(LogScan::unread(unread));
         }
-        None => archived,
     };
+    let path = if copied { archived } else { copy_from };
+    let file = match crate::archive::safe_open::open_read(&path) {
+        Ok(f) => f,
+        Err(e) => return Some(LogScan::unread(format!("{e:#}"))),
+    };
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    if size >= LARGE_LOG_BYTES {
+        // Reading takes a while at this size: say what the gate is doing.
+        crate::say!("reading the serve log ({} MiB)", size >> 20);
+    }
+    // Never past what a copy keeps: a log that grows while it is read is not followed.
+    let reader = std::io::Read::take(file, log_pipe::readable_bytes());
+    let name = path.display().to_string();
+    scan_serve_log(plan, reader, &name, interrupted, interrupts).await
+}
+
+/// Scan the serve's log for the verdict on a thread of its own, while signals are still heard:
+/// one that comes meanwhile is the run's interruption, and the log is left unread.
+async fn scan_serve_log(
+    plan: &Plan,
+    reader: impl std::io::Read + Send + 'static,
+    name: &str,
+    interrupted: &mut Option<nix::sys::signal::Signal>,
+    interrupts: &mut Interrupts,
+) -> Option<LogScan> {
+    let unread = "the run was interrupted before the serve log was read";
+    if interrupted.is_some() {
+        return Some(LogScan::unread(unread));
+    }
     let criteria = plan.criteria.clone();
+    let name = name.to_string();
     let read = tokio::task::spawn_blocking(move || -> Result<Option<LogScan>> {
-        let file = match crate::archive::safe_open::open_read(&path) {
-            Ok(f) => f,
-            // A serve that could not be started wrote nothing.
-            Err(e) if e.is_not_found() => return Ok(None),
-            Err(e) => return Err(e.into()),
-        };
-        let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-        if size >= LARGE_LOG_BYTES {
-            // Reading takes a while at this size: say what the gate is doing.
-            crate::say!("reading the serve log ({} MiB)", size >> 20);
-        }
         let scan = criteria
-            .scan_log(file)
-            .with_context(|| format!("failed to read {}", path.display()))?;
+            .scan_log(reader)
+            .with_context(|| format!("failed to read {name}"))?;
         Ok(Some(scan))
     });
     tokio::select! {
@@ -914,8 +982,9 @@ async fn read_serve_log(
 /// What the measuring phase has that run.json does not hold.
 #[derive(Debug, Default)]
 struct Progress {
-    /// The launched serve's serve.log, opened before anything was held or started.
-    serve_log: Option<std::fs::File>,
+    /// The pipe the launched serve's output comes through into serve.log, made (and serve.log
+    /// opened) before anything was held or started.
+    serve_log: Option<LogPipe>,
     hold: Option<Hold>,
     load: Option<LoadSnapshot>,
     sampler: Option<Sampler>,
@@ -966,8 +1035,14 @@ async fn measure_serve(
                 let log = progress
                     .serve_log
                     .as_ref()
-                    .context("the serve's log file was not opened before the launch")?;
-                match ServeProcess::spawn(argv, log, progress.hold.as_mut()) {
+                    .and_then(LogPipe::serve_end)
+                    .context("the serve's log pipe was not made before the launch")?;
+                let spawned = ServeProcess::spawn(argv, log, progress.hold.as_mut());
+                // The supervisor has its own copy: the pipe ends when the serve's tree is gone.
+                if let Some(pipe) = progress.serve_log.as_mut() {
+                    pipe.close_serve_end();
+                }
+                match spawned {
                     Ok(p) => {
                         crate::say!("started the serve (pid {})", p.pid());
                         manifest.serve_pid = Some(p.pid());
@@ -1275,7 +1350,7 @@ async fn one_reply(
 /// Append a finished reply to replies.jsonl and the run's replies. When it failed and the
 /// serve has exited, how the serve died.
 async fn keep_reply(
-    reply: ReplyRecord,
+    mut reply: ReplyRecord,
     rec: &Recorder,
     serve: &mut Option<ServeProcess>,
     replies: &mut Vec<ReplyRecord>,
@@ -1283,6 +1358,8 @@ async fn keep_reply(
     let failed = reply.error.is_some();
     let index = reply.index;
     rec.reply(&reply);
+    // The archive has the whole text; the verdict reads no more than this of it.
+    reply.keep_judged_text();
     replies.push(reply);
     if failed {
         if let Some(status) = ServeProcess::exit_after_failure(serve).await {

@@ -1,5 +1,5 @@
-//! Live: all the I/O of a run. Its orchestration ([`gate`]), the serve's process ([`serve`])
-//! and its supervisor ([`supervise`]), the device hold ([`hold`]), signals ([`signals`]), the
+//! Live: all the I/O of a run. Its orchestration ([`gate`]), the serve's process ([`serve`]),
+//! its supervisor ([`supervise`]) and the pipe its output is copied from ([`log_pipe`]), the device hold ([`hold`]), signals ([`signals`]), the
 //! HTTP client ([`client`]) and the stamped socket under it ([`stamped`]), and the sampler of
 //! the box's conditions ([`conditions`]), which also reads the route evidence of the serve's
 //! process tree ([`route_probe`]) and the throttling evidence of the CPUs and the device
@@ -15,6 +15,7 @@ pub mod client;
 pub mod conditions;
 pub mod gate;
 pub mod hold;
+pub mod log_pipe;
 pub mod provenance;
 pub mod recorder;
 pub mod route_probe;

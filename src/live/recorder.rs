@@ -34,6 +34,9 @@ enum Job {
     Whole { name: &'static str, bytes: Vec<u8> },
     /// Copy an attached serve's log into serve.log, as a stream.
     CopyLog { from: PathBuf },
+    /// A file of the run that another thread failed to write (serve.log, copied from the
+    /// serve's pipe), remembered with the writer's own failures.
+    Failed { name: &'static str, error: String },
     /// A line for stderr, said while the writer runs.
     Say(String),
     /// Answer with what could not be written so far, once every job before this one is done.
@@ -120,6 +123,11 @@ impl Recorder {
         });
     }
 
+    /// Remember that `name`, which another thread writes, could not be written, and why.
+    pub fn not_archived(&self, name: &'static str, error: String) {
+        self.send(Job::Failed { name, error });
+    }
+
     /// Once every write asked so far is done: what could not be written (empty when all went
     /// through). Awaited, so signals are still heard while a slow disk catches up.
     pub async fn flush(&self) -> Vec<NotArchived> {
@@ -198,6 +206,7 @@ impl Writer {
                     let copied = rundir::copy_serve_log(self.dir.path(), &from);
                     self.settle(rundir::SERVE_LOG, copied);
                 }
+                Job::Failed { name, error } => self.settle(name, Err(anyhow::anyhow!(error))),
                 Job::Say(line) => {
                     crate::console::err_line_direct(&line);
                 }

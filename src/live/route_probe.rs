@@ -24,7 +24,7 @@
 //! drivers (`drm-engine-<name>: N ns`) are not among procfs's typed fields, so an fdinfo file is
 //! read as text here.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 
 use procfs::process::{FDTarget, MMPermissions, MMapPath, MemoryMap, Process};
 use regex::Regex;
@@ -38,6 +38,13 @@ use crate::judging::verdict::BusySource;
 pub const MAX_PROCESSES: usize = 256;
 /// The most paths recorded per process, for maps and for open files each.
 pub const MAX_PATHS: usize = 4096;
+/// The most bytes of names (mapped and open paths) kept over the whole tree, the names the
+/// route patterns match aside: a serve whose helpers hold many files, each with a long name,
+/// once made these lists 426 MiB (17 GB by the per-process caps alone). Past it a process is
+/// marked `truncated`, and keeps the names the patterns match.
+pub const MAX_NAME_BYTES: usize = 2 << 20;
+/// The most names a process keeps that the route patterns match, past [`MAX_NAME_BYTES`].
+const MAX_MATCHING: usize = 256;
 /// The most problems recorded.
 const MAX_PROBLEMS: usize = 32;
 /// The most fds of one process looked at in one sample.
@@ -49,8 +56,8 @@ const COUNTER_FILE_MAX: u64 = 64 * 1024;
 #[derive(Debug)]
 struct Seen {
     record: ProcessRecord,
-    maps: HashSet<String>,
-    open: HashSet<String>,
+    /// Names it keeps that the route patterns match, for [`MAX_MATCHING`].
+    matching: usize,
     /// Its fds whose file matched `--route-device` when last read.
     device_fds: Vec<i32>,
 }
@@ -65,6 +72,10 @@ pub struct RouteProbe {
     base_ns: u64,
     device: Option<Regex>,
     busy: Option<BusySource>,
+    /// The route patterns: names they match are kept past the budget.
+    patterns: Vec<Regex>,
+    /// Bytes of names that may still be kept ([`MAX_NAME_BYTES`]).
+    name_bytes_left: usize,
     seen: Vec<Seen>,
     index: HashMap<u32, usize>,
     tree: BTreeSet<u32>,
@@ -75,13 +86,14 @@ pub struct RouteProbe {
 
 impl RouteProbe {
     /// Start: walk the tree under `root`, read every process's maps and open files, and take
-    /// the busy counter's first reading.
+    /// the busy counter's first reading. Names `patterns` match are kept first.
     pub fn start(
         root: Option<u32>,
         subreaper: Option<u32>,
         base_ns: u64,
         device: Option<&Regex>,
         busy: Option<&BusySource>,
+        patterns: Vec<Regex>,
     ) -> RouteProbe {
         let mut probe = RouteProbe {
             root,
@@ -89,6 +101,8 @@ impl RouteProbe {
             base_ns,
             device: device.cloned(),
             busy: busy.cloned(),
+            patterns,
+            name_bytes_left: MAX_NAME_BYTES,
             seen: Vec::new(),
             index: HashMap::new(),
             tree: BTreeSet::new(),
@@ -233,8 +247,7 @@ impl RouteProbe {
                 open_kinds: Some(Default::default()),
                 ..ProcessRecord::default()
             },
-            maps: HashSet::new(),
-            open: HashSet::new(),
+            matching: 0,
             device_fds: Vec::new(),
         });
         Some(self.seen.len() - 1)
@@ -251,12 +264,19 @@ impl RouteProbe {
                         continue;
                     };
                     let path = path.display().to_string();
-                    if !keep(
-                        &mut seen.maps,
-                        &mut seen.record.maps,
-                        &mut seen.record.truncated,
-                        path.clone(),
-                    ) {
+                    let known = kinds.contains_key(&path);
+                    if !known
+                        && !keep(
+                            &mut Budget {
+                                bytes_left: &mut self.name_bytes_left,
+                                matching: &mut seen.matching,
+                                patterns: &self.patterns,
+                            },
+                            &mut seen.record.maps,
+                            &mut seen.record.truncated,
+                            &path,
+                        )
+                    {
                         continue;
                     }
                     let kind = kinds.entry(path.clone()).or_default();
@@ -292,12 +312,18 @@ impl RouteProbe {
                 continue;
             };
             let path = path.display().to_string();
-            if !keep(
-                &mut seen.open,
-                &mut seen.record.open,
-                &mut seen.record.truncated,
-                path.clone(),
-            ) {
+            if !kinds.contains_key(&path)
+                && !keep(
+                    &mut Budget {
+                        bytes_left: &mut self.name_bytes_left,
+                        matching: &mut seen.matching,
+                        patterns: &self.patterns,
+                    },
+                    &mut seen.record.open,
+                    &mut seen.record.truncated,
+                    &path,
+                )
+            {
                 continue;
             }
             // Stat'ed once a path; again while it could not be (closed between the link's read
@@ -359,22 +385,29 @@ impl RouteProbe {
     }
 }
 
-/// Keep `path` once in `list`, up to [`MAX_PATHS`]: whether it is in the list.
-fn keep(
-    set: &mut HashSet<String>,
-    list: &mut Vec<String>,
-    truncated: &mut bool,
-    path: String,
-) -> bool {
-    if set.contains(&path) {
-        return true;
-    }
-    if list.len() >= MAX_PATHS {
+/// What a new name may take of the bounds on what is kept.
+struct Budget<'a> {
+    /// Bytes of names left over the whole tree.
+    bytes_left: &'a mut usize,
+    /// Names the process keeps that the patterns match.
+    matching: &'a mut usize,
+    patterns: &'a [Regex],
+}
+
+/// Keep `path`, not kept before, in `list`: up to [`MAX_PATHS`] names a list and
+/// [`MAX_NAME_BYTES`] over the tree, and past those, up to [`MAX_MATCHING`] names a process
+/// that the route patterns match (the evidence the verdict looks for is never crowded out).
+/// Whether it was kept; a name left out marks the process `truncated`.
+fn keep(budget: &mut Budget<'_>, list: &mut Vec<String>, truncated: &mut bool, path: &str) -> bool {
+    if list.len() < MAX_PATHS && path.len() <= *budget.bytes_left {
+        *budget.bytes_left -= path.len();
+    } else if *budget.matching < MAX_MATCHING && budget.patterns.iter().any(|p| p.is_match(path)) {
+        *budget.matching += 1;
+    } else {
         *truncated = true;
         return false;
     }
-    set.insert(path.clone());
-    list.push(path);
+    list.push(path.to_string());
     true
 }
 
@@ -627,7 +660,7 @@ mod tests {
         let held = tempfile::NamedTempFile::new().unwrap();
         let held_path = held.path().display().to_string();
         let device = Regex::new(&regex::escape(&held_path)).unwrap();
-        let mut p = RouteProbe::start(Some(me), None, 0, Some(&device), None);
+        let mut p = RouteProbe::start(Some(me), None, 0, Some(&device), None, Vec::new());
         p.replies_done();
         let r = p.record();
         assert!(r.read_after_replies);
@@ -720,6 +753,7 @@ mod tests {
             0,
             Some(&device),
             Some(&busy),
+            Vec::new(),
         );
         let me = &p.seen[0];
         let fd = |f: &std::fs::File| std::os::fd::AsRawFd::as_raw_fd(f);
@@ -734,5 +768,43 @@ mod tests {
         assert_eq!(kinds[fake.to_str().unwrap()], FileKind::Regular);
         p.replies_done();
         assert_eq!(p.record().counter.unwrap().problem, None);
+    }
+
+    #[test]
+    fn names_past_the_budget_are_left_out_but_those_the_patterns_match_are_kept() {
+        let patterns = [Regex::new("libggml-npu").unwrap()];
+        let mut bytes_left = 40;
+        let mut matching = 0;
+        let mut list = Vec::new();
+        let mut truncated = false;
+        let mut take = |path: &str, list: &mut Vec<String>, truncated: &mut bool| {
+            keep(
+                &mut Budget {
+                    bytes_left: &mut bytes_left,
+                    matching: &mut matching,
+                    patterns: &patterns,
+                },
+                list,
+                truncated,
+                path,
+            )
+        };
+        let long = "/tmp/".to_string() + &"x".repeat(30);
+        assert!(take(&long, &mut list, &mut truncated));
+        assert!(!truncated);
+        // 35 of 40 bytes taken: the next ordinary name is left out, and says so.
+        assert!(!take("/tmp/another-file", &mut list, &mut truncated));
+        assert!(truncated);
+        // A name the route patterns match is kept all the same, up to MAX_MATCHING of them.
+        for n in 0..MAX_MATCHING {
+            assert!(take(
+                &format!("/opt/libggml-npu-{n}.so"),
+                &mut list,
+                &mut truncated
+            ));
+        }
+        assert!(!take("/opt/libggml-npu-last.so", &mut list, &mut truncated));
+        assert_eq!(list.len(), 1 + MAX_MATCHING);
+        assert_eq!(list[0], long);
     }
 }

@@ -102,13 +102,24 @@ pub(super) fn check_reply(r: &ReplyRecord) -> ReplyCheck {
     };
     match Regex::new(pattern) {
         Ok(re) if re.is_match(&r.content) => ReplyCheck::Good { expected: true },
-        Ok(_) => ReplyCheck::Bad {
-            word: "wrong answer",
-            text: format!(
-                "{} said {said}, which does not match /{pattern}/{cut}",
-                r.name()
-            ),
-        },
+        Ok(_) => {
+            // A text past what is judged is judged by its head, in `run` and `judge` alike.
+            let head = match r.text_cut {
+                Some(c) if c.content_bytes > r.content.len() => format!(
+                    " in its first {} KiB (the most of a reply's text the gate judges; it sent {} bytes)",
+                    crate::archive::record::JUDGED_TEXT >> 10,
+                    c.content_bytes
+                ),
+                _ => String::new(),
+            };
+            ReplyCheck::Bad {
+                word: "wrong answer",
+                text: format!(
+                    "{} said {said}, which does not match /{pattern}/{head}{cut}",
+                    r.name()
+                ),
+            }
+        }
         Err(_) => ReplyCheck::Bad {
             word: "bad expected pattern",
             text: format!(

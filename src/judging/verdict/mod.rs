@@ -230,6 +230,16 @@ impl Criteria {
         self.route_device.as_ref()
     }
 
+    /// The patterns the route evidence is matched against (`--route-lib`, `--no-route-lib`,
+    /// `--route-device`): names that match are kept first in what a process is seen to hold.
+    pub fn route_patterns(&self) -> Vec<Regex> {
+        [&self.route_lib, &self.no_route_lib, &self.route_device]
+            .into_iter()
+            .flatten()
+            .cloned()
+            .collect()
+    }
+
     /// Where the device's busy counter is read (`--device-busy`).
     pub fn device_busy(&self) -> Option<&BusySource> {
         self.device_busy.as_ref()
