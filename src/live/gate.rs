@@ -11,8 +11,8 @@ use anyhow::{bail, Context, Result};
 use futures_util::FutureExt;
 
 use crate::archive::record::{
-    BinaryInfo, ClockInfo, ConcurrencyPlan, Limits, LoadSnapshot, MetricsRecord, ReplyRecord,
-    RunManifest, Sampling, SoakRecord, Startup, UnaskedEnd, UnaskedWhen, SCHEMA,
+    BinaryInfo, ClockInfo, ConcurrencyPlan, HoldCheckAt, Limits, LoadSnapshot, MetricsRecord,
+    ReplyRecord, RunManifest, Sampling, SoakRecord, Startup, UnaskedEnd, UnaskedWhen, SCHEMA,
 };
 use crate::archive::rundir::BaselineRun;
 use crate::archive::rundir::{self, Archive, ResultFile, RunDir};
@@ -711,9 +711,10 @@ async fn execute(plan: Plan) -> Result<u8> {
         manifest.stop = Some(record);
     }
     if let Some(hold) = progress.hold.take() {
-        hold.release();
+        let checks = hold.release();
         if let Some(h) = manifest.hold.as_mut() {
             h.released_ns = Some(clock::now_ns());
+            h.checks = checks;
         }
     }
     let mut route = None;
@@ -1017,6 +1018,9 @@ async fn measure_serve(
     if !ready {
         return Ok(());
     }
+    if let Some(h) = progress.hold.as_mut() {
+        h.check(HoldCheckAt::BeforeReplies);
+    }
     let model = match &plan.model {
         Some(m) => m.clone(),
         None => client
@@ -1107,6 +1111,9 @@ async fn measure_serve(
     };
     // Before the serve is stopped: what its processes map and hold once the replies are over.
     sampler.replies_done();
+    if let Some(h) = progress.hold.as_mut() {
+        h.check(HoldCheckAt::AfterReplies);
+    }
     manifest.serve_died = died?;
     Ok(())
 }
