@@ -351,6 +351,8 @@ mod tests {
     use std::pin::Pin;
     use std::task::Poll;
 
+    use std::os::fd::AsRawFd;
+
     use super::*;
 
     /// The timeout of a take that must get the hold: a bound only a hold that never comes
@@ -546,6 +548,45 @@ mod tests {
         hold.release();
         assert_eq!(std::fs::read(&path).unwrap(), b"\x7fELF not a holder");
         wait_until_free(&path);
+    }
+
+    #[test]
+    fn a_hold_file_removed_or_replaced_is_seen_and_a_symlink_given_as_the_hold_is_not() {
+        let d = tempfile::tempdir().unwrap();
+        let rt = rt();
+        let argv = vec!["gate".to_string()];
+        let take_at = |path: &Path| match rt.block_on(take(path, LONG, &argv)).unwrap() {
+            Taken::Acquired(h, _) => h,
+            Taken::TimedOut(_) => panic!("a free hold"),
+        };
+        let path = d.path().join("npu.hold");
+        let mut hold = take_at(&path);
+        let found = |h: &mut Hold| h.check(HoldCheckAt::BeforeReplies).found;
+        assert_eq!(found(&mut hold), HoldFound::LockedFile);
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(found(&mut hold), HoldFound::Nothing);
+        std::fs::write(&path, "").unwrap();
+        assert_eq!(found(&mut hold), HoldFound::AnotherFile);
+        // A symlink planted where the file was is not followed, even one that leads back to
+        // the locked file through this process's own descriptor.
+        std::fs::remove_file(&path).unwrap();
+        let fd = format!("/proc/self/fd/{}", hold.as_fd().as_raw_fd());
+        std::os::unix::fs::symlink(&fd, &path).unwrap();
+        assert_eq!(found(&mut hold), HoldFound::AnotherFile);
+        let checks = hold.release();
+        assert_eq!(checks.len(), 5);
+        assert_eq!(checks[4].at, HoldCheckAt::Release);
+
+        // --hold naming a symlink: the file it leads to is locked, and stays so.
+        let target = d.path().join("real.hold");
+        let link = d.path().join("link.hold");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let mut hold = take_at(&link);
+        assert_eq!(found(&mut hold), HoldFound::LockedFile);
+        std::fs::remove_file(&target).unwrap();
+        assert_eq!(found(&mut hold), HoldFound::Nothing);
+        std::fs::write(&target, "").unwrap();
+        assert_eq!(found(&mut hold), HoldFound::AnotherFile);
     }
 
     fn hold_is_free(path: &Path) -> bool {
