@@ -503,16 +503,23 @@ fn the_serve_holds_neither_the_hold_nor_the_supervisors_pipes_and_ignores_no_sig
             "the serve has a control pipe as fd {n}"
         );
     }
-    let log = std::fs::canonicalize(out.join("serve.log")).unwrap();
     let by_number = |n: &str| {
         serve_fds
             .iter()
             .find(|(k, _)| k == n)
             .map(|(_, l)| l.clone())
+            .unwrap_or_default()
     };
-    assert_eq!(by_number("0").as_deref(), Some("/dev/null"));
-    assert_eq!(by_number("1"), Some(log.display().to_string()));
-    assert_eq!(by_number("2"), Some(log.display().to_string()));
+    assert_eq!(by_number("0"), "/dev/null");
+    // Its output goes into the gate's log pipe: one pipe for both, not a file of the run
+    // directory it could name, and neither of the supervisor's control pipes.
+    let output = by_number("1");
+    assert!(
+        output.starts_with("pipe:"),
+        "the serve's stdout is {output}"
+    );
+    assert_eq!(by_number("2"), output);
+    assert!(!pipes.contains(&&output), "{output} is a control pipe");
     // The supervisor ignores the interrupting signals and blocks SIGCHLD; none of it reaches
     // the serve (an ignored signal stays ignored across exec).
     let mask = |p: i32, field: &str| u64::from_str_radix(&status_field(p, field), 16).unwrap();
@@ -800,4 +807,145 @@ fn llama_server_under_its_python_launcher_stops_at_once_and_cleanly() {
         run["serve_binary"]
     );
     assert!(running(&server).is_empty());
+}
+
+/// How a hostile serve turns on the gate's supervisor (issue 30): it signals its own parent,
+/// which is the supervisor, once it answers /health.
+#[derive(Clone, Copy, Debug)]
+enum Betrayal {
+    /// Clears its PDEATHSIG, then SIGKILLs the supervisor: it would serve on, unsupervised.
+    KillWithoutPdeathsig,
+    /// SIGKILLs the supervisor, PDEATHSIG left alone: the serve dies with it, its helper not.
+    Kill,
+    /// SIGSTOPs the supervisor: it can neither stop the serve nor report.
+    Stop,
+}
+
+/// A Python serve that forks a helper into a session of its own (a daemon), forks a child that
+/// signals the supervisor as `how` says once the serve answers /health, and execs the stand-in
+/// (with the rest of its arguments). The markers of the helper and the stand-in.
+fn betraying_serve(dir: &Path, how: Betrayal) -> (PathBuf, Vec<String>) {
+    let m = marker();
+    let serve = dir.join(format!("betray-{m}.py"));
+    let (clear, sig) = match how {
+        Betrayal::KillWithoutPdeathsig => (true, "SIGKILL"),
+        Betrayal::Kill => (false, "SIGKILL"),
+        Betrayal::Stop => (false, "SIGSTOP"),
+    };
+    let clear = if clear { "True" } else { "False" };
+    std::fs::write(
+        &serve,
+        format!(
+            r#"#!/usr/bin/env python3
+import ctypes, os, signal, sys, time, urllib.request
+port = sys.argv[1]
+supervisor = os.getppid()
+if {clear}:
+    ctypes.CDLL(None).prctl(1, 0, 0, 0, 0)  # PR_SET_PDEATHSIG 0: no signal at its parent's death
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execvp("sleep", ["sleep", "3600.{m}"])
+    os._exit(0)
+os.wait()
+if os.fork() == 0:
+    while True:
+        try:
+            urllib.request.urlopen("http://127.0.0.1:%s/health" % port, timeout=1)
+            break
+        except Exception:
+            time.sleep(0.05)
+    os.kill(supervisor, signal.{sig})
+    os._exit(0)
+os.execv("{BIN}", ["{BIN}", "stand-in", "--port", port, "--route-line", "route: {m}"] + sys.argv[2:])
+"#
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&serve, std::fs::Permissions::from_mode(0o755)).unwrap();
+    (serve, vec![format!("3600.{m}"), format!("route: {m}")])
+}
+
+/// Run the gate on a serve that turns on its supervisor, watching the whole time that the
+/// hold is never free while a marked process runs; then nothing marked runs, and the run
+/// FAILs with a serve line naming what became of the supervisor.
+fn a_serve_that_turns_on_its_supervisor(how: Betrayal, says: &str) {
+    let (d, out) = scratch();
+    let hold = d.path().join("npu.hold");
+    let (serve, markers) = betraying_serve(d.path(), how);
+    let serve: Vec<String> = [serve.display().to_string(), "{port}".into()]
+        .into_iter()
+        .chain(["--tokens", "10", "--gaps-ms", "100"].map(String::from))
+        .collect();
+    // A grace the stop must never wait out: the gate acts on a stopped or dead supervisor at
+    // once, and the wait below is bounded by LONG.
+    let mut g = Running::start(&run_args(
+        &out,
+        &hold,
+        &["--replies", "3", "--grace", NEVER_GRACE],
+        &serve,
+    ));
+    let start = Instant::now();
+    while !g.exited() {
+        let free = hold_is_free(&hold);
+        let alive: Vec<&String> = markers.iter().filter(|m| process_with(m)).collect();
+        assert!(
+            !free || alive.is_empty(),
+            "{how:?}: the hold was free while {alive:?} still ran"
+        );
+        assert!(
+            start.elapsed() < LONG,
+            "{how:?}: the gate did not end within {LONG:?}; it said:\n{}",
+            g.said
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(g.wait(LONG), Some(1), "{how:?}: {}", g.said);
+    let alive: Vec<&String> = markers.iter().filter(|m| process_with(m)).collect();
+    assert!(alive.is_empty(), "{how:?}: {alive:?} outlived the gate");
+    let result = json(&out.join("result.json"));
+    assert_eq!(result["result"], "FAIL", "{how:?}: {result}");
+    let serve_line = result["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["check"] == "serve")
+        .unwrap_or_else(|| panic!("{how:?}: no serve line: {result}"));
+    assert_eq!(serve_line["status"], "FAIL", "{how:?}: {serve_line}");
+    let text = serve_line["text"].as_str().unwrap();
+    assert!(
+        text.starts_with(&format!("the gate's supervisor of the serve {says}")),
+        "{how:?}: {text}"
+    );
+    let stop = &json(&out.join("run.json"))["stop"];
+    assert!(
+        stop["supervisor_lost"].is_object(),
+        "{how:?}: the stop record says what became of the supervisor: {stop}"
+    );
+    assert!(hold_is_free(&hold));
+}
+
+#[test]
+fn a_serve_that_clears_its_pdeathsig_and_kills_its_supervisor_is_killed_by_the_gate() {
+    a_serve_that_turns_on_its_supervisor(
+        Betrayal::KillWithoutPdeathsig,
+        "died (signal: 9 (SIGKILL)) before the gate asked it to stop the serve; the gate killed",
+    );
+}
+
+#[test]
+fn a_serve_that_kills_its_supervisor_leaves_no_helper() {
+    a_serve_that_turns_on_its_supervisor(
+        Betrayal::Kill,
+        "died (signal: 9 (SIGKILL)) before the gate asked it to stop the serve; the gate killed",
+    );
+}
+
+#[test]
+fn a_serve_that_stops_its_supervisor_is_stopped_at_once_and_leaves_no_helper() {
+    a_serve_that_turns_on_its_supervisor(
+        Betrayal::Stop,
+        "was stopped (SIGSTOP) before the gate asked it to stop the serve; the gate killed",
+    );
 }

@@ -12,6 +12,7 @@ mod conditions;
 mod consumers;
 mod determinism;
 mod faults;
+mod hold;
 mod inputs;
 mod install;
 mod judge;

@@ -315,6 +315,11 @@ impl Running {
         nix::sys::signal::kill(self.pid(), sig).unwrap();
     }
 
+    /// Whether it has exited (without waiting).
+    pub fn exited(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_some()
+    }
+
     /// Wait (bounded) for it to exit; its exit code (`None` if killed by a signal).
     pub fn wait(&mut self, limit: Duration) -> Option<i32> {
         let start = Instant::now();

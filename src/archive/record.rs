@@ -369,6 +369,44 @@ pub struct StopRecord {
     /// the serve ended as the gate stopped it (and in runs from before it was recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unasked_end: Option<UnaskedEnd>,
+    /// The gate's supervisor did not see the stop through: something killed it or stopped it
+    /// (SIGSTOP), or it stopped answering (issue 30: a serve can signal a process of its own
+    /// user). The gate then killed the serve's tree itself. Absent when the supervisor stopped
+    /// the serve as asked (and in runs from before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supervisor_lost: Option<SupervisorLost>,
+    /// Processes of the serve's tree the gate itself found running and killed (SIGKILL) once
+    /// its supervisor was gone or no longer trusted: the serve's group and every process whose
+    /// ancestry reaches the gate (it is their child subreaper, so the supervisor's orphans come
+    /// to it).
+    #[serde(default)]
+    pub gate_killed: usize,
+}
+
+/// What became of the gate's supervisor, when it did not stop the serve as asked
+/// ([`StopRecord::supervisor_lost`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SupervisorLost {
+    /// What the gate found.
+    pub what: SupervisorFault,
+    /// Whether it happened before the gate asked for the stop (else during it).
+    pub before_stop: bool,
+    /// How the supervisor ended, as the system says it (`signal: 9 (SIGKILL)`), when the gate
+    /// reaped it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+}
+
+/// How the gate's supervisor failed it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SupervisorFault {
+    /// It exited without reporting the stop: killed, or crashed.
+    Died,
+    /// It was stopped (SIGSTOP, SIGTSTP; continued since or not): it could not have acted.
+    Stopped,
+    /// It ran but did not report the stop within the time the stop may take.
+    Silent,
 }
 
 /// A serve's end that the gate did not ask for ([`StopRecord::unasked_end`]).
@@ -884,6 +922,54 @@ pub struct HoldRecord {
     pub acquired_ns: Option<u64>,
     /// CLOCK_MONOTONIC ns when it was released.
     pub released_ns: Option<u64>,
+    /// Each look at whether the locked file was still the file at the hold's path (before and
+    /// after the replies, and at the release): a hold file removed or replaced lets a second
+    /// gate take "the same" hold while this one runs. Empty in runs from before it was checked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<HoldCheck>,
+}
+
+/// One look at the hold's path ([`HoldRecord::checks`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HoldCheck {
+    /// When the gate looked.
+    pub at: HoldCheckAt,
+    /// What the path was then.
+    pub found: HoldFound,
+}
+
+impl HoldCheck {
+    /// Whether the hold was still there: a second gate opening the path would wait for it.
+    pub fn held(&self) -> bool {
+        self.found == HoldFound::LockedFile
+    }
+}
+
+/// When the hold's path was looked at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HoldCheckAt {
+    /// The serve was ready; the replies were about to start.
+    BeforeReplies,
+    /// The replies were over; the stop was about to start.
+    AfterReplies,
+    /// The serve's tree was gone; the hold was about to be released.
+    Release,
+}
+
+/// What the hold's path was when the gate looked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HoldFound {
+    /// The file the gate locked (same device and inode).
+    LockedFile,
+    /// Nothing: the file was removed.
+    Nothing,
+    /// Another file (or a symlink planted there, which is not followed).
+    AnotherFile,
+    /// The path could not be looked at (its directory made unreadable): the hold cannot be
+    /// vouched for.
+    Unreachable,
 }
 
 /// One look at the box and the serve during the replies.

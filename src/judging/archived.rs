@@ -79,6 +79,7 @@ pub fn judge_with_log(
         interrupted: manifest.interrupted.as_deref(),
         hold_not_acquired: hold_reason.as_deref(),
         stop: manifest.stop.as_ref().map(|s| (s, manifest.limits.grace_s)),
+        hold: manifest.hold.as_ref(),
         serve_died: manifest.serve_died.as_deref(),
         processes,
         baseline: match baseline {

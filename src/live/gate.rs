@@ -11,8 +11,9 @@ use anyhow::{bail, Context, Result};
 use futures_util::FutureExt;
 
 use crate::archive::record::{
-    BinaryInfo, ClockInfo, ConcurrencyPlan, Limits, LoadSnapshot, MetricsRecord, ReplyRecord,
-    RunManifest, Sampling, ServeLogKept, SoakRecord, Startup, UnaskedEnd, UnaskedWhen, SCHEMA,
+    BinaryInfo, ClockInfo, ConcurrencyPlan, HoldCheckAt, Limits, LoadSnapshot, MetricsRecord,
+    ReplyRecord, RunManifest, Sampling, ServeLogKept, SoakRecord, Startup, UnaskedEnd, UnaskedWhen,
+    SCHEMA,
 };
 use crate::archive::rundir::BaselineRun;
 use crate::archive::rundir::{self, Archive, ResultFile, RunDir};
@@ -713,9 +714,10 @@ async fn execute(plan: Plan) -> Result<u8> {
         manifest.stop = Some(record);
     }
     if let Some(hold) = progress.hold.take() {
-        hold.release();
+        let checks = hold.release();
         if let Some(h) = manifest.hold.as_mut() {
             h.released_ns = Some(clock::now_ns());
+            h.checks = checks;
         }
     }
     // Once the serve's tree is gone: what the pipe still holds goes into serve.log.
@@ -1092,6 +1094,9 @@ async fn measure_serve(
     if !ready {
         return Ok(());
     }
+    if let Some(h) = progress.hold.as_mut() {
+        h.check(HoldCheckAt::BeforeReplies);
+    }
     let model = match &plan.model {
         Some(m) => m.clone(),
         None => client
@@ -1182,6 +1187,9 @@ async fn measure_serve(
     };
     // Before the serve is stopped: what its processes map and hold once the replies are over.
     sampler.replies_done();
+    if let Some(h) = progress.hold.as_mut() {
+        h.check(HoldCheckAt::AfterReplies);
+    }
     manifest.serve_died = died?;
     Ok(())
 }

@@ -17,8 +17,9 @@
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::Read;
 use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::fs::MetadataExt;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -30,6 +31,7 @@ use crate::live::supervise::{proc_stat, process_running};
 
 /// What a run records of its hold; the archive owns the type.
 pub use crate::archive::record::HoldRecord;
+use crate::archive::record::{HoldCheck, HoldCheckAt, HoldFound};
 
 /// Who holds a hold, as written into the locked file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -101,6 +103,64 @@ pub struct Hold {
     holder: Holder,
     /// Whether the holder text is this gate's to write (and to clear).
     writes: bool,
+    /// Where the lock is, to look again whether it is still there ([`Hold::check`]).
+    place: Place,
+    checks: Vec<HoldCheck>,
+}
+
+/// Where a hold's lock is: the path as given and what it was when the lock was taken, and the
+/// path the given one led to (symlinks resolved then, once), which is the locked file.
+#[derive(Debug)]
+struct Place {
+    given: PathBuf,
+    /// The given path's own device and inode (a symlink's, when `--hold` names a symlink).
+    given_id: Option<(u64, u64)>,
+    resolved: PathBuf,
+}
+
+/// Device and inode of `path` itself: a symlink is not followed, so one planted there to lead
+/// somewhere else (or to /proc/self/fd/N, which leads each process to a file of its own) is
+/// seen for what it is.
+fn own_id(path: &Path) -> std::io::Result<(u64, u64)> {
+    std::fs::symlink_metadata(path).map(|m| (m.dev(), m.ino()))
+}
+
+impl Place {
+    fn of(given: &Path, locked: &File) -> Place {
+        let resolved = std::fs::canonicalize(given).unwrap_or_else(|_| given.to_path_buf());
+        let place = Place {
+            given: given.to_path_buf(),
+            given_id: own_id(given).ok(),
+            resolved,
+        };
+        // Opened through a path that changed between the open and now: look at the file
+        // itself, so the first check says it.
+        if place.look(locked) != HoldFound::LockedFile {
+            return Place {
+                resolved: given.to_path_buf(),
+                ..place
+            };
+        }
+        place
+    }
+
+    /// What the path is now to the lock on `locked`: a second gate opening the given path
+    /// reaches the locked file only while the given path is what it was and the file it led to
+    /// is still there.
+    fn look(&self, locked: &File) -> HoldFound {
+        let found = |id: std::io::Result<(u64, u64)>, want: Option<(u64, u64)>| match id {
+            Ok(id) if Some(id) == want => HoldFound::LockedFile,
+            Ok(_) => HoldFound::AnotherFile,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => HoldFound::Nothing,
+            Err(_) => HoldFound::Unreachable,
+        };
+        let given = found(own_id(&self.given), self.given_id);
+        if given != HoldFound::LockedFile {
+            return given;
+        }
+        let locked = locked.metadata().ok().map(|m| (m.dev(), m.ino()));
+        found(own_id(&self.resolved), locked)
+    }
 }
 
 impl Hold {
@@ -119,11 +179,27 @@ impl Hold {
         }
     }
 
-    /// Release the hold (the serve and its supervisor are gone): clear the holder text, close.
-    pub fn release(self) {
+    /// Look whether the locked file is still the file at the hold's path, and keep what was
+    /// found for the run's record. A serve of the gate's own user can remove or replace the
+    /// file (its path is in run.json); the lock then no longer keeps a second gate off the
+    /// device, and the run must say so rather than share it silently (issue 30).
+    pub fn check(&mut self, at: HoldCheckAt) -> HoldCheck {
+        let check = HoldCheck {
+            at,
+            found: self.place.look(&self.file),
+        };
+        self.checks.push(check);
+        check
+    }
+
+    /// Release the hold (the serve and its supervisor are gone): look a last time whether it
+    /// was still there, clear the holder text, close. Every check made, for the run's record.
+    pub fn release(mut self) -> Vec<HoldCheck> {
+        self.check(HoldCheckAt::Release);
         if self.writes {
             let _ = self.file.set_len(0);
         }
+        self.checks
     }
 }
 
@@ -222,11 +298,14 @@ pub async fn take(path: &Path, timeout: Duration, argv: &[String]) -> Result<Tak
                     timeout_s: timeout.as_secs_f64(),
                     acquired_ns: Some(clock::now_ns()),
                     released_ns: None,
+                    checks: Vec::new(),
                 };
                 let hold = Hold {
+                    place: Place::of(path, &file),
                     file,
                     holder,
                     writes,
+                    checks: Vec::new(),
                 };
                 return Ok(Taken::Acquired(hold, record));
             }
@@ -259,6 +338,7 @@ pub async fn take(path: &Path, timeout: Duration, argv: &[String]) -> Result<Tak
                 timeout_s: timeout.as_secs_f64(),
                 acquired_ns: None,
                 released_ns: None,
+                checks: Vec::new(),
             }));
         }
         tokio::time::sleep((timeout - waited).min(POLL)).await;
@@ -270,6 +350,8 @@ mod tests {
     use std::future::Future;
     use std::pin::Pin;
     use std::task::Poll;
+
+    use std::os::fd::AsRawFd;
 
     use super::*;
 
@@ -466,6 +548,45 @@ mod tests {
         hold.release();
         assert_eq!(std::fs::read(&path).unwrap(), b"\x7fELF not a holder");
         wait_until_free(&path);
+    }
+
+    #[test]
+    fn a_hold_file_removed_or_replaced_is_seen_and_a_symlink_given_as_the_hold_is_not() {
+        let d = tempfile::tempdir().unwrap();
+        let rt = rt();
+        let argv = vec!["gate".to_string()];
+        let take_at = |path: &Path| match rt.block_on(take(path, LONG, &argv)).unwrap() {
+            Taken::Acquired(h, _) => h,
+            Taken::TimedOut(_) => panic!("a free hold"),
+        };
+        let path = d.path().join("npu.hold");
+        let mut hold = take_at(&path);
+        let found = |h: &mut Hold| h.check(HoldCheckAt::BeforeReplies).found;
+        assert_eq!(found(&mut hold), HoldFound::LockedFile);
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(found(&mut hold), HoldFound::Nothing);
+        std::fs::write(&path, "").unwrap();
+        assert_eq!(found(&mut hold), HoldFound::AnotherFile);
+        // A symlink planted where the file was is not followed, even one that leads back to
+        // the locked file through this process's own descriptor.
+        std::fs::remove_file(&path).unwrap();
+        let fd = format!("/proc/self/fd/{}", hold.as_fd().as_raw_fd());
+        std::os::unix::fs::symlink(&fd, &path).unwrap();
+        assert_eq!(found(&mut hold), HoldFound::AnotherFile);
+        let checks = hold.release();
+        assert_eq!(checks.len(), 5);
+        assert_eq!(checks[4].at, HoldCheckAt::Release);
+
+        // --hold naming a symlink: the file it leads to is locked, and stays so.
+        let target = d.path().join("real.hold");
+        let link = d.path().join("link.hold");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let mut hold = take_at(&link);
+        assert_eq!(found(&mut hold), HoldFound::LockedFile);
+        std::fs::remove_file(&target).unwrap();
+        assert_eq!(found(&mut hold), HoldFound::Nothing);
+        std::fs::write(&target, "").unwrap();
+        assert_eq!(found(&mut hold), HoldFound::AnotherFile);
     }
 
     fn hold_is_free(path: &Path) -> bool {

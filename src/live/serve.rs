@@ -11,6 +11,14 @@
 //! the serve's group and then to every descendant that left it; when the gate dies, even by
 //! SIGKILL, the supervisor kills the serve's whole tree before it exits and lets the hold go.
 //! [`ServeProcess`] is the gate's side of it.
+//!
+//! The gate is the backstop when the supervisor fails it (issue 30: the serve runs as the
+//! gate's user and can SIGKILL or SIGSTOP the supervisor): the gate is a child subreaper too,
+//! so the supervisor's orphans come to it; it notices the supervisor's death (its event pipe
+//! closes without a stop record), its stop (waitid reports it to the parent, even once it was
+//! continued) and its silence (no stop record in the time a stop may take), and then kills the
+//! supervisor, the serve's group and every process whose ancestry reaches the gate, before the
+//! hold goes. The stop record says so; it never guesses what it did not see.
 
 use std::fs::File;
 use std::io::Read;
@@ -28,7 +36,7 @@ use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::Signal;
 use sha2::{Digest, Sha256};
 
-use crate::archive::record::{BinaryInfo, StopRecord};
+use crate::archive::record::{BinaryInfo, StopRecord, SupervisorFault, SupervisorLost};
 use crate::live::hold::Hold;
 use crate::live::supervise::{self, Event};
 
@@ -430,8 +438,36 @@ pub struct ServeProcess {
     supervisor_gone: bool,
     /// The grace of the stop, once asked for.
     stopping: Option<Duration>,
+    /// When the serve started (clock ticks since boot): its pid names it and no later process.
+    serve_start: Option<u64>,
+    /// What became of the supervisor, once it failed the gate.
+    lost: Option<SupervisorLost>,
+    /// A second signal came: whatever is left is killed at once.
+    cut: bool,
 }
 
+/// What the gate itself killed once its supervisor was gone.
+#[derive(Debug, Default)]
+struct Sweep {
+    /// Processes it sent SIGKILL (the supervisor not counted).
+    killed: usize,
+    /// Whether the serve itself was one of them.
+    serve_killed: bool,
+    /// Still running when the sweep gave up.
+    left: usize,
+}
+
+/// Whether the gate's child `pid` was stopped since last asked (and maybe continued since): the
+/// kernel reports a child's stop and continuation to its parent, once each, so a stop that was
+/// undone before the gate looked is seen too. Nothing else waits for these reports.
+fn was_stopped(pid: u32) -> bool {
+    use nix::sys::wait::{waitid, Id, WaitPidFlag, WaitStatus};
+    let flags = WaitPidFlag::WSTOPPED | WaitPidFlag::WCONTINUED | WaitPidFlag::WNOHANG;
+    matches!(
+        waitid(Id::Pid(nix::unistd::Pid::from_raw(pid as i32)), flags),
+        Ok(WaitStatus::Stopped(..) | WaitStatus::Continued(..))
+    )
+}
 impl ServeProcess {
     /// Start `argv` under a supervisor, with its output going to `log`; the supervisor keeps
     /// `hold` until the serve's whole tree is gone, and `hold` names it. Returns once the serve
@@ -442,6 +478,10 @@ impl ServeProcess {
         log: &File,
         mut hold: Option<&mut Hold>,
     ) -> std::io::Result<ServeProcess> {
+        // The supervisor's orphans (the serve, its helpers) come to the gate if the supervisor
+        // dies, not to PID 1, where nothing would stop them. A kernel that refuses leaves the
+        // gate with what it can still find: the serve's group.
+        let _ = nix::sys::prctl::set_child_subreaper(true);
         let (cmd_read, cmd_write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
         let (event_read, event_write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
         let log_fd = log.as_raw_fd();
@@ -489,6 +529,9 @@ impl ServeProcess {
             stopped: None,
             supervisor_gone: false,
             stopping: None,
+            serve_start: None,
+            lost: None,
+            cut: false,
         };
         let deadline = Instant::now() + SPAWN_WAIT;
         loop {
@@ -510,6 +553,7 @@ impl ServeProcess {
                 match event {
                     Event::Spawned(pid) => {
                         p.pid = pid;
+                        p.serve_start = supervise::proc_stat(pid as i32).map(|s| s.start);
                         if let Some(h) = hold.take() {
                             h.name_supervisor(p.supervisor.id());
                         }
@@ -579,11 +623,46 @@ impl ServeProcess {
                 events.push(e);
             }
         }
-        if self.supervisor_gone && self.exit.is_none() {
-            // The supervisor died before the serve: its PDEATHSIG (SIGKILL) took the serve.
-            self.exit = Some(ExitStatus::from_raw(Signal::SIGKILL as i32));
+        self.watch_supervisor();
+        if self.supervisor_gone && self.exit.is_none() && self.pid != 0 {
+            // The supervisor is gone without saying the serve ended: the serve, living or dead,
+            // is the gate's child now (the gate is a subreaper), and its end is the gate's to read.
+            self.reap_serve();
         }
         events
+    }
+
+    /// Note the supervisor's loss: dead without its stop record, or stopped.
+    fn watch_supervisor(&mut self) {
+        if self.lost.is_some() || self.stopped.is_some() || self.pid == 0 {
+            return;
+        }
+        if self.supervisor_gone {
+            self.lose(SupervisorFault::Died);
+        } else if was_stopped(self.supervisor.id()) {
+            self.lose(SupervisorFault::Stopped);
+        }
+    }
+
+    fn lose(&mut self, what: SupervisorFault) {
+        if self.lost.is_none() {
+            self.lost = Some(SupervisorLost {
+                what,
+                before_stop: self.stopping.is_none(),
+                status: None,
+            });
+        }
+    }
+
+    /// Reap the serve if it has ended, keeping its status.
+    fn reap_serve(&mut self) {
+        use nix::sys::wait::{waitpid, WaitPidFlag};
+        let pid = nix::unistd::Pid::from_raw(self.pid as i32);
+        if let Ok(status) = waitpid(pid, Some(WaitPidFlag::WNOHANG)) {
+            if let Some(raw) = supervise::raw_status(status) {
+                self.exit = Some(ExitStatus::from_raw(raw));
+            }
+        }
     }
 
     /// The exit status, once the serve has exited.
@@ -632,44 +711,169 @@ impl ServeProcess {
     /// goes on, and [`kill_now`](Self::kill_now) cuts it short.
     pub async fn stop(&mut self, grace: Duration) -> StopRecord {
         if self.stopping.is_none() {
+            // A supervisor lost before the stop is not asked for it: it is not trusted with it.
+            self.read_events();
             self.stopping = Some(grace);
-            self.send(supervise::Command::Stop { grace });
+            if self.lost.is_none() {
+                self.send(supervise::Command::Stop { grace });
+            }
         }
         self.wait_stopped(grace * 2 + STOP_MARGIN).await
     }
 
     /// SIGKILL whatever of the serve is left, now: a second signal came.
     pub async fn kill_now(&mut self) -> StopRecord {
-        if self.stopped.is_none() {
+        self.cut = true;
+        if self.stopped.is_none() && self.lost.is_none() {
             self.send(supervise::Command::Kill);
         }
         self.wait_stopped(STOP_MARGIN).await
     }
 
-    /// Wait for the supervisor's stop record and its exit, at most `limit`; past it, kill the
-    /// supervisor (its PDEATHSIG kills the serve).
+    /// Wait for the supervisor's stop record and its exit, at most `limit`. A supervisor that
+    /// dies, is stopped or stays silent meanwhile is killed, and the gate kills the serve's tree
+    /// itself. Either way, returns once nothing of the tree that the gate can find runs (or the
+    /// last SIGKILL's wait is over).
     async fn wait_stopped(&mut self, limit: Duration) -> StopRecord {
         let deadline = Instant::now() + limit;
-        while self.stopped.is_none() && !self.supervisor_gone && Instant::now() < deadline {
+        loop {
             self.read_events();
+            if self.stopped.is_some() || self.lost.is_some() {
+                break;
+            }
+            if Instant::now() >= deadline {
+                self.lose(SupervisorFault::Silent);
+                break;
+            }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        self.read_events();
-        // The supervisor exits right after its record; the hold is free only once it has.
-        let until = Instant::now() + Duration::from_secs(5);
-        while matches!(self.supervisor.try_wait(), Ok(None)) && Instant::now() < until {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        if matches!(self.supervisor.try_wait(), Ok(None)) {
-            let _ = self.supervisor.kill();
-            let _ = self.supervisor.wait();
+        if self.lost.is_none() {
+            // The supervisor exits right after its record; the hold is free only once it has.
+            let until = Instant::now() + supervise::KILL_WAIT;
+            while matches!(self.supervisor.try_wait(), Ok(None)) && Instant::now() < until {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            if matches!(self.supervisor.try_wait(), Ok(None)) {
+                self.lose(SupervisorFault::Silent);
+            }
         }
         self.commands = None;
-        self.stopped.clone().unwrap_or_else(|| StopRecord {
-            killed: true,
+        let Some(mut record) = self.stopped.clone().filter(|_| self.lost.is_none()) else {
+            return self.take_over().await;
+        };
+        // What the supervisor could not stop (stuck in the kernel) was re-parented to the gate
+        // when it exited: one look at /proc, and nothing to do when it stopped everything.
+        let sweep = self.sweep().await;
+        if sweep.killed > 0 {
+            record.gate_killed = sweep.killed;
+            record.left_running = sweep.left;
+        }
+        record
+    }
+
+    /// The supervisor failed the gate: kill it (stopped or silent, it cannot be trusted to
+    /// act; its orphans come to the gate), then the serve's tree. The record says what the gate
+    /// saw and did, and nothing it did not.
+    async fn take_over(&mut self) -> StopRecord {
+        let mut lost = self.lost.clone().unwrap_or(SupervisorLost {
+            what: SupervisorFault::Silent,
+            before_stop: self.stopping.is_none(),
+            status: None,
+        });
+        crate::say!(
+            "the gate's supervisor of the serve {}: killing the serve's tree itself",
+            match lost.what {
+                SupervisorFault::Died => "died",
+                SupervisorFault::Stopped => "was stopped",
+                SupervisorFault::Silent => "did not report the stop in time",
+            }
+        );
+        if matches!(self.supervisor.try_wait(), Ok(None)) {
+            // SIGKILL ends a stopped process too.
+            let _ = self.supervisor.kill();
+        }
+        let until = Instant::now() + supervise::KILL_WAIT;
+        let mut status = self.supervisor.try_wait();
+        while matches!(status, Ok(None)) && Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            status = self.supervisor.try_wait();
+        }
+        if let (SupervisorFault::Died, Ok(Some(status))) = (lost.what, status) {
+            lost.status = Some(status.to_string());
+        }
+        let sweep = self.sweep().await;
+        StopRecord {
+            killed: sweep.serve_killed,
+            cut_short: self.cut,
             exit_status: self.exit.map(|s| s.to_string()),
+            left_running: sweep.left,
+            gate_killed: sweep.killed,
+            supervisor_lost: Some(lost),
             ..StopRecord::default()
-        })
+        }
+    }
+
+    /// SIGKILL every running process of the serve's group and every process whose ancestry
+    /// reaches the gate (the supervisor's tree, and what was re-parented to the gate), reap
+    /// what was re-parented here, and repeat (a kill may orphan children here) until none runs
+    /// or [`supervise::KILL_WAIT`] passes.
+    async fn sweep(&mut self) -> Sweep {
+        let me = std::process::id() as i32;
+        let supervisor = self.supervisor.id() as i32;
+        let serve = self.pid as i32;
+        let deadline = Instant::now() + supervise::KILL_WAIT;
+        let mut killed = std::collections::HashSet::new();
+        let mut sweep = Sweep::default();
+        loop {
+            let all = supervise::scan();
+            // The serve's group id is its pid: trusted while that pid is the serve or nobody
+            // (a group id is not reused while the group has members).
+            let group_is_serves = serve != 0
+                && all
+                    .iter()
+                    .find(|p| p.pid == serve)
+                    .is_none_or(|p| Some(p.start) == self.serve_start);
+            let mut targets = supervise::descendants(&all, me);
+            for p in &all {
+                if group_is_serves && p.pgrp == serve && !targets.iter().any(|t| t.pid == p.pid) {
+                    targets.push(*p);
+                }
+            }
+            targets.retain(|p| p.running() && p.pid != me);
+            for p in &targets {
+                supervise::signal_exact(p, Signal::SIGKILL);
+                if p.pid != supervisor && killed.insert((p.pid, p.start)) {
+                    sweep.killed += 1;
+                    sweep.serve_killed |= p.pid == serve && Some(p.start) == self.serve_start;
+                }
+            }
+            self.reap_adopted(&all, me, supervisor);
+            if targets.is_empty() || Instant::now() >= deadline {
+                sweep.left = targets.len();
+                return sweep;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Reap the zombies re-parented to the gate (the supervisor aside: std reaps it), the
+    /// serve's status kept when it is one of them.
+    fn reap_adopted(&mut self, all: &[supervise::ProcStat], me: i32, supervisor: i32) {
+        use nix::sys::wait::{waitpid, WaitPidFlag};
+        for p in all {
+            if p.ppid != me || p.pid == supervisor || p.running() {
+                continue;
+            }
+            if let Ok(status) = waitpid(
+                nix::unistd::Pid::from_raw(p.pid),
+                Some(WaitPidFlag::WNOHANG),
+            ) {
+                let raw = supervise::raw_status(status);
+                if p.pid == self.pid as i32 && self.exit.is_none() {
+                    self.exit = raw.map(ExitStatus::from_raw);
+                }
+            }
+        }
     }
 }
 

@@ -232,7 +232,7 @@ pub fn process_running(pid: u32, start: Option<u64>) -> bool {
 }
 
 /// Every process on the box, in one read of /proc.
-fn scan() -> Vec<ProcStat> {
+pub(crate) fn scan() -> Vec<ProcStat> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -244,7 +244,7 @@ fn scan() -> Vec<ProcStat> {
 }
 
 /// The processes of `all` whose ancestry reaches `root` (not `root` itself).
-fn descendants(all: &[ProcStat], root: i32) -> Vec<ProcStat> {
+pub(crate) fn descendants(all: &[ProcStat], root: i32) -> Vec<ProcStat> {
     let mut children: HashMap<i32, Vec<&ProcStat>> = HashMap::new();
     for p in all {
         children.entry(p.ppid).or_default().push(p);
@@ -265,7 +265,7 @@ fn descendants(all: &[ProcStat], root: i32) -> Vec<ProcStat> {
 
 /// Send `sig` to `p` and to no other process: through a pidfd, which pins one process, after
 /// checking it is the one seen (a pid that exited and was reused since is left alone).
-fn signal_exact(p: &ProcStat, sig: Signal) {
+pub(crate) fn signal_exact(p: &ProcStat, sig: Signal) {
     let same = || proc_stat(p.pid).is_some_and(|s| s.start == p.start);
     // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, p.pid, 0) };
@@ -292,7 +292,7 @@ fn signal_exact(p: &ProcStat, sig: Signal) {
 }
 
 /// A raw wait status, as `waitpid(2)` reports it, from nix's decoding.
-fn raw_status(status: WaitStatus) -> Option<i32> {
+pub(crate) fn raw_status(status: WaitStatus) -> Option<i32> {
     match status {
         WaitStatus::Exited(_, code) => Some((code & 0xff) << 8),
         WaitStatus::Signaled(_, sig, core) => Some(sig as i32 | if core { 0x80 } else { 0 }),

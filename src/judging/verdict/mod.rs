@@ -20,8 +20,8 @@ use anyhow::{bail, Result};
 use regex::Regex;
 
 use crate::archive::record::{
-    ConcurrencyPlan, LoadSnapshot, MetricsRecord, ReplyRecord, RouteRecord, RunManifest, Startup,
-    StopRecord,
+    ConcurrencyPlan, HoldRecord, LoadSnapshot, MetricsRecord, ReplyRecord, RouteRecord,
+    RunManifest, Startup, StopRecord,
 };
 use crate::judging::drift;
 use crate::judging::measure::{measure, median, median_ci95, ReplyMetrics};
@@ -46,7 +46,7 @@ use latency::latency_line;
 use rate::{first_token_line, rate_line};
 use route::route_line;
 pub use route::route_matches;
-use serve::{serve_line, stop_line};
+use serve::{hold_line, serve_line, stop_line};
 
 /// The floors as a run records them; the archive owns the type.
 pub use crate::archive::record::{Figures, Floors, Line, Outcome, Status, Verdict};
@@ -284,6 +284,9 @@ pub struct Evidence<'a> {
     pub hold_not_acquired: Option<&'a str>,
     /// How the serve was stopped, and the grace it had (s).
     pub stop: Option<(&'a StopRecord, f64)>,
+    /// The device hold the run took, with what the gate found each time it looked whether
+    /// the hold was still there; `None` without `--hold`.
+    pub hold: Option<&'a HoldRecord>,
     /// The serve's exit during the replies.
     pub serve_died: Option<&'a str>,
     /// What the serve's processes showed of the route (route.json).
@@ -341,6 +344,7 @@ impl<'a> Evidence<'a> {
             interrupted: None,
             hold_not_acquired: None,
             stop: None,
+            hold: None,
             serve_died: None,
             processes: ProcessEvidence::Missing("no route.json: a hand-made run"),
             baseline: BaselineEvidence::NotAsked,
@@ -531,6 +535,7 @@ pub fn judge(e: &Evidence<'_>, c: &Criteria) -> Verdict {
         // Nothing was launched: there is nothing to judge but the wait.
         lines.push(Line::new("hold", Status::Info, reason));
     } else {
+        lines.extend(hold_line(e.hold));
         if let Some(line) = serve_line(e) {
             lines.push(line);
         }
@@ -671,7 +676,9 @@ fn trim_float(x: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::archive::record::{UnaskedEnd, UnaskedWhen};
+    use crate::archive::record::{
+        HoldCheck, HoldCheckAt, HoldFound, SupervisorFault, SupervisorLost, UnaskedEnd, UnaskedWhen,
+    };
     use crate::judging::measure::tests::reply_at;
 
     static READY: Startup = Startup::Ready {
@@ -827,6 +834,173 @@ mod tests {
         // Stopped by the gate: no serve line, and the run passes.
         let v = judged(&StopRecord::default(), None);
         assert!(v.lines.iter().all(|l| l.check != "serve"), "{v}");
+        assert_eq!(v.outcome, Outcome::Pass, "{v}");
+    }
+
+    /// The gate's supervisor lost (issue 30: a serve can SIGKILL or SIGSTOP it): the serve line
+    /// FAILs saying what became of it and what the gate killed itself, whatever the replies; the
+    /// stop line does not claim a grace the gate never gave.
+    #[test]
+    fn a_supervisor_that_died_or_was_stopped_fails_the_serve_line_saying_what_the_gate_did() {
+        let replies = [good()];
+        let judged = |s: &StopRecord| {
+            let e = Evidence {
+                stop: Some((s, 10.0)),
+                load: Some(&LOAD),
+                ..Evidence::of(&replies, &READY)
+            };
+            let lenient = Floors {
+                fast_route: None,
+                slow_route: None,
+                ..floors()
+            };
+            judge(&e, &criteria(lenient))
+        };
+        let died = StopRecord {
+            killed: true,
+            exit_status: Some("signal: 9 (SIGKILL)".into()),
+            gate_killed: 2,
+            supervisor_lost: Some(SupervisorLost {
+                what: SupervisorFault::Died,
+                before_stop: true,
+                status: Some("signal: 9 (SIGKILL)".into()),
+            }),
+            ..StopRecord::default()
+        };
+        let v = judged(&died);
+        assert_eq!(v.outcome, Outcome::Fail, "{v}");
+        assert_eq!(
+            line(&v, "serve").text,
+            "the gate's supervisor of the serve died (signal: 9 (SIGKILL)) before the gate asked it to stop the serve; the gate killed 2 process(es) of the serve's tree itself (SIGKILL)"
+        );
+        assert!(
+            v.lines.iter().all(|l| l.check != "stop"),
+            "no grace was given, none is said: {v}"
+        );
+        let stopped = StopRecord {
+            gate_killed: 0,
+            supervisor_lost: Some(SupervisorLost {
+                what: SupervisorFault::Stopped,
+                before_stop: false,
+                status: None,
+            }),
+            unasked_end: Some(UnaskedEnd {
+                status: "signal: 9 (SIGKILL)".into(),
+                when: UnaskedWhen::BeforeStop { seen_ns: 1 },
+            }),
+            ..StopRecord::default()
+        };
+        let v = judged(&stopped);
+        assert_eq!(v.outcome, Outcome::Fail, "{v}");
+        assert_eq!(
+            line(&v, "serve").text,
+            "the gate's supervisor of the serve was stopped (SIGSTOP) while it stopped the serve; nothing of the serve's tree was left for the gate to kill; the serve had ended (signal: 9 (SIGKILL)) before the stop"
+        );
+        let silent = StopRecord {
+            left_running: 1,
+            gate_killed: 1,
+            supervisor_lost: Some(SupervisorLost {
+                what: SupervisorFault::Silent,
+                before_stop: false,
+                status: None,
+            }),
+            ..StopRecord::default()
+        };
+        let v = judged(&silent);
+        assert!(line(&v, "serve")
+            .text
+            .starts_with("the gate's supervisor of the serve did not report the stop in time while it stopped the serve"));
+        assert_eq!(
+            line(&v, "stop").text,
+            "1 process(es) of the serve were still running 5 s after SIGKILL (stuck in the kernel?); the gate could not stop them"
+        );
+        // Leftovers the gate killed after a supervisor that stopped the serve as asked: said,
+        // not failed.
+        let swept = StopRecord {
+            gate_killed: 1,
+            ..StopRecord::default()
+        };
+        let v = judged(&swept);
+        assert_eq!(v.outcome, Outcome::Pass, "{v}");
+        assert_eq!(
+            line(&v, "stop").text,
+            "1 process(es) of the serve were still running after its supervisor exited, and the gate killed them (SIGKILL)"
+        );
+        // A run.json from before the field reads as a supervisor that did its job.
+        let old: StopRecord =
+            serde_json::from_str(r#"{"killed": false, "exit_status": "exit status: 0"}"#).unwrap();
+        assert_eq!(old.supervisor_lost, None);
+        assert_eq!(old.gate_killed, 0);
+    }
+
+    /// A hold pulled away while the gate had it (issue 30: the hold file removed or replaced, so
+    /// a second gate could take "the same" hold) is a FAIL of the run, first of its lines.
+    #[test]
+    fn a_hold_file_removed_or_replaced_is_a_hold_fail_line() {
+        let replies = [good()];
+        let record = |checks: Vec<HoldCheck>| HoldRecord {
+            file: "/run/npu.hold".into(),
+            acquired: true,
+            waited_ms: 0.0,
+            waited_for: None,
+            timeout_s: 600.0,
+            acquired_ns: Some(1),
+            released_ns: Some(2),
+            checks,
+        };
+        let judged = |h: &HoldRecord| {
+            let e = Evidence {
+                hold: Some(h),
+                load: Some(&LOAD),
+                ..Evidence::of(&replies, &READY)
+            };
+            let lenient = Floors {
+                fast_route: None,
+                slow_route: None,
+                ..floors()
+            };
+            judge(&e, &criteria(lenient))
+        };
+        let check = |at, found| HoldCheck { at, found };
+        let kept = record(vec![
+            check(HoldCheckAt::BeforeReplies, HoldFound::LockedFile),
+            check(HoldCheckAt::AfterReplies, HoldFound::LockedFile),
+            check(HoldCheckAt::Release, HoldFound::LockedFile),
+        ]);
+        let v = judged(&kept);
+        assert_eq!(v.outcome, Outcome::Pass, "{v}");
+        assert!(v.lines.iter().all(|l| l.check != "hold"), "{v}");
+        for (at, found, says) in [
+            (
+                HoldCheckAt::BeforeReplies,
+                HoldFound::Nothing,
+                "was removed before the replies",
+            ),
+            (
+                HoldCheckAt::AfterReplies,
+                HoldFound::AnotherFile,
+                "was replaced by another file by the end of the replies",
+            ),
+            (
+                HoldCheckAt::Release,
+                HoldFound::Unreachable,
+                "could not be looked at by the time the serve's tree was gone",
+            ),
+        ] {
+            let mut checks = kept.checks.clone();
+            checks.retain(|c| c.at != at);
+            checks.push(check(at, found));
+            let v = judged(&record(checks));
+            assert_eq!(v.outcome, Outcome::Fail, "{v}");
+            let first = &v.lines[0];
+            assert_eq!((first.check.as_str(), first.status), ("hold", Status::Fail));
+            assert_eq!(
+                first.text,
+                format!("the hold file /run/npu.hold {says}: the lock no longer kept another gate off the device, which this run may have shared")
+            );
+        }
+        // Older runs recorded no checks: nothing to judge.
+        let v = judged(&record(Vec::new()));
         assert_eq!(v.outcome, Outcome::Pass, "{v}");
     }
 

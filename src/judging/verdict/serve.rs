@@ -2,7 +2,10 @@
 //! (`stop`). A hold not acquired is judged in [`super::judge`].
 
 use super::Evidence;
-use crate::archive::record::{Line, Startup, Status, StopRecord, UnaskedWhen};
+use crate::archive::record::{
+    HoldCheckAt, HoldFound, HoldRecord, Line, Startup, Status, StopRecord, SupervisorFault,
+    UnaskedWhen,
+};
 
 use super::route::log_tail;
 
@@ -10,6 +13,11 @@ use super::route::log_tail;
 /// device past its stop, and the reader should know.
 pub(super) fn stop_line(stop: Option<(&StopRecord, f64)>) -> Option<Line> {
     let (s, grace_s) = stop?;
+    if s.supervisor_lost.is_some() {
+        // The gate killed the tree itself, without a grace: the serve line says so; only
+        // what even that could not stop is said here.
+        return left_running(s).map(|n| Line::new("stop", Status::Info, n));
+    }
     let mut notes = Vec::new();
     let others = match s.group_killed {
         0 => String::new(),
@@ -44,16 +52,76 @@ pub(super) fn stop_line(stop: Option<(&StopRecord, f64)>) -> Option<Line> {
         }
         notes.push(note);
     }
-    if s.left_running > 0 {
+    if s.gate_killed > 0 {
         notes.push(format!(
-            "{} process(es) of the serve were still running 5 s after SIGKILL (stuck in the kernel?); the gate could not stop them",
-            s.left_running
+            "{} process(es) of the serve were still running after its supervisor exited, and the gate killed them (SIGKILL)",
+            s.gate_killed
         ));
     }
+    notes.extend(left_running(s));
     if notes.is_empty() {
         return None;
     }
     Some(Line::new("stop", Status::Info, notes.join("; ")))
+}
+
+fn left_running(s: &StopRecord) -> Option<String> {
+    (s.left_running > 0).then(|| format!(
+        "{} process(es) of the serve were still running 5 s after SIGKILL (stuck in the kernel?); the gate could not stop them",
+        s.left_running
+    ))
+}
+
+/// What became of the gate's supervisor, when it did not stop the serve as asked: always a
+/// failure of the run, since the serve's tree was then out of the supervisor's hands (a serve
+/// runs as the gate's user and can signal the supervisor; issue 30).
+fn supervisor_lost(s: &StopRecord) -> Option<String> {
+    let lost = s.supervisor_lost.as_ref()?;
+    let what = match (lost.what, &lost.status) {
+        (SupervisorFault::Died, Some(status)) => format!("died ({status})"),
+        (SupervisorFault::Died, None) => "died".to_string(),
+        (SupervisorFault::Stopped, _) => "was stopped (SIGSTOP)".to_string(),
+        (SupervisorFault::Silent, _) => "did not report the stop in time".to_string(),
+    };
+    let when = if lost.before_stop {
+        "before the gate asked it to stop the serve"
+    } else {
+        "while it stopped the serve"
+    };
+    let killed = match s.gate_killed {
+        0 => "; nothing of the serve's tree was left for the gate to kill".to_string(),
+        n => format!("; the gate killed {n} process(es) of the serve's tree itself (SIGKILL)"),
+    };
+    Some(format!(
+        "the gate's supervisor of the serve {what} {when}{killed}"
+    ))
+}
+
+/// The `hold` line when the hold was pulled away while the gate had it: the hold file removed
+/// or replaced, so a second gate could take "the same" hold and share the device. A FAIL:
+/// the run did not have the device to itself, whatever its replies say.
+pub(super) fn hold_line(hold: Option<&HoldRecord>) -> Option<Line> {
+    let hold = hold?;
+    let check = hold.checks.iter().find(|c| !c.held())?;
+    let what = match check.found {
+        HoldFound::LockedFile => return None,
+        HoldFound::Nothing => "was removed",
+        HoldFound::AnotherFile => "was replaced by another file",
+        HoldFound::Unreachable => "could not be looked at",
+    };
+    let when = match check.at {
+        HoldCheckAt::BeforeReplies => "before the replies",
+        HoldCheckAt::AfterReplies => "by the end of the replies",
+        HoldCheckAt::Release => "by the time the serve's tree was gone",
+    };
+    Some(Line::new(
+        "hold",
+        Status::Fail,
+        format!(
+            "the hold file {} {what} {when}: the lock no longer kept another gate off the device, which this run may have shared",
+            hold.file
+        ),
+    ))
 }
 
 /// The serve's line: FAIL when it did not come up (with the end of its log), or when, once up,
@@ -61,6 +129,18 @@ pub(super) fn stop_line(stop: Option<(&StopRecord, f64)>) -> Option<Line> {
 /// is not a release, whatever its replies said. A death during the replies is the content
 /// line's (it names the reply).
 pub(super) fn serve_line(e: &Evidence<'_>) -> Option<Line> {
+    let Some(lost) = e.stop.and_then(|(s, _)| supervisor_lost(s)) else {
+        return startup_or_end_line(e);
+    };
+    // The supervisor's loss leads: the serve's own end then may be its doing (PDEATHSIG).
+    let text = match startup_or_end_line(e) {
+        Some(l) if l.status == Status::Fail => format!("{lost}; {}", l.text),
+        _ => lost,
+    };
+    Some(Line::new("serve", Status::Fail, text))
+}
+
+fn startup_or_end_line(e: &Evidence<'_>) -> Option<Line> {
     let tail = || log_tail(e.serve_log);
     let text = match e.startup {
         Startup::Ready { .. } => return unasked_end_line(e),
@@ -111,7 +191,16 @@ fn unasked_end_line(e: &Evidence<'_>) -> Option<Line> {
     if e.serve_died.is_some() {
         return None;
     }
-    let end = e.stop?.0.unasked_end.as_ref()?;
+    let stop = e.stop?.0;
+    let end = stop.unasked_end.as_ref()?;
+    if stop.supervisor_lost.is_some() {
+        // Not "by itself": the supervisor's death kills the serve (PDEATHSIG).
+        return Some(Line::new(
+            "serve",
+            Status::Fail,
+            format!("the serve had ended ({}) before the stop", end.status),
+        ));
+    }
     let text = match end.when {
         UnaskedWhen::BeforeStop { seen_ns } => {
             let last_end = e.replies.iter().map(|r| r.end_ns).max();
