@@ -103,7 +103,7 @@ impl Outputs {
             match serde_json::to_string_pretty(result) {
                 Ok(mut text) => {
                     text.push('\n');
-                    console::out(&text);
+                    console::out(&crate::inert::json(&text));
                 }
                 Err(e) => say!("failed to write result.json to stdout: {e}"),
             }
