@@ -44,7 +44,11 @@ pub fn divert_end() {
 }
 
 /// A line for stderr: to the sink [`divert`] set, or written (see [`err_line_direct`]).
+///
+/// Every line is made inert for the terminal first ([`crate::inert::terminal`]): a line can
+/// quote a serve's or a holder's text, and none of the gate's own holds a control character.
 pub fn err_line(line: &str) -> bool {
+    let line = &*crate::inert::terminal(line);
     if let Some(sink) = DIVERTED.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
         if sink(line) {
             return true;

@@ -8,13 +8,14 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 
 use crate::archive::rundir::{self, BaselineRun, ResultFile};
+use crate::archive::safe_open::Want;
 use crate::exit_codes;
 use crate::judging::archived::judge_archive;
 use crate::judging::verdict::Criteria;
 use crate::live::run_args::{
     BaselineArgs, BurstFloorArgs, DeterminismArgs, DriftArgs, RouteEvidenceArgs,
 };
-use crate::report::output::{self, OutputArgs, Outputs};
+use crate::report::output::{self, OutputArgs, OutputFile, Outputs, Writing};
 use crate::report::timeline;
 use crate::report::RunInfo;
 
@@ -67,9 +68,11 @@ pub struct JudgeArgs {
 /// Judge the archive; the exit code for its result.
 pub fn run(args: JudgeArgs) -> Result<u8> {
     let outputs = Outputs::check(&args.output)?;
-    if let Some(path) = &args.svg {
-        output::check_output(path).context("--svg")?;
-    }
+    let svg = args
+        .svg
+        .as_deref()
+        .map(|p| OutputFile::open(p, Writing::Replace, Want::Output).context("--svg"))
+        .transpose()?;
     // The archive is evidence: judging it never changes it (an --svg over its timeline.svg
     // once redrew a passing run as FAIL; a --junit over its result.json replaced it).
     let asked = [("--svg", args.svg.as_deref())]
@@ -222,11 +225,11 @@ pub fn run(args: JudgeArgs) -> Result<u8> {
         archive.read_serve_log()?,
         baseline.as_ref(),
     )?;
-    if let Some(path) = &args.svg {
+    if let Some(out) = &svg {
         let title = format!("{} (RESULT: {})", args.dir.display(), verdict.outcome);
         let context = timeline::TimelineContext::of_run(criteria.floors(), archive.load.as_ref());
         let svg = timeline::svg(&archive.replies, &context, &title)?;
-        output::write_report(path, svg.as_bytes())?;
+        out.write(svg.as_bytes())?;
     }
     let title = args.dir.display().to_string();
     let mut result = ResultFile::new(verdict);

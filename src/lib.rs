@@ -33,7 +33,8 @@
 //!   `self-test`, judging cases and runs against the stand-in.
 //! - At the top: [`cli`]: the command line and the dispatch to each command; [`profile`]: gate
 //!   profiles; [`judge`]: `judge DIR`; [`prompts`]: the fixed prompts; [`exit_codes`]: the exit
-//!   codes; [`clock`]: CLOCK_MONOTONIC; [`console`]: stdout and stderr, written without ever
+//!   codes; [`clock`]: CLOCK_MONOTONIC; [`inert`]: foreign text made safe for each output;
+//!   [`console`]: stdout and stderr, written without ever
 //!   failing the run (`say!`).
 
 // run.json's settings are one `serde_json::json!` of every flag, past the macro's default
@@ -45,6 +46,7 @@ pub mod cli;
 pub mod clock;
 pub mod console;
 pub mod exit_codes;
+pub mod inert;
 pub mod judge;
 pub mod judging;
 pub mod live;

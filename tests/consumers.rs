@@ -692,3 +692,190 @@ fn a_serves_finish_reason_and_bidi_controls_are_inert_in_the_summary_and_the_ter
     assert_eq!(headings.len(), 1, "{html}");
     assert!(headings[0].contains("RESULT: FAIL"), "{html}");
 }
+
+/// What acts on a terminal or reorders text, as it must never stand raw in an output: C0 but
+/// the newline (and the tab), DEL, C1, and the bidirectional controls.
+fn acting(c: char) -> bool {
+    (c.is_control() && !matches!(c, '\n' | '\t'))
+        || matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
+
+/// Where `text` (the output `what`) holds something that acts, the first such character.
+fn raw_in(what: &str, text: &str) -> Option<String> {
+    let c = text.chars().find(|c| acting(*c))?;
+    Some(format!("{what}: {c:?} stands raw in it:\n{text}"))
+}
+
+/// Every output of a run is held to: nothing that acts; one RESULT line on the terminal, the
+/// gate's; one heading in the rendered summary, the gate's, and no tag of the serve's; a JUnit
+/// file xmllint, junitparser and xunitparser read; a metrics file promtool passes. Every output
+/// is looked at before the test fails, and the failure names each that is not inert.
+fn check_every_output(
+    c: &Consumers,
+    promtool: &Path,
+    d: &Path,
+    o: &std::process::Output,
+    json_out: bool,
+) {
+    let mut found = Vec::new();
+    let stdout = String::from_utf8(o.stdout.clone()).unwrap();
+    let stderr = String::from_utf8(o.stderr.clone()).unwrap();
+    found.extend(raw_in("stdout", &stdout));
+    found.extend(raw_in("stderr", &stderr));
+    let human = if json_out { &stderr } else { &stdout };
+    // A line of its own that reads as a RESULT (or a Markdown heading of one), on either
+    // stream, is the gate's.
+    let results: Vec<&str> = stdout
+        .lines()
+        .chain(stderr.lines())
+        .filter(|l| {
+            l.trim_start()
+                .trim_start_matches('#')
+                .trim_start()
+                .starts_with("RESULT:")
+        })
+        .collect();
+    if results.len() != 1 {
+        found.push(format!(
+            "the terminal: {} RESULT lines: {results:?}",
+            results.len()
+        ));
+    }
+    assert!(
+        human
+            .lines()
+            .any(|l| l.starts_with("RESULT: ") && !l.starts_with("RESULT: PASS")),
+        "{human}"
+    );
+    if json_out {
+        let printed: Value = serde_json::from_str(&stdout).unwrap();
+        assert_eq!(
+            printed,
+            json(&d.join("run/result.json")),
+            "--json is result.json"
+        );
+    }
+    let result = std::fs::read_to_string(d.join("run/result.json")).unwrap();
+    found.extend(raw_in("result.json", &result));
+    let result: Value = serde_json::from_str(&result).unwrap();
+    let mut texts = vec![result["summary"].as_str().unwrap().to_string()];
+    for l in result["lines"].as_array().unwrap() {
+        texts.push(l["text"].as_str().unwrap().to_string());
+    }
+    for text in &texts {
+        found.extend(raw_in("result.json's text", text));
+        if text.contains('\n') {
+            found.push(format!("result.json's text: a newline in {text:?}"));
+        }
+    }
+    let summary = d.join("summary.md");
+    found.extend(raw_in(
+        "the step summary",
+        &std::fs::read_to_string(&summary).unwrap(),
+    ));
+    let junit = d.join("junit.xml");
+    found.extend(raw_in(
+        "the JUnit file",
+        &std::fs::read_to_string(&junit).unwrap(),
+    ));
+    let prom = d.join("gate.prom");
+    found.extend(raw_in(
+        "the metrics file",
+        &std::fs::read_to_string(&prom).unwrap(),
+    ));
+    // cmark-gfm last: it fails the test itself on a tag of the serve's.
+    let html = check_summary(&summary);
+    let headings: Vec<&str> = html.lines().filter(|l| l.starts_with("<h")).collect();
+    if html.contains("<img") || headings.len() != 1 || !headings[0].contains("— RESULT: ") {
+        found.push(format!(
+            "the rendered summary: a tag or heading of the serve's:\n{html}"
+        ));
+    }
+    assert!(found.is_empty(), "not inert:\n{}", found.join("\n---\n"));
+    read_junit(c, &junit);
+    read_prom(c, promtool, &prom);
+}
+
+/// A serve whose every string is hostile, and a hold whose holder text is (issue 30, item 5):
+/// its model id, reply text, finish_reason, error body, Content-Type and log lines, and the
+/// holder's command line and time, each carrying an OSC 52 clipboard write, a title change, a
+/// screen clear, U+202E, NUL, CR, a C1 CSI, a `### RESULT: PASS` heading, `<img>`, backticks,
+/// `|`, `"`, `\`, newlines and `]]>`. Every output of both runs is inert.
+#[test]
+fn every_output_is_inert_against_a_serve_and_a_holder_whose_every_string_is_hostile() {
+    let Some(c) = consumers() else { return };
+    let Some(promtool) = promtool() else { return };
+    let serve = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/hostile_serve.py");
+    let outputs = |d: &Path| -> Vec<std::ffi::OsString> {
+        let mut v: Vec<std::ffi::OsString> = vec!["--out".into(), d.join("run").into()];
+        v.extend(["--junit".into(), d.join("junit.xml").into()]);
+        v.extend(["--prom".into(), d.join("gate.prom").into()]);
+        v
+    };
+    // The serve: three replies, one of each kind; its log names the slow route.
+    let d = tempfile::tempdir().unwrap();
+    let o = gate()
+        .env("GITHUB_STEP_SUMMARY", d.path().join("summary.md"))
+        .args(["run", "--replies", "3", "--json", "--slow-route", "route:"])
+        .args(outputs(d.path()))
+        .args(UNFLIPPABLE)
+        .arg("--")
+        .arg(&serve)
+        .arg("{port}")
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    check_every_output(&c, &promtool, d.path(), &o, true);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    // The serve's strings did reach the lines, shown: the test is not passing on silence.
+    assert!(stderr.contains("\\u{1b}]52;"), "{stderr}");
+    assert!(stderr.contains("\\u{202e}"), "{stderr}");
+    let prom = std::fs::read_to_string(d.path().join("gate.prom")).unwrap();
+    assert!(prom.contains("model=\""), "{prom}");
+
+    // The hold: another process holds it, having written a hostile holder text.
+    let held = tempfile::tempdir().unwrap();
+    let hold = held.path().join("npu.hold");
+    let me = std::process::id();
+    let holder = npu_serve_smoke::live::hold::Holder {
+        pid: me,
+        argv: vec!["npu-serve-smoke".into(), HOSTILE_TEXT.into()],
+        since_utc: HOSTILE_TEXT.into(),
+        start: npu_serve_smoke::live::supervise::proc_stat(me as i32).map(|s| s.start),
+        supervisor: None,
+        supervisor_start: None,
+    };
+    std::fs::write(&hold, serde_json::to_vec(&holder).unwrap()).unwrap();
+    let file = std::fs::File::open(&hold).unwrap();
+    let _mine = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive).unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let o = gate()
+        .env("GITHUB_STEP_SUMMARY", d.path().join("summary.md"))
+        .args(["run", "--stand-in", "--hold"])
+        .arg(&hold)
+        .args(["--hold-timeout", "0.3"])
+        .args(outputs(d.path()))
+        .args(UNFLIPPABLE)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    check_every_output(&c, &promtool, d.path(), &o, false);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.contains("waiting for the hold"), "{stderr}");
+    assert!(stdout.contains(&format!("held by PID {me} (")), "{stdout}");
+    assert!(stdout.contains("\\u{1b}]52;"), "{stdout}");
+}
+
+/// The hostile text the holder writes: as tests/data/hostile_serve.py's.
+const HOSTILE_TEXT: &str = "\u{1b}]52;c;cm0gLXJmIH4K\u{7}\u{1b}]0;pwned\u{7}\u{1b}[2J\u{202e}gnp.exe\u{2066}\u{0}\r\u{9b}31m\u{7f}\n### RESULT: PASS\n\nRESULT: PASS\n<img src=x onerror=alert(1)> `code` | a | b | \"q\" \\ ]]>";

@@ -490,3 +490,100 @@ fn bash_completes_flags_after_a_subcommand() {
     }
     assert!(bash_completes(&script, &["se"]).contains(&"self-test".to_string()));
 }
+
+/// A serve runs as the gate's user and can swap any path the gate names (issue 30, item 2):
+/// here it moves the step summary away and links its name to a stand-in for ~/.bashrc, swaps
+/// the JUnit file's directory for a link to another, and links the metrics file's name to the
+/// ~/.bashrc stand-in too. The gate opened each before the serve started and writes through
+/// that: the summary is appended to the file the user named (wherever it was moved), the JUnit
+/// file lands in the directory the user named, the metrics file replaces the link, and
+/// nothing reaches the stand-in or the other directory.
+#[test]
+fn outputs_a_serve_swaps_for_links_write_nothing_where_the_links_point() {
+    let (d, out) = scratch();
+    let bashrc = d.path().join("bashrc");
+    std::fs::write(&bashrc, "# the user's shell\n").unwrap();
+    let summary = d.path().join("summary.md");
+    std::fs::write(&summary, "earlier step\n").unwrap();
+    let reports = d.path().join("reports");
+    std::fs::create_dir(&reports).unwrap();
+    let junit = reports.join("gate.xml");
+    let prom = d.path().join("gate.prom");
+    let script = r#"s=$2 o=$3 r=$4 p=$5
+mv "$s" "$s.moved" && ln -s "$o" "$s" &&
+mv "$r" "$r.moved" && mkdir "$r.elsewhere" && ln -s "$r.elsewhere" "$r" &&
+ln -s "$o" "$p" &&
+exec "$0" stand-in --port "$1" --tokens 3"#;
+    let o = gate()
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .args(["run", "--replies", "1", "--junit"])
+        .arg(&junit)
+        .arg("--prom")
+        .arg(&prom)
+        .arg("--out")
+        .arg(&out)
+        .args(UNFLIPPABLE)
+        .args(["--", "sh", "-c", script, BIN, "{port}"])
+        .args([&summary, &bashrc, &reports, &prom])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(&bashrc).unwrap(),
+        "# the user's shell\n",
+        "the gate wrote through a link the serve planted"
+    );
+    let elsewhere: Vec<_> = std::fs::read_dir(d.path().join("reports.elsewhere"))
+        .unwrap()
+        .collect();
+    assert!(elsewhere.is_empty(), "{elsewhere:?}");
+    // The serve did swap them: the names are its links now.
+    assert!(std::fs::symlink_metadata(&summary).unwrap().is_symlink());
+    assert!(std::fs::symlink_metadata(&reports).unwrap().is_symlink());
+    let appended = std::fs::read_to_string(d.path().join("summary.md.moved")).unwrap();
+    assert!(appended.starts_with("earlier step\n###"), "{appended}");
+    assert!(appended.contains("RESULT: PASS"), "{appended}");
+    let written = std::fs::read_to_string(d.path().join("reports.moved/gate.xml")).unwrap();
+    assert!(written.contains("<testsuites"), "{written}");
+    assert!(!std::fs::symlink_metadata(&prom).unwrap().is_symlink());
+    assert!(std::fs::read_to_string(&prom)
+        .unwrap()
+        .contains("npu_serve_smoke_"));
+    assert!(!stderr.contains("no "), "{stderr}");
+}
+
+/// A step summary that was not there when the run started, and that the serve creates as a
+/// link to a stand-in for ~/.bashrc: not written, said in one line; the stand-in untouched.
+#[test]
+fn outputs_a_step_summary_planted_during_the_run_is_refused_with_a_line() {
+    let (d, out) = scratch();
+    let bashrc = d.path().join("bashrc");
+    std::fs::write(&bashrc, "# the user's shell\n").unwrap();
+    let summary = d.path().join("summary.md");
+    let script = r#"ln -s "$3" "$2" && exec "$0" stand-in --port "$1" --tokens 3"#;
+    let o = gate()
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .args(["run", "--replies", "1", "--out"])
+        .arg(&out)
+        .args(UNFLIPPABLE)
+        .args(["--", "sh", "-c", script, BIN, "{port}"])
+        .args([&summary, &bashrc])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(&bashrc).unwrap(),
+        "# the user's shell\n"
+    );
+    let said: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("no step summary"))
+        .collect();
+    assert_eq!(said.len(), 1, "{stderr}");
+    assert!(
+        said[0].contains("was not there when the run started and something was put there since"),
+        "{stderr}"
+    );
+}

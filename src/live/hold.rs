@@ -59,12 +59,15 @@ pub const UNNAMED: &str = "a process that did not say who it is";
 
 impl Holder {
     /// "PID 4242 (npu-serve-smoke run ...) since 2026-11-29T12:01:33Z"
+    ///
+    /// The text is the holder's (another lane's serve can write it): what acts on a terminal
+    /// is shown as its escape, on one line (issue 30, item 5).
     pub fn describe(&self) -> String {
         format!(
             "PID {} ({}) since {}",
             self.pid,
-            self.command(),
-            self.since_utc
+            crate::inert::one_line(&self.command()),
+            crate::inert::one_line(&self.since_utc)
         )
     }
 
@@ -89,7 +92,7 @@ impl Holder {
             format!(
                 "PID {supervisor}, the supervisor of PID {} ({}), which has exited; it is stopping that gate's serve",
                 self.pid,
-                self.command()
+                crate::inert::one_line(&self.command())
             )
         })
     }

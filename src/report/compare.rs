@@ -21,11 +21,12 @@ use sha2::{Digest, Sha256};
 
 use crate::archive::record::{Percentiles, Provenance, Verdict};
 use crate::archive::rundir::{self, BaselineRun};
+use crate::archive::safe_open::Want;
 use crate::judging::archived::judge_archive;
 use crate::judging::measure::{measure, median};
 use crate::judging::provenance::{differences, Difference};
 use crate::judging::verdict::Criteria;
-use crate::report::output::check_writable;
+use crate::report::output::{OutputFile, Writing};
 use crate::report::{compare_csv, compare_svg};
 
 /// `compare`'s arguments.
@@ -500,23 +501,27 @@ fn csv_to_stdout(args: &CompareArgs) -> bool {
 
 /// Refuse what cannot be done before any run is read: a report file that cannot be written
 /// (its directory missing), or two outputs for stdout.
-fn check_args(args: &CompareArgs) -> Result<()> {
+/// Both are opened here, before any run is read, and written through what was opened.
+fn check_args(args: &CompareArgs) -> Result<(Option<OutputFile>, Option<OutputFile>)> {
     if csv_to_stdout(args) && args.json {
         bail!("--csv - and --json both write to stdout: give --csv a FILE, or drop one");
     }
-    if let Some(path) = &args.svg {
-        check_writable(path).map_err(|e| anyhow::anyhow!("--svg: {e:#}"))?;
-    }
-    if let Some(path) = args.csv.as_ref().filter(|_| !csv_to_stdout(args)) {
-        check_writable(path).map_err(|e| anyhow::anyhow!("--csv: {e:#}"))?;
-    }
-    Ok(())
+    let open = |path: Option<&PathBuf>, what: &str| {
+        path.map(|p| {
+            OutputFile::open(p, Writing::Replace, Want::Regular)
+                .map_err(|e| anyhow::anyhow!("{what}: {e:#}"))
+        })
+        .transpose()
+    };
+    let svg = open(args.svg.as_ref(), "--svg")?;
+    let csv = open(args.csv.as_ref().filter(|_| !csv_to_stdout(args)), "--csv")?;
+    Ok((svg, csv))
 }
 
 /// Run `compare`: exit 0 when at least one run could be read, 2 when none could (or a report
 /// file cannot be written).
 pub fn run(args: CompareArgs) -> Result<u8> {
-    check_args(&args)?;
+    let (svg, csv) = check_args(&args)?;
     let rows = rows(&args.dirs);
     if args.json {
         crate::console::out(&format!("{}\n", serde_json::to_string_pretty(&rows)?));
@@ -525,11 +530,11 @@ pub fn run(args: CompareArgs) -> Result<u8> {
     } else {
         crate::console::out(&table(&rows));
     }
-    if let Some(path) = args.csv.as_ref().filter(|_| !csv_to_stdout(&args)) {
-        rundir::write_atomic(path, compare_csv::csv(&rows).as_bytes())?;
+    if let Some(out) = &csv {
+        out.write(compare_csv::csv(&rows).as_bytes())?;
     }
-    if let Some(path) = &args.svg {
-        rundir::write_atomic(path, compare_svg::svg(&rows)?.as_bytes())?;
+    if let Some(out) = &svg {
+        out.write(compare_svg::svg(&rows)?.as_bytes())?;
     }
     if rows.iter().all(|r| r.group.is_none()) {
         bail!(

@@ -262,6 +262,9 @@ fn draw_host(band: &DrawingArea<SVGBackend, Shift>, host: &str, runs: &[Run]) ->
     };
     let pad = (hi - lo) * 0.04;
     let x_range = (lo - pad)..(hi + pad);
+    // A host name is an archive's, which anything may have written: SVG text made inert
+    // (plotters escapes the markup, not the controls XML forbids).
+    let host = crate::inert::xml(host);
     let panel = |r: &Run| (r.row.median_rate_tok_s, r.row.rate_floor_tok_s);
     draw_panel(
         &left,

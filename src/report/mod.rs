@@ -320,43 +320,14 @@ pub fn markdown(v: &Verdict, replies: &[ReplyRecord], title: &str) -> String {
     md
 }
 
-/// `s` as inert Markdown for a table cell: what GitHub would render as code, emphasis, a
-/// link, HTML or an entity is backslash-escaped (CommonMark lets any ASCII punctuation be),
-/// a newline is a space, a control character is shown (`\u{1b}`). Text quoted from a reply
-/// or a serve log is model output, and must read as the text it is.
+/// `s` as inert Markdown for a table cell: [`crate::inert::markdown`].
 pub fn md_inert(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 8);
-    for c in s.chars() {
-        match c {
-            '\\' | '`' | '*' | '_' | '[' | ']' | '<' | '>' | '|' | '~' | '&' | '!' | '#' => {
-                out.push('\\');
-                out.push(c);
-            }
-            '\n' | '\r' => out.push(' '),
-            c => crate::judging::verdict::push_visible(&mut out, c),
-        }
-    }
-    out
+    crate::inert::markdown(s)
 }
 
-/// `s` with every character XML 1.0 forbids made visible (`\u{1b}`); the rest is escaped by
-/// the writer. A broken build's garbage must never make the report unparseable.
+/// `s` safe in XML text or an attribute: [`crate::inert::xml`].
 fn xml_text(s: &str) -> std::borrow::Cow<'_, str> {
-    let forbidden = |c: char| {
-        (c < ' ' && !matches!(c, '\t' | '\n' | '\r')) || matches!(c, '\u{fffe}' | '\u{ffff}')
-    };
-    if !s.chars().any(forbidden) {
-        return s.into();
-    }
-    let mut out = String::with_capacity(s.len() + 8);
-    for c in s.chars() {
-        if forbidden(c) {
-            crate::judging::verdict::push_escape(&mut out, c);
-        } else {
-            out.push(c);
-        }
-    }
-    out.into()
+    crate::inert::xml(s)
 }
 
 #[cfg(test)]

@@ -368,18 +368,10 @@ fn sample_value(x: f64) -> String {
     }
 }
 
-/// A label value escaped as the format asks: backslash, double quote and line feed.
+/// A label value escaped as the format asks, what acts on a terminal shown as its escape
+/// first (a serve's model id is in one): [`crate::inert::prom_label`].
 fn escape_label(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-    out
+    crate::inert::prom_label(s)
 }
 
 /// HELP text escaped as the format asks: backslash and line feed.

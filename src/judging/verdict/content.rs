@@ -139,74 +139,7 @@ pub fn reply_problem(r: &ReplyRecord) -> Option<&'static str> {
     }
 }
 
-/// `s` in double quotes, cut to `max` characters (marked with …), newlines shown as `\n`.
-pub fn quote(s: &str, max: usize) -> String {
-    let mut out = String::from("\"");
-    for (i, ch) in s.chars().enumerate() {
-        if i == max {
-            out.push('…');
-            break;
-        }
-        push_quoted(&mut out, ch);
-    }
-    out.push('"');
-    out
-}
-
-/// Push `c` as it reads inside a quote: a newline as `\n`, a return as `\r`, a quote as
-/// `\"`, a control character as its escape ([`push_visible`]).
-pub(crate) fn push_quoted(out: &mut String, c: char) {
-    match c {
-        '\n' => out.push_str("\\n"),
-        '\r' => out.push_str("\\r"),
-        '"' => out.push_str("\\\""),
-        c => push_visible(out, c),
-    }
-}
-
-/// Push `c`, or, for a control character, its escape as Rust writes it (`\u{1b}`): text from
-/// the serve (a reply, its log) can hold escape sequences that would recolour a terminal, and
-/// bytes XML 1.0 forbids; quoted, they are seen, never acted on.
-pub fn push_visible(out: &mut String, c: char) {
-    if c.is_control() || is_bidi_control(c) {
-        push_escape(out, c);
-    } else {
-        out.push(c);
-    }
-}
-
-/// A character that reorders the text around it (the bidirectional marks, embeddings, overrides
-/// and isolates): a serve's U+202E in a quoted reply would turn the rest of the gate's line
-/// around on a terminal or in a summary. Shown as its escape wherever foreign text goes.
-pub fn is_bidi_control(c: char) -> bool {
-    matches!(
-        c,
-        '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'
-    )
-}
-
-/// Push `c` as its escape as Rust writes it: `\u{1b}`. The one spelling of a character made
-/// visible, in quotes, lines and reports alike.
-pub fn push_escape(out: &mut String, c: char) {
-    use std::fmt::Write as _;
-    let _ = write!(out, "\\u{{{:x}}}", c as u32);
-}
-
-/// `s` with every control character but the newline made visible (see [`push_visible`]).
-pub fn visible(s: &str) -> String {
-    if !s
-        .chars()
-        .any(|c| (c.is_control() && c != '\n') || is_bidi_control(c))
-    {
-        return s.to_string();
-    }
-    let mut out = String::with_capacity(s.len() + 8);
-    for c in s.chars() {
-        if c == '\n' {
-            out.push(c);
-        } else {
-            push_visible(&mut out, c);
-        }
-    }
-    out
-}
+// The quoting of foreign text is the crate's one module for it (issue 30, item 5).
+pub(crate) use crate::inert::push_quoted;
+pub use crate::inert::terminal as visible;
+pub use crate::inert::{push_escape, push_visible, quote};

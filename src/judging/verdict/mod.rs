@@ -38,6 +38,7 @@ pub mod rate;
 pub mod route;
 pub mod serve;
 
+use crate::inert::one_line;
 use conditions::{busy_note, Contention};
 pub use conditions::{BUSY_LOAD_PER_CPU, BUSY_WAIT_FRACTION};
 use content::content_line;
@@ -440,16 +441,17 @@ impl fmt::Display for Outcome {
         match self {
             Outcome::Pass => f.write_str("PASS"),
             Outcome::Fail => f.write_str("FAIL"),
+            // A reason can name a holder or quote a serve: shown, never acted on.
             Outcome::Skip {
                 reason,
                 advice: None,
-            } => write!(f, "SKIP ({reason})"),
+            } => write!(f, "SKIP ({})", one_line(reason)),
             Outcome::Skip {
                 reason,
                 advice: Some(advice),
-            } => write!(f, "SKIP ({reason}); {advice}"),
-            Outcome::Interrupted { signal } => write!(f, "INTERRUPTED (by {signal})"),
-            Outcome::Inconclusive { reason } => write!(f, "INCONCLUSIVE ({reason})"),
+            } => write!(f, "SKIP ({}); {}", one_line(reason), one_line(advice)),
+            Outcome::Interrupted { signal } => write!(f, "INTERRUPTED (by {})", one_line(signal)),
+            Outcome::Inconclusive { reason } => write!(f, "INCONCLUSIVE ({})", one_line(reason)),
         }
     }
 }
