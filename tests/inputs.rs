@@ -516,3 +516,44 @@ fn a_fifo_given_as_the_serve_log_is_refused_without_blocking() {
     assert!(said.contains("is a FIFO"), "{said}");
     assert!(!d.path().join("run").exists());
 }
+
+/// A serve command that is never told the gate's port would be waited on until the ready
+/// timeout and called "not ready": it is refused before anything starts, with one line, unless
+/// `--url` names the port the serve picks itself (issue 30, item 6).
+#[test]
+fn a_serve_command_without_the_port_is_refused_unless_url_names_it() {
+    let (d, out) = scratch();
+    let marker = format!("3600.{}", std::process::id());
+    let o = gate()
+        .args(["run", "--out"])
+        .arg(&out)
+        .args(["--", "sleep", &marker])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("the serve command has no {port}")
+            && stderr.contains("--url http://127.0.0.1:PORT"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(!out.exists(), "the refused run created {}", out.display());
+    assert!(!process_with(&marker), "the refused serve was started");
+    // Named by --url, the same command is launched (and, listening nowhere, is not ready).
+    let free = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{free}");
+    let o = gate()
+        .args(["run", "--ready-timeout", "1", "--url", &url, "--out"])
+        .arg(d.path().join("named"))
+        .args(["--", "sleep", "5"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{stdout}");
+    assert!(line(&stdout, "serve").contains("not ready"), "{stdout}");
+}
