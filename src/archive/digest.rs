@@ -86,8 +86,14 @@ impl Integrity {
 /// Hold the files `found` to the digests run.json `recorded` (`None`: it recorded none). Each
 /// name in either map is looked at: a file with a digest must be there with that digest; a
 /// file the loader reads that has none must not be there (the gate never wrote it, so someone
-/// else did). A file the run said it could not write (`not_archived`) is incomplete, not
-/// changed: it is left to the line that says so.
+/// else did).
+///
+/// A file the run said it could not write (`not_archived`) is held to its digest too: the
+/// digest is of what the gate did write (a whole file's last write that went through, the
+/// replies appended before the first that failed, cut back to whole lines), which is what
+/// the file holds when nothing else touched it, so an incomplete archive is not "changed".
+/// One that differs is, with what the run said of it: a serve that made the gate's appends
+/// fail (by unlinking replies.jsonl) and then wrote its own must not be judged by them.
 pub fn check(
     recorded: Option<&BTreeMap<String, String>>,
     found: &BTreeMap<String, Found>,
@@ -102,9 +108,7 @@ pub fn check(
     names.dedup();
     let mut changed = Vec::new();
     for name in names {
-        if not_archived.iter().any(|n| &n.file == name) {
-            continue;
-        }
+        let before = changed.len();
         let found = found.get(name).unwrap_or(&Found::Absent);
         match (recorded.get(name), found) {
             (Some(_), Found::Absent) => changed.push(format!("{name} is gone")),
@@ -122,6 +126,12 @@ pub fn check(
             (None, Found::Sha256(_) | Found::Unreadable(_)) => {
                 changed.push(format!("{name} was not written by the gate"))
             }
+        }
+        if let (Some(said), Some(missing)) = (
+            changed.get_mut(before),
+            not_archived.iter().find(|n| &n.file == name),
+        ) {
+            said.push_str(&format!(" (and the run could not write it all: {missing})"));
         }
     }
     if changed.is_empty() {
@@ -212,31 +222,32 @@ mod tests {
     }
 
     #[test]
-    fn a_file_the_run_could_not_write_is_incomplete_not_changed() {
+    fn a_file_the_run_could_not_write_all_of_is_intact_as_written_and_changed_otherwise() {
+        // The digest is of the replies the gate appended before the disk filled: the file
+        // holds them, whole, and is not changed.
         let d = map(&[("replies.jsonl", &sha256(b"r"))]);
-        let f = found(&[
-            ("replies.jsonl", sha("r and a part")),
-            ("load.json", sha("{}")),
-        ]);
-        let failed = |file: &str| NotArchived {
-            file: file.into(),
-            error: "No space left on device (os error 28)".into(),
-            from_reply: None,
-            replies_archived: None,
-            replies_made: None,
+        let failed = NotArchived {
+            file: "replies.jsonl".into(),
+            error: "No such file or directory (os error 2)".into(),
+            from_reply: Some(2),
+            replies_archived: Some(1),
+            replies_made: Some(3),
         };
+        let as_written = found(&[("replies.jsonl", sha("r"))]);
         assert_eq!(
-            check(
-                Some(&d),
-                &f,
-                &[failed("replies.jsonl"), failed("load.json")]
-            ),
+            check(Some(&d), &as_written, std::slice::from_ref(&failed)),
             Integrity::Intact
         );
-        assert!(matches!(
-            check(Some(&d), &f, &[failed("load.json")]),
-            Integrity::Changed(c) if c.len() == 1 && c[0].starts_with("replies.jsonl")
-        ));
+        // A serve that unlinked it (the gate's appends then fail) and wrote its own.
+        let forged = found(&[("replies.jsonl", sha("forged"))]);
+        assert_eq!(
+            check(Some(&d), &forged, &[failed]).changed_line().unwrap(),
+            format!(
+                "the archive was changed after the run: replies.jsonl is not what the gate wrote (sha256 {} written, {} found) (and the run could not write it all: replies.jsonl: No such file or directory (os error 2) from reply 2 on (it holds 1 of 3 replies))",
+                &sha256(b"r")[..12],
+                &sha256(b"forged")[..12]
+            )
+        );
     }
 
     #[test]
