@@ -142,6 +142,17 @@ fn an_archive_changed_after_the_run_is_a_fail_in_judge_and_compare_never_a_pass(
             "{table}"
         );
     }
+    // The line is in result.json's schema, as `judge --json` writes it.
+    let o = gate()
+        .args(["judge", "--json"])
+        .arg(&dirs[0])
+        .output()
+        .unwrap();
+    let as_json = d.path().join("result.json");
+    std::fs::write(&as_json, &o.stdout).unwrap();
+    let judged = json(&as_json);
+    assert_eq!(judged["lines"][0]["check"], "archive");
+    assert_eq!(judged["result"], "FAIL");
     let untouched = out.display().to_string();
     let row = table.lines().find(|l| l.ends_with(&untouched)).unwrap();
     assert!(row.contains("  PASS  "), "{row}");
