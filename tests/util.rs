@@ -356,6 +356,21 @@ pub fn wait_for_file(path: &Path, limit: Duration) {
     }
 }
 
+/// Wait (bounded) until the run in `out` has archived a reply: replies.jsonl holds a whole
+/// line. (The file itself is there from the start: the gate creates it with run.json.)
+pub fn wait_for_a_reply(out: &Path, limit: Duration) {
+    let path = out.join("replies.jsonl");
+    let start = Instant::now();
+    while !std::fs::read(&path).is_ok_and(|b| b.contains(&b'\n')) {
+        assert!(
+            start.elapsed() < limit,
+            "no reply in {} within {limit:?}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// Wait (bounded) until run.json names the serve's pid; the pid.
 pub fn wait_for_serve_pid(out: &Path, limit: Duration) -> i32 {
     let start = Instant::now();
