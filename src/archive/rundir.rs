@@ -859,13 +859,28 @@ mod tests {
         );
     }
 
-    /// A file outside the run, and a link to it put where a file of the run is (issue 30).
+    /// A file outside the run, and a link to it put where a file of the run is, the file moved
+    /// aside (issue 30).
     fn outside_linked_as(dir: &Path, name: &str) -> PathBuf {
         let outside = dir.parent().unwrap().join(format!("outside-{name}"));
         fs::write(&outside, "").unwrap();
-        let _ = fs::remove_file(dir.join(name));
+        let _ = fs::rename(dir.join(name), dir.join(format!("{name}.moved")));
         std::os::unix::fs::symlink(&outside, dir.join(name)).unwrap();
         outside
+    }
+
+    #[test]
+    fn replies_removed_from_the_run_directory_are_not_appended_to() {
+        let d = tempfile::tempdir().unwrap();
+        let run = RunDir::create(&d.path().join("run")).unwrap();
+        run.append_line(REPLIES, b"one\n").unwrap();
+        fs::remove_file(run.path().join(REPLIES)).unwrap();
+        let e = run.append_line(REPLIES, b"two\n").unwrap_err();
+        assert_eq!(
+            e.root_cause().to_string(),
+            "No such file or directory (os error 2)"
+        );
+        assert_eq!(run.digests().unwrap()[REPLIES], digest::sha256(b"one\n"));
     }
 
     #[test]
