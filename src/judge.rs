@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
+use crate::archive::digest::Integrity;
 use crate::archive::rundir::{self, BaselineRun, ResultFile};
 use crate::archive::safe_open::Want;
 use crate::exit_codes;
@@ -88,6 +89,13 @@ pub fn run(args: JudgeArgs) -> Result<u8> {
         }
     }
     let archive = rundir::load_archive(&args.dir)?;
+    if archive.integrity == Integrity::NotRecorded {
+        // Judged as before: there is nothing to hold its files to.
+        crate::say!(
+            "{} carries no digest of its files (a run from before digests, or one that never finished): its files are judged as they are, unchecked",
+            args.dir.display()
+        );
+    }
     if let Some(problem) = &archive.load_problem {
         crate::say!("{problem}; judging without a load line");
     }

@@ -92,6 +92,8 @@ fn the_load_line_is_the_runs_not_todays() {
 fn no_or_unreadable_load_json_means_no_load_line_and_no_crash() {
     let (_d, out) = scratch();
     archived_run(&out);
+    // A run from before digests: with them, a load.json edited is a changed archive.
+    forget_digests(&out);
     std::fs::write(out.join("load.json"), "{garbled").unwrap();
     let o = gate().arg("judge").arg(&out).output().unwrap();
     let stdout = String::from_utf8_lossy(&o.stdout);
@@ -137,6 +139,8 @@ fn garbled_replies_are_exit_2_naming_the_file() {
 fn a_last_reply_cut_by_a_crash_is_set_aside_and_said() {
     let (_d, out) = scratch();
     archived_run(&out);
+    // A run killed while it wrote a line never made its last run.json, with the digests.
+    forget_digests(&out);
     let path = out.join("replies.jsonl");
     let whole = std::fs::read_to_string(&path).unwrap();
     let first_line_end = whole.find('\n').unwrap() + 1;

@@ -128,6 +128,9 @@ fn judge_json_of_a_skip_has_its_reason_and_advice() {
         .args(["--", "--tokens", "4"])
         .assert()
         .code(0);
+    // Made-up conditions, as a run from before digests holds them: with digests, an edited
+    // load.json is a changed archive (tests/digests.rs).
+    forget_digests(&out);
     let mut load = json(&out.join("load.json"));
     load["during"]["wait_fraction"] = serde_json::json!(0.5);
     load["during"]["others_cpu_pct"] = serde_json::json!(150.0);
@@ -245,6 +248,9 @@ fn eight_replies_get_the_rate_panel_with_the_floor_and_the_throttle_events() {
 
     // The box throttled once during the replies: a rise of the count between two samples.
     let first_sent = replies(&out)[0]["sent_ns"].as_u64().unwrap();
+    // Made-up samples, as a run from before digests holds them: with digests, an edited
+    // load.json is a changed archive (tests/digests.rs).
+    forget_digests(&out);
     let mut load = json(&out.join("load.json"));
     load["during"]["started_ns"] = serde_json::json!(first_sent);
     load["during"]["samples"] = serde_json::json!([
@@ -302,6 +308,9 @@ fn a_thousand_replies_draw_into_less_than_a_megabyte_a_point_each() {
         r.as_object_mut().unwrap().remove("metrics");
         lines.push_str(&format!("{r}\n"));
     }
+    // Made-up replies, as a run from before digests holds them: with digests, an edited
+    // replies.jsonl is a changed archive (tests/digests.rs).
+    forget_digests(&out);
     std::fs::write(out.join("replies.jsonl"), lines).unwrap();
     let svg_path = d.path().join("long.svg");
     gate()

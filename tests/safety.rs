@@ -189,7 +189,7 @@ fn signal_mid_request(signal: Signal, code: i32, name: &str) {
         ],
     ));
     let pid = wait_for_serve_pid(&out, LONG);
-    wait_for_file(&out.join("replies.jsonl"), LONG);
+    wait_for_a_reply(&out, LONG);
     g.signal(signal);
     check_interrupted(&mut g, &out, &hold, code, name, Some(pid));
     let kept = replies(&out);
@@ -219,7 +219,7 @@ fn a_second_signal_during_cleanup_kills_the_serve_at_once() {
         &script,
     ));
     let pid = wait_for_serve_pid(&out, LONG);
-    wait_for_file(&out.join("replies.jsonl"), LONG);
+    wait_for_a_reply(&out, LONG);
     g.signal(Signal::SIGTERM);
     g.wait_to_say("a second signal kills the serve at once", LONG);
     g.signal(Signal::SIGTERM);

@@ -161,9 +161,9 @@ fn sigkill_of_the_gate(shape: Shape, phase: Phase) {
     wait_for_all(&fam.markers);
     match phase {
         Phase::WaitingForReady => {}
-        Phase::MidRequest => wait_for_file(&out.join("replies.jsonl"), LONG),
+        Phase::MidRequest => wait_for_a_reply(&out, LONG),
         Phase::Stopping => {
-            wait_for_file(&out.join("replies.jsonl"), LONG);
+            wait_for_a_reply(&out, LONG);
             g.signal(Signal::SIGTERM);
             g.wait_to_say("a second signal kills the serve at once", LONG);
         }
@@ -379,7 +379,7 @@ fn a_second_signal_during_the_escapee_cleanup_cuts_it_short_and_says_so() {
         &serve,
     ));
     wait_for_all(std::slice::from_ref(&m));
-    wait_for_file(&out.join("replies.jsonl"), LONG);
+    wait_for_a_reply(&out, LONG);
     g.signal(Signal::SIGTERM);
     g.wait_to_say("stopping 1 process(es) that left it", LONG);
     g.signal(Signal::SIGTERM);
@@ -733,7 +733,7 @@ fn sigkill_mid_request_leaves_no_llama_server_under_its_python_launcher() {
         &wrapper,
         &model,
     ));
-    wait_for_file(&out.join("replies.jsonl"), Duration::from_secs(180));
+    wait_for_a_reply(&out, Duration::from_secs(180));
     let servers = running(&server);
     assert_eq!(
         servers.len(),

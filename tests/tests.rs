@@ -11,6 +11,7 @@ mod concurrency;
 mod conditions;
 mod consumers;
 mod determinism;
+mod digests;
 mod faults;
 mod hold;
 mod inputs;

@@ -348,13 +348,15 @@ impl Drop for Running {
     }
 }
 
-/// Wait (bounded) until `path` exists.
-pub fn wait_for_file(path: &Path, limit: Duration) {
+/// Wait (bounded) until the run in `out` has archived a reply: replies.jsonl holds a whole
+/// line. (The file itself is there from the start: the gate creates it with run.json.)
+pub fn wait_for_a_reply(out: &Path, limit: Duration) {
+    let path = out.join("replies.jsonl");
     let start = Instant::now();
-    while !path.exists() {
+    while !std::fs::read(&path).is_ok_and(|b| b.contains(&b'\n')) {
         assert!(
             start.elapsed() < limit,
-            "{} did not appear within {limit:?}",
+            "no reply in {} within {limit:?}",
             path.display()
         );
         std::thread::sleep(Duration::from_millis(10));
@@ -500,4 +502,17 @@ pub fn archives_with_unreadable_replies(
             "replies.jsonl is 2147483648 bytes, more than the 268435456",
         ),
     ]
+}
+
+/// Make `dir` an archive from before digests: its run.json without `digests`, so its files,
+/// edited by a test, are judged as they are (issue 30).
+pub fn forget_digests(dir: &Path) {
+    let path = dir.join("run.json");
+    let mut manifest = json(&path);
+    manifest
+        .as_object_mut()
+        .unwrap()
+        .remove("digests")
+        .expect("a run.json the gate sealed holds digests");
+    std::fs::write(&path, manifest.to_string()).unwrap();
 }

@@ -577,6 +577,12 @@ pub struct RunManifest {
     /// it was recorded). result.json's list is the whole one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_archived: Vec<NotArchived>,
+    /// The sha256 (hex) of each other file of the run as the gate wrote it, by name: written
+    /// with the last run.json, once every other file is written and the serve is stopped
+    /// ([`crate::archive::digest`]). Absent in runs from before it, and in a run killed before
+    /// its last write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digests: Option<std::collections::BTreeMap<String, String>>,
 }
 
 /// What serve.log kept of what the serve (or the attached serve's log) wrote: the head and the

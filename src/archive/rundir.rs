@@ -9,15 +9,28 @@
 //! A run directory is one run's: it is created (or, when it exists and is empty, claimed) by
 //! creating its run.json with O_EXCL, so of two gates given the same `--out` at once exactly
 //! one gets it.
+//!
+//! Every file is written through the descriptor of the directory opened when it was claimed,
+//! never by its path again, and hashed as written; run.json, written last, holds those
+//! digests, and the loader holds the files it finds to them ([`RunDir`], [`digest`]).
 
+use std::collections::BTreeMap;
 use std::fs::Permissions;
-use std::fs::{self, File, OpenOptions};
-use std::io::{BufWriter, Write};
-use std::os::unix::fs::PermissionsExt;
+use std::fs::{self, File};
+use std::io::{BufWriter, Read, Write};
+use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 
 use anyhow::{bail, Context, Result};
+use nix::errno::Errno;
+use nix::fcntl::OFlag;
+use nix::sys::stat::Mode;
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::archive::digest::{self, Found, Integrity};
 
 use crate::archive::record::{
     LoadSnapshot, MetricsRecord, NotArchived, ReplyRecord, RouteRecord, RunManifest, Verdict,
@@ -29,6 +42,12 @@ use crate::archive::safe_open::{self, OpenError};
 pub const MANIFEST: &str = "run.json";
 /// serve.log
 pub const SERVE_LOG: &str = "serve.log";
+/// The most bytes serve.log keeps of the start of what the serve wrote: the route evidence
+/// and the startup lines are there.
+pub const SERVE_LOG_HEAD: u64 = 32 << 20;
+/// The most bytes serve.log keeps of the end of what the serve wrote (its last words, a
+/// crash's backtrace), past [`SERVE_LOG_HEAD`]; a flood's middle is dropped and marked.
+pub const SERVE_LOG_TAIL: u64 = 32 << 20;
 /// replies.jsonl
 pub const REPLIES: &str = "replies.jsonl";
 /// load.json
@@ -107,10 +126,52 @@ impl ResultFile {
 }
 
 /// A run directory being written.
+///
+/// It is opened once, when it is created, and every file of the run is written relative to
+/// that descriptor (`openat`, `renameat`, never following a link), never by its path again: a
+/// serve that learns the path (from its own stdout, `/proc/self/fd/1`, or the gate's command
+/// line) and renames the directory, or puts a link where a file of the run was, cannot turn
+/// the gate's writes to a file of its choosing (issue 30, item 2). replies.jsonl is opened once
+/// too, before the serve starts, and every reply is appended through that descriptor: a serve
+/// that relinked the name to a file outside once had the gate append its replies there.
+///
+/// What the gate writes is hashed as it is written ([`RunDir::digests`]), and
+/// [`RunDir::seal`] writes run.json last with those digests, so `judge` and `compare` can tell
+/// an archive changed after the run from the one the gate wrote ([`crate::archive::digest`]).
 #[derive(Debug)]
 pub struct RunDir {
     path: PathBuf,
+    /// The directory, opened O_DIRECTORY | O_NOFOLLOW when the run claimed it.
+    dir: File,
+    /// replies.jsonl, created with run.json and kept open for every append.
+    replies: File,
+    /// What was written so far, for the digests. Behind a lock so that writing keeps `&self`.
+    written: Mutex<Written>,
 }
+
+/// What a run directory's writer has written, as digests.
+#[derive(Debug, Default)]
+struct Written {
+    /// Each file written whole: the sha256 (hex) of the bytes of its last write that went
+    /// through.
+    whole: BTreeMap<String, String>,
+    /// replies.jsonl: every line appended, hashed as appended.
+    replies: Sha256,
+    /// serve.log opened for the serve ([`RunDir::open_serve_log`]): the gate's own descriptor,
+    /// read when the digests are taken (the serve is stopped by then).
+    serve_log: Option<File>,
+    /// The last run.json asked to be written, which [`RunDir::seal`] writes again with the
+    /// digests.
+    manifest: Option<Vec<u8>>,
+}
+
+/// A file of the run is created with these: never through a link, never into a child.
+fn create_flags() -> OFlag {
+    OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC
+}
+
+/// Temporary files get distinct names within one gate.
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 impl RunDir {
     /// Create `path` (and its parents) and claim it. A directory that exists and is not empty
@@ -171,24 +232,55 @@ impl RunDir {
         )
     }
 
-    /// Make the run directory this run's: create its run.json, failing if it exists. Every
-    /// later write of run.json replaces it by rename.
+    /// Make the run directory this run's: open it (the descriptor every later write goes
+    /// through), then create its run.json, failing if it exists, and its replies.jsonl. Every
+    /// later write of run.json replaces it by rename; replies.jsonl is appended to through the
+    /// descriptor opened here, made before the serve is started, so nothing it planted can be
+    /// what the gate appends to.
     fn claim(path: &Path) -> Result<Self> {
-        match OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(path.join(MANIFEST))
-        {
-            Ok(_) => Ok(RunDir {
-                path: path.to_path_buf(),
-            }),
+        let dir = match nix::fcntl::open(
+            path,
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(fd) => File::from(fd),
+            // O_NOFOLLOW says ELOOP of a link, or ENOTDIR beside O_DIRECTORY.
+            Err(Errno::ELOOP | Errno::ENOTDIR) if path.is_symlink() => bail!(
+                "the output directory {} is a symbolic link: give the directory itself as --out DIR",
+                path.display()
+            ),
+            Err(e) => {
+                return Err(std::io::Error::from(e)).with_context(|| {
+                    format!("failed to open the output directory {}", path.display())
+                })
+            }
+        };
+        let create = |name: &str, flags: OFlag| -> std::io::Result<File> {
+            let fd = nix::fcntl::openat(&dir, name, create_flags() | flags, FILE_MODE)?;
+            let file = File::from(fd);
+            // For everyone on the box to read, whatever the umask, as the run's other files are.
+            file.set_permissions(Permissions::from_mode(0o644))?;
+            Ok(file)
+        };
+        match create(MANIFEST, OFlag::O_WRONLY) {
+            Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => bail!(
                 "the output directory {} was just taken by another run: give a new --out DIR",
                 path.display()
             ),
-            Err(e) => Err(e)
-                .with_context(|| format!("failed to create {}", path.join(MANIFEST).display())),
+            Err(e) => {
+                return Err(e)
+                    .with_context(|| format!("failed to create {}", path.join(MANIFEST).display()))
+            }
         }
+        let replies = create(REPLIES, OFlag::O_WRONLY | OFlag::O_APPEND)
+            .with_context(|| format!("failed to create {}", path.join(REPLIES).display()))?;
+        Ok(RunDir {
+            path: path.to_path_buf(),
+            dir,
+            replies,
+            written: Mutex::new(Written::default()),
+        })
     }
 
     /// Where the run directory is.
@@ -196,68 +288,260 @@ impl RunDir {
         &self.path
     }
 
+    fn written(&self) -> std::sync::MutexGuard<'_, Written> {
+        // A panic while it was held left digests that may lack a write, never a wrong one
+        // that the check would miss: a digest that differs says "changed", which is then
+        // the gate's bug, said.
+        self.written.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Write `value` as pretty JSON to `name`, atomically.
     pub fn write_json<T: Serialize>(&self, name: &str, value: &T) -> Result<()> {
-        write_atomic_with(&self.path.join(name), |out| {
-            serde_json::to_writer_pretty(&mut *out, value)?;
-            Ok(out.write_all(b"\n")?)
-        })
+        let mut bytes = serde_json::to_vec_pretty(value)
+            .with_context(|| format!("failed to write {name} as JSON"))?;
+        bytes.push(b'\n');
+        self.write_bytes(name, &bytes)
     }
 
     /// Replace the run's `name` with `bytes`, atomically.
     pub fn write_bytes(&self, name: &str, bytes: &[u8]) -> Result<()> {
-        write_atomic(&self.path.join(name), bytes)
+        if name == MANIFEST {
+            self.written().manifest = Some(bytes.to_vec());
+        }
+        self.write_whole(name, |out| Ok(out.write_all(bytes)?))
     }
 
-    /// Append `line` (one reply's JSON and its newline) to the run's `name` in one write, and
-    /// sync it: the file holds every reply finished so far, and the cost of a reply does not
-    /// grow with the run (the whole file was once rewritten after each reply: 20 ms a reply by
-    /// reply 1,000). A write that fails part-way is cut back, so the file never ends in part of
-    /// a line the gate wrote.
+    /// Append `line` (one reply's JSON and its newline) to replies.jsonl in one write, through
+    /// the descriptor opened when the run claimed the directory, and sync it: the file holds
+    /// every reply finished so far, and the cost of a reply does not grow with the run (the
+    /// whole file was once rewritten after each reply: 20 ms a reply by reply 1,000). A write
+    /// that fails part-way is cut back, so the file never ends in part of a line the gate
+    /// wrote. Only replies.jsonl is appended to; `name` says so.
     pub fn append_line(&self, name: &str, line: &[u8]) -> Result<()> {
-        let path = self.path.join(name);
-        let append = || -> std::io::Result<()> {
-            let mut file = OpenOptions::new().create(true).append(true).open(&path)?;
-            let before = file.metadata()?.len();
-            if before == 0 {
-                // For everyone on the box to read, as the run's other files are.
-                file.set_permissions(Permissions::from_mode(0o644))?;
+        if name != REPLIES {
+            bail!("failed to write {name}: only {REPLIES} is appended to");
+        }
+        let mut file = &self.replies;
+        let mut append = || -> std::io::Result<()> {
+            let held = file.metadata()?;
+            if held.nlink() == 0 {
+                // Removed from the run directory (a cleaner on the runner, or the serve): a
+                // line appended now would be in no archive.
+                return Err(Errno::ENOENT.into());
             }
+            let before = held.len();
             if let Err(e) = file.write_all(line).and_then(|()| file.sync_data()) {
                 let _ = file.set_len(before);
                 return Err(e);
             }
             Ok(())
         };
-        append().with_context(|| format!("failed to write {}", path.display()))
+        append().with_context(|| format!("failed to write {}", self.path.join(name).display()))?;
+        self.written().replies.update(line);
+        Ok(())
     }
 
-    /// Open serve.log for the gate to copy the serve's output into, and to read it back from
-    /// the same descriptor: the serve never has it (its output comes through a pipe).
+    /// Append replies to `file` from now on (tests: /dev/full for a full disk).
+    #[cfg(test)]
+    pub(crate) fn append_replies_to(&mut self, file: File) {
+        self.replies = file;
+    }
+
+    /// Create serve.log for the gate to copy the serve's output into (the serve never has it:
+    /// its output comes through a pipe) and to read it back from. The gate keeps a descriptor
+    /// of its own, and hashes what the file holds through it when the digests are taken,
+    /// after the serve is stopped ([`RunDir::digests`]).
     pub fn open_serve_log(&self) -> Result<File> {
-        let path = self.path.join(SERVE_LOG);
-        OpenOptions::new()
-            .read(true)
-            .create(true)
-            .append(true)
-            .open(&path)
-            .with_context(|| format!("failed to create {}", path.display()))
+        let opened = || -> std::io::Result<(File, File)> {
+            let fd = nix::fcntl::openat(
+                &self.dir,
+                SERVE_LOG,
+                create_flags() | OFlag::O_RDWR | OFlag::O_APPEND,
+                FILE_MODE,
+            )?;
+            let file = File::from(fd);
+            file.set_permissions(Permissions::from_mode(0o644))?;
+            let own = file.try_clone()?;
+            Ok((file, own))
+        };
+        let (file, own) = opened()
+            .with_context(|| format!("failed to create {}", self.path.join(SERVE_LOG).display()))?;
+        let mut written = self.written();
+        written.whole.remove(SERVE_LOG);
+        written.serve_log = Some(own);
+        Ok(file)
+    }
+
+    /// Copy the log of a serve that was already running into serve.log, atomically, as a
+    /// stream: it may be larger than the gate should hold. Its first [`SERVE_LOG_HEAD`] and
+    /// last [`SERVE_LOG_TAIL`] bytes, with a marker line between where more was dropped: a
+    /// log of a terabyte, sparse or not, takes the time its kept bytes take. Hashed as it is
+    /// copied.
+    pub fn copy_serve_log(&self, from: &Path) -> Result<()> {
+        // A regular file only: a FIFO would hang the copy, /dev/zero would fill the disk.
+        let mut source = safe_open::open_read(from)?;
+        self.write_whole(SERVE_LOG, |out| {
+            copy_head_and_tail(&mut source, out, SERVE_LOG_HEAD, SERVE_LOG_TAIL)
+                .with_context(|| format!("failed to copy {}", from.display()))?;
+            Ok(())
+        })
+    }
+
+    /// Write the run's `name` whole from what `fill` writes: a temporary file created (O_EXCL,
+    /// never through a link) in the run directory, synced, renamed over `name` within the
+    /// directory, and the directory synced. Readers see the old file or the new one, never a
+    /// part; a link put where `name` was is replaced, never followed. The bytes are hashed as
+    /// they are written, and the hash kept once the rename went through.
+    fn write_whole(
+        &self,
+        name: &str,
+        fill: impl FnOnce(&mut dyn Write) -> Result<()>,
+    ) -> Result<()> {
+        let shown = self.path.join(name);
+        if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+            bail!("failed to write {}: not a file name", shown.display());
+        }
+        let (tmp_name, tmp) = self.create_temp(name).with_context(|| {
+            format!(
+                "failed to create a temporary file in {}",
+                self.path.display()
+            )
+        })?;
+        let write = || -> Result<String> {
+            let mut out = Hashing {
+                inner: BufWriter::with_capacity(64 * 1024, &tmp),
+                hasher: Sha256::new(),
+            };
+            fill(&mut out)?;
+            out.inner.into_inner().map_err(|e| e.into_error())?;
+            tmp.sync_all()?;
+            nix::fcntl::renameat(&self.dir, tmp_name.as_str(), &self.dir, name)?;
+            // The rename itself made durable, as the file's bytes are.
+            self.dir.sync_all()?;
+            Ok(digest::hex(&out.hasher.finalize()))
+        };
+        match write() {
+            Ok(sha) => {
+                let mut written = self.written();
+                if name == SERVE_LOG {
+                    written.serve_log = None;
+                }
+                written.whole.insert(name.to_string(), sha);
+                Ok(())
+            }
+            Err(e) => {
+                let _ = nix::unistd::unlinkat(
+                    &self.dir,
+                    tmp_name.as_str(),
+                    nix::unistd::UnlinkatFlags::NoRemoveDir,
+                );
+                Err(e).with_context(|| format!("failed to write {}", shown.display()))
+            }
+        }
+    }
+
+    /// A new temporary file in the run directory, for `name`: its name and the file. A name
+    /// someone else took (a link planted where the gate would write) is passed over.
+    fn create_temp(&self, name: &str) -> std::io::Result<(String, File)> {
+        let pid = std::process::id();
+        loop {
+            let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+            let tmp_name = format!(".{name}.{pid}.{n}.tmp");
+            match nix::fcntl::openat(
+                &self.dir,
+                tmp_name.as_str(),
+                create_flags() | OFlag::O_WRONLY,
+                FILE_MODE,
+            ) {
+                Ok(fd) => {
+                    let file = File::from(fd);
+                    file.set_permissions(Permissions::from_mode(0o644))?;
+                    return Ok((tmp_name, file));
+                }
+                Err(Errno::EEXIST) if n % 1000 != 999 => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// The sha256 (hex) of every file of the run the gate wrote but run.json: each file written
+    /// whole as its last write that went through had it, replies.jsonl as every line appended,
+    /// and serve.log as the gate's own descriptor reads it now (take these after the serve is
+    /// stopped). run.json cannot hold its own digest.
+    pub fn digests(&self) -> Result<BTreeMap<String, String>> {
+        let written = self.written();
+        let mut digests = written.whole.clone();
+        digests.remove(MANIFEST);
+        digests.insert(
+            REPLIES.to_string(),
+            digest::hex(&written.replies.clone().finalize()),
+        );
+        if let Some(log) = &written.serve_log {
+            let sha = digest::sha256_of(ReadAt { file: log, at: 0 }).with_context(|| {
+                format!("failed to read {}", self.path.join(SERVE_LOG).display())
+            })?;
+            digests.insert(SERVE_LOG.to_string(), sha);
+        }
+        Ok(digests)
+    }
+
+    /// Write run.json last, as the last run.json written said, with the digests of every other
+    /// file ([`RunDir::digests`]); what it holds, hashed (hex). `None` when no run.json was
+    /// written through this directory (there is nothing to seal). Call it once every other
+    /// file is written and the serve is stopped.
+    pub fn seal(&self) -> Result<Option<String>> {
+        let Some(last) = self.written().manifest.clone() else {
+            return Ok(None);
+        };
+        let mut manifest: RunManifest = serde_json::from_slice(&last)
+            .with_context(|| format!("failed to read back the {MANIFEST} the gate wrote"))?;
+        manifest.digests = Some(self.digests()?);
+        let mut bytes = serde_json::to_vec_pretty(&manifest)
+            .with_context(|| format!("failed to write {MANIFEST} as JSON"))?;
+        bytes.push(b'\n');
+        self.write_bytes(MANIFEST, &bytes)?;
+        Ok(Some(digest::sha256(&bytes)))
     }
 }
 
-/// Copy the log of a serve that was already running into `dir`'s serve.log, atomically, as a
-/// stream: it may be larger than the gate should hold.
-pub fn copy_serve_log(dir: &Path, from: &Path) -> Result<()> {
-    // A regular file only: a FIFO would hang the copy, /dev/zero would fill the disk.
-    let mut source = safe_open::open_read(from)?;
-    write_atomic_with(&dir.join(SERVE_LOG), |out| {
-        std::io::copy(&mut source, out)
-            .with_context(|| format!("failed to copy {}", from.display()))?;
-        Ok(())
-    })
+/// The mode a file of the run is created with (then set exactly, whatever the umask).
+const FILE_MODE: Mode = Mode::from_bits_truncate(0o644);
+
+/// A writer that hashes what goes through it.
+struct Hashing<W> {
+    inner: W,
+    hasher: Sha256,
+}
+
+impl<W: Write> Write for Hashing<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// A reader of a file by position (`pread`), from `at` on: the file's offset, which a serve
+/// shares when the file is its stdout, is never moved.
+struct ReadAt<'a> {
+    file: &'a File,
+    at: u64,
+}
+
+impl Read for ReadAt<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.file.read_at(buf, self.at)?;
+        self.at += n as u64;
+        Ok(n)
+    }
 }
 
 /// Replace `path` with `bytes`: write a temporary file beside it, flush it to disk, rename.
+/// For the reports written outside a run directory (`--junit`, `compare --csv`, ...); a run's
+/// own files go through [`RunDir`].
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     write_atomic_with(path, |out| Ok(out.write_all(bytes)?))
 }
@@ -276,7 +560,7 @@ fn write_atomic_with(
         let mut out = BufWriter::with_capacity(64 * 1024, tmp.as_file());
         fill(&mut out)?;
         out.into_inner().map_err(|e| e.into_error())?;
-        // A temporary file is created 0600; a run's files are for everyone on the box to read.
+        // A temporary file is created 0600; a report is for everyone on the box to read.
         tmp.as_file()
             .set_permissions(Permissions::from_mode(0o644))?;
         tmp.as_file().sync_all()?;
@@ -315,6 +599,9 @@ pub struct Archive {
     /// The files the run said it could not write (result.json's list, else run.json's): the
     /// archive is incomplete, and judging it judges what is there.
     pub not_archived: Vec<NotArchived>,
+    /// Whether its files are as the gate wrote them, by run.json's digests. The live run's
+    /// own archive, judged from memory, is [`Integrity::Intact`].
+    pub integrity: Integrity,
 }
 
 impl Archive {
@@ -329,20 +616,48 @@ impl Archive {
 }
 
 /// A file of the run that may be absent (runs from before it have none): what it holds, or
-/// why it could not be used when it exists but cannot be read.
+/// why it could not be used when it exists but cannot be read; and what was found, for the
+/// digests.
 fn read_optional_json<T: serde::de::DeserializeOwned>(
     dir: &Path,
     name: &str,
+    found: &mut BTreeMap<String, Found>,
 ) -> (Option<T>, Option<String>) {
     match read_run_file(&dir.join(name), name) {
-        Ok(bytes) => match serde_json::from_slice::<T>(&bytes) {
-            Ok(v) => (Some(v), None),
-            Err(e) => (None, Some(format!("{name} is unreadable ({e})"))),
-        },
-        Err(e) if e.is_not_found() => (None, None),
-        Err(e) => (None, Some(format!("{name} is unreadable ({e})"))),
+        Ok(bytes) => {
+            found.insert(name.to_string(), Found::Sha256(digest::sha256(&bytes)));
+            match serde_json::from_slice::<T>(&bytes) {
+                Ok(v) => (Some(v), None),
+                Err(e) => (None, Some(format!("{name} is unreadable ({e})"))),
+            }
+        }
+        Err(e) if e.is_not_found() => {
+            found.insert(name.to_string(), Found::Absent);
+            (None, None)
+        }
+        Err(e) => {
+            found.insert(name.to_string(), Found::Unreadable(e.to_string()));
+            (None, Some(format!("{name} is unreadable ({e})")))
+        }
     }
 }
+
+/// What is at the run's `name`, hashed as a stream (serve.log can be a gigabyte).
+fn find_streamed(dir: &Path, name: &str) -> Found {
+    let path = dir.join(name);
+    match safe_open::open_read(&path) {
+        Ok(file) => match digest::sha256_of(file) {
+            Ok(sha) => Found::Sha256(sha),
+            Err(e) => Found::Unreadable(e.to_string()),
+        },
+        Err(e) if e.is_not_found() => Found::Absent,
+        Err(e) => Found::Unreadable(e.to_string()),
+    }
+}
+
+/// The files of a run the loader hashes besides those it reads whole: what the digests are
+/// held against, with every name the run's digests give that is a plain file name.
+const STREAMED: &[&str] = &[SERVE_LOG, TIMELINE];
 
 /// Read an archived run. run.json must be there and readable; a missing or unreadable
 /// load.json only means no load line.
@@ -359,9 +674,11 @@ pub fn load_archive(dir: &Path) -> Result<Archive> {
     })?;
     let manifest = parse_manifest(&text)
         .with_context(|| format!("failed to read {}", manifest_path.display()))?;
+    let mut found = BTreeMap::new();
     let replies_path = dir.join(REPLIES);
     let (replies, replies_problem) = match read_run_file(&replies_path, REPLIES) {
         Ok(bytes) => {
+            found.insert(REPLIES.to_string(), Found::Sha256(digest::sha256(&bytes)));
             let (whole, cut) = split_cut_line(&bytes);
             let replies = parse_replies(whole)
                 .with_context(|| format!("failed to read {}", replies_path.display()))?;
@@ -374,23 +691,52 @@ pub fn load_archive(dir: &Path) -> Result<Archive> {
             });
             (replies, problem)
         }
-        Err(e) if e.is_not_found() => (Vec::new(), None),
+        Err(e) if e.is_not_found() => {
+            found.insert(REPLIES.to_string(), Found::Absent);
+            (Vec::new(), None)
+        }
         Err(e) => return Err(e.into()),
     };
     let log_path = dir.join(SERVE_LOG);
     let serve_log = (manifest.serve_log_source != "none" && log_path.is_file()).then_some(log_path);
-    let (load, load_problem) = read_optional_json::<LoadSnapshot>(dir, LOAD);
-    let (route, route_problem) = read_optional_json::<RouteRecord>(dir, ROUTE);
-    let (metrics, metrics_problem) = read_optional_json::<MetricsRecord>(dir, METRICS);
+    let (load, load_problem) = read_optional_json::<LoadSnapshot>(dir, LOAD, &mut found);
+    let (route, route_problem) = read_optional_json::<RouteRecord>(dir, ROUTE, &mut found);
+    let (metrics, metrics_problem) = read_optional_json::<MetricsRecord>(dir, METRICS, &mut found);
     // Only what result.json says of the archive; its verdict is judged again, not read.
     #[derive(Deserialize)]
     struct ResultNotArchived {
         #[serde(default)]
         not_archived: Vec<NotArchived>,
     }
-    let not_archived = match read_optional_json::<ResultNotArchived>(dir, RESULT) {
+    let not_archived = match read_optional_json::<ResultNotArchived>(dir, RESULT, &mut found) {
         (Some(r), _) if !r.not_archived.is_empty() => r.not_archived,
         _ => manifest.not_archived.clone(),
+    };
+    let integrity = match &manifest.digests {
+        None => Integrity::NotRecorded,
+        Some(recorded) => {
+            let plain = |n: &&String| {
+                !n.is_empty() && !n.contains('/') && n.as_str() != "." && n.as_str() != ".."
+            };
+            let more: Vec<String> = STREAMED
+                .iter()
+                .map(|n| n.to_string())
+                .chain(recorded.keys().filter(plain).cloned())
+                .filter(|n| n != MANIFEST && !found.contains_key(n))
+                .collect();
+            for name in more {
+                let f = find_streamed(dir, &name);
+                found.insert(name, f);
+            }
+            // A name no run writes (a path, `..`) is no file of this directory: never read.
+            for name in recorded.keys().filter(|n| !plain(n)) {
+                found.insert(
+                    name.clone(),
+                    Found::Unreadable("not a file name of a run".to_string()),
+                );
+            }
+            digest::check(Some(recorded), &found, &not_archived)
+        }
     };
     Ok(Archive {
         manifest,
@@ -404,6 +750,7 @@ pub fn load_archive(dir: &Path) -> Result<Archive> {
         metrics,
         metrics_problem,
         not_archived,
+        integrity,
     })
 }
 
@@ -423,7 +770,10 @@ impl BaselineRun {
         let archive = load_archive(dir)
             .map_err(|e| format!("{e:#}"))
             .and_then(|a| {
-                if a.replies.is_empty() {
+                // A baseline holds a run to figures: ones changed after its run are refused.
+                if let Some(changed) = a.integrity.changed_line() {
+                    Err(format!("{}: {changed}", dir.display()))
+                } else if a.replies.is_empty() {
                     Err(format!("{} holds no replies", dir.display()))
                 } else {
                     Ok(a)
@@ -494,6 +844,32 @@ pub fn parse_replies(bytes: &[u8]) -> Result<Vec<ReplyRecord>> {
     Ok(replies)
 }
 
+/// Copy `from` (a regular file, opened) to `to`, keeping at most its first `head` and its last
+/// `tail` bytes with a marker line between them where more was dropped; how many were.
+/// Bounded by the size seen when the copy began: a file that grows meanwhile is not followed.
+pub fn copy_head_and_tail(
+    from: &mut File,
+    to: &mut dyn Write,
+    head: u64,
+    tail: u64,
+) -> std::io::Result<u64> {
+    use std::io::{Read, Seek, SeekFrom};
+    let size = from.metadata()?.len();
+    if size <= head + tail {
+        std::io::copy(&mut (&mut *from).take(size), to)?;
+        return Ok(0);
+    }
+    std::io::copy(&mut (&mut *from).take(head), to)?;
+    let dropped = size - head - tail;
+    write!(
+        to,
+        "\n[npu-serve-smoke: {dropped} bytes of the serve's log were dropped here; serve.log keeps the first {head} and the last {tail}]\n"
+    )?;
+    from.seek(SeekFrom::Start(size - tail))?;
+    std::io::copy(&mut from.take(tail), to)?;
+    Ok(dropped)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -519,6 +895,135 @@ mod tests {
         assert_eq!(
             fs::metadata(&p).unwrap().permissions().mode() & 0o777,
             0o644
+        );
+    }
+
+    /// A file outside the run, and a link to it put where a file of the run is, the file moved
+    /// aside (issue 30).
+    fn outside_linked_as(dir: &Path, name: &str) -> PathBuf {
+        let outside = dir.parent().unwrap().join(format!("outside-{name}"));
+        fs::write(&outside, "").unwrap();
+        let _ = fs::rename(dir.join(name), dir.join(format!("{name}.moved")));
+        std::os::unix::fs::symlink(&outside, dir.join(name)).unwrap();
+        outside
+    }
+
+    #[test]
+    fn replies_removed_from_the_run_directory_are_not_appended_to() {
+        let d = tempfile::tempdir().unwrap();
+        let run = RunDir::create(&d.path().join("run")).unwrap();
+        run.append_line(REPLIES, b"one\n").unwrap();
+        fs::remove_file(run.path().join(REPLIES)).unwrap();
+        let e = run.append_line(REPLIES, b"two\n").unwrap_err();
+        assert_eq!(
+            e.root_cause().to_string(),
+            "No such file or directory (os error 2)"
+        );
+        assert_eq!(run.digests().unwrap()[REPLIES], digest::sha256(b"one\n"));
+    }
+
+    #[test]
+    fn a_link_put_where_a_file_of_the_run_was_is_never_written_through() {
+        let d = tempfile::tempdir().unwrap();
+        let run = RunDir::create(&d.path().join("run")).unwrap();
+        run.append_line(REPLIES, b"one\n").unwrap();
+        let replies_outside = outside_linked_as(run.path(), REPLIES);
+        let load_outside = outside_linked_as(run.path(), LOAD);
+        run.append_line(REPLIES, b"two\n").unwrap();
+        run.write_bytes(LOAD, b"{}").unwrap();
+        assert_eq!(fs::read(&replies_outside).unwrap(), b"");
+        assert_eq!(fs::read(&load_outside).unwrap(), b"");
+        // The link was replaced by the gate's file, not followed.
+        assert!(fs::symlink_metadata(run.path().join(LOAD))
+            .unwrap()
+            .file_type()
+            .is_file());
+        assert_eq!(fs::read(run.path().join(LOAD)).unwrap(), b"{}");
+        // What the gate appended is hashed, whatever the name now points at.
+        assert_eq!(
+            run.digests().unwrap()[REPLIES],
+            digest::sha256(b"one\ntwo\n")
+        );
+        assert_eq!(run.digests().unwrap()[LOAD], digest::sha256(b"{}"));
+    }
+
+    #[test]
+    fn writes_follow_the_directory_opened_not_its_path() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("run");
+        let run = RunDir::create(&path).unwrap();
+        // The directory moved, and a link to elsewhere put in its place.
+        let moved = d.path().join("moved");
+        fs::rename(&path, &moved).unwrap();
+        let elsewhere = d.path().join("elsewhere");
+        fs::create_dir(&elsewhere).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &path).unwrap();
+        run.write_bytes(RESULT, b"r").unwrap();
+        run.append_line(REPLIES, b"x\n").unwrap();
+        assert_eq!(fs::read_dir(&elsewhere).unwrap().count(), 0);
+        assert_eq!(fs::read(moved.join(RESULT)).unwrap(), b"r");
+        assert_eq!(fs::read(moved.join(REPLIES)).unwrap(), b"x\n");
+        // A directory given as a link is refused, in one line.
+        let e = RunDir::create(&path).unwrap_err();
+        assert!(format!("{e:#}").contains("is a symbolic link"), "{e:#}");
+    }
+
+    #[test]
+    fn a_temporary_name_taken_by_a_link_is_passed_over() {
+        let d = tempfile::tempdir().unwrap();
+        let run = RunDir::create(&d.path().join("run")).unwrap();
+        let next = TEMP_COUNTER.load(Ordering::Relaxed);
+        let pid = std::process::id();
+        let outside = d.path().join("outside");
+        fs::write(&outside, "").unwrap();
+        for n in next..next + 5 {
+            std::os::unix::fs::symlink(&outside, run.path().join(format!(".{LOAD}.{pid}.{n}.tmp")))
+                .unwrap();
+        }
+        run.write_bytes(LOAD, b"{}").unwrap();
+        assert_eq!(fs::read(&outside).unwrap(), b"");
+        assert_eq!(fs::read(run.path().join(LOAD)).unwrap(), b"{}");
+    }
+
+    #[test]
+    fn the_seal_writes_run_json_last_with_the_digest_of_every_other_file() {
+        let d = tempfile::tempdir().unwrap();
+        let run = RunDir::create(&d.path().join("run")).unwrap();
+        assert_eq!(run.seal().unwrap(), None, "nothing to seal yet");
+        let manifest: serde_json::Value =
+            serde_json::from_str(include_str!("../../tests/data/run-without-digests.json"))
+                .unwrap();
+        run.write_json(MANIFEST, &manifest).unwrap();
+        let mut log = run.open_serve_log().unwrap();
+        log.write_all(b"route: npu-fast\n").unwrap();
+        let reply = br#"{"index":1,"prompt":"p","expect":null,"content":"c","reasoning":"","sent_ns":1,"end_ns":2,"chunks":[],"usage_completion_tokens":null,"finish_reason":"stop","server_timings":null,"error":null}
+"#;
+        run.append_line(REPLIES, reply).unwrap();
+        run.write_bytes(RESULT, b"p").unwrap();
+        // The serve wrote more before it stopped: its log is hashed at the seal, from the
+        // gate's own descriptor.
+        log.write_all(b"bye\n").unwrap();
+        let sealed = run.seal().unwrap().unwrap();
+        let written = fs::read(run.path().join(MANIFEST)).unwrap();
+        assert_eq!(digest::sha256(&written), sealed);
+        let mut back: serde_json::Value = serde_json::from_slice(&written).unwrap();
+        let digests = back.as_object_mut().unwrap().remove("digests").unwrap();
+        assert_eq!(back, manifest, "the seal changes nothing but the digests");
+        assert_eq!(
+            digests,
+            serde_json::json!({
+                "replies.jsonl": digest::sha256(reply),
+                "result.json": digest::sha256(b"p"),
+                "serve.log": digest::sha256(b"route: npu-fast\nbye\n"),
+            })
+        );
+        let archive = load_archive(run.path()).unwrap();
+        assert_eq!(archive.integrity, Integrity::Intact);
+        fs::write(run.path().join(LOAD), "{}").unwrap();
+        let archive = load_archive(run.path()).unwrap();
+        assert_eq!(
+            archive.integrity.changed_line().unwrap(),
+            "the archive was changed after the run: load.json was not written by the gate"
         );
     }
 

@@ -6,7 +6,7 @@ use std::io::Read;
 
 use anyhow::{Context, Result};
 
-use crate::archive::record::Startup;
+use crate::archive::record::{Line, Outcome, Startup, Status};
 use crate::archive::rundir::{Archive, BaselineRun};
 use crate::judging::serve_log::LogScan;
 use crate::judging::verdict::{
@@ -107,5 +107,50 @@ pub fn judge_with_log(
             (None, None) => None,
         },
     };
-    verdict::judge(&evidence, criteria)
+    let judged = verdict::judge(&evidence, criteria);
+    match archive.integrity.changed_line() {
+        Some(line) => changed(judged, line),
+        None => judged,
+    }
+}
+
+/// The verdict of an archive whose files are not what the gate wrote: its lines as they
+/// judge, after a FAIL line that says what changed, and a FAIL whatever they say (a serve that
+/// rewrote replies.jsonl on SIGTERM once made a live FAIL into a `judge` PASS; issue 30).
+pub fn changed(mut judged: Verdict, line: String) -> Verdict {
+    judged
+        .lines
+        .insert(0, Line::new("archive", Status::Fail, line));
+    judged.outcome = Outcome::Fail;
+    judged
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_changed_archive_is_a_fail_whatever_its_lines_say() {
+        for outcome in [
+            Outcome::Pass,
+            Outcome::Interrupted {
+                signal: "SIGTERM".into(),
+            },
+            Outcome::Skip {
+                reason: "busy box".into(),
+                advice: None,
+            },
+        ] {
+            let judged = Verdict {
+                lines: vec![Line::new("rate", Status::Ok, "fine")],
+                outcome,
+            };
+            let v = changed(judged, "the archive was changed after the run: x".into());
+            assert_eq!(v.outcome, Outcome::Fail);
+            assert_eq!(v.lines.len(), 2);
+            assert_eq!(v.lines[0].check, "archive");
+            assert_eq!(v.lines[0].status, Status::Fail);
+            assert_eq!(v.lines[1].text, "fine");
+        }
+    }
 }

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{bail, Context, Result};
 use futures_util::FutureExt;
 
+use crate::archive::digest::Integrity;
 use crate::archive::record::{
     BinaryInfo, ClockInfo, ConcurrencyPlan, HoldCheckAt, Limits, LoadSnapshot, MetricsRecord,
     ReplyRecord, RunManifest, Sampling, ServeLogKept, SoakRecord, Startup, UnaskedEnd, UnaskedWhen,
@@ -650,6 +651,7 @@ async fn execute(plan: Plan) -> Result<u8> {
         device_temp: plan.device.temp.as_ref().map(|p| p.display().to_string()),
         warmup: plan.warmup,
         not_archived: Vec::new(),
+        digests: None,
     };
     // Before run.json is first written, so a run killed later still says what it ran on.
     manifest.provenance = Some(crate::live::provenance::gather(&manifest, plan.max_tokens));
@@ -784,6 +786,7 @@ async fn execute(plan: Plan) -> Result<u8> {
         metrics: progress.metrics,
         metrics_problem: None,
         not_archived: Vec::new(),
+        integrity: Integrity::Intact,
     };
     // The verdict stands on what the gate holds in memory, whatever the disk took of it.
     let verdict = judge_with_log(

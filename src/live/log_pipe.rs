@@ -25,12 +25,13 @@ use anyhow::{Context, Result};
 use nix::fcntl::OFlag;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
-/// The most bytes kept of the serve's output from its start: the route evidence and the
-/// startup lines are there.
-pub const HEAD_BYTES: u64 = 32 << 20;
+use crate::archive::rundir;
+
+/// The most bytes kept of the serve's output from its start.
+pub const HEAD_BYTES: u64 = rundir::SERVE_LOG_HEAD;
 /// The most bytes kept of the serve's output before its end (at least half as many are kept
-/// whenever more was written): its last words, a crash's backtrace.
-pub const TAIL_BYTES: u64 = 32 << 20;
+/// whenever more was written).
+pub const TAIL_BYTES: u64 = rundir::SERVE_LOG_TAIL;
 
 /// How many bytes one read takes from the pipe.
 const READ_BYTES: usize = 64 * 1024;
@@ -338,37 +339,6 @@ impl Keeper {
     }
 }
 
-/// Copy an attached serve's log `from` into `to`, keeping at most its first [`HEAD_BYTES`] and
-/// its last [`TAIL_BYTES`] with the marker between: a log of a terabyte (sparse or not) is
-/// copied in the time its kept bytes take. `from` is a regular file, opened already.
-pub fn copy_head_and_tail(from: &mut File, to: &mut impl Write) -> std::io::Result<u64> {
-    copy_head_and_tail_capped(from, to, HEAD_BYTES, TAIL_BYTES)
-}
-
-fn copy_head_and_tail_capped(
-    from: &mut File,
-    to: &mut impl Write,
-    head: u64,
-    tail: u64,
-) -> std::io::Result<u64> {
-    let size = from.metadata()?.len();
-    if size <= head + tail {
-        // Read as a stream, bounded by the size seen: a file that grows meanwhile is not
-        // followed.
-        std::io::copy(&mut from.take(size), to)?;
-        return Ok(0);
-    }
-    std::io::copy(&mut (&mut *from).take(head), to)?;
-    let dropped = size - head - tail;
-    write!(
-        to,
-        "\n[npu-serve-smoke: {dropped} bytes of the serve's log were dropped here; serve.log keeps the first {head} and the last {tail}]\n"
-    )?;
-    from.seek(SeekFrom::Start(size - tail))?;
-    std::io::copy(&mut from.take(tail), to)?;
-    Ok(dropped)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -466,7 +436,7 @@ mod tests {
         from.write_all(b"0123456789abcdefghij").unwrap();
         from.rewind().unwrap();
         let mut out = Vec::new();
-        let dropped = copy_head_and_tail_capped(&mut from, &mut out, 3, 4).unwrap();
+        let dropped = rundir::copy_head_and_tail(&mut from, &mut out, 3, 4).unwrap();
         assert_eq!(dropped, 13);
         let text = String::from_utf8(out).unwrap();
         assert!(
@@ -479,7 +449,7 @@ mod tests {
         small.rewind().unwrap();
         let mut out = Vec::new();
         assert_eq!(
-            copy_head_and_tail_capped(&mut small, &mut out, 3, 4).unwrap(),
+            rundir::copy_head_and_tail(&mut small, &mut out, 3, 4).unwrap(),
             0
         );
         assert_eq!(out, b"short");

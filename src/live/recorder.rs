@@ -15,6 +15,10 @@
 //! stops at the first reply it could not append, so what it holds is whole: every reply before
 //! that one, and none after. A file written whole (run.json, load.json, ...) that failed and is
 //! written whole again later is complete again.
+//!
+//! When its queue ends (the gate finished, the serve stopped), the writer seals the run:
+//! run.json is written last, with the sha256 of every other file as the gate wrote it
+//! ([`RunDir::seal`]), so an archive changed after the run is told from the one written.
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -203,7 +207,7 @@ impl Writer {
                     self.settle(name, written);
                 }
                 Job::CopyLog { from } => {
-                    let copied = rundir::copy_serve_log(self.dir.path(), &from);
+                    let copied = self.dir.copy_serve_log(&from);
                     self.settle(rundir::SERVE_LOG, copied);
                 }
                 Job::Failed { name, error } => self.settle(name, Err(anyhow::anyhow!(error))),
@@ -215,6 +219,10 @@ impl Writer {
                 }
             }
         }
+        // Last, once every other file is written and the serve is stopped (the queue ends
+        // when the gate finishes): run.json again, with the digest of each other file.
+        let sealed = self.dir.seal().map(|_| ());
+        self.settle(rundir::MANIFEST, sealed);
         self.not_archived()
     }
 
@@ -309,30 +317,41 @@ mod tests {
         assert!(rec.finish().is_empty());
     }
 
+    fn line(index: usize) -> Vec<u8> {
+        let mut line = serde_json::to_vec(&reply(index)).unwrap();
+        line.push(b'\n');
+        line
+    }
+
     #[test]
     fn replies_stop_at_the_first_that_fails_and_a_whole_file_written_again_is_complete() {
         let d = tempfile::tempdir().unwrap();
-        let rec = Recorder::start(RunDir::create(&d.path().join("run")).unwrap()).unwrap();
-        rec.reply(&reply(1));
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
+        let mut w = Writer::new(RunDir::create(&d.path().join("run")).unwrap());
+        let path = w.dir.path().to_path_buf();
+        w.reply(1, &line(1));
+        // The disk fills: every later append fails.
+        let replies = path.join(rundir::REPLIES);
+        let kept = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&replies)
             .unwrap();
-        rt.block_on(rec.flush());
-        // replies.jsonl becomes a directory: every later append fails, as a full disk's would.
-        let replies = rec.path().join(rundir::REPLIES);
-        std::fs::remove_file(&replies).unwrap();
-        std::fs::create_dir(&replies).unwrap();
-        rec.reply(&reply(2));
-        // Made writable again: the writer must not append reply 3 after a hole.
-        rt.block_on(rec.flush());
-        std::fs::remove_dir(&replies).unwrap();
-        rec.reply(&reply(3));
+        w.dir.append_replies_to(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open("/dev/full")
+                .unwrap(),
+        );
+        w.reply(2, &line(2));
+        // Room again: the writer must not append reply 3 after a hole.
+        w.dir.append_replies_to(kept);
+        w.reply(3, &line(3));
         // load.json blocked by a directory, then free again: its last write is whole.
-        let load = rec.path().join(rundir::LOAD);
+        let load = path.join(rundir::LOAD);
         std::fs::create_dir(&load).unwrap();
         std::fs::write(load.join("x"), "y").unwrap();
-        rec.json(rundir::LOAD, &1);
-        let failed = rt.block_on(rec.flush());
+        let written = w.dir.write_bytes(rundir::LOAD, b"1\n");
+        w.settle(rundir::LOAD, written);
+        let failed = w.not_archived();
         assert_eq!(
             failed.iter().map(|f| f.file.as_str()).collect::<Vec<_>>(),
             [rundir::REPLIES, rundir::LOAD]
@@ -343,18 +362,28 @@ mod tests {
         assert!(
             failed[0]
                 .to_string()
-                .starts_with("replies.jsonl: Is a directory (os error 21) from reply 2 on (it holds 1 of 3 replies)"),
+                .starts_with("replies.jsonl: No space left on device (os error 28) from reply 2 on (it holds 1 of 3 replies)"),
             "{}",
             failed[0]
         );
-        assert!(!replies.exists(), "reply 3 was appended after a hole");
+        assert_eq!(
+            std::fs::read(&replies).unwrap(),
+            line(1),
+            "reply 3 was appended after a hole"
+        );
         std::fs::remove_dir_all(&load).unwrap();
-        rec.json(rundir::LOAD, &2);
-        let failed = rec.finish();
+        let written = w.dir.write_bytes(rundir::LOAD, b"2\n");
+        w.settle(rundir::LOAD, written);
+        let failed = w.not_archived();
         assert_eq!(
             failed.iter().map(|f| f.file.as_str()).collect::<Vec<_>>(),
             [rundir::REPLIES]
         );
         assert_eq!(std::fs::read_to_string(&load).unwrap(), "2\n");
+        // What the digests hold of replies.jsonl is what it holds: the run is not "changed".
+        assert_eq!(
+            w.dir.digests().unwrap()[rundir::REPLIES],
+            crate::archive::digest::sha256(&line(1))
+        );
     }
 }

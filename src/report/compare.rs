@@ -57,7 +57,9 @@ is from before provenance. Groups are ordered by host, then by their oldest run;
 runs oldest first; each group has a line naming host / serve / model (12 hex digits).
 
 RESULT is each run judged again as `judge DIR` judges it: with the floors and the baseline its
-run.json records, so a run recorded under other floors is held to its own.
+run.json records, so a run recorded under other floors is held to its own. A run whose files
+are not what its gate wrote (run.json's digests) is FAIL, and a line below the table says
+`the archive was changed after the run` and what changed (`changed` with --json).
 
 --svg FILE: a panel a host (its groups share it, a grey line where the serve or the model
 changed), the median rate on the left and the median first-token on the right over the runs'
@@ -198,6 +200,10 @@ pub struct Row {
     pub summary: Option<String>,
     /// Why the directory could not be read.
     pub unreadable: Option<String>,
+    /// `the archive was changed after the run: ...` when its files are not what the gate
+    /// wrote (its result is then FAIL); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub changed: Option<String>,
     /// Whether run.json records the run's provenance.
     pub provenance: bool,
     /// For a run after the oldest, what in its provenance differs from the oldest run's;
@@ -346,6 +352,7 @@ fn row(dir: &Path, baselines: &mut HashMap<String, BaselineRun>) -> Result<Row> 
         result: verdict.outcome.word().to_string(),
         summary: Some(format!("RESULT: {}", verdict.outcome)),
         unreadable: None,
+        changed: a.integrity.changed_line(),
         provenance: a.manifest.provenance.is_some(),
         differences: None,
         recorded: a.manifest.provenance.clone(),
@@ -428,6 +435,7 @@ pub fn table(rows: &[Row]) -> String {
     }
     let mut lines = vec![Line::Cells(header)];
     let mut unreadable = Vec::new();
+    let mut changed = Vec::new();
     let mut current: Option<&GroupKey> = None;
     for r in rows {
         let Some(group) = &r.group else {
@@ -435,6 +443,9 @@ pub fn table(rows: &[Row]) -> String {
             unreadable.push(format!("{}: unreadable: {why}", r.dir));
             continue;
         };
+        if let Some(line) = &r.changed {
+            changed.push(format!("{}: {line}", r.dir));
+        }
         if current != Some(group) {
             lines.push(Line::Group(group.header()));
             current = Some(group);
@@ -486,7 +497,7 @@ pub fn table(rows: &[Row]) -> String {
         }
         out.push('\n');
     }
-    for u in unreadable {
+    for u in changed.into_iter().chain(unreadable) {
         out.push_str(&u);
         out.push('\n');
     }
