@@ -348,6 +348,19 @@ impl Drop for Running {
     }
 }
 
+/// Wait (bounded) until `path` exists.
+pub fn wait_for_file(path: &Path, limit: Duration) {
+    let start = Instant::now();
+    while !path.exists() {
+        assert!(
+            start.elapsed() < limit,
+            "{} did not appear within {limit:?}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// Wait (bounded) until the run in `out` has archived a reply: replies.jsonl holds a whole
 /// line. (The file itself is there from the start: the gate creates it with run.json.)
 pub fn wait_for_a_reply(out: &Path, limit: Duration) {
