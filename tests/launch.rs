@@ -13,6 +13,8 @@ fn a_serve_that_exits_before_ready_fails_quoting_its_log() {
             "sh",
             "-c",
             "echo loading model; echo 'error: no device' >&2; exit 3",
+            "sh",
+            "{port}",
         ])
         .output()
         .unwrap();
@@ -35,7 +37,8 @@ fn a_serve_never_ready_fails_after_the_ready_timeout_and_is_stopped() {
     let o = gate()
         .args(["run", "--ready-timeout", "0.5", "--out"])
         .arg(&out)
-        .args(["--", "sleep", marker])
+        // {port} adds to the sleep, which the gate stops long before either ends.
+        .args(["--", "sleep", marker, "{port}"])
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&o.stdout);
@@ -304,6 +307,7 @@ fn a_binary_the_kernel_cannot_run_is_a_spawn_failure_with_the_os_error() {
         .arg(&out)
         .arg("--")
         .arg(&serve)
+        .arg("{port}")
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&o.stdout);
@@ -325,6 +329,7 @@ fn a_binary_the_kernel_cannot_run_is_a_spawn_failure_with_the_os_error() {
         .arg(&out)
         .arg("--")
         .arg(&plain)
+        .arg("{port}")
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&o.stdout);

@@ -135,26 +135,47 @@ fn an_orphan_the_supervisor_adopted_is_part_of_the_tree() {
 
 #[test]
 fn a_file_the_serve_holds_open_is_found_and_one_it_does_not_fails_naming_what_it_held() {
-    let (_d, out) = scratch();
-    // The stand-in's stdin is /dev/null, a character device, held open all run.
-    let (code, stdout) = stand_in_run(
-        &out,
-        &["--replies", "1", "--route-device", "^/dev/null$"],
-        &["--tokens", "3"],
-    );
-    assert_eq!(code, Some(0), "{stdout}");
+    let (d, out) = scratch();
+    // The stand-in's stdin is /dev/null, a character device, held open all run; and a model
+    // file, a regular one, on fd 3.
+    let model = d.path().join("model.bin");
+    std::fs::write(&model, "weights").unwrap();
+    let o = gate()
+        .args([
+            "run",
+            "--replies",
+            "1",
+            "--route-device",
+            "^/dev/null$",
+            "--out",
+        ])
+        .arg(&out)
+        .args(UNFLIPPABLE)
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "exec \"$0\" stand-in --port \"$1\" --tokens 3 3<\"$2\"",
+            BIN,
+            "{port}",
+        ])
+        .arg(&model)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{stdout}");
     assert!(
         line(&stdout, "route").contains("held /dev/null open (/^/dev/null$/)"),
         "{stdout}"
     );
-    // Its stdout and stderr, the run's serve.log, are held open too, but a log is no device.
-    let log = out.join("serve.log").canonicalize().unwrap();
-    let (code, judged) = judge(&out, &["--route-device", r"/serve\.log$"]);
+    // The model file is held open too, but a regular file is no device.
+    let model = model.canonicalize().unwrap();
+    let (code, judged) = judge(&out, &["--route-device", r"/model\.bin$"]);
     assert_eq!(code, Some(1), "{judged}");
     assert!(
         line(&judged, "route").contains(&format!(
             "held {} open, but it is a regular file, not a character device",
-            log.display()
+            model.display()
         )),
         "{judged}"
     );

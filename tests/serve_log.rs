@@ -108,6 +108,7 @@ fn a_serve_that_exits_after_a_huge_log_is_quoted_by_its_last_lines() {
         .arg(&out)
         .arg("--")
         .arg(&serve)
+        .arg("{port}")
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&o.stdout);

@@ -98,6 +98,11 @@ fn run_args(out: &Path, hold: &Path, gate: &[&str], serve: &[String]) -> Vec<Str
     v.extend(gate.iter().map(|s| s.to_string()));
     v.push("--".into());
     v.extend(serve.iter().cloned());
+    // The gate refuses a serve it cannot tell its port; these serves listen nowhere, and take
+    // it as one more argument (`sleep` adds it to its seconds, `sh -c` takes it as $0).
+    if !serve.iter().any(|a| a.contains("{port}")) {
+        v.push("{port}".into());
+    }
     v
 }
 

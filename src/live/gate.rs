@@ -292,18 +292,6 @@ impl Plan {
             if args.serve_log.is_some() {
                 bail!("--serve-log is for a serve that is already running; a launched serve's log is captured");
             }
-            // A serve that is never told the gate's port listens elsewhere (its own default),
-            // and the gate would wait for it until --ready-timeout and call it "not ready".
-            if given.is_none()
-                && !serve_argv
-                    .iter()
-                    .any(|a| a.contains(serve::PORT_PLACEHOLDER))
-            {
-                bail!(
-                    "the serve command has no {placeholder}: the gate picks a port and passes it there (e.g. --port {placeholder}); for a serve that picks its own port, name it with --url http://127.0.0.1:PORT",
-                    placeholder = serve::PORT_PLACEHOLDER
-                );
-            }
             let port = match &given {
                 Some(client) => client.port(),
                 None => serve::pick_port()?,
@@ -311,12 +299,23 @@ impl Plan {
             let url = args
                 .url
                 .unwrap_or_else(|| format!("http://127.0.0.1:{port}"));
+            let told_port = serve_argv
+                .iter()
+                .any(|a| a.contains(serve::PORT_PLACEHOLDER));
             let serve_argv = serve::fill_port(&serve_argv, port);
             // Both must be there before anything is held or started.
             let binary = serve::fingerprint_serve(&serve_argv)?;
             if let Some(hold_program) = hold_cmd.first() {
                 serve::resolve_binary(hold_program, serve::Role::HoldProgram)
                     .context("--hold-cmd")?;
+            }
+            // A serve that is never told the gate's port listens elsewhere (its own default),
+            // and the gate would wait for it until --ready-timeout and call it "not ready".
+            if given.is_none() && !told_port {
+                bail!(
+                    "the serve command has no {placeholder}: the gate picks a port and passes it there (e.g. --port {placeholder}); for a serve that picks its own port, name it with --url http://127.0.0.1:PORT",
+                    placeholder = serve::PORT_PLACEHOLDER
+                );
             }
             let argv = hold_cmd.into_iter().chain(serve_argv).collect();
             (url, Launch::Spawn { argv, binary, port })
