@@ -134,6 +134,41 @@ pub struct ReplyRecord {
     /// recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unrequested_choice: Option<u64>,
+    /// Each streamed token's logprob and its top alternatives, in order, when `--logprobs K`
+    /// asked for them and the serve sent them (`choices[0].logprobs.content[]`, as
+    /// llama-server, vLLM and the OpenAI API stream them). Absent when none were asked for or
+    /// none came (the run says which), and in archives from before they were recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logprobs: Option<Vec<TokenLogprob>>,
+}
+
+/// The most bytes of a token's text kept in a logprob record (a real token is a few bytes; a
+/// serve's claim of a longer one is cut, never held whole).
+pub const LOGPROB_TOKEN_BYTES: usize = 256;
+/// The most alternatives a token keeps: `--logprobs` is at most this.
+pub const MAX_TOP_LOGPROBS: usize = 20;
+
+/// One streamed token as the serve scored it: its text, its logprob (natural log, nats), and
+/// the serve's top alternatives at that position, most likely first (it among them, as the
+/// OpenAI API sends them).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TokenLogprob {
+    /// The token's text, cut to [`LOGPROB_TOKEN_BYTES`].
+    pub token: String,
+    /// Its logprob, nats.
+    pub logprob: f64,
+    /// The top alternatives, at most [`MAX_TOP_LOGPROBS`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub top: Vec<TopLogprob>,
+}
+
+/// One alternative at a token's position.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TopLogprob {
+    /// Its text, cut to [`LOGPROB_TOKEN_BYTES`].
+    pub token: String,
+    /// Its logprob, nats.
+    pub logprob: f64,
 }
 
 /// A stream's place in the concurrent bursts: burst `round` of the run, stream `stream` of
@@ -268,6 +303,7 @@ impl ReplyRecord {
             written_ns: None,
             warmup: false,
             unrequested_choice: None,
+            logprobs: None,
         }
     }
 }

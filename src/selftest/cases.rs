@@ -135,6 +135,7 @@ pub(crate) fn reply(at_ms: &[u64], content: &str) -> ReplyRecord {
         written_ns: None,
         warmup: false,
         unrequested_choice: None,
+        logprobs: None,
     }
 }
 
