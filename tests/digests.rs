@@ -300,3 +300,27 @@ fn a_serve_that_relinks_and_rewrites_replies_gets_nothing_from_the_gate_and_no_p
     let (code, stdout, _) = judged(&out, &[]);
     assert_eq!(code, Some(0), "{stdout}");
 }
+
+/// run.json holds every other file's digest but cannot hold its own: the gate says it with the
+/// line that says where the run is archived, for the CI log to keep.
+#[test]
+fn the_gate_says_the_sealed_run_jsons_own_digest() {
+    let (_d, out) = scratch();
+    let o = gate()
+        .args(["run", "--stand-in", "--replies", "1", "--out"])
+        .arg(&out)
+        .args(UNFLIPPABLE)
+        .args(["--", "--tokens", "3"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    let sha = sha256(&std::fs::read(out.join("run.json")).unwrap());
+    assert!(
+        stderr.contains(&format!(
+            "archived in {} (run.json sha256 {sha})",
+            out.display()
+        )),
+        "{stderr}"
+    );
+}

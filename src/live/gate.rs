@@ -805,23 +805,33 @@ async fn execute(plan: Plan) -> Result<u8> {
     let mut result = ResultFile::new(verdict);
     result.not_archived = rec.flush().await;
     rec.json(rundir::RESULT, &result);
-    result.not_archived = rec.finish();
+    let sealed = rec.finish_sealed();
+    result.not_archived = sealed.not_archived;
     let title = dir_path.display().to_string();
     plan.output.emit(
         &result,
         &archive.replies,
         &RunInfo::of_archive(&archive, &title),
     );
-    say_not_archived(&result, &dir_path, archive.replies.len());
+    say_not_archived(
+        &result,
+        &dir_path,
+        archive.replies.len(),
+        sealed.manifest_sha256.as_deref(),
+    );
     Ok(exit_codes::for_outcome(&result.verdict.outcome))
 }
 
 /// After the verdict: where the run is archived, or what the run directory lacks, a line for
 /// each file it failed to write and why. The verdict printed stands either way: it was judged
-/// from what the gate held in memory.
-fn say_not_archived(result: &ResultFile, dir: &Path, replies: usize) {
+/// from what the gate held in memory. The sealed run.json's sha256 is said with it: run.json
+/// holds the digest of every other file, but not its own, so the CI log keeps that one.
+fn say_not_archived(result: &ResultFile, dir: &Path, replies: usize, sealed: Option<&str>) {
     if result.not_archived.is_empty() {
-        crate::say!("archived in {}", dir.display());
+        match sealed {
+            Some(sha) => crate::say!("archived in {} (run.json sha256 {sha})", dir.display()),
+            None => crate::say!("archived in {}", dir.display()),
+        }
         return;
     }
     for missing in &result.not_archived {

@@ -53,7 +53,7 @@ enum Job {
 pub struct Recorder {
     path: PathBuf,
     jobs: mpsc::Sender<Job>,
-    thread: Option<JoinHandle<Vec<NotArchived>>>,
+    thread: Option<JoinHandle<Sealed>>,
 }
 
 impl Recorder {
@@ -142,19 +142,29 @@ impl Recorder {
 
     /// Stop the writer once every write asked is done, give stderr back to the gate, and say
     /// what could not be written.
-    pub fn finish(mut self) -> Vec<NotArchived> {
+    pub fn finish(self) -> Vec<NotArchived> {
+        self.finish_sealed().not_archived
+    }
+
+    /// As [`Recorder::finish`], with the sha256 of the run.json the seal wrote last (`None`
+    /// when it could not be written): the one digest the archive cannot hold, for the gate to
+    /// say where the archive's reader can keep it.
+    pub fn finish_sealed(mut self) -> Sealed {
         crate::console::divert_end();
         self.join()
     }
 
-    fn join(&mut self) -> Vec<NotArchived> {
+    fn join(&mut self) -> Sealed {
         let Some(thread) = self.thread.take() else {
-            return Vec::new();
+            return Sealed::default();
         };
         // Closing our end ends the writer's queue once it is drained.
         let (closed, _) = mpsc::channel();
         drop(std::mem::replace(&mut self.jobs, closed));
-        thread.join().unwrap_or_else(|_| vec![writer_died()])
+        thread.join().unwrap_or_else(|_| Sealed {
+            not_archived: vec![writer_died()],
+            manifest_sha256: None,
+        })
     }
 }
 
@@ -178,6 +188,16 @@ fn writer_died() -> NotArchived {
     }
 }
 
+/// How the writer ended: what it could not write, and the sha256 of the run.json it sealed
+/// the run with.
+#[derive(Debug, Default)]
+pub struct Sealed {
+    /// What could not be written.
+    pub not_archived: Vec<NotArchived>,
+    /// The sha256 (hex) of the last run.json, the one holding every other file's digest.
+    pub manifest_sha256: Option<String>,
+}
+
 /// The writer thread's state: the directory, and what it could not write.
 struct Writer {
     dir: RunDir,
@@ -198,7 +218,7 @@ impl Writer {
         }
     }
 
-    fn run(mut self, queue: mpsc::Receiver<Job>) -> Vec<NotArchived> {
+    fn run(mut self, queue: mpsc::Receiver<Job>) -> Sealed {
         for job in queue {
             match job {
                 Job::Reply { index, line } => self.reply(index, &line),
@@ -221,9 +241,15 @@ impl Writer {
         }
         // Last, once every other file is written and the serve is stopped (the queue ends
         // when the gate finishes): run.json again, with the digest of each other file.
-        let sealed = self.dir.seal().map(|_| ());
+        let (sealed, manifest_sha256) = match self.dir.seal() {
+            Ok(sha) => (Ok(()), sha),
+            Err(e) => (Err(e), None),
+        };
         self.settle(rundir::MANIFEST, sealed);
-        self.not_archived()
+        Sealed {
+            not_archived: self.not_archived(),
+            manifest_sha256,
+        }
     }
 
     /// Append a reply, unless an earlier one could not be: replies.jsonl holds the replies
