@@ -264,18 +264,13 @@ impl RouteProbe {
                         continue;
                     };
                     let path = path.display().to_string();
-                    let known = kinds.contains_key(&path);
-                    if !known
-                        && !keep(
-                            &mut Budget {
-                                bytes_left: &mut self.name_bytes_left,
-                                matching: &mut seen.matching,
-                                patterns: &self.patterns,
-                            },
-                            &mut seen.record.maps,
-                            &mut seen.record.truncated,
-                            &path,
-                        )
+                    let mut budget = Budget {
+                        bytes_left: &mut self.name_bytes_left,
+                        matching: &mut seen.matching,
+                        patterns: &self.patterns,
+                    };
+                    if !kinds.contains_key(&path)
+                        && !budget.keep(&mut seen.record.maps, &mut seen.record.truncated, &path)
                     {
                         continue;
                     }
@@ -312,17 +307,13 @@ impl RouteProbe {
                 continue;
             };
             let path = path.display().to_string();
+            let mut budget = Budget {
+                bytes_left: &mut self.name_bytes_left,
+                matching: &mut seen.matching,
+                patterns: &self.patterns,
+            };
             if !kinds.contains_key(&path)
-                && !keep(
-                    &mut Budget {
-                        bytes_left: &mut self.name_bytes_left,
-                        matching: &mut seen.matching,
-                        patterns: &self.patterns,
-                    },
-                    &mut seen.record.open,
-                    &mut seen.record.truncated,
-                    &path,
-                )
+                && !budget.keep(&mut seen.record.open, &mut seen.record.truncated, &path)
             {
                 continue;
             }
@@ -394,21 +385,23 @@ struct Budget<'a> {
     patterns: &'a [Regex],
 }
 
-/// Keep `path`, not kept before, in `list`: up to [`MAX_PATHS`] names a list and
-/// [`MAX_NAME_BYTES`] over the tree, and past those, up to [`MAX_MATCHING`] names a process
-/// that the route patterns match (the evidence the verdict looks for is never crowded out).
-/// Whether it was kept; a name left out marks the process `truncated`.
-fn keep(budget: &mut Budget<'_>, list: &mut Vec<String>, truncated: &mut bool, path: &str) -> bool {
-    if list.len() < MAX_PATHS && path.len() <= *budget.bytes_left {
-        *budget.bytes_left -= path.len();
-    } else if *budget.matching < MAX_MATCHING && budget.patterns.iter().any(|p| p.is_match(path)) {
-        *budget.matching += 1;
-    } else {
-        *truncated = true;
-        return false;
+impl Budget<'_> {
+    /// Keep `path`, not kept before, in `list`: up to [`MAX_PATHS`] names a list and
+    /// [`MAX_NAME_BYTES`] over the tree, and past those, up to [`MAX_MATCHING`] names a
+    /// process that the route patterns match (the evidence the verdict looks for is never
+    /// crowded out). Whether it was kept; a name left out marks the process `truncated`.
+    fn keep(&mut self, list: &mut Vec<String>, truncated: &mut bool, path: &str) -> bool {
+        if list.len() < MAX_PATHS && path.len() <= *self.bytes_left {
+            *self.bytes_left -= path.len();
+        } else if *self.matching < MAX_MATCHING && self.patterns.iter().any(|p| p.is_match(path)) {
+            *self.matching += 1;
+        } else {
+            *truncated = true;
+            return false;
+        }
+        list.push(path.to_string());
+        true
     }
-    list.push(path.to_string());
-    true
 }
 
 /// Add one mapping of `path` to what is known of how it is mapped: its permissions, and once a
@@ -778,16 +771,12 @@ mod tests {
         let mut list = Vec::new();
         let mut truncated = false;
         let mut take = |path: &str, list: &mut Vec<String>, truncated: &mut bool| {
-            keep(
-                &mut Budget {
-                    bytes_left: &mut bytes_left,
-                    matching: &mut matching,
-                    patterns: &patterns,
-                },
-                list,
-                truncated,
-                path,
-            )
+            Budget {
+                bytes_left: &mut bytes_left,
+                matching: &mut matching,
+                patterns: &patterns,
+            }
+            .keep(list, truncated, path)
         };
         let long = "/tmp/".to_string() + &"x".repeat(30);
         assert!(take(&long, &mut list, &mut truncated));

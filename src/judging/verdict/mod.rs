@@ -704,6 +704,15 @@ mod tests {
         Criteria::new(f).unwrap()
     }
 
+    /// The test floors with no route patterns: a serve line or a hold line judged alone.
+    fn without_route_patterns() -> Criteria {
+        criteria(Floors {
+            fast_route: None,
+            slow_route: None,
+            ..floors()
+        })
+    }
+
     const LOAD: LoadSnapshot = LoadSnapshot {
         load1: 3.1,
         load5: 2.0,
@@ -851,12 +860,7 @@ mod tests {
                 load: Some(&LOAD),
                 ..Evidence::of(&replies, &READY)
             };
-            let lenient = Floors {
-                fast_route: None,
-                slow_route: None,
-                ..floors()
-            };
-            judge(&e, &criteria(lenient))
+            judge(&e, &without_route_patterns())
         };
         let died = StopRecord {
             killed: true,
@@ -956,12 +960,7 @@ mod tests {
                 load: Some(&LOAD),
                 ..Evidence::of(&replies, &READY)
             };
-            let lenient = Floors {
-                fast_route: None,
-                slow_route: None,
-                ..floors()
-            };
-            judge(&e, &criteria(lenient))
+            judge(&e, &without_route_patterns())
         };
         let check = |at, found| HoldCheck { at, found };
         let kept = record(vec![
