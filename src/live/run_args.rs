@@ -149,7 +149,8 @@ pub struct RunArgs {
     /// by one), instead of the words after --: for a CI system that has it as one setting.
     #[arg(long, value_name = "COMMAND", conflicts_with = "serve")]
     pub serve_cmd: Option<String>,
-    /// The serve command, run directly (no shell); {port} becomes the port the gate picked.
+    /// The serve command, run directly (no shell); {port} becomes the port the gate picked (a
+    /// command without {port} is refused, unless --url names the port the serve picks itself).
     #[arg(last = true, value_name = "SERVE")]
     pub serve: Vec<String>,
 }
