@@ -232,6 +232,7 @@ pub fn run(args: JudgeArgs) -> Result<u8> {
         &criteria,
         archive.read_serve_log()?,
         baseline.as_ref(),
+        None,
     )?;
     if let Some(out) = &svg {
         let title = format!("{} (RESULT: {})", args.dir.display(), verdict.outcome);

@@ -194,6 +194,7 @@ impl Plan {
             ),
             deterministic: args.deterministic,
             baseline_answers: args.baseline_answers,
+            ..Floors::default()
         })?;
         // Read before anything starts: a baseline that is not a run is a usage error, not a
         // run lost at the end.
@@ -793,6 +794,7 @@ async fn execute(plan: Plan) -> Result<u8> {
         &plan.criteria,
         serve_log.as_ref(),
         plan.baseline.as_ref(),
+        None,
     );
     // From here on nothing changes the verdict or the exit code: result.json says it.
     let title = format!("{} (RESULT: {})", dir_path.display(), verdict.outcome);

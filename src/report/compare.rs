@@ -308,7 +308,7 @@ fn row(dir: &Path, baselines: &mut HashMap<String, BaselineRun>) -> Result<Row> 
             run
         }) as &BaselineRun
     });
-    let verdict = judge_archive(&a, &criteria, a.read_serve_log()?, baseline)?;
+    let verdict = judge_archive(&a, &criteria, a.read_serve_log()?, baseline, None)?;
     // Warm-ups (`--warmup`) are not judged, and are no part of the run's figures.
     let metrics: Vec<_> = a
         .replies
