@@ -13,6 +13,7 @@ use crate::archive::safe_open::Want;
 use crate::exit_codes;
 use crate::judging::archived::judge_archive;
 use crate::judging::verdict::Criteria;
+use crate::live::reference_args::ReferenceArgs;
 use crate::live::run_args::{
     BaselineArgs, BurstFloorArgs, DeterminismArgs, DriftArgs, RouteEvidenceArgs,
 };
@@ -55,6 +56,9 @@ pub struct JudgeArgs {
     /// recorded (the run must have sent temperature 0).
     #[command(flatten)]
     pub determinism: DeterminismArgs,
+    /// A reference to hold the tokens to, or how, instead of what the run recorded.
+    #[command(flatten)]
+    pub reference: ReferenceArgs,
     /// Override the recorded busy-box SKIP policy (see run --busy-skip).
     #[arg(long, value_name = "THRESHOLD")]
     pub busy_skip: Option<f64>,
@@ -205,7 +209,45 @@ pub fn run(args: JudgeArgs) -> Result<u8> {
     if floors.baseline_answers.is_some() && !(floors.deterministic && floors.baseline.is_some()) {
         bail!("--baseline-answers says what an answer that differs from the baseline's is: the run must be judged with --deterministic and a baseline (--baseline DIR, or the run's own)");
     }
+    let ReferenceArgs {
+        reference: reference_dir,
+        reference_tie,
+        min_agreement,
+        max_logprob_drift,
+    } = args.reference;
+    if let Some(dir) = &reference_dir {
+        floors.reference = Some(dir.display().to_string());
+    }
+    if reference_tie.is_some() {
+        floors.reference_tie = reference_tie;
+    }
+    if min_agreement.is_some() {
+        floors.min_agreement = min_agreement;
+    }
+    if max_logprob_drift.is_some() {
+        floors.max_logprob_drift = max_logprob_drift;
+    }
     let criteria = Criteria::new(floors)?;
+    let reference = match (&reference_dir, &criteria.floors().reference) {
+        // As the baseline: asked for now it must be a run; recorded and gone, the line says so.
+        (Some(dir), _) => {
+            let run = BaselineRun::load(dir);
+            if let Err(why) = &run.archive {
+                bail!("--reference {} is not a readable run: {why}", dir.display());
+            }
+            Some(run)
+        }
+        (None, Some(recorded)) => {
+            let mut run = BaselineRun::load(Path::new(recorded));
+            if let Err(why) = &run.archive {
+                run.archive = Err(format!(
+                    "the run's reference {recorded} cannot be read now ({why}); give --reference DIR"
+                ));
+            }
+            Some(run)
+        }
+        (None, None) => None,
+    };
     let baseline = match (&baseline_dir, &criteria.floors().baseline) {
         // Asked for now: it must be a run, or judge cannot do what it was asked.
         (Some(dir), _) => {
@@ -232,6 +274,7 @@ pub fn run(args: JudgeArgs) -> Result<u8> {
         &criteria,
         archive.read_serve_log()?,
         baseline.as_ref(),
+        reference.as_ref(),
     )?;
     if let Some(out) = &svg {
         let title = format!("{} (RESULT: {})", args.dir.display(), verdict.outcome);

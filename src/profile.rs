@@ -50,6 +50,10 @@ pub struct Profile {
     seed: Option<i64>,
     deterministic: Option<bool>,
     baseline_answers: Option<String>,
+    reference: Option<PathBuf>,
+    reference_tie: Option<f64>,
+    min_agreement: Option<f64>,
+    max_logprob_drift: Option<f64>,
     url: Option<String>,
     ready_path: Option<String>,
     api_base: Option<String>,
@@ -228,6 +232,36 @@ pub fn apply(
     if !given("baseline") {
         if let Some(p) = profile.baseline {
             args.baseline = Some(dir.join(p));
+        }
+    }
+    if !given("reference") {
+        if let Some(p) = profile.reference {
+            args.reference.reference = Some(dir.join(p));
+        }
+    }
+    // The same bounds as the flags' (live::reference_args).
+    use crate::live::reference_args as reference;
+    let bounded = |key: &str, v: Option<f64>, check: fn(f64) -> Result<f64, String>| {
+        v.map(|v| check(v).map_err(|e| anyhow!("{key} in the profile: {e}")))
+            .transpose()
+    };
+    if !given("reference_tie") {
+        if let Some(v) = bounded("reference_tie", profile.reference_tie, reference::tie)? {
+            args.reference.reference_tie = Some(v);
+        }
+    }
+    if !given("min_agreement") {
+        if let Some(v) = bounded("min_agreement", profile.min_agreement, reference::share)? {
+            args.reference.min_agreement = Some(v);
+        }
+    }
+    if !given("max_logprob_drift") {
+        if let Some(v) = bounded(
+            "max_logprob_drift",
+            profile.max_logprob_drift,
+            reference::drift,
+        )? {
+            args.reference.max_logprob_drift = Some(v);
         }
     }
     take!(url, optional);

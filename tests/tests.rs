@@ -25,6 +25,7 @@ mod output;
 mod profiles;
 mod provenance;
 mod record;
+mod reference;
 mod route;
 mod route_logs;
 mod run;

@@ -808,6 +808,19 @@ pub struct Floors {
     /// (absent: info).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline_answers: Option<AnswerPolicy>,
+    /// `--reference`: the archived run of a trusted build whose tokens the candidate's are
+    /// held to (issue 31).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<String>,
+    /// `--reference-tie`, nats: a divergence within it is a near-tie (absent: 0.5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference_tie: Option<f64>,
+    /// `--min-agreement`: the lowest top-1 agreement with the reference, a share.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_agreement: Option<f64>,
+    /// `--max-logprob-drift`, nats: the highest p90 of the chosen tokens' |Δ logprob|.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_logprob_drift: Option<f64>,
 }
 
 /// What an answer that differs from the baseline's answer to the same prompt is.
@@ -1481,6 +1494,69 @@ pub struct Figures {
     /// probability 0.95, `1 - 0.05^(1/trials)` (determinism).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detectable_rate: Option<f64>,
+    /// The reference line's figures (`--reference`, issue 31).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<ReferenceFigures>,
+}
+
+/// What the reference line rests on and found: the candidate's tokens against a trusted
+/// build's, judged up to each prompt's first divergence (docs/reference.md).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReferenceFigures {
+    /// Prompts whose first answers were compared.
+    pub prompts: usize,
+    /// Reference positions judged: every token of an identical answer, and of a diverging one
+    /// the tokens before the divergence and the divergence itself.
+    pub positions: usize,
+    /// Positions where both sides chose the same text.
+    pub agreed: usize,
+    /// `agreed / positions`; absent when no position was judged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agreement: Option<f64>,
+    /// Divergences within the tie margin on every side that could be read.
+    pub near_ties: usize,
+    /// Divergences past the tie margin, or to a token outside the other side's top-K.
+    pub hard_divergences: usize,
+    /// Divergences whose margin could not be read (the reference ended where the candidate
+    /// went on: no logprob is recorded for its end).
+    pub unmeasured: usize,
+    /// Re-anchors made past a divergence: always 0 (re-anchoring is not implemented; each
+    /// prompt is judged up to its first divergence).
+    pub reanchored: usize,
+    /// The K the positions were judged on: the smaller of the two sides' top-K.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_k: Option<usize>,
+    /// The tie margin, nats (`--reference-tie`).
+    pub tie: f64,
+    /// The chosen tokens' |Δ logprob| (nats) at positions both sides tokenised alike, where
+    /// the candidate sent logprobs: how many, median, p90 (Hyndman & Fan definition 7) and max.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logprob_delta: Option<DeltaFigures>,
+    /// The mean KL divergence (nats) of the candidate from the reference over the reference's
+    /// top-K, renormalised: truncation to K understates it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kl_mean: Option<f64>,
+    /// `--min-agreement`, when given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_agreement: Option<f64>,
+    /// `--max-logprob-drift` (held to the p90 of |Δ logprob|), when given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_logprob_drift: Option<f64>,
+}
+
+/// A distribution of |Δ logprob|, nats.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeltaFigures {
+    /// How many positions.
+    pub count: usize,
+    /// The median.
+    pub median: f64,
+    /// The 90th percentile.
+    pub p90: f64,
+    /// The largest.
+    pub max: f64,
 }
 
 /// A distribution's figures as the peers' reports give them: vLLM's benchmark_serving prints

@@ -10,7 +10,8 @@ use crate::archive::record::{Line, Outcome, Startup, Status};
 use crate::archive::rundir::{Archive, BaselineRun};
 use crate::judging::serve_log::LogScan;
 use crate::judging::verdict::{
-    self, Baseline, BaselineEvidence, Criteria, Evidence, ProcessEvidence, Verdict,
+    self, Baseline, BaselineEvidence, Criteria, Evidence, ProcessEvidence, ReferenceEvidence,
+    Verdict,
 };
 
 /// Judge an archived run, scanning its serve log from `log` (the archive's serve.log, opened by
@@ -20,6 +21,7 @@ pub fn judge_archive(
     criteria: &Criteria,
     log: Option<impl Read>,
     baseline: Option<&BaselineRun>,
+    reference: Option<&BaselineRun>,
 ) -> Result<Verdict> {
     let log = match log {
         Some(file) => {
@@ -35,15 +37,23 @@ pub fn judge_archive(
         }
         None => None,
     };
-    Ok(judge_with_log(archive, criteria, log.as_ref(), baseline))
+    Ok(judge_with_log(
+        archive,
+        criteria,
+        log.as_ref(),
+        baseline,
+        reference,
+    ))
 }
 
-/// Judge an archived run with its serve log already scanned (with the same criteria).
+/// Judge an archived run with its serve log already scanned (with the same criteria), against
+/// its baseline and its reference (`--reference`, read as a baseline is) where asked.
 pub fn judge_with_log(
     archive: &Archive,
     criteria: &Criteria,
     log: Option<&LogScan>,
     baseline: Option<&BaselineRun>,
+    reference: Option<&BaselineRun>,
 ) -> Verdict {
     let manifest = &archive.manifest;
     let hold_reason = manifest.hold.as_ref().filter(|h| !h.acquired).map(|h| {
@@ -97,6 +107,24 @@ pub fn judge_with_log(
                     manifest: &b.manifest,
                     replies: &b.replies,
                     load: b.load.as_ref(),
+                },
+            },
+        },
+        reference: match reference {
+            None => ReferenceEvidence::NotAsked,
+            Some(BaselineRun {
+                archive: Err(why), ..
+            }) => ReferenceEvidence::Missing(why),
+            Some(BaselineRun {
+                name,
+                archive: Ok(r),
+            }) => ReferenceEvidence::Recorded {
+                candidate: manifest,
+                reference: Baseline {
+                    name,
+                    manifest: &r.manifest,
+                    replies: &r.replies,
+                    load: r.load.as_ref(),
                 },
             },
         },

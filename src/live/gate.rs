@@ -91,6 +91,8 @@ struct Plan {
     output: Outputs,
     /// The accepted baseline to compare with, loaded before anything started.
     baseline: Option<BaselineRun>,
+    /// The reference the candidate's tokens are held to, loaded before anything started.
+    reference: Option<BaselineRun>,
     /// The concurrent bursts after the single-stream replies; `None` for one stream at a time.
     concurrency: Option<ConcurrencyPlan>,
     /// Where the serve's metrics are scraped around the bursts.
@@ -194,6 +196,15 @@ impl Plan {
             ),
             deterministic: args.deterministic,
             baseline_answers: args.baseline_answers,
+            reference: args.reference.reference.as_ref().map(|p| {
+                p.canonicalize()
+                    .unwrap_or_else(|_| p.clone())
+                    .display()
+                    .to_string()
+            }),
+            reference_tie: args.reference.reference_tie,
+            min_agreement: args.reference.min_agreement,
+            max_logprob_drift: args.reference.max_logprob_drift,
         })?;
         // Read before anything starts: a baseline that is not a run is a usage error, not a
         // run lost at the end.
@@ -202,6 +213,16 @@ impl Plan {
                 let run = BaselineRun::load(dir);
                 if let Err(why) = &run.archive {
                     bail!("--baseline {} is not a readable run: {why}", dir.display());
+                }
+                Some(run)
+            }
+            None => None,
+        };
+        let reference = match &args.reference.reference {
+            Some(dir) => {
+                let run = BaselineRun::load(dir);
+                if let Err(why) = &run.archive {
+                    bail!("--reference {} is not a readable run: {why}", dir.display());
                 }
                 Some(run)
             }
@@ -342,6 +363,7 @@ impl Plan {
             concurrency,
             metrics,
             baseline,
+            reference,
             out: args.out,
             criteria,
             prompts,
@@ -793,6 +815,7 @@ async fn execute(plan: Plan) -> Result<u8> {
         &plan.criteria,
         serve_log.as_ref(),
         plan.baseline.as_ref(),
+        plan.reference.as_ref(),
     );
     // From here on nothing changes the verdict or the exit code: result.json says it.
     let title = format!("{} (RESULT: {})", dir_path.display(), verdict.outcome);

@@ -18,6 +18,7 @@ pub mod hold;
 pub mod log_pipe;
 pub mod provenance;
 pub mod recorder;
+pub mod reference_args;
 pub mod route_probe;
 pub mod run_args;
 pub mod serve;

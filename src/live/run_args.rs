@@ -67,6 +67,9 @@ pub struct RunArgs {
     /// Whether the same prompt must get the same answer.
     #[command(flatten)]
     pub determinism: DeterminismArgs,
+    /// The reference the candidate's tokens are held to.
+    #[command(flatten)]
+    pub reference: crate::live::reference_args::ReferenceArgs,
     /// The serve's base URL, instead of http://127.0.0.1:{port}. With no serve command, the
     /// gate measures a serve that is already running (nothing is launched or stopped).
     #[arg(long, value_name = "URL")]
@@ -441,6 +444,8 @@ pub struct RunSettings {
     pub deterministic: bool,
     /// What an answer that differs from the baseline's is; `None`: info.
     pub baseline_answers: Option<AnswerPolicy>,
+    /// The reference the candidate's tokens are held to.
+    pub reference: crate::live::reference_args::ReferenceArgs,
     /// The serve's base URL, instead of http://127.0.0.1:{port}. With no serve command, the
     /// gate measures a serve that is already running (nothing is launched or stopped).
     pub url: Option<String>,
@@ -524,6 +529,7 @@ impl From<RunArgs> for RunSettings {
             seed: a.sampling.seed,
             deterministic: a.determinism.deterministic,
             baseline_answers: a.determinism.baseline_answers,
+            reference: a.reference,
             url: a.url,
             ready_path: a.ready_path,
             api_base: a.api_base,

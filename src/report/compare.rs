@@ -308,7 +308,24 @@ fn row(dir: &Path, baselines: &mut HashMap<String, BaselineRun>) -> Result<Row> 
             run
         }) as &BaselineRun
     });
-    let verdict = judge_archive(&a, &criteria, a.read_serve_log()?, baseline)?;
+    // The recorded reference too, so the row's result is `judge DIR`'s (read per run: a
+    // reference is compared token by token, not shared figures).
+    let reference = criteria.floors().reference.as_ref().map(|recorded| {
+        let mut run = BaselineRun::load(Path::new(recorded));
+        if let Err(why) = &run.archive {
+            run.archive = Err(format!(
+                "the run's reference {recorded} cannot be read now ({why})"
+            ));
+        }
+        run
+    });
+    let verdict = judge_archive(
+        &a,
+        &criteria,
+        a.read_serve_log()?,
+        baseline,
+        reference.as_ref(),
+    )?;
     // Warm-ups (`--warmup`) are not judged, and are no part of the run's figures.
     let metrics: Vec<_> = a
         .replies

@@ -16,6 +16,8 @@
 //! - `determinism_trials`, `determinism_mismatches`, `determinism_mismatch_ratio{quantity}`
 //!   (the rate and its exact 95% interval) and `determinism_detectable_ratio`: the
 //!   determinism line's figures (`--deterministic`);
+//! - `reference_positions`, `reference_agreement_ratio`, `reference_hard_divergences`,
+//!   `reference_logprob_delta_p90_nats`: the reference line's figures (`--reference`);
 //! - `load1`, `cpus`, `serve_cpu_wait_ratio`, `cpu_pressure_ratio`: the load line's figures;
 //! - `run_start_timestamp_seconds`, `run_end_timestamp_seconds`: from run.json, never now;
 //! - `ttft_seconds`, `itl_seconds`, `tpot_seconds`, `e2el_seconds`: the latency line's
@@ -151,6 +153,35 @@ pub fn exposition(v: &Verdict, run: &RunInfo<'_>) -> String {
         "determinism_detectable_ratio",
         "The smallest per-trial mismatch rate these trials would have shown with probability 0.95.",
         &one_sample(determinism, |f| f.detectable_rate),
+    );
+
+    // The reference line's figures (`--reference`, docs/reference.md).
+    let reference = figures_of(v, "reference").and_then(|f| f.reference.as_ref());
+    let of = |pick: fn(&crate::archive::record::ReferenceFigures) -> Option<f64>| -> Vec<Sample> {
+        reference
+            .and_then(pick)
+            .map(|x| vec![(Vec::new(), x)])
+            .unwrap_or_default()
+    };
+    out.gauge(
+        "reference_positions",
+        "The reference positions the reference line judged, up to each prompt's first divergence.",
+        &of(|f| Some(f.positions as f64)),
+    );
+    out.gauge(
+        "reference_agreement_ratio",
+        "The share of those positions where both sides chose the same text.",
+        &of(|f| f.agreement),
+    );
+    out.gauge(
+        "reference_hard_divergences",
+        "Prompts whose first divergence from the reference was past the tie margin.",
+        &of(|f| Some(f.hard_divergences as f64)),
+    );
+    out.gauge(
+        "reference_logprob_delta_p90_nats",
+        "The p90 of the chosen tokens' |logprob difference| from the reference, nats.",
+        &of(|f| f.logprob_delta.map(|d| d.p90)),
     );
 
     let load = figures_of(v, "load");

@@ -8,7 +8,8 @@
 //! first-token); [`latency`] (the peers' TTFT, ITL, TPOT and E2EL, information); [`content`];
 //! [`conditions`] (the box's conditions and the busy-box note); [`serve`] (serve and stop; a
 //! hold not acquired is judged here); [`determinism`] (`--deterministic`: the same prompt's
-//! answers against each other, and against the baseline's).
+//! answers against each other, and against the baseline's); [`reference`] (`--reference`: the
+//! candidate's tokens against a trusted build's, with its logprobs).
 //!
 //! Warm-up replies (`--warmup`) are left out once, at the top of [`judge`]: every line sees
 //! only the judged replies. A warm-up that failed still fails content.
@@ -35,6 +36,7 @@ pub mod content;
 pub mod determinism;
 pub mod latency;
 pub mod rate;
+pub mod reference;
 pub mod route;
 pub mod serve;
 
@@ -45,6 +47,7 @@ use content::content_line;
 pub use content::{push_escape, push_visible, quote, reply_problem, visible};
 use latency::latency_line;
 use rate::{first_token_line, rate_line};
+pub use reference::ReferenceEvidence;
 use route::route_line;
 pub use route::route_matches;
 use serve::{hold_line, serve_line, stop_line};
@@ -188,6 +191,22 @@ impl Criteria {
                     .join(", ")
             );
         }
+        // Bounds as the flags hold them (live::reference_args), for a profile's or an archive's.
+        if let Some(x) = floors.reference_tie {
+            if !(x.is_finite() && x >= 0.0) {
+                bail!("--reference-tie is a margin in nats, 0 or more, e.g. 0.5 (got {x})");
+            }
+        }
+        if let Some(x) = floors.min_agreement {
+            if !(0.0..=1.0).contains(&x) {
+                bail!("--min-agreement is a share from 0 to 1, e.g. 0.95 (got {x})");
+            }
+        }
+        if let Some(x) = floors.max_logprob_drift {
+            if !(x.is_finite() && x >= 0.0) {
+                bail!("--max-logprob-drift is a p90 of |Δ logprob| in nats, 0 or more (got {x})");
+            }
+        }
         if let (Some(lib), Some(no_lib)) = (&floors.route_lib, &floors.no_route_lib) {
             if lib == no_lib {
                 bail!("--route-lib and --no-route-lib are the same pattern /{lib}/: no serve could pass the route");
@@ -294,6 +313,8 @@ pub struct Evidence<'a> {
     pub processes: ProcessEvidence<'a>,
     /// The accepted baseline to compare with, when one was asked for.
     pub baseline: BaselineEvidence<'a>,
+    /// The trusted build's run the candidate's tokens are held to, when one was asked for.
+    pub reference: ReferenceEvidence<'a>,
     /// The concurrent bursts the run planned after its single-stream replies; `None` for a run
     /// of one stream at a time (no burst lines).
     pub concurrency: Option<&'a ConcurrencyPlan>,
@@ -349,6 +370,7 @@ impl<'a> Evidence<'a> {
             serve_died: None,
             processes: ProcessEvidence::Missing("no route.json: a hand-made run"),
             baseline: BaselineEvidence::NotAsked,
+            reference: ReferenceEvidence::NotAsked,
             concurrency: None,
             serve_metrics: None,
         }
@@ -594,6 +616,13 @@ pub fn judge(e: &Evidence<'_>, c: &Criteria) -> Verdict {
                 let policy = c.floors.baseline_answers.unwrap_or_default();
                 lines.extend(determinism::baseline_answers_line(e, policy));
             }
+            lines.extend(reference::reference_line(
+                e,
+                e.reference,
+                c.floors.reference_tie.unwrap_or(reference::DEFAULT_TIE),
+                c.floors.min_agreement,
+                c.floors.max_logprob_drift,
+            ));
         }
         if let Some(line) = stop_line(e.stop) {
             lines.push(line);

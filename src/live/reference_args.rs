@@ -1,0 +1,100 @@
+//! The reference a candidate's tokens are held to (`--reference`, issue 31; docs/reference.md),
+//! and the bounds of its settings: `run` records them, `judge` overrides what a run recorded.
+//! Kept apart from [`super::run_args`] so the reference's flags are one flattened struct.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+/// The reference run and what its line holds the candidate to.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ReferenceArgs {
+    /// The archived run of a trusted build (llama.cpp's CPU backend with the same model, run
+    /// with --logprobs K at temperature 0): each prompt's answer is compared with its answer,
+    /// token by token, up to the first divergence.
+    #[arg(long, value_name = "DIR")]
+    pub reference: Option<PathBuf>,
+    /// The margin in nats under which a divergence is a near-tie, not a FAIL (default 0.5).
+    #[arg(long, value_name = "NATS", value_parser = parse_tie, allow_negative_numbers = true)]
+    pub reference_tie: Option<f64>,
+    /// The lowest share of positions where both sides' first choice must be the same token,
+    /// 0 to 1.
+    #[arg(long, value_name = "SHARE", value_parser = parse_share, allow_negative_numbers = true)]
+    pub min_agreement: Option<f64>,
+    /// The highest p90 of the chosen tokens' |Δ logprob| against the reference, nats.
+    #[arg(long, value_name = "NATS", value_parser = parse_drift, allow_negative_numbers = true)]
+    pub max_logprob_drift: Option<f64>,
+}
+
+/// `--reference-tie`: nats, 0 or more.
+pub fn tie(x: f64) -> Result<f64, String> {
+    if x.is_finite() && x >= 0.0 {
+        Ok(x)
+    } else {
+        Err(format!(
+            "--reference-tie is a margin in nats, 0 or more, e.g. 0.5 (got {x})"
+        ))
+    }
+}
+
+/// `--min-agreement`: a share from 0 to 1.
+pub fn share(x: f64) -> Result<f64, String> {
+    if (0.0..=1.0).contains(&x) {
+        Ok(x)
+    } else {
+        Err(format!(
+            "--min-agreement is a share from 0 to 1, e.g. 0.95 (got {x})"
+        ))
+    }
+}
+
+/// `--max-logprob-drift`: nats, 0 or more.
+pub fn drift(x: f64) -> Result<f64, String> {
+    if x.is_finite() && x >= 0.0 {
+        Ok(x)
+    } else {
+        Err(format!(
+            "--max-logprob-drift is a p90 of |Δ logprob| in nats, 0 or more, e.g. 0.1 (got {x})"
+        ))
+    }
+}
+
+fn number(s: &str) -> Result<f64, String> {
+    s.trim()
+        .parse::<f64>()
+        .map_err(|_| format!("{s:?} is not a number"))
+}
+
+fn parse_tie(s: &str) -> Result<f64, String> {
+    tie(number(s)?)
+}
+
+fn parse_share(s: &str) -> Result<f64, String> {
+    share(number(s)?)
+}
+
+fn parse_drift(s: &str) -> Result<f64, String> {
+    drift(number(s)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounds_of_each_flag() {
+        assert_eq!(parse_tie("0"), Ok(0.0));
+        assert_eq!(parse_tie("0.5"), Ok(0.5));
+        for bad in ["-0.1", "NaN", "inf", "x"] {
+            assert!(parse_tie(bad).is_err(), "{bad}");
+        }
+        assert_eq!(parse_share("0"), Ok(0.0));
+        assert_eq!(parse_share("1"), Ok(1.0));
+        for bad in ["-0.01", "1.01", "NaN"] {
+            assert!(parse_share(bad).is_err(), "{bad}");
+        }
+        assert_eq!(parse_drift("0.1"), Ok(0.1));
+        assert!(parse_drift("-1").is_err());
+        assert!(parse_drift("NaN").is_err());
+    }
+}

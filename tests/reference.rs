@@ -1,0 +1,178 @@
+//! The reference line (issue 31) on recorded archives: one real stand-in run, copied into a
+//! reference and candidates whose replies.jsonl carry hand-written logprobs, then judged with
+//! `judge DIR --reference REF`. The recording of logprobs is not needed to judge them.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use serde_json::{json, Value};
+
+use crate::util::*;
+
+/// A real stand-in run, made once for the whole binary.
+fn recorded() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let d = tempfile::tempdir().unwrap().keep();
+        let out = d.join("run");
+        let (code, stdout) = stand_in_run(&out, &["--replies", "2"], &[]);
+        assert_eq!(code, Some(0), "{stdout}");
+        out
+    })
+}
+
+/// A token as a test writes it: its text, its logprob, its alternatives.
+type Token = (&'static str, f64, &'static [(&'static str, f64)]);
+
+/// A copy of the recorded run whose every reply answers `tokens` (text, logprob,
+/// alternatives), with logprobs when `with_logprobs`. Made up by the test, so without digests.
+fn answering(tokens: &[Token], with_logprobs: bool) -> (tempfile::TempDir, PathBuf) {
+    let (d, out) = scratch();
+    std::fs::create_dir(&out).unwrap();
+    let from = recorded();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_file() {
+            std::fs::copy(entry.path(), out.join(entry.file_name())).unwrap();
+        }
+    }
+    forget_digests(&out);
+    let content: String = tokens.iter().map(|t| t.0).collect();
+    let logprobs: Vec<Value> = tokens
+        .iter()
+        .map(|(t, l, top)| {
+            let top: Vec<Value> = top
+                .iter()
+                .map(|(a, b)| json!({"token": a, "logprob": b}))
+                .collect();
+            json!({"token": t, "logprob": l, "top": top})
+        })
+        .collect();
+    let mut lines = String::new();
+    for mut r in replies(from) {
+        r["content"] = content.clone().into();
+        if with_logprobs {
+            r["logprobs"] = logprobs.clone().into();
+        }
+        lines.push_str(&r.to_string());
+        lines.push('\n');
+    }
+    std::fs::write(out.join("replies.jsonl"), lines).unwrap();
+    (d, out)
+}
+
+const PARIS: &[Token] = &[
+    ("The", -0.125, &[("The", -0.125), ("A", -3.0)]),
+    (
+        " answer",
+        -0.25,
+        &[(" answer", -0.25), (" reply", -0.5), (" word", -9.0)],
+    ),
+];
+
+fn judged(dir: &Path, args: &[&str]) -> (Option<i32>, String, String) {
+    let o = gate().arg("judge").arg(dir).args(args).output().unwrap();
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_same_answers_are_ok_and_say_what_they_rest_on() {
+    let (_r, reference) = answering(PARIS, true);
+    let (_c, candidate) = answering(PARIS, true);
+    let (_, stdout, stderr) = judged(&candidate, &["--reference", reference.to_str().unwrap()]);
+    let l = line(&stdout, "reference");
+    assert!(l.contains(" ok "), "{stdout}{stderr}");
+    assert!(
+        l.contains("positions judged up to each first divergence (no re-anchoring)"),
+        "{l}"
+    );
+    assert!(l.contains("top-1 agreement 100.0%"), "{l}");
+}
+
+#[test]
+fn a_near_tie_is_ok_and_a_hard_divergence_fails_naming_it() {
+    let (_r, reference) = answering(PARIS, true);
+    // " reply": 0.25 nats behind " answer" at the reference, within the 0.5 tie.
+    let (_c, near) = answering(&[PARIS[0], (" reply", -0.3, &[])], false);
+    let (_, stdout, _) = judged(&near, &["--reference", reference.to_str().unwrap()]);
+    let l = line(&stdout, "reference");
+    assert!(
+        l.contains(" ok ") && l.contains("2 near-ties (margins 0.25, 0.25 nats)"),
+        "{stdout}"
+    );
+    // " word": 8.75 nats behind: hard.
+    let (_c, hard) = answering(&[PARIS[0], (" word", -0.3, &[])], false);
+    let (code, stdout, _) = judged(&hard, &["--reference", reference.to_str().unwrap()]);
+    assert_eq!(code, Some(1), "{stdout}");
+    let l = line(&stdout, "reference");
+    assert!(l.contains("FAIL"), "{l}");
+    assert!(
+        l.contains("at token 1 (byte 4)") && l.contains("the reference's margin 8.75 nats"),
+        "{l}"
+    );
+    // A tie of 9 nats makes it a near-tie.
+    let (_, stdout, _) = judged(
+        &hard,
+        &[
+            "--reference",
+            reference.to_str().unwrap(),
+            "--reference-tie",
+            "9",
+        ],
+    );
+    assert!(line(&stdout, "reference").contains(" ok "), "{stdout}");
+}
+
+#[test]
+fn a_reference_without_logprobs_is_not_comparable() {
+    let (_r, reference) = answering(PARIS, false);
+    let (_c, candidate) = answering(PARIS, false);
+    let (code, stdout, _) = judged(&candidate, &["--reference", reference.to_str().unwrap()]);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(
+        line(&stdout, "reference").contains("not comparable")
+            && stdout.contains("recorded no logprobs"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn bad_reference_input_exits_2_on_one_line() {
+    let (_c, candidate) = answering(PARIS, true);
+    let (d, _) = scratch();
+    let empty = d.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let missing = d.path().join("missing");
+    for args in [
+        vec!["--reference".to_string(), missing.display().to_string()],
+        vec!["--reference".to_string(), empty.display().to_string()],
+        vec!["--reference-tie".to_string(), "-0.1".to_string()],
+        vec!["--reference-tie".to_string(), "NaN".to_string()],
+        vec!["--min-agreement".to_string(), "1.5".to_string()],
+    ] {
+        let o = gate()
+            .arg("judge")
+            .arg(&candidate)
+            .args(&args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {stderr}");
+        // The candidate, made by hand, is said to carry no digests, and clap adds its --help
+        // hint after a blank line, as for every flag; the error itself is one line.
+        let said: Vec<&str> = stderr
+            .lines()
+            .filter(|l| {
+                !(l.contains("carries no digest")
+                    || l.trim().is_empty()
+                    || l.starts_with("For more information"))
+            })
+            .collect();
+        assert_eq!(said.len(), 1, "{args:?}: {stderr}");
+        assert!(o.stdout.is_empty(), "{args:?}");
+    }
+}
