@@ -682,7 +682,7 @@ impl LogprobsAsked {
         }
         if self.dropped > 0 {
             lines.push(format!(
-                "{} token records or alternatives the serve sent past the bounds, or malformed, were not kept",
+                "the serve's logprobs: {} token records or alternatives past the bounds, or malformed, were not kept",
                 self.dropped
             ));
         }
