@@ -66,6 +66,8 @@ pub struct Profile {
     warmup: Option<i64>,
     max_tokens: Option<i64>,
     extra_body: Option<toml::Table>,
+    // As any integer, for the command line's message about the range.
+    logprobs: Option<i64>,
     model: Option<String>,
     hold: Option<PathBuf>,
     hold_timeout: Option<f64>,
@@ -181,6 +183,11 @@ pub fn apply(
     take!(replies, count);
     take!(warmup, count);
     take!(max_tokens, count);
+    if !given("logprobs") {
+        if let Some(k) = profile.logprobs {
+            args.logprobs = Some(count("logprobs", k, run_args::logprobs)?);
+        }
+    }
     take!(out, optional);
     take!(fast_route, optional);
     take!(slow_route, optional);

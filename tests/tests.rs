@@ -21,6 +21,7 @@ mod latency;
 mod launch;
 mod layers;
 mod llama;
+mod logprobs;
 mod output;
 mod profiles;
 mod provenance;

@@ -619,6 +619,75 @@ pub struct RunManifest {
     /// its last write.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub digests: Option<std::collections::BTreeMap<String, String>>,
+    /// `--logprobs K`: the top alternatives every request asked for, and what the serve's
+    /// logprobs were like over the run (issue 31). Absent when the run asked for none, and in
+    /// runs from before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logprobs: Option<LogprobsAsked>,
+}
+
+/// What a run asked of the serve's logprobs (`--logprobs K`) and what came of it, as run.json
+/// records it: `judge` says from it what `run` said. The tokens themselves are each reply's
+/// [`ReplyRecord::logprobs`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogprobsAsked {
+    /// K: every request asked for `"logprobs": true, "top_logprobs": K`.
+    pub top: usize,
+    /// Replies that streamed text but no logprobs: the serve sent none (its reply's
+    /// `logprobs` is absent, never guessed).
+    #[serde(default)]
+    pub replies_without: usize,
+    /// Replies whose logprobs could not be read whole (a token without its text or its
+    /// logprob, a `logprobs` that is not an object): they keep none, since a gap would shift
+    /// every later token's place in the text.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub replies_unreadable: usize,
+    /// Why the first of them could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_unreadable: Option<String>,
+    /// Token records and alternatives the serve sent past the bounds (a reply's event cap, K
+    /// alternatives a token) or that were malformed, and so not kept; token texts cut to
+    /// [`LOGPROB_TOKEN_BYTES`] are not counted.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dropped: usize,
+}
+
+impl LogprobsAsked {
+    /// What a run says of its serve's logprobs, when it has something to say: that the serve
+    /// sent none (for some replies or all), that some could not be read, that some were
+    /// dropped. Each once a run.
+    pub fn said(&self, replies_with_text: usize) -> Vec<String> {
+        let mut lines = Vec::new();
+        if self.replies_without > 0 {
+            if self.replies_without >= replies_with_text {
+                lines.push(format!(
+                    "the serve sent no logprobs (--logprobs {} asked for them in every request)",
+                    self.top
+                ));
+            } else {
+                lines.push(format!(
+                    "the serve sent no logprobs in {} of {replies_with_text} replies (--logprobs {} asked for them in every request)",
+                    self.replies_without, self.top
+                ));
+            }
+        }
+        if self.replies_unreadable > 0 {
+            lines.push(format!(
+                "the serve's logprobs could not be read in {} replies, which keep none (first: {})",
+                self.replies_unreadable,
+                self.first_unreadable
+                    .as_deref()
+                    .unwrap_or("no reason recorded")
+            ));
+        }
+        if self.dropped > 0 {
+            lines.push(format!(
+                "the serve's logprobs: {} token records or alternatives past the bounds, or malformed, were not kept",
+                self.dropped
+            ));
+        }
+        lines
+    }
 }
 
 /// What serve.log kept of what the serve (or the attached serve's log) wrote: the head and the

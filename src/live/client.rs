@@ -27,10 +27,14 @@ use serde_json::json;
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
-use crate::archive::record::{BurstSlot, ChunkArrival, ReplyRecord};
+use crate::archive::record::{
+    BurstSlot, ChunkArrival, LogprobsAsked, ReplyRecord, TokenLogprob, TopLogprob,
+    LOGPROB_TOKEN_BYTES, MAX_TOP_LOGPROBS,
+};
 use crate::clock;
 use crate::judging::verdict::quote;
 use crate::live::stamped::{StampedStream, Stamps};
+use crate::wire::logprobs as wire_logprobs;
 use crate::wire::openai::{self, Chunk};
 use crate::wire::sse::{FeedError, SseItem, SseParser, Unfinished};
 
@@ -125,6 +129,16 @@ pub struct Client {
     /// The OpenAI-compatible API's path prefix, after the URL's own: `/v1` unless the serve
     /// puts it elsewhere (`--api-base`).
     api: String,
+    /// `--logprobs K`: asked of every reply, and what came of it over the run (shared by the
+    /// client's copies: the bursts' streams are the run's replies too).
+    logprobs: Option<Arc<LogprobsAsk>>,
+}
+
+/// `--logprobs K` as the client asks it, and what the serve's logprobs were like so far.
+#[derive(Debug)]
+struct LogprobsAsk {
+    top: usize,
+    tally: std::sync::Mutex<LogprobsAsked>,
 }
 
 /// One request's connection, polled by whoever waits for the request, which no other task
@@ -192,7 +206,34 @@ impl Client {
             port,
             prefix: url.path().trim_end_matches('/').to_string(),
             api: "/v1".to_string(),
+            logprobs: None,
         })
+    }
+
+    /// This client asking every reply for its tokens' logprobs and `top` alternatives each
+    /// (`"logprobs": true, "top_logprobs": top`), and recording them in the reply's
+    /// `logprobs` ([`crate::archive::record::TokenLogprob`]). `top` is 1 to
+    /// [`MAX_TOP_LOGPROBS`] (`--logprobs` is held to it).
+    pub fn with_logprobs(mut self, top: usize) -> Self {
+        let top = top.clamp(1, MAX_TOP_LOGPROBS);
+        self.logprobs = Some(Arc::new(LogprobsAsk {
+            top,
+            tally: std::sync::Mutex::new(LogprobsAsked {
+                top,
+                replies_without: 0,
+                replies_unreadable: 0,
+                first_unreadable: None,
+                dropped: 0,
+            }),
+        }));
+        self
+    }
+
+    /// What the serve's logprobs were like over the replies so far, when they were asked for.
+    pub fn logprobs_asked(&self) -> Option<LogprobsAsked> {
+        let ask = self.logprobs.as_ref()?;
+        let tally = ask.tally.lock().unwrap_or_else(|e| e.into_inner());
+        Some(tally.clone())
     }
 
     /// This client with the OpenAI-compatible API under `api` (e.g. `/v3`) instead of `/v1`.
@@ -375,6 +416,10 @@ impl Client {
             "temperature": 0,
             "max_tokens": req.max_tokens,
         });
+        if let (Some(ask), Some(fields)) = (&self.logprobs, body.as_object_mut()) {
+            fields.insert("logprobs".into(), true.into());
+            fields.insert("top_logprobs".into(), ask.top.into());
+        }
         if let (Some(extra), Some(fields)) = (req.extra_body, body.as_object_mut()) {
             fields.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
         }
@@ -383,6 +428,7 @@ impl Client {
             whole: limit.unwrap_or_else(|| default_reply_limit(stall, req.max_tokens)),
             max_events: max_events(req.max_tokens),
             max_tokens: req.max_tokens,
+            top_logprobs: self.logprobs.as_ref().map(|a| a.top),
         };
         let since_base = move |ns: u64| ns.saturating_sub(base_ns);
         let mut rec = ReplyRecord::new(req.index, req.prompt, req.expect);
@@ -397,6 +443,7 @@ impl Client {
             // A burst's streams are timed from their common release: any wait before this
             // stream's request left (the gate's dispatch) or at the serve is in its figures.
             rec.sent_ns = since_base(released.unwrap_or_else(clock::now_ns));
+            let mut logprobs = LogprobsSeen::default();
             let outcome = read_stream(
                 &client,
                 body,
@@ -404,9 +451,13 @@ impl Client {
                 base_ns,
                 &bounds,
                 first_text.as_ref(),
+                &mut logprobs,
             )
             .await;
             rec.end_ns = since_base(clock::now_ns());
+            if let Some(ask) = &client.logprobs {
+                logprobs.settle(&mut rec, ask);
+            }
             if let Err(e) = outcome {
                 rec.error = Some(e);
                 cut_failed_text(&mut rec);
@@ -478,6 +529,39 @@ struct ReplyBounds {
     max_events: usize,
     /// The request's max_tokens, to say what the event cap was derived from.
     max_tokens: u32,
+    /// K, when the reply's logprobs were asked for (`--logprobs`).
+    top_logprobs: Option<usize>,
+}
+
+/// What a reply's logprobs were like, while it streams: set into the reply and the run's tally
+/// once it has ended.
+#[derive(Debug, Default)]
+struct LogprobsSeen {
+    /// Why a chunk's logprobs could not be read, the first time; the reply then keeps none.
+    unreadable: Option<String>,
+    /// Records and alternatives not kept.
+    dropped: usize,
+}
+
+impl LogprobsSeen {
+    /// The reply has ended: an unreadable reply keeps no logprobs (the records after the one
+    /// that could not be read would stand at the wrong place in the text), and the run's
+    /// tally counts what the reply had.
+    fn settle(self, rec: &mut ReplyRecord, ask: &LogprobsAsk) {
+        let mut tally = ask.tally.lock().unwrap_or_else(|e| e.into_inner());
+        tally.dropped += self.dropped;
+        if let Some(why) = self.unreadable {
+            rec.logprobs = None;
+            tally.replies_unreadable += 1;
+            tally
+                .first_unreadable
+                .get_or_insert_with(|| format!("{}: {why}", rec.name()));
+            return;
+        }
+        if rec.logprobs.is_none() && rec.chunks.iter().any(|c| c.has_text()) {
+            tally.replies_without += 1;
+        }
+    }
 }
 
 /// Aborts the task when dropped: an interrupted gate drops the reply it waits for, and the
@@ -566,6 +650,7 @@ async fn read_stream(
     base_ns: u64,
     bounds: &ReplyBounds,
     first_text: Option<&FirstText>,
+    logprobs: &mut LogprobsSeen,
 ) -> Result<(), String> {
     let mut first_text = first_text;
     let started_ns = clock::now_ns();
@@ -705,7 +790,7 @@ async fn read_stream(
                 // A typed event with no data (a ping): nothing the gate reads.
                 SseItem::Event { kind, data: b"" } if !kind.is_empty() => Ok(()),
                 SseItem::Event { data, .. } => {
-                    record_chunk(rec, data, at_ns, bounds).map_err(Halt::Fail)?;
+                    record_chunk(rec, data, at_ns, bounds, logprobs).map_err(Halt::Fail)?;
                     if rec.chunks.last().is_some_and(|c| c.has_text()) {
                         if let Some(told) = first_text.take() {
                             told.seen();
@@ -795,6 +880,7 @@ fn record_chunk(
     data: &[u8],
     at_ns: u64,
     bounds: &ReplyBounds,
+    logprobs: &mut LogprobsSeen,
 ) -> Result<(), String> {
     let chunk = Chunk::parse(data).map_err(|e| {
         // Valid JSON of another shape is not "not JSON": say which it is.
@@ -855,6 +941,11 @@ fn record_chunk(
         }
         None => false,
     };
+    // Read after the chunk's text and stamps, and only when asked: a run without logprobs
+    // reads nothing more than their place.
+    if let (Some(top), Some(raw)) = (bounds.top_logprobs, chunk.logprobs()) {
+        record_logprobs(rec, raw, top, bounds.max_events, logprobs);
+    }
     if chunk.timings.is_some() {
         rec.server_timings = chunk.timings;
     }
@@ -862,6 +953,55 @@ fn record_chunk(
         return Err("the serve ended the reply with finish_reason \"error\"".to_string());
     }
     Ok(())
+}
+
+/// Add one chunk's logprobs to the reply, within its bounds: at most `max_records` token records
+/// a reply (its event cap: a serve cannot make them hold more of the gate's memory than its
+/// events may), `top` alternatives each, every text cut to [`LOGPROB_TOKEN_BYTES`]. Once a
+/// chunk's logprobs could not be read, the reply's later ones are not read either.
+fn record_logprobs(
+    rec: &mut ReplyRecord,
+    raw: &str,
+    top: usize,
+    max_records: usize,
+    seen: &mut LogprobsSeen,
+) {
+    if seen.unreadable.is_some() {
+        return;
+    }
+    let kept = rec.logprobs.as_ref().map_or(0, Vec::len);
+    let bounds = wire_logprobs::Bounds {
+        tokens: max_records.saturating_sub(kept),
+        top: top.min(MAX_TOP_LOGPROBS),
+        token_bytes: LOGPROB_TOKEN_BYTES,
+    };
+    match wire_logprobs::read(raw, bounds) {
+        Ok(read) => {
+            seen.dropped += read.dropped;
+            if read.tokens.is_empty() {
+                return;
+            }
+            let records = rec.logprobs.get_or_insert_with(Vec::new);
+            records.extend(read.tokens.into_iter().map(|t| {
+                TokenLogprob {
+                    token: t.token,
+                    logprob: t.logprob,
+                    top: t
+                        .top
+                        .into_iter()
+                        .map(|a| TopLogprob {
+                            token: a.token,
+                            logprob: a.logprob,
+                        })
+                        .collect(),
+                }
+            }));
+        }
+        Err(why) => {
+            let chunk = rec.chunks.len();
+            seen.unreadable = Some(format!("event {chunk}: {}", quote(&why.0, 200)));
+        }
+    }
 }
 
 /// An error and its causes on one line: hyper's top-level message alone says little.
@@ -928,6 +1068,7 @@ mod tests {
             whole: Duration::from_secs(1),
             max_events: 100,
             max_tokens: 16,
+            top_logprobs: None,
         };
         let mut rec = ReplyRecord::new(1, "p", Some("(?i)paris"));
         for (at, data) in [
@@ -939,7 +1080,8 @@ mod tests {
         .iter()
         .enumerate()
         {
-            record_chunk(&mut rec, data, at as u64, &bounds).unwrap();
+            record_chunk(&mut rec, data, at as u64, &bounds, &mut LogprobsSeen::default())
+                .unwrap();
         }
         assert_eq!(rec.content, "London ok");
         assert_eq!(rec.finish_reason.as_deref(), Some("length"));
@@ -954,6 +1096,91 @@ mod tests {
             [6, 0, 3, 0],
             "choice 2's chunk carried none of the reply"
         );
+    }
+
+    fn logprob_chunk(token: &str, alternatives: usize) -> String {
+        let top: Vec<String> = (0..alternatives)
+            .map(|i| format!(r#"{{"token":"{token}{i}","logprob":-{i}.5}}"#))
+            .collect();
+        format!(
+            r#"{{"choices":[{{"index":0,"delta":{{"content":"{token}"}},"logprobs":{{"content":[{{"token":"{token}","logprob":-0.25,"top_logprobs":[{}]}}]}},"finish_reason":null}}]}}"#,
+            top.join(",")
+        )
+    }
+
+    #[test]
+    fn logprobs_are_recorded_only_when_asked_k_each_and_no_more_records_than_events() {
+        let bounds = |top| ReplyBounds {
+            stall: Duration::from_secs(1),
+            whole: Duration::from_secs(1),
+            max_events: 3,
+            max_tokens: 16,
+            top_logprobs: top,
+        };
+        let mut seen = LogprobsSeen::default();
+        let mut rec = ReplyRecord::new(1, "p", None);
+        let data = logprob_chunk(" Paris", 30);
+        record_chunk(&mut rec, data.as_bytes(), 1, &bounds(None), &mut seen).unwrap();
+        assert_eq!(rec.logprobs, None, "not asked: not read");
+        assert_eq!(rec.content, " Paris");
+        let mut rec = ReplyRecord::new(1, "p", None);
+        for at in 0..3 {
+            record_chunk(&mut rec, data.as_bytes(), at, &bounds(Some(5)), &mut seen).unwrap();
+        }
+        let lp = rec.logprobs.as_ref().unwrap();
+        assert_eq!(lp.len(), 3);
+        assert_eq!((lp[0].token.as_str(), lp[0].logprob), (" Paris", -0.25));
+        assert_eq!(lp[0].top.len(), 5, "K of the serve's 30");
+        assert_eq!(seen.dropped, 3 * 25);
+        // A fourth record would pass the reply's event cap: not kept (the event itself fails
+        // the reply, as it does without logprobs).
+        let mut room = LogprobsSeen::default();
+        record_logprobs(
+            &mut rec,
+            r#"{"content":[{"token":"a","logprob":-1}]}"#,
+            5,
+            3,
+            &mut room,
+        );
+        assert_eq!(rec.logprobs.as_ref().unwrap().len(), 3);
+        assert_eq!(room.dropped, 1);
+    }
+
+    #[test]
+    fn a_reply_whose_logprobs_cannot_be_read_keeps_none_and_the_run_says_why() {
+        let client = Client::new("http://127.0.0.1:1").unwrap().with_logprobs(2);
+        let ask = client.logprobs.clone().unwrap();
+        let mut rec = ReplyRecord::new(4, "p", None);
+        let mut seen = LogprobsSeen::default();
+        let good = logprob_chunk("a", 2);
+        let bad = r#"{"choices":[{"delta":{"content":"b"},"logprobs":{"content":[{"token":"b","logprob":null}]}}]}"#;
+        let bounds = ReplyBounds {
+            stall: Duration::from_secs(1),
+            whole: Duration::from_secs(1),
+            max_events: 100,
+            max_tokens: 16,
+            top_logprobs: Some(2),
+        };
+        for data in [good.as_str(), bad, good.as_str()] {
+            record_chunk(&mut rec, data.as_bytes(), 0, &bounds, &mut seen).unwrap();
+        }
+        assert_eq!(rec.content, "aba", "the text is read whatever its logprobs");
+        seen.settle(&mut rec, &ask);
+        assert_eq!(rec.logprobs, None);
+        // A reply with text and no logprobs at all: the serve sent none.
+        let mut plain = ReplyRecord::new(5, "p", None);
+        let no_lp = br#"{"choices":[{"delta":{"content":"c"},"logprobs":null}]}"#;
+        let mut seen = LogprobsSeen::default();
+        record_chunk(&mut plain, no_lp, 0, &bounds, &mut seen).unwrap();
+        seen.settle(&mut plain, &ask);
+        let asked = client.logprobs_asked().unwrap();
+        assert_eq!(
+            (asked.top, asked.replies_without, asked.replies_unreadable),
+            (2, 1, 1)
+        );
+        let why = asked.first_unreadable.unwrap();
+        assert!(why.starts_with("reply 4: event 2: "), "{why}");
+        assert!(why.contains("token record 1"), "{why}");
     }
 
     #[test]

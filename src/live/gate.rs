@@ -142,6 +142,7 @@ fn settings_json(args: &RunSettings) -> serde_json::Value {
         "warmup": args.warmup,
         "max_tokens": args.max_tokens,
         "extra_body": args.extra_body,
+        "logprobs": args.logprobs,
         "model": args.model,
         "hold": args.hold,
         "hold_timeout": args.hold_timeout.as_secs_f64(),
@@ -356,6 +357,19 @@ impl Plan {
             None => None,
         };
         let request_fields = request_fields(args.temperature, args.seed, extra_body.as_ref())?;
+        let client = match args.logprobs {
+            Some(k) => {
+                // The client writes both fields; a second value of either would be a guess
+                // at which one the serve read.
+                for key in ["logprobs", "top_logprobs"] {
+                    if request_fields.as_ref().is_some_and(|f| f.contains_key(key)) {
+                        bail!("--logprobs and --extra-body's \"{key}\" both ask for logprobs: give --logprobs alone");
+                    }
+                }
+                client.with_logprobs(k as usize)
+            }
+            None => client,
+        };
         let sampling = Sampling::of_body(request_fields.as_ref());
         let (concurrency, metrics) = plan_bursts(&args_bursts, &url)?;
         Ok(Plan {
@@ -673,6 +687,7 @@ async fn execute(plan: Plan) -> Result<u8> {
         warmup: plan.warmup,
         not_archived: Vec::new(),
         digests: None,
+        logprobs: plan.client.logprobs_asked(),
     };
     // Before run.json is first written, so a run killed later still says what it ran on.
     manifest.provenance = Some(crate::live::provenance::gather(&manifest, plan.max_tokens));
@@ -786,6 +801,18 @@ async fn execute(plan: Plan) -> Result<u8> {
     .await;
     if manifest.startup.is_none() && interrupted.is_some() {
         manifest.startup = Some(Startup::Interrupted);
+    }
+    if let Some(asked) = plan.client.logprobs_asked() {
+        // Said once a run, from every reply's tally, and kept in run.json for `judge`.
+        let with_text = progress
+            .replies
+            .iter()
+            .filter(|r| r.chunks.iter().any(|c| c.has_text()))
+            .count();
+        for line in asked.said(with_text) {
+            crate::say!("{line}");
+        }
+        manifest.logprobs = Some(asked);
     }
     manifest.interrupted = interrupted.map(|s| s.to_string());
     manifest.ended_utc = Some(utc_now());

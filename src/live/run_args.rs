@@ -108,6 +108,11 @@ pub struct RunArgs {
     /// llama-server without its prompt cache.
     #[arg(long, value_name = "JSON")]
     pub extra_body: Option<String>,
+    /// Ask every request for its tokens' logprobs and K alternatives each ("logprobs": true,
+    /// "top_logprobs": K), 1 to 20, and record them in replies.jsonl (`logprobs`). A serve
+    /// that sends none is said; the figures are measured as without.
+    #[arg(long, value_name = "K", value_parser = parse_logprobs, allow_negative_numbers = true)]
+    pub logprobs: Option<u32>,
     /// The model name to request (default: the first id from /v1/models, else "default").
     #[arg(long)]
     pub model: Option<String>,
@@ -469,6 +474,8 @@ pub struct RunSettings {
     /// A JSON object merged into every request body, e.g. '{"cache_prompt": false}' to measure
     /// llama-server without its prompt cache.
     pub extra_body: Option<String>,
+    /// `--logprobs K`: the alternatives every request asks for; `None`: no logprobs asked.
+    pub logprobs: Option<u32>,
     /// The model name to request (default: the first id from /v1/models, else "default").
     pub model: Option<String>,
     /// Take an exclusive lock (flock) on FILE before the serve starts and keep it until the
@@ -540,6 +547,7 @@ impl From<RunArgs> for RunSettings {
             warmup: a.warmup,
             max_tokens: a.max_tokens,
             extra_body: a.extra_body,
+            logprobs: a.logprobs,
             model: a.model,
             hold: a.hold,
             hold_timeout: a.hold_timeout,
@@ -628,6 +636,23 @@ fn parse_replies(s: &str) -> Result<u32, String> {
 
 fn parse_warmup(s: &str) -> Result<u32, String> {
     parse_count(s, warmup)
+}
+
+/// The alternatives a token's logprobs may ask for: 1 to
+/// [`MAX_TOP_LOGPROBS`](crate::archive::record::MAX_TOP_LOGPROBS) (OpenAI's API takes 0 to 20;
+/// 0 would ask for no alternative to judge against).
+pub fn logprobs(n: i64) -> Result<u32, String> {
+    use crate::archive::record::MAX_TOP_LOGPROBS;
+    match u32::try_from(n) {
+        Ok(k) if (1..=MAX_TOP_LOGPROBS as u32).contains(&k) => Ok(k),
+        _ => Err(format!(
+            "logprobs {n} is out of range (1 to {MAX_TOP_LOGPROBS} alternatives a token)"
+        )),
+    }
+}
+
+fn parse_logprobs(s: &str) -> Result<u32, String> {
+    parse_count(s, logprobs)
 }
 
 fn parse_max_tokens(s: &str) -> Result<u32, String> {

@@ -256,6 +256,28 @@ pub struct StandInArgs {
         help_heading = "Faults in the stream"
     )]
     pub change_word: Option<f64>,
+    /// Fault: never send logprobs, whatever the request asks (a serve that ignores
+    /// `"logprobs": true`). Without it, a request with `"logprobs": true, "top_logprobs": K`
+    /// gets, for each answer token, its logprob and K scripted alternatives with lower ones.
+    #[arg(long, help_heading = "Faults in the stream")]
+    pub no_logprobs: bool,
+    /// Fault: at answer token POS (from 0) send the runner-up instead of the usual token (the
+    /// usual one's letters reversed, as --change-word changes a word), its logprobs saying the
+    /// usual token was --flip-margin nats more likely: a build whose numerics took a token
+    /// the reference ranked lower. A small margin is a near-tie, a large one a hard flip.
+    #[arg(long, value_name = "POS", help_heading = "Faults in the stream")]
+    pub logprob_flip: Option<usize>,
+    /// Nats between the usual token and the runner-up (the token --logprob-flip sends), at
+    /// every position: give a reference stand-in the same margin as its flipped candidate, and
+    /// the reference ranks the flipped token that much lower there too.
+    #[arg(
+        long,
+        value_name = "NATS",
+        default_value_t = DEFAULT_FLIP_MARGIN,
+        allow_negative_numbers = true,
+        help_heading = "Faults in the stream"
+    )]
+    pub flip_margin: f64,
     /// Fault: a reply that starts while another chat completion reply is under way has the
     /// last word of its answer changed as --change-word changes a word; a reply made alone is
     /// the clean one. A kernel that is not batch-invariant: the same prompt answers otherwise
@@ -336,6 +358,13 @@ impl StandInArgs {
                     "--change-word is a share of the requests, 0 to 1 (0.3: about three in ten), got {x}"
                 );
             }
+        }
+        // Logprobs are at most 0, and the runner-up's must stay a number a serve could send.
+        if !self.flip_margin.is_finite() || !(0.0..=50.0).contains(&self.flip_margin) {
+            anyhow::bail!(
+                "--flip-margin is in nats, 0 to 50 (0.05: a near-tie, 5: a hard flip), got {}",
+                self.flip_margin
+            );
         }
         if let Some(x) = self.jitter {
             if !x.is_finite() || !(0.0..1.0).contains(&x) {
@@ -442,6 +471,9 @@ impl StandInArgs {
             inject: _,
             inject_after: _,
             change_word: _,
+            no_logprobs: _,
+            logprob_flip: _,
+            flip_margin,
             batch_variant: _,
             fault_request,
             map_file,
@@ -505,6 +537,9 @@ impl StandInArgs {
             inject: None,
             inject_after: None,
             change_word: None,
+            no_logprobs: false,
+            logprob_flip: None,
+            flip_margin,
             batch_variant: false,
             fault_request,
             map_file,
@@ -516,6 +551,10 @@ impl StandInArgs {
         }
     }
 }
+
+/// The stand-in's margin between the usual token and the runner-up, nats, without
+/// --flip-margin: over the 0.5 a reference's tie margin defaults to, so a flip of it is hard.
+pub const DEFAULT_FLIP_MARGIN: f64 = 2.5;
 
 /// Mixed into --seed for --change-word's draws, so they are a stream of their own: with the
 /// same seed, which requests --jitter slows and which --change-word changes are unrelated.
@@ -627,6 +666,8 @@ mod tests {
         ("inject", &["--inject", "data: x\n\n"]),
         ("inject_after", &["--inject-after", "2"]),
         ("change_word", &["--change-word", "0.5"]),
+        ("no_logprobs", &["--no-logprobs"]),
+        ("logprob_flip", &["--logprob-flip", "2"]),
         ("batch_variant", &["--batch-variant"]),
     ];
 
@@ -636,6 +677,7 @@ mod tests {
         "big_chunks",
         "other_choice_in",
         "fault_request",
+        "flip_margin",
     ];
 
     /// What shapes a clean reply, and a fault's own setting: all kept by `without_faults`.
@@ -666,6 +708,8 @@ mod tests {
         "0.05",
         "--seed",
         "7",
+        "--flip-margin",
+        "0.2",
         "--fault-request",
         "2",
     ];

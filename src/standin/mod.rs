@@ -37,6 +37,7 @@
 mod args;
 mod reply;
 mod route;
+mod scored;
 mod trace;
 mod wrap;
 

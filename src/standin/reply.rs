@@ -15,6 +15,7 @@ use serde_json::json;
 use tokio::sync::OwnedMutexGuard;
 
 use super::route::Reply;
+use super::scored;
 use super::trace::{request_id, traced_number, ConnId};
 use super::{
     AfterDone, AlteredBy, EndBy, OtherChoiceIn, Script, ServeCounts, StandInArgs, TraceLine, MODEL,
@@ -78,6 +79,12 @@ pub(super) struct ChatRequest {
     /// Read only for the trace: the stand-in's answer is the same whatever it asks.
     temperature: Option<serde_json::Value>,
     seed: Option<serde_json::Value>,
+    /// `true` asks for each token's logprob (answered unless --no-logprobs).
+    #[serde(default)]
+    logprobs: Option<bool>,
+    /// The alternatives asked for a token, with `logprobs` (OpenAI's 0 to 20).
+    #[serde(default)]
+    top_logprobs: Option<usize>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -251,10 +258,25 @@ fn chunk_frames(
     finish: Option<&str>,
     other: Option<serde_json::Value>,
 ) -> (Bytes, Option<Bytes>) {
+    scored_chunk_frames(args, delta, finish, other, None)
+}
+
+/// [`chunk_frames`], choice 0 with these `logprobs` when it has them.
+fn scored_chunk_frames(
+    args: &StandInArgs,
+    delta: serde_json::Value,
+    finish: Option<&str>,
+    other: Option<serde_json::Value>,
+    logprobs: Option<serde_json::Value>,
+) -> (Bytes, Option<Bytes>) {
+    let mut reply = choice_json(0, delta, finish);
+    if let Some(logprobs) = logprobs {
+        reply["logprobs"] = logprobs;
+    }
     let Some(other) = other else {
-        return (sse(chunk_json(delta, finish)), None);
+        return (sse(chunk_envelope(json!([reply]))), None);
     };
-    let (reply, other) = (choice_json(0, delta, finish), choice_json(1, other, finish));
+    let other = choice_json(1, other, finish);
     match args.other_choice_in {
         OtherChoiceIn::OwnChunk => (
             sse(chunk_envelope(json!([reply]))),
@@ -288,6 +310,9 @@ fn burn(d: Duration) {
         x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
     }
 }
+
+/// The most alternatives a token is scored with: OpenAI's API takes `top_logprobs` 0 to 20.
+const MOST_TOP_LOGPROBS: usize = 20;
 
 /// The scripted line that is not SSE.
 const GARBAGE: &[u8] = b"this line is not SSE {\n\n";
@@ -581,6 +606,17 @@ pub(super) async fn chat(
             .collect(),
         None => Vec::new(),
     };
+    // --logprob-flip: the runner-up in place of the usual token, which its logprobs still name.
+    let usual = answer.clone();
+    if let Some(w) = args.logprob_flip.filter(|&w| w < answer.len()) {
+        answer[w] = scored::runner_up(&usual[w]);
+    }
+    // K when the request asks for logprobs and the script answers them (empty content has no
+    // tokens to score).
+    let top_k = match (req.logprobs, args.no_logprobs || args.empty) {
+        (Some(true), false) => Some(req.top_logprobs.unwrap_or(0).min(MOST_TOP_LOGPROBS)),
+        _ => None,
+    };
     let mut chunks = reply_chunks(args, r, &answer);
     if let Some(extra) = args.big_chunk {
         let mut pad = " ok".repeat(extra.div_ceil(3));
@@ -646,7 +682,14 @@ pub(super) async fn chat(
         let beside = answer_chunk
             .and_then(|k| other.get(k))
             .map(|text| json!({"content": text}));
-        let (bytes, own) = chunk_frames(args, delta.into(), None, beside);
+        let ct = args.chunk_tokens as usize;
+        let logprobs = answer_chunk.zip(top_k).map(|(k, top)| {
+            let records: Vec<serde_json::Value> = (k * ct..((k + 1) * ct).min(answer.len()))
+                .map(|w| scored::token_record(&answer[w], &usual[w], w, top, args.flip_margin))
+                .collect();
+            json!({"content": records})
+        });
+        let (bytes, own) = scored_chunk_frames(args, delta.into(), None, beside, logprobs);
         steps.push(Step::Token(wait, bytes, c.tokens_so_far - before));
         if let Some(own) = own {
             steps.push(Step::Send(Duration::ZERO, own));

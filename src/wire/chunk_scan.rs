@@ -26,6 +26,9 @@ pub struct Plain<'a> {
     pub reasoning: Option<&'a str>,
     /// Choice 0's `finish_reason`.
     pub finish_reason: Option<&'a str>,
+    /// Choice 0's `logprobs` as its JSON text, checked as JSON and passed over as any other
+    /// member is (its place is all that is kept: a run without logprobs reads nothing more).
+    pub logprobs: Option<&'a str>,
 }
 
 /// Read `data` if it is a chunk of the usual shape; `None` means "not sure: ask serde".
@@ -257,7 +260,8 @@ impl<'a> Cursor<'a> {
             self.i += 1;
             return Some(());
         }
-        let (mut seen_delta, mut seen_reason, mut seen_index) = (false, false, false);
+        let (mut seen_delta, mut seen_reason, mut seen_index, mut seen_logprobs) =
+            (false, false, false, false);
         self.object(|c, key| match key {
             b"index" => {
                 first_time(&mut seen_index)?;
@@ -270,6 +274,14 @@ impl<'a> Cursor<'a> {
             b"finish_reason" => {
                 first_time(&mut seen_reason)?;
                 plain.finish_reason = c.text_or_null()?;
+                Some(())
+            }
+            b"logprobs" => {
+                first_time(&mut seen_logprobs)?;
+                let start = c.i;
+                c.skip_value(3)?;
+                let value = &c.text[start..c.i];
+                plain.logprobs = (value != "null").then_some(value);
                 Some(())
             }
             _ => c.skip_value(3),
@@ -342,6 +354,11 @@ mod tests {
         );
         let p = scan(chunk.as_bytes()).expect("every kind of value, skipped");
         assert_eq!((p.content, p.finish_reason), (Some("a b"), Some("stop")));
+        assert_eq!(
+            p.logprobs,
+            Some(values),
+            "its place kept, as serde's raw value"
+        );
         let slow = crate::wire::openai::Chunk::by_serde(chunk.as_bytes()).unwrap();
         assert_eq!(
             (slow.content(), slow.finish_reason()),
@@ -679,6 +696,7 @@ mod tests {
                 prop_assert_eq!(slow.content(), fast.content.unwrap_or(""));
                 prop_assert_eq!(slow.reasoning(), fast.reasoning.unwrap_or(""));
                 prop_assert_eq!(slow.finish_reason(), fast.finish_reason);
+                prop_assert_eq!(slow.logprobs(), fast.logprobs);
                 prop_assert!(slow.usage.is_none() && slow.timings.is_none());
                 prop_assert!(slow.error().is_none(), "the fast path read an error chunk as plain");
                 prop_assert_eq!(slow.other_choice(), None, "the fast path read past another choice");

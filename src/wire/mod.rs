@@ -7,5 +7,6 @@
 //! `tests/layers.rs` checks this.
 
 pub mod chunk_scan;
+pub mod logprobs;
 pub mod openai;
 pub mod sse;

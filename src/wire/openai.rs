@@ -17,6 +17,7 @@
 use std::borrow::Cow;
 
 use serde::Deserialize;
+use serde_json::value::RawValue;
 
 use crate::wire::chunk_scan;
 
@@ -30,6 +31,9 @@ pub struct Chunk<'a> {
     reasoning: Option<Cow<'a, str>>,
     /// Choice 0's `finish_reason`.
     finish_reason: Option<Cow<'a, str>>,
+    /// Choice 0's `logprobs`, as its JSON text, when it is there and not `null`: read by
+    /// [`crate::wire::logprobs::read`] only when the run asked for logprobs.
+    logprobs: Option<&'a str>,
     /// The first index other than 0 among the chunk's choices, in their order: a choice the
     /// gate did not ask for.
     other_choice: Option<u64>,
@@ -59,6 +63,8 @@ struct Choice<'a> {
     delta: Delta<'a>,
     #[serde(borrow)]
     finish_reason: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    logprobs: Option<&'a RawValue>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -94,6 +100,7 @@ impl<'a> Chunk<'a> {
                 content: plain.content.map(Cow::Borrowed),
                 reasoning: plain.reasoning.map(Cow::Borrowed),
                 finish_reason: plain.finish_reason.map(Cow::Borrowed),
+                logprobs: plain.logprobs,
                 other_choice: None,
                 usage: None,
                 timings: None,
@@ -126,6 +133,7 @@ impl<'a> Chunk<'a> {
             content: reply.delta.content,
             reasoning: reply.delta.reasoning_content,
             finish_reason: reply.finish_reason,
+            logprobs: reply.logprobs.map(RawValue::get),
             other_choice,
             usage: wire.usage,
             timings: wire.timings,
@@ -162,6 +170,11 @@ impl<'a> Chunk<'a> {
             .and_then(|u| u.prompt_tokens_details)
             .and_then(|d| d.cached_tokens)
             .or_else(|| self.timings.as_ref()?.get("cache_n")?.as_u64())
+    }
+
+    /// Choice 0's `logprobs` as its JSON text, when the chunk has them (not `null`).
+    pub fn logprobs(&self) -> Option<&'a str> {
+        self.logprobs
     }
 
     /// Why choice 0's generation stopped, when this chunk says so.
