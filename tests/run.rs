@@ -346,11 +346,21 @@ fn text_held_back_and_sent_bunched_fails_the_rate_line_saying_why() {
         rate.starts_with("rate         FAIL  no reply has a rate"),
         "{rate}"
     );
+    // Held back, a reply reaches the gate in a few reads (bunched) or in one, as the box
+    // schedules the reads; either way it has no rate, and the line names every reply.
+    let named: Vec<&str> = rate
+        .split("; no rate for reply ")
+        .skip(1)
+        .flat_map(|part| part.split(':').next().unwrap().split(", "))
+        .collect();
+    let mut named = named;
+    named.sort_unstable();
+    assert_eq!(named, ["1", "2", "3"], "{rate}");
     assert!(
-        rate.contains("no rate for reply 1, 2, 3: 90% of their text arrived within"),
+        rate.contains("held back and sent at once")
+            || rate.contains("its text did not arrive in at least two reads"),
         "{rate}"
     );
-    assert!(rate.contains("held back and sent at once"), "{rate}");
     assert!(line(&stdout, "content").contains("ok"), "{stdout}");
     assert_eq!(gate_judge_lines(&out), verdict_lines(&stdout));
     // The same serve flushing each token has its rate.

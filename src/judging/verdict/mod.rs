@@ -782,6 +782,30 @@ mod tests {
 
     const LOG: &str = "loading\nroute: npu-fast\nready\n";
 
+    /// Held back, a reply reaches the gate bunched in a few reads or in one: with no rate in
+    /// any reply, the rate line names every one and why (a reply in one read was once left
+    /// unnamed when another was bunched).
+    #[test]
+    fn with_no_rate_anywhere_bunched_and_single_read_replies_are_each_named() {
+        // 20 text events: one at 1 ms, the other 19 within 1 ms at the end of 1000 ms.
+        let mut times = vec![1];
+        times.extend((0..19).map(|i| 999 + i / 19));
+        let bunched = crate::judging::measure::tests::reply_at(&times, None);
+        let mut one_read = crate::judging::measure::tests::reply_at(&[500; 20], None);
+        one_read.index = 2;
+        let v = judge_with(&[bunched, one_read], Some(LOG), floors());
+        let rate = line(&v, "rate");
+        assert_eq!(rate.status, Status::Fail, "{}", rate.text);
+        assert!(
+            rate.text
+                .contains("no rate for reply 2: its text did not arrive in at least two reads")
+                && rate.text.contains("no rate for reply 1: 9")
+                && rate.text.contains("held back and sent at once"),
+            "{}",
+            rate.text
+        );
+    }
+
     #[test]
     fn the_outcome_word_is_result_jsons() {
         for o in [

@@ -23,11 +23,27 @@ pub(super) fn rate_line(metrics: &[ReplyMetrics], floor: f64, replies: &[ReplyRe
     let index = |i: usize| replies.get(i).map_or(i + 1, |r| r.index);
     let disbelieved = usage_not_believed(metrics, replies);
     let bunched = bunched_note(metrics, replies);
+    // Replies with no rate that were not bunched: their text came in one read.
+    let missing: Vec<String> = metrics
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m.rate_tok_s.is_none() && m.bunched.is_none())
+        .map(|(i, _)| index(i).to_string())
+        .collect();
+    let why_missing = if missing.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; no rate for reply {}: its text did not arrive in at least two reads",
+            missing.join(", ")
+        )
+    };
     let Some(med) = median(&have) else {
         let text = if metrics.is_empty() {
             "no replies to measure".to_string()
         } else if !bunched.is_empty() {
-            format!("no reply has a rate (floor {floor:.1}){bunched}{disbelieved}")
+            // Both kinds named: a reply held back may reach the gate in one read or in a few.
+            format!("no reply has a rate (floor {floor:.1}){why_missing}{bunched}{disbelieved}")
         } else {
             format!(
                 "no reply has a rate: each needs text that arrived in at least two reads, \
@@ -48,20 +64,6 @@ pub(super) fn rate_line(metrics: &[ReplyMetrics], floor: f64, replies: &[ReplyRe
     let (shown, floor_shown) = distinct(med, floor, 1);
     let over = over_replies(have.len(), metrics.len());
     let trust = what_it_rests_on(&have, floor, "floor", 1);
-    let missing: Vec<String> = metrics
-        .iter()
-        .enumerate()
-        .filter(|(_, m)| m.rate_tok_s.is_none() && m.bunched.is_none())
-        .map(|(i, _)| index(i).to_string())
-        .collect();
-    let why_missing = if missing.is_empty() {
-        String::new()
-    } else {
-        format!(
-            "; no rate for reply {}: its text did not arrive in at least two reads",
-            missing.join(", ")
-        )
-    };
     Line::new(
         "rate",
         status,
