@@ -737,6 +737,21 @@ impl std::fmt::Display for NotArchived {
 }
 
 impl RunManifest {
+    /// The max_tokens `prompt` was asked with: its own, else the run's setting; `None` when
+    /// the run recorded neither.
+    pub fn max_tokens_for(&self, prompt: &str) -> Option<u64> {
+        self.prompts
+            .iter()
+            .find(|p| p.prompt == prompt)
+            .and_then(|p| p.max_tokens.map(u64::from))
+            .or_else(|| {
+                self.settings
+                    .as_ref()
+                    .and_then(|s| s.get("max_tokens"))
+                    .and_then(serde_json::Value::as_u64)
+            })
+    }
+
     /// The sampling the run's requests asked for: as recorded, or for a run from before it
     /// was, what its body sent (the gate's temperature 0, under `extra_body`).
     pub fn sampling(&self) -> Sampling {

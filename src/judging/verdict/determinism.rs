@@ -412,19 +412,7 @@ fn answers_incomparable(candidate: &RunManifest, baseline: &RunManifest) -> Opti
         ),
     }
     // What else shapes a greedy answer: how long it may be, and the rest of the body.
-    let default_max = |m: &RunManifest| {
-        m.settings
-            .as_ref()
-            .and_then(|s| s.get("max_tokens"))
-            .and_then(serde_json::Value::as_u64)
-    };
-    let max_tokens = |m: &RunManifest, prompt: &str| {
-        m.prompts
-            .iter()
-            .find(|p| p.prompt == prompt)
-            .and_then(|p| p.max_tokens.map(u64::from))
-            .or_else(|| default_max(m))
-    };
+    let max_tokens = |m: &RunManifest, prompt: &str| m.max_tokens_for(prompt);
     let show_max = |n: Option<u64>| n.map_or("unrecorded".to_string(), |n| n.to_string());
     if let Some(p) = candidate.prompts.iter().find(|p| {
         baseline.prompts.iter().any(|q| q.prompt == p.prompt)

@@ -453,19 +453,7 @@ fn incomparable(candidate: &RunManifest, reference: &RunManifest) -> Vec<String>
             quote(p, 40)
         ));
     }
-    let default_max = |m: &RunManifest| {
-        m.settings
-            .as_ref()
-            .and_then(|s| s.get("max_tokens"))
-            .and_then(serde_json::Value::as_u64)
-    };
-    let max_tokens = |m: &RunManifest, prompt: &str| {
-        m.prompts
-            .iter()
-            .find(|p| p.prompt == prompt)
-            .and_then(|p| p.max_tokens.map(u64::from))
-            .or_else(|| default_max(m))
-    };
+    let max_tokens = |m: &RunManifest, prompt: &str| m.max_tokens_for(prompt);
     let show = |n: Option<u64>| n.map_or("unrecorded".to_string(), |n| n.to_string());
     if let Some(p) = candidate.prompts.iter().find(|p| {
         theirs.contains(&p.prompt.as_str())
