@@ -4,10 +4,12 @@
 
 use crate::archive::record::{
     BurstSlot, ChunkArrival, ConcurrencyPlan, CounterReading, CounterRecord, FileKind, Header,
-    LoadSnapshot, MapKind, ProcessRecord, ReplyRecord, RouteRecord, Startup, StopRecord,
+    LoadSnapshot, MapKind, ProcessRecord, ReplyRecord, RouteRecord, RunManifest, Sampling, Startup,
+    StopRecord, TokenLogprob, TopLogprob,
 };
 use crate::judging::verdict::{
-    self, Criteria, Evidence, Floors, Outcome, ProcessEvidence, Status, Verdict,
+    self, Baseline, Criteria, Evidence, Floors, Outcome, ProcessEvidence, ReferenceEvidence,
+    Status, Verdict,
 };
 use crate::live::conditions::{summarize, TopProcess};
 
@@ -30,6 +32,8 @@ pub struct Case {
     route: Option<RouteRecord>,
     /// The concurrent bursts the run planned; `None`: one stream at a time.
     concurrency: Option<ConcurrencyPlan>,
+    /// A reference run to hold the answers to (`--reference`); `None`: none asked for.
+    reference: Option<ReferenceCase>,
     floors: Floors,
     /// Lines that must be there: check, status, and a fragment of the text.
     expect: Vec<(&'static str, Status, &'static str)>,
@@ -59,6 +63,18 @@ impl Case {
                 .as_ref()
                 .map_or(hand_made.processes, ProcessEvidence::Recorded),
             concurrency: self.concurrency.as_ref(),
+            reference: match &self.reference {
+                Some(r) => ReferenceEvidence::Recorded {
+                    candidate: &r.candidate,
+                    reference: Baseline {
+                        name: "runs/reference",
+                        manifest: &r.reference,
+                        replies: &r.replies,
+                        load: None,
+                    },
+                },
+                None => ReferenceEvidence::NotAsked,
+            },
             ..hand_made
         };
         Ok(verdict::judge(&evidence, &criteria))
@@ -99,6 +115,89 @@ impl Case {
             Err(problems.join("; "))
         }
     }
+}
+
+/// A reference run (a trusted build's answers with their logprobs) and the candidate's run.json.
+pub struct ReferenceCase {
+    candidate: RunManifest,
+    reference: RunManifest,
+    replies: Vec<ReplyRecord>,
+}
+
+/// A run.json of the hand-made runs: prompt "p", greedy (temperature 0).
+fn greedy_manifest() -> RunManifest {
+    let mut m: RunManifest = serde_json::from_value(serde_json::json!({
+        "schema": 1, "tool_version": "self-test", "argv": [], "url": "http://127.0.0.1:1",
+        "prompts": [{"prompt": "p"}], "replies_planned": 1,
+        "floors": {"floor": 60.0, "first_token_ms": 600.0},
+        "limits": {"ready_timeout_s": 1.0, "grace_s": 1.0, "reply_timeout_s": 1.0},
+        "host": "self-test", "started_utc": "", "clock": {"name": "CLOCK_MONOTONIC", "base_ns": 0},
+        "serve_log_source": "none", "model": "m",
+        "serve_binary": {"path": "/serve", "size": 1, "sha256": "0123456789abcdef"},
+    }))
+    .expect("a hand-made run.json");
+    m.sampling_sent = Some(Sampling {
+        temperature: Some(0.0),
+        seed: None,
+    });
+    m
+}
+
+/// "Paris." as three scored tokens, each with its runner-up `margins[i]` nats below it; with
+/// `took` at position `i`, the runner-up was taken there instead (its text and logprob).
+fn scored(margins: [f64; 3], took: Option<usize>) -> Vec<TokenLogprob> {
+    let tokens = [("Par", "Mar"), ("is", "ys"), (".", "!")];
+    tokens
+        .iter()
+        .zip(margins)
+        .enumerate()
+        .map(|(i, (&(usual, other), margin))| {
+            let top = vec![
+                TopLogprob {
+                    token: usual.to_string(),
+                    logprob: -0.01,
+                },
+                TopLogprob {
+                    token: other.to_string(),
+                    logprob: -0.01 - margin,
+                },
+            ];
+            let (token, logprob) = if took == Some(i) {
+                (other, -0.01 - margin)
+            } else {
+                (usual, -0.01)
+            };
+            TokenLogprob {
+                token: token.to_string(),
+                logprob,
+                top,
+            }
+        })
+        .collect()
+}
+
+/// The base case with a reference whose answer is "Paris." (runners-up `margins` below), the
+/// candidate's three answers scored as `candidate` says.
+fn against_reference(
+    name: &'static str,
+    margins: [f64; 3],
+    candidate: Vec<TokenLogprob>,
+    reference_logprobs: bool,
+) -> Case {
+    let mut c = base(name);
+    let text: String = candidate.iter().map(|t| t.token.as_str()).collect();
+    for r in &mut c.replies {
+        r.content = text.clone();
+        r.logprobs = Some(candidate.clone());
+    }
+    let mut theirs = reply(&[200, 210, 220], "Paris.");
+    theirs.logprobs = reference_logprobs.then(|| scored(margins, None));
+    c.reference = Some(ReferenceCase {
+        candidate: greedy_manifest(),
+        reference: greedy_manifest(),
+        replies: vec![theirs],
+    });
+    c
 }
 
 fn find<'a>(v: &'a Verdict, check: &str) -> Option<&'a verdict::Line> {
@@ -403,6 +502,7 @@ fn base(name: &'static str) -> Case {
         serve_died: None,
         route: None,
         concurrency: None,
+        reference: None,
         floors: floors(),
         expect: vec![
             ("route", Status::Ok, "names the fast route"),
@@ -433,6 +533,47 @@ pub fn named(name: &str) -> Option<Case> {
 pub fn all() -> Vec<Case> {
     use Status::{Fail, Info, Ok};
     let mut cases = vec![base("a good run passes")];
+
+    // The reference line (issue 31): the candidate's tokens against a trusted build's.
+    let margins = [3.0, 2.9, 0.25];
+    let mut c = against_reference(
+        "an answer token for token the reference's is identical",
+        margins,
+        scored(margins, None),
+        true,
+    );
+    c.expect = vec![(
+        "reference",
+        Ok,
+        "top-1 agreement 100.0%; 0 near-ties, 0 hard",
+    )];
+    cases.push(c);
+    let mut c = against_reference(
+        "a token the reference nearly chose (0.25 nats) is a near-tie, not a failure",
+        margins,
+        scored(margins, Some(2)),
+        true,
+    );
+    c.expect = vec![("reference", Ok, "1 near-tie (margins 0.25 nats), 0 hard")];
+    cases.push(c);
+    let mut c = against_reference(
+        "a token the reference ruled out (2.9 nats) is a hard divergence",
+        margins,
+        scored(margins, Some(1)),
+        true,
+    );
+    c.expect = vec![("reference", Fail, "the reference's margin 2.90 nats")];
+    c.outcome = Outcome::Fail;
+    cases.push(c);
+    let mut c = against_reference(
+        "a reference without logprobs cannot be compared",
+        margins,
+        scored(margins, None),
+        false,
+    );
+    c.expect = vec![("reference", Fail, "logprobs")];
+    c.outcome = Outcome::Fail;
+    cases.push(c);
 
     let mut c = base("the load line states the run's load");
     c.expect = vec![("load", Info, "1-minute load average 3.1 on 32 CPUs")];
