@@ -139,9 +139,12 @@ fn check_verdict_stands(e: &Ended, expected: &str, replies: usize) {
             e.stdout
         );
     }
+    // Every reply made, whether or not each has a rate: a reply the box delivered bunched has
+    // none (`over 19 of 20 replies`), a timing matter this plumbing test does not judge.
     let rate = line(&e.stdout, "rate");
     assert!(
-        rate.contains(&format!("over {replies} replies")),
+        rate.contains(&format!("over {replies} replies"))
+            || rate.contains(&format!(" of {replies} replies")),
         "the verdict must stand on every reply made, held in memory: {rate}"
     );
     let files = not_archived_files(&e.stderr);
