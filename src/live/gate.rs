@@ -927,12 +927,7 @@ fn crashed_while_stopping(p: &mut ServeProcess) -> Option<UnaskedEnd> {
 async fn finish_serve_log(pipe: LogPipe, rec: &Recorder, manifest: &mut RunManifest) -> Copied {
     let copied = tokio::task::spawn_blocking(move || pipe.finish())
         .await
-        .unwrap_or_else(|_| Copied {
-            log: None,
-            seen: 0,
-            dropped: 0,
-            error: Some("the serve log's copier failed".to_string()),
-        });
+        .unwrap_or_else(|_| Copied::failed());
     manifest.serve_log_kept = Some(ServeLogKept {
         bytes: copied.seen,
         dropped: copied.dropped,
@@ -975,16 +970,12 @@ async fn read_serve_log(
         } => path.clone(),
         Launch::Spawn { .. } => {
             let copied = copied?;
-            let kept = copied.seen - copied.dropped;
-            if kept >= LARGE_LOG_BYTES {
-                // Reading takes a while at this size: say what the gate is doing.
-                crate::say!("reading the serve log ({} MiB)", kept >> 20);
-            }
             let reader = match copied.reader() {
                 Ok(r) => r,
                 Err(e) => return Some(LogScan::unread(format!("{e:#}"))),
             };
-            return scan_serve_log(plan, reader, "serve.log", interrupted, interrupts).await;
+            let kept = copied.seen - copied.dropped;
+            return scan_serve_log(plan, reader, kept, "serve.log", interrupted, interrupts).await;
         }
     };
     let unread = "the run was interrupted before the serve log was read";
@@ -1010,21 +1001,19 @@ async fn read_serve_log(
         Err(e) => return Some(LogScan::unread(format!("{e:#}"))),
     };
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-    if size >= LARGE_LOG_BYTES {
-        // Reading takes a while at this size: say what the gate is doing.
-        crate::say!("reading the serve log ({} MiB)", size >> 20);
-    }
     // Never past what a copy keeps: a log that grows while it is read is not followed.
     let reader = std::io::Read::take(file, log_pipe::readable_bytes());
     let name = path.display().to_string();
-    scan_serve_log(plan, reader, &name, interrupted, interrupts).await
+    scan_serve_log(plan, reader, size, &name, interrupted, interrupts).await
 }
 
 /// Scan the serve's log for the verdict on a thread of its own, while signals are still heard:
-/// one that comes meanwhile is the run's interruption, and the log is left unread.
+/// one that comes meanwhile is the run's interruption, and the log is left unread. `size`
+/// bytes (a large log is announced first: reading it takes a while).
 async fn scan_serve_log(
     plan: &Plan,
     reader: impl std::io::Read + Send + 'static,
+    size: u64,
     name: &str,
     interrupted: &mut Option<nix::sys::signal::Signal>,
     interrupts: &mut Interrupts,
@@ -1032,6 +1021,10 @@ async fn scan_serve_log(
     let unread = "the run was interrupted before the serve log was read";
     if interrupted.is_some() {
         return Some(LogScan::unread(unread));
+    }
+    if size >= LARGE_LOG_BYTES {
+        // Reading takes a while at this size: say what the gate is doing.
+        crate::say!("reading the serve log ({} MiB)", size >> 20);
     }
     let criteria = plan.criteria.clone();
     let name = name.to_string();

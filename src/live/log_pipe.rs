@@ -62,6 +62,16 @@ pub struct Copied {
 }
 
 impl Copied {
+    /// The copy of a copier that failed (the gate's bug): no log, and why.
+    pub fn failed() -> Copied {
+        Copied {
+            log: None,
+            seen: 0,
+            dropped: 0,
+            error: Some("the serve log's copier failed".to_string()),
+        }
+    }
+
     /// serve.log from its start, through the gate's own descriptor, at most what the gate
     /// kept: whatever was done to the file by its name is not what is read past that.
     pub fn reader(&self) -> Result<impl Read> {
@@ -126,16 +136,9 @@ impl LogPipe {
         self.serve_end = None;
         self.wake = None;
         let thread = self.thread.take().expect("finished once");
-        thread.join().unwrap_or_else(|_| {
-            // The copier is plain code over a buffer; a panic there is the gate's bug, said
-            // where serve.log's problems are.
-            Copied {
-                log: None,
-                seen: 0,
-                dropped: 0,
-                error: Some("the serve log's copier failed".to_string()),
-            }
-        })
+        // The copier is plain code over a buffer; a panic there is the gate's bug, said where
+        // serve.log's problems are.
+        thread.join().unwrap_or_else(|_| Copied::failed())
     }
 }
 
