@@ -214,6 +214,7 @@ pub fn run(args: JudgeArgs) -> Result<u8> {
         reference_tie,
         min_agreement,
         max_logprob_drift,
+        reference_reanchor,
     } = args.reference;
     if let Some(dir) = &reference_dir {
         floors.reference = Some(dir.display().to_string());
@@ -226,6 +227,10 @@ pub fn run(args: JudgeArgs) -> Result<u8> {
     }
     if max_logprob_drift.is_some() {
         floors.max_logprob_drift = max_logprob_drift;
+    }
+    // Past what the run recorded, no re-anchor is there to judge: the line says so.
+    if reference_reanchor.is_some() {
+        floors.reference_reanchor = reference_reanchor;
     }
     let criteria = Criteria::new(floors)?;
     let reference = match (&reference_dir, &criteria.floors().reference) {

@@ -54,6 +54,9 @@ pub struct Profile {
     reference_tie: Option<f64>,
     min_agreement: Option<f64>,
     max_logprob_drift: Option<f64>,
+    // As any integer, for the command line's message about the range.
+    reference_reanchor: Option<i64>,
+    continue_body: Option<toml::Table>,
     url: Option<String>,
     ready_path: Option<String>,
     api_base: Option<String>,
@@ -271,6 +274,19 @@ pub fn apply(
             args.reference.max_logprob_drift = Some(v);
         }
     }
+    if !given("reference_reanchor") {
+        if let Some(n) = profile.reference_reanchor {
+            args.reference.reference_reanchor = Some(
+                reference::reanchor(n)
+                    .map_err(|e| anyhow!("reference_reanchor in the profile: {e}"))?,
+            );
+        }
+    }
+    if !given("continue_body") {
+        if let Some(table) = profile.continue_body {
+            args.continue_body = Some(serde_json::to_string(&table)?);
+        }
+    }
     take!(url, optional);
     if !given("ready_path") {
         if let Some(p) = profile.ready_path {
@@ -380,6 +396,27 @@ mod tests {
         let long = said("long.toml", &format!("{} = 1", "k".repeat(5000)));
         assert_eq!(long.lines().count(), 1, "{long}");
         assert!(long.len() < 400, "{} bytes: {long}", long.len());
+    }
+
+    #[test]
+    fn the_re_anchor_keys_are_read_and_bounded() {
+        let profile: Profile = toml::from_str(
+            "reference_reanchor = 3\n[continue_body]\ncontinue_final_message = true\nadd_generation_prompt = false\n",
+        )
+        .unwrap();
+        let merged = apply(run_args(&["x", "run"]), profile, Path::new("/p"), |_| false).unwrap();
+        assert_eq!(merged.reference.reference_reanchor, Some(3));
+        assert_eq!(
+            merged.continue_body.as_deref(),
+            Some(r#"{"add_generation_prompt":false,"continue_final_message":true}"#)
+        );
+        let over: Profile = toml::from_str("reference_reanchor = 65\n").unwrap();
+        let e = apply(run_args(&["x", "run"]), over, Path::new("/p"), |_| false).unwrap_err();
+        assert!(
+            format!("{e:#}")
+                .contains("reference_reanchor in the profile: --reference-reanchor is a count"),
+            "{e:#}"
+        );
     }
 
     fn run_args(argv: &[&str]) -> RunSettings {

@@ -86,10 +86,7 @@ fn the_same_answers_are_ok_and_say_what_they_rest_on() {
     let (_, stdout, stderr) = judged(&candidate, &["--reference", reference.to_str().unwrap()]);
     let l = line(&stdout, "reference");
     assert!(l.contains(" ok "), "{stdout}{stderr}");
-    assert!(
-        l.contains("positions judged up to each first divergence (no re-anchoring)"),
-        "{l}"
-    );
+    assert!(l.contains("positions judged, 0 re-anchors"), "{l}");
     assert!(l.contains("top-1 agreement 100.0%"), "{l}");
 }
 
@@ -153,6 +150,8 @@ fn bad_reference_input_exits_2_on_one_line() {
         vec!["--reference-tie".to_string(), "-0.1".to_string()],
         vec!["--reference-tie".to_string(), "NaN".to_string()],
         vec!["--min-agreement".to_string(), "1.5".to_string()],
+        vec!["--reference-reanchor".to_string(), "65".to_string()],
+        vec!["--reference-reanchor".to_string(), "-1".to_string()],
     ] {
         let o = gate()
             .arg("judge")
@@ -174,5 +173,174 @@ fn bad_reference_input_exits_2_on_one_line() {
             .collect();
         assert_eq!(said.len(), 1, "{args:?}: {stderr}");
         assert!(o.stdout.is_empty(), "{args:?}");
+    }
+}
+
+/// The stand-in's answers, 12 tokens each, scored with a runner-up 3 nats behind at every
+/// position: the reference.
+const SCORED: &[&str] = &["--flip-margin", "3", "--tokens", "12"];
+
+/// A live reference run of the stand-in, made once for the binary.
+fn live_reference() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let d = tempfile::tempdir().unwrap().keep();
+        let out = d.join("reference");
+        let (code, stdout) = stand_in_run(&out, &["--replies", "3", "--logprobs", "5"], SCORED);
+        assert_eq!(code, Some(0), "{stdout}");
+        out
+    })
+}
+
+/// The reference line of a live candidate run against [`live_reference`], its exit code and
+/// its run directory.
+fn live_candidate(gate_args: &[&str], script: &[&str]) -> (Option<i32>, String, tempfile::TempDir) {
+    let (d, out) = scratch();
+    let reference = live_reference().to_str().unwrap().to_string();
+    let mut args = vec![
+        "--replies",
+        "3",
+        "--logprobs",
+        "5",
+        "--reference",
+        &reference,
+    ];
+    args.extend_from_slice(gate_args);
+    let script: Vec<&str> = SCORED.iter().chain(script).copied().collect();
+    let (code, stdout) = stand_in_run(&out, &args, &script);
+    (code, stdout, d)
+}
+
+#[test]
+fn a_live_run_re_anchors_past_each_divergence_and_judge_gives_the_same_line() {
+    // Flipped at tokens 2 and 6 of every answer: the second is met only past the first.
+    let (code, stdout, d) = live_candidate(&[], &["--logprob-flip", "2", "--logprob-flip", "6"]);
+    assert_eq!(code, Some(1), "{stdout}");
+    let l = line(&stdout, "reference");
+    assert!(l.contains("FAIL"), "{l}");
+    // Every position of the three 12-token answers, two re-anchors each, six divergences.
+    assert!(
+        l.contains("3 prompts, 36 positions judged, 6 re-anchors"),
+        "{l}"
+    );
+    assert!(l.contains("6 hard divergences"), "{l}");
+    assert!(l.contains("at token 6 (byte 22, after 1 re-anchor)"), "{l}");
+    let out = d.path().join("run");
+    let reanchors: Vec<Value> =
+        serde_json::from_slice(&std::fs::read(out.join("reanchors.json")).unwrap()).unwrap();
+    assert_eq!(reanchors.len(), 6);
+    assert_eq!(reanchors[0]["at_token"], 2);
+    assert_eq!(reanchors[0]["prefix"], "Paris. ok ok");
+    // Not replies: replies.jsonl holds the three timed ones alone.
+    assert_eq!(replies(&out).len(), 3);
+    // `judge` walks the same records to the same line; result.json carries its figures.
+    let (_, judged_out, _) = judged(&out, &[]);
+    assert_eq!(line(&judged_out, "reference"), l);
+    let result: Value =
+        serde_json::from_slice(&std::fs::read(out.join("result.json")).unwrap()).unwrap();
+    let figures = result["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["check"] == "reference")
+        .map(|l| l["figures"]["reference"].clone())
+        .unwrap();
+    assert_eq!(figures["reanchored"], 6, "{figures}");
+    assert_eq!(figures["positions"], 36, "{figures}");
+    // Judged with fewer re-anchors than were made, the rest is said, not judged.
+    let (_, fewer, _) = judged(&out, &["--reference-reanchor", "1"]);
+    let l = line(&fewer, "reference");
+    assert!(
+        l.contains("3 re-anchors")
+            && l.contains("3 prompts left with a divergence past --reference-reanchor 1"),
+        "{l}"
+    );
+}
+
+#[test]
+fn a_near_tie_only_candidate_is_ok_over_every_position() {
+    let reference = live_reference().to_str().unwrap().to_string();
+    // The same flips, held to a tie of 4 nats: near-ties, every position still judged.
+    let (code, stdout, _d) = live_candidate(
+        &["--reference-tie", "4"],
+        &["--logprob-flip", "2", "--logprob-flip", "6"],
+    );
+    assert_eq!(code, Some(0), "{stdout}");
+    let l = line(&stdout, "reference");
+    assert!(
+        l.contains(" ok ") && l.contains("36 positions judged, 6 re-anchors"),
+        "{l}"
+    );
+    assert!(l.contains("6 near-ties (margins 3.00"), "{l}");
+    assert!(!reference.is_empty());
+}
+
+#[test]
+fn a_serve_that_cannot_continue_is_judged_up_to_its_first_divergence_and_said() {
+    let (code, stdout, d) = live_candidate(
+        &[],
+        &[
+            "--logprob-flip",
+            "2",
+            "--logprob-flip",
+            "6",
+            "--no-continue",
+        ],
+    );
+    assert_eq!(code, Some(1), "{stdout}");
+    let l = line(&stdout, "reference");
+    // One request showed it: re-anchoring stopped there, nothing was judged past it.
+    assert!(
+        l.contains("9 positions judged, 0 re-anchors") && l.contains("3 hard divergences"),
+        "{l}"
+    );
+    assert!(
+        l.contains("began its answer anew") && l.contains("--continue-body"),
+        "{l}"
+    );
+    let reanchors: Vec<Value> = serde_json::from_slice(
+        &std::fs::read(d.path().join("run").join("reanchors.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(reanchors.len(), 1, "{reanchors:?}");
+}
+
+#[test]
+fn an_identical_candidate_makes_no_re_anchor() {
+    let (code, stdout, d) = live_candidate(&[], &[]);
+    assert_eq!(code, Some(0), "{stdout}");
+    let l = line(&stdout, "reference");
+    assert!(
+        l.contains(" ok ") && l.contains("36 positions judged, 0 re-anchors"),
+        "{l}"
+    );
+    assert!(l.contains("top-1 agreement 100.0%"), "{l}");
+    assert!(!d.path().join("run").join("reanchors.json").exists());
+}
+
+#[test]
+fn bad_re_anchor_settings_exit_2_before_anything_starts() {
+    let reference = live_reference().to_str().unwrap().to_string();
+    for args in [
+        vec![
+            "--reference",
+            reference.as_str(),
+            "--reference-reanchor",
+            "65",
+        ],
+        vec!["--continue-body", "{\"continue_final_message\": true}"],
+        vec!["--reference", reference.as_str(), "--continue-body", "[1]"],
+        vec![
+            "--reference",
+            reference.as_str(),
+            "--continue-body",
+            "{\"max_tokens\": 3}",
+        ],
+    ] {
+        let (d, out) = scratch();
+        let (code, stdout) = stand_in_run(&out, &args, &[]);
+        assert_eq!(code, Some(2), "{args:?}: {stdout}");
+        assert!(!out.exists(), "{args:?}: a run directory was made");
+        drop(d);
     }
 }

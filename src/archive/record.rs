@@ -171,6 +171,32 @@ pub struct TopLogprob {
     pub logprob: f64,
 }
 
+/// One re-anchor (`--reference-reanchor`, issue 31): past a divergence from the reference, the
+/// candidate was asked to go on from the reference's own answer through the diverging token
+/// (a final assistant message it continues), so the rest of the reference's answer is judged
+/// too. Recorded apart from the replies (reanchors.json), judged by the reference line alone,
+/// never timed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReanchorRecord {
+    /// The prompt.
+    pub prompt: String,
+    /// The reference's token the prefix ends with, from 0: the divergence re-anchored.
+    pub at_token: usize,
+    /// The assistant message sent: the reference's answer through that token.
+    pub prefix: String,
+    /// The candidate's continuation, as streamed.
+    pub content: String,
+    /// Its tokens' logprobs, when the serve sent them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logprobs: Option<Vec<TokenLogprob>>,
+    /// Its last `finish_reason`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<String>,
+    /// What went wrong with the request, when it did not complete cleanly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
 /// A stream's place in the concurrent bursts: burst `round` of the run, stream `stream` of
 /// its burst, both from 1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -905,6 +931,10 @@ pub struct Floors {
     /// `--max-logprob-drift`, nats: the highest p90 of the chosen tokens' |Δ logprob|.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_logprob_drift: Option<f64>,
+    /// `--reference-reanchor`: the most re-anchors a prompt is judged past (absent: 8; 0 judges
+    /// each prompt up to its first divergence).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference_reanchor: Option<usize>,
 }
 
 /// What an answer that differs from the baseline's answer to the same prompt is.
@@ -1584,7 +1614,7 @@ pub struct Figures {
 }
 
 /// What the reference line rests on and found: the candidate's tokens against a trusted
-/// build's, judged up to each prompt's first divergence (docs/reference.md).
+/// build's, judged past each divergence where re-anchored (docs/reference.md).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReferenceFigures {
@@ -1605,9 +1635,12 @@ pub struct ReferenceFigures {
     /// Divergences whose margin could not be read (the reference ended where the candidate
     /// went on: no logprob is recorded for its end).
     pub unmeasured: usize,
-    /// Re-anchors made past a divergence: always 0 (re-anchoring is not implemented; each
-    /// prompt is judged up to its first divergence).
+    /// Re-anchors judged past a divergence (`--reference-reanchor`).
     pub reanchored: usize,
+    /// Prompts left with a divergence unjudged past it: the re-anchor bound was spent, none
+    /// was recorded, or the serve did not continue the assistant message.
+    #[serde(default)]
+    pub stopped_short: usize,
     /// The K the positions were judged on: the smaller of the two sides' top-K.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub top_k: Option<usize>,

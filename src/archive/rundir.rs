@@ -33,8 +33,8 @@ use sha2::{Digest, Sha256};
 use crate::archive::digest::{self, Found, Integrity};
 
 use crate::archive::record::{
-    LoadSnapshot, MetricsRecord, NotArchived, ReplyRecord, RouteRecord, RunManifest, Verdict,
-    SCHEMA,
+    LoadSnapshot, MetricsRecord, NotArchived, ReanchorRecord, ReplyRecord, RouteRecord,
+    RunManifest, Verdict, SCHEMA,
 };
 use crate::archive::safe_open::{self, OpenError};
 
@@ -60,6 +60,8 @@ pub const TIMELINE: &str = "timeline.svg";
 pub const ROUTE: &str = "route.json";
 /// The serve's own metrics, scraped around the concurrent bursts ([`MetricsRecord`]).
 pub const METRICS: &str = "metrics.json";
+/// The re-anchors made past divergences from the reference ([`ReanchorRecord`], issue 31).
+pub const REANCHORS: &str = "reanchors.json";
 /// Where run directories go when `--out` is not given.
 pub const DEFAULT_PARENT: &str = "runs";
 
@@ -78,6 +80,7 @@ pub const MOST_READ: &[(&str, u64)] = &[
     (LOAD, 64 << 20),
     (ROUTE, 64 << 20),
     (METRICS, 64 << 20),
+    (REANCHORS, 64 << 20),
     (RESULT, 64 << 20),
 ];
 
@@ -596,6 +599,10 @@ pub struct Archive {
     pub metrics: Option<MetricsRecord>,
     /// Why metrics.json was not used, when it exists but could not be read.
     pub metrics_problem: Option<String>,
+    /// reanchors.json: the re-anchors past divergences from the reference (empty without).
+    pub reanchors: Vec<ReanchorRecord>,
+    /// Why reanchors.json was not used, when it exists but could not be read.
+    pub reanchors_problem: Option<String>,
     /// The files the run said it could not write (result.json's list, else run.json's): the
     /// archive is incomplete, and judging it judges what is there.
     pub not_archived: Vec<NotArchived>,
@@ -702,6 +709,8 @@ pub fn load_archive(dir: &Path) -> Result<Archive> {
     let (load, load_problem) = read_optional_json::<LoadSnapshot>(dir, LOAD, &mut found);
     let (route, route_problem) = read_optional_json::<RouteRecord>(dir, ROUTE, &mut found);
     let (metrics, metrics_problem) = read_optional_json::<MetricsRecord>(dir, METRICS, &mut found);
+    let (reanchors, reanchors_problem) =
+        read_optional_json::<Vec<ReanchorRecord>>(dir, REANCHORS, &mut found);
     // Only what result.json says of the archive; its verdict is judged again, not read.
     #[derive(Deserialize)]
     struct ResultNotArchived {
@@ -749,6 +758,8 @@ pub fn load_archive(dir: &Path) -> Result<Archive> {
         route_problem,
         metrics,
         metrics_problem,
+        reanchors: reanchors.unwrap_or_default(),
+        reanchors_problem,
         not_archived,
         integrity,
     })

@@ -128,6 +128,8 @@ pub fn judge_with_log(
                 },
             },
         },
+        reanchors: &archive.reanchors,
+        reanchors_problem: archive.reanchors_problem.as_deref(),
         concurrency: manifest.concurrency.as_ref(),
         serve_metrics: match (&archive.metrics, &archive.metrics_problem) {
             (Some(record), _) => Some(Ok(record)),

@@ -97,6 +97,7 @@ pub async fn make_bursts(
                 extra_body: work.extra_body,
                 burst: Some((BurstSlot { round, stream }, released)),
                 first_text: (round == 1).then(|| first_text.clone()),
+                continue_from: None,
             });
         }
         let mut running = FuturesUnordered::new();

@@ -67,6 +67,9 @@ pub struct ReplyRequest<'a> {
     pub burst: Option<(BurstSlot, u64)>,
     /// Told when the reply's first text arrives.
     pub first_text: Option<FirstText>,
+    /// A final assistant message for the serve to continue (a re-anchor past a divergence
+    /// from the reference, `--reference-reanchor`).
+    pub continue_from: Option<&'a str>,
 }
 
 /// Counts the streams of a burst whose first text has arrived, and wakes whoever waits for
@@ -416,6 +419,12 @@ impl Client {
             "temperature": 0,
             "max_tokens": req.max_tokens,
         });
+        if let Some(prefix) = req.continue_from {
+            body["messages"] = json!([
+                {"role": "user", "content": req.prompt},
+                {"role": "assistant", "content": prefix},
+            ]);
+        }
         if let (Some(ask), Some(fields)) = (&self.logprobs, body.as_object_mut()) {
             fields.insert("logprobs".into(), true.into());
             fields.insert("top_logprobs".into(), ask.top.into());

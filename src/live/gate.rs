@@ -13,21 +13,22 @@ use futures_util::FutureExt;
 use crate::archive::digest::Integrity;
 use crate::archive::record::{
     BinaryInfo, ClockInfo, ConcurrencyPlan, HoldCheckAt, Limits, LoadSnapshot, MetricsRecord,
-    ReplyRecord, RunManifest, Sampling, ServeLogKept, SoakRecord, Startup, UnaskedEnd, UnaskedWhen,
-    SCHEMA,
+    ReanchorRecord, ReplyRecord, RunManifest, Sampling, ServeLogKept, SoakRecord, Startup,
+    UnaskedEnd, UnaskedWhen, SCHEMA,
 };
 use crate::archive::rundir::BaselineRun;
 use crate::archive::rundir::{self, Archive, ResultFile, RunDir};
 use crate::judging::archived::judge_with_log;
 use crate::judging::measure;
 use crate::judging::serve_log::LogScan;
-use crate::judging::verdict::{route_matches, BusySource, Criteria, Floors};
+use crate::judging::verdict::{reference, route_matches, BusySource, Criteria, Floors};
 use crate::live::bursts::{make_bursts, BurstWork};
 use crate::live::client::{Client, Probe, ReplyRequest};
 use crate::live::conditions;
 use crate::live::conditions::{Sampler, ServeTree};
 use crate::live::hold::{self, Hold, Taken};
 use crate::live::log_pipe::{self, Copied, LogPipe};
+use crate::live::reanchor::{reanchor, ReanchorWork};
 use crate::live::recorder::Recorder;
 use crate::live::route_probe;
 use crate::live::run_args::{self, RunSettings, DEFAULT_ROUNDS};
@@ -93,6 +94,8 @@ struct Plan {
     baseline: Option<BaselineRun>,
     /// The reference the candidate's tokens are held to, loaded before anything started.
     reference: Option<BaselineRun>,
+    /// The fields of a re-anchor request: the request fields and `--continue-body`'s.
+    continue_fields: Option<serde_json::Map<String, serde_json::Value>>,
     /// The concurrent bursts after the single-stream replies; `None` for one stream at a time.
     concurrency: Option<ConcurrencyPlan>,
     /// Where the serve's metrics are scraped around the bursts.
@@ -143,6 +146,12 @@ fn settings_json(args: &RunSettings) -> serde_json::Value {
         "max_tokens": args.max_tokens,
         "extra_body": args.extra_body,
         "logprobs": args.logprobs,
+        "continue_body": args.continue_body,
+        "reference": args.reference.reference,
+        "reference_tie": args.reference.reference_tie,
+        "min_agreement": args.reference.min_agreement,
+        "max_logprob_drift": args.reference.max_logprob_drift,
+        "reference_reanchor": args.reference.reference_reanchor,
         "model": args.model,
         "hold": args.hold,
         "hold_timeout": args.hold_timeout.as_secs_f64(),
@@ -206,6 +215,7 @@ impl Plan {
             reference_tie: args.reference.reference_tie,
             min_agreement: args.reference.min_agreement,
             max_logprob_drift: args.reference.max_logprob_drift,
+            reference_reanchor: args.reference.reference_reanchor,
         })?;
         // Read before anything starts: a baseline that is not a run is a usage error, not a
         // run lost at the end.
@@ -370,6 +380,11 @@ impl Plan {
             }
             None => client,
         };
+        let continue_fields = continue_fields(
+            args.continue_body.as_deref(),
+            request_fields.as_ref(),
+            args.reference.reference.is_some(),
+        )?;
         let sampling = Sampling::of_body(request_fields.as_ref());
         let (concurrency, metrics) = plan_bursts(&args_bursts, &url)?;
         Ok(Plan {
@@ -378,6 +393,7 @@ impl Plan {
             metrics,
             baseline,
             reference,
+            continue_fields,
             out: args.out,
             criteria,
             prompts,
@@ -433,6 +449,33 @@ fn request_fields(
             bail!("{flag} and --extra-body's \"{key}\" both set the requests' {key}: give it once");
         }
         fields.insert(key.to_string(), value);
+    }
+    Ok((!fields.is_empty()).then_some(fields))
+}
+
+/// The fields of a re-anchor request: `request_fields` and `--continue-body`'s object (given
+/// only with `--reference`, and setting no field twice).
+fn continue_fields(
+    continue_body: Option<&str>,
+    request_fields: Option<&serde_json::Map<String, serde_json::Value>>,
+    reference: bool,
+) -> Result<Option<serde_json::Map<String, serde_json::Value>>> {
+    let mut fields = request_fields.cloned().unwrap_or_default();
+    if let Some(text) = continue_body {
+        if !reference {
+            bail!("--continue-body is the body of the re-anchor requests past divergences from a reference: give --reference DIR with it");
+        }
+        let Ok(serde_json::Value::Object(more)) = serde_json::from_str(text) else {
+            bail!("--continue-body must be a JSON object, e.g. '{{\"continue_final_message\": true, \"add_generation_prompt\": false}}'");
+        };
+        for (key, value) in more {
+            if fields.contains_key(&key)
+                || ["messages", "model", "max_tokens", "stream"].contains(&key.as_str())
+            {
+                bail!("--continue-body's \"{key}\" is set already (by the gate, --extra-body, --temperature or --seed): give it once");
+            }
+            fields.insert(key, value);
+        }
     }
     Ok((!fields.is_empty()).then_some(fields))
 }
@@ -833,6 +876,8 @@ async fn execute(plan: Plan) -> Result<u8> {
         route_problem: None,
         metrics: progress.metrics,
         metrics_problem: None,
+        reanchors: progress.reanchors,
+        reanchors_problem: None,
         not_archived: Vec::new(),
         integrity: Integrity::Intact,
     };
@@ -1060,6 +1105,8 @@ struct Progress {
     replies: Vec<ReplyRecord>,
     /// The serve's metrics scraped around the bursts.
     metrics: Option<MetricsRecord>,
+    /// The re-anchors made past divergences from the reference.
+    reanchors: Vec<ReanchorRecord>,
 }
 
 /// Take the hold, launch (or attach), wait until ready, and make the replies. What it learns
@@ -1216,29 +1263,54 @@ async fn measure_serve(
             }
             rec.json(rundir::MANIFEST, &*manifest);
         }
-        let Some(bursts) = plan.concurrency.as_ref().filter(|_| died.is_none()) else {
-            return Ok(died);
-        };
-        let work = BurstWork {
-            client,
-            plan: bursts,
-            prompts: &plan.prompts,
-            model: &model,
-            max_tokens: plan.max_tokens,
-            extra_body: plan.request_fields.as_ref(),
-            stall: plan.reply_timeout,
-            limit: plan.reply_limit,
-            metrics: plan.metrics.as_ref().map(|m| &m.client),
-        };
-        make_bursts(
-            &work,
-            base_ns,
-            rec,
-            serve,
-            &mut progress.replies,
-            &mut progress.metrics,
-        )
-        .await
+        if let Some(bursts) = plan.concurrency.as_ref().filter(|_| died.is_none()) {
+            let work = BurstWork {
+                client,
+                plan: bursts,
+                prompts: &plan.prompts,
+                model: &model,
+                max_tokens: plan.max_tokens,
+                extra_body: plan.request_fields.as_ref(),
+                stall: plan.reply_timeout,
+                limit: plan.reply_limit,
+                metrics: plan.metrics.as_ref().map(|m| &m.client),
+            };
+            died = make_bursts(
+                &work,
+                base_ns,
+                rec,
+                serve,
+                &mut progress.replies,
+                &mut progress.metrics,
+            )
+            .await?;
+        }
+        // After every timed reply: the re-anchors are judged by the reference line alone.
+        if let (None, Some(Ok(reference))) = (&died, plan.reference.as_ref().map(|r| &r.archive)) {
+            let work = ReanchorWork {
+                client,
+                model: &model,
+                manifest,
+                reference,
+                prompts: &plan.prompts,
+                max_tokens: plan.max_tokens,
+                fields: plan.continue_fields.as_ref(),
+                most: plan
+                    .criteria
+                    .floors()
+                    .reference_reanchor
+                    .unwrap_or(reference::DEFAULT_REANCHOR),
+                tie: plan
+                    .criteria
+                    .floors()
+                    .reference_tie
+                    .unwrap_or(reference::DEFAULT_TIE),
+                stall: plan.reply_timeout,
+                limit: plan.reply_limit,
+            };
+            progress.reanchors = reanchor(&work, base_ns, &progress.replies, rec).await;
+        }
+        Ok::<_, anyhow::Error>(died)
     };
     let sampling = async {
         let mut every = tokio::time::interval(Duration::from_millis(conditions::INTERVAL_MS));
@@ -1413,6 +1485,7 @@ async fn one_reply(
         extra_body: plan.request_fields.as_ref(),
         burst: None,
         first_text: None,
+        continue_from: None,
     };
     let mut reply = client
         .stream_reply(&req, base_ns, plan.reply_timeout, plan.reply_limit)

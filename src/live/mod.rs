@@ -17,6 +17,7 @@ pub mod gate;
 pub mod hold;
 pub mod log_pipe;
 pub mod provenance;
+pub mod reanchor;
 pub mod recorder;
 pub mod reference_args;
 pub mod route_probe;

@@ -11,7 +11,7 @@ use clap::Args;
 pub struct ReferenceArgs {
     /// The archived run of a trusted build (llama.cpp's CPU backend with the same model, run
     /// with --logprobs K at temperature 0): each prompt's answer is compared with its answer,
-    /// token by token, up to the first divergence.
+    /// token by token, re-anchored past each divergence (--reference-reanchor).
     #[arg(long, value_name = "DIR")]
     pub reference: Option<PathBuf>,
     /// The margin in nats under which a divergence is a near-tie, not a FAIL (default 0.5).
@@ -24,6 +24,23 @@ pub struct ReferenceArgs {
     /// The highest p90 of the chosen tokens' |Δ logprob| against the reference, nats.
     #[arg(long, value_name = "NATS", value_parser = parse_drift, allow_negative_numbers = true)]
     pub max_logprob_drift: Option<f64>,
+    /// The most re-anchors a prompt is judged past, 0 to 64 (default 8): at a divergence the
+    /// candidate is asked to go on from the reference's own answer through it, so the rest
+    /// of the answer is judged too. 0 judges each prompt up to its first divergence.
+    #[arg(long, value_name = "N", value_parser = parse_reanchor, allow_negative_numbers = true)]
+    pub reference_reanchor: Option<usize>,
+}
+
+use crate::judging::verdict::reference::MOST_REANCHOR;
+
+/// `--reference-reanchor`: 0 to [`MOST_REANCHOR`].
+pub fn reanchor(n: i64) -> Result<usize, String> {
+    match usize::try_from(n) {
+        Ok(n) if n <= MOST_REANCHOR => Ok(n),
+        _ => Err(format!(
+            "--reference-reanchor is a count of re-anchors a prompt, 0 to {MOST_REANCHOR} (got {n})"
+        )),
+    }
 }
 
 /// `--reference-tie`: nats, 0 or more.
@@ -65,6 +82,14 @@ fn number(s: &str) -> Result<f64, String> {
         .map_err(|_| format!("{s:?} is not a number"))
 }
 
+fn parse_reanchor(s: &str) -> Result<usize, String> {
+    let n = s
+        .trim()
+        .parse::<i64>()
+        .map_err(|_| format!("{s:?} is not a whole number"))?;
+    reanchor(n)
+}
+
 fn parse_tie(s: &str) -> Result<f64, String> {
     tie(number(s)?)
 }
@@ -96,5 +121,10 @@ mod tests {
         assert_eq!(parse_drift("0.1"), Ok(0.1));
         assert!(parse_drift("-1").is_err());
         assert!(parse_drift("NaN").is_err());
+        assert_eq!(parse_reanchor("0"), Ok(0));
+        assert_eq!(parse_reanchor("64"), Ok(64));
+        for bad in ["65", "-1", "1.5", "x"] {
+            assert!(parse_reanchor(bad).is_err(), "{bad}");
+        }
     }
 }

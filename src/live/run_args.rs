@@ -113,6 +113,12 @@ pub struct RunArgs {
     /// that sends none is said; the figures are measured as without.
     #[arg(long, value_name = "K", value_parser = parse_logprobs, allow_negative_numbers = true)]
     pub logprobs: Option<u32>,
+    /// A JSON object merged into the body of each re-anchor request (--reference-reanchor)
+    /// so the serve continues the final assistant message: vLLM and SGLang need
+    /// '{"continue_final_message": true, "add_generation_prompt": false}'; llama-server
+    /// continues one as it is (unless started with --no-prefill-assistant).
+    #[arg(long, value_name = "JSON")]
+    pub continue_body: Option<String>,
     /// The model name to request (default: the first id from /v1/models, else "default").
     #[arg(long)]
     pub model: Option<String>,
@@ -476,6 +482,9 @@ pub struct RunSettings {
     pub extra_body: Option<String>,
     /// `--logprobs K`: the alternatives every request asks for; `None`: no logprobs asked.
     pub logprobs: Option<u32>,
+    /// `--continue-body`: fields a re-anchor request adds so the serve continues the final
+    /// assistant message.
+    pub continue_body: Option<String>,
     /// The model name to request (default: the first id from /v1/models, else "default").
     pub model: Option<String>,
     /// Take an exclusive lock (flock) on FILE before the serve starts and keep it until the
@@ -548,6 +557,7 @@ impl From<RunArgs> for RunSettings {
             max_tokens: a.max_tokens,
             extra_body: a.extra_body,
             logprobs: a.logprobs,
+            continue_body: a.continue_body,
             model: a.model,
             hold: a.hold,
             hold_timeout: a.hold_timeout,

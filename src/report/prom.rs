@@ -17,7 +17,8 @@
 //!   (the rate and its exact 95% interval) and `determinism_detectable_ratio`: the
 //!   determinism line's figures (`--deterministic`);
 //! - `reference_positions`, `reference_agreement_ratio`, `reference_hard_divergences`,
-//!   `reference_logprob_delta_p90_nats`: the reference line's figures (`--reference`);
+//!   `reference_near_ties`, `reference_reanchors`, `reference_logprob_delta_p90_nats`,
+//!   `reference_kl_mean_nats`: the reference line's figures (`--reference`);
 //! - `load1`, `cpus`, `serve_cpu_wait_ratio`, `cpu_pressure_ratio`: the load line's figures;
 //! - `run_start_timestamp_seconds`, `run_end_timestamp_seconds`: from run.json, never now;
 //! - `ttft_seconds`, `itl_seconds`, `tpot_seconds`, `e2el_seconds`: the latency line's
@@ -165,7 +166,7 @@ pub fn exposition(v: &Verdict, run: &RunInfo<'_>) -> String {
     };
     out.gauge(
         "reference_positions",
-        "The reference positions the reference line judged, up to each prompt's first divergence.",
+        "The reference positions the reference line judged, past each divergence where re-anchored.",
         &of(|f| Some(f.positions as f64)),
     );
     out.gauge(
@@ -175,13 +176,28 @@ pub fn exposition(v: &Verdict, run: &RunInfo<'_>) -> String {
     );
     out.gauge(
         "reference_hard_divergences",
-        "Prompts whose first divergence from the reference was past the tie margin.",
+        "Divergences from the reference past the tie margin, or to a token outside the other side's top-K.",
         &of(|f| Some(f.hard_divergences as f64)),
+    );
+    out.gauge(
+        "reference_near_ties",
+        "Divergences from the reference within the tie margin.",
+        &of(|f| Some(f.near_ties as f64)),
+    );
+    out.gauge(
+        "reference_reanchors",
+        "Re-anchors judged past divergences from the reference.",
+        &of(|f| Some(f.reanchored as f64)),
     );
     out.gauge(
         "reference_logprob_delta_p90_nats",
         "The p90 of the chosen tokens' |logprob difference| from the reference, nats.",
         &of(|f| f.logprob_delta.map(|d| d.p90)),
+    );
+    out.gauge(
+        "reference_kl_mean_nats",
+        "The mean KL divergence from the reference over its top-K, renormalised (an underestimate).",
+        &of(|f| f.kl_mean),
     );
 
     let load = figures_of(v, "load");

@@ -4,8 +4,8 @@
 
 use crate::archive::record::{
     BurstSlot, ChunkArrival, ConcurrencyPlan, CounterReading, CounterRecord, FileKind, Header,
-    LoadSnapshot, MapKind, ProcessRecord, ReplyRecord, RouteRecord, RunManifest, Sampling, Startup,
-    StopRecord, TokenLogprob, TopLogprob,
+    LoadSnapshot, MapKind, ProcessRecord, ReanchorRecord, ReplyRecord, RouteRecord, RunManifest,
+    Sampling, Startup, StopRecord, TokenLogprob, TopLogprob,
 };
 use crate::judging::verdict::{
     self, Baseline, Criteria, Evidence, Floors, Outcome, ProcessEvidence, ReferenceEvidence,
@@ -75,6 +75,7 @@ impl Case {
                 },
                 None => ReferenceEvidence::NotAsked,
             },
+            reanchors: self.reference.as_ref().map_or(&[], |r| &r.reanchors),
             ..hand_made
         };
         Ok(verdict::judge(&evidence, &criteria))
@@ -122,6 +123,8 @@ pub struct ReferenceCase {
     candidate: RunManifest,
     reference: RunManifest,
     replies: Vec<ReplyRecord>,
+    /// The re-anchors the candidate's run made past divergences (reanchors.json).
+    reanchors: Vec<ReanchorRecord>,
 }
 
 /// A run.json of the hand-made runs: prompt "p", greedy (temperature 0).
@@ -196,6 +199,7 @@ fn against_reference(
         candidate: greedy_manifest(),
         reference: greedy_manifest(),
         replies: vec![theirs],
+        reanchors: Vec::new(),
     });
     c
 }
@@ -563,6 +567,36 @@ pub fn all() -> Vec<Case> {
         true,
     );
     c.expect = vec![("reference", Fail, "the reference's margin 2.90 nats")];
+    c.outcome = Outcome::Fail;
+    cases.push(c);
+    // Re-anchored past a near-tie at "Par" (0.25 nats), the candidate goes on "ys": a token
+    // the reference ruled out by 2.9 nats, which judging up to the first divergence never
+    // sees.
+    let torn = [0.25, 2.9, 3.0];
+    let mut c = against_reference(
+        "re-anchored past a near-tie, the hard divergence behind it fails",
+        torn,
+        scored(torn, Some(0)),
+        true,
+    );
+    if let Some(r) = c.reference.as_mut() {
+        let mut rest = scored(torn, Some(1));
+        rest.remove(0);
+        r.reanchors = vec![ReanchorRecord {
+            prompt: c.replies[0].prompt.clone(),
+            at_token: 0,
+            prefix: "Par".into(),
+            content: rest.iter().map(|t| t.token.as_str()).collect(),
+            logprobs: Some(rest),
+            finish_reason: Some("stop".into()),
+            error: None,
+        }];
+    }
+    c.expect = vec![(
+        "reference",
+        Fail,
+        "at token 1 (byte 3, after 1 re-anchor): \"ys\" here, \"is\" at the reference; the reference's margin 2.90 nats",
+    )];
     c.outcome = Outcome::Fail;
     cases.push(c);
     let mut c = against_reference(

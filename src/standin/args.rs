@@ -265,8 +265,15 @@ pub struct StandInArgs {
     /// usual one's letters reversed, as --change-word changes a word), its logprobs saying the
     /// usual token was --flip-margin nats more likely: a build whose numerics took a token
     /// the reference ranked lower. A small margin is a near-tie, a large one a hard flip.
+    /// Give it again for more positions.
     #[arg(long, value_name = "POS", help_heading = "Faults in the stream")]
-    pub logprob_flip: Option<usize>,
+    pub logprob_flip: Vec<usize>,
+    /// Fault: a final assistant message in the request is not continued: the answer begins
+    /// anew, as a serve that cannot continue one answers (llama-server with
+    /// --no-prefill-assistant). Without it, a final assistant message that is the start of
+    /// the stand-in's usual answer, token for token, is continued from there.
+    #[arg(long, help_heading = "Faults in the stream")]
+    pub no_continue: bool,
     /// Nats between the usual token and the runner-up (the token --logprob-flip sends), at
     /// every position: give a reference stand-in the same margin as its flipped candidate, and
     /// the reference ranks the flipped token that much lower there too.
@@ -473,6 +480,7 @@ impl StandInArgs {
             change_word: _,
             no_logprobs: _,
             logprob_flip: _,
+            no_continue: _,
             flip_margin,
             batch_variant: _,
             fault_request,
@@ -538,7 +546,8 @@ impl StandInArgs {
             inject_after: None,
             change_word: None,
             no_logprobs: false,
-            logprob_flip: None,
+            logprob_flip: Vec::new(),
+            no_continue: false,
             flip_margin,
             batch_variant: false,
             fault_request,
@@ -668,6 +677,7 @@ mod tests {
         ("change_word", &["--change-word", "0.5"]),
         ("no_logprobs", &["--no-logprobs"]),
         ("logprob_flip", &["--logprob-flip", "2"]),
+        ("no_continue", &["--no-continue"]),
         ("batch_variant", &["--batch-variant"]),
     ];
 

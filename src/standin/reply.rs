@@ -113,6 +113,29 @@ fn answer_tokens(args: &StandInArgs, prompt: &str, n: usize) -> Vec<String> {
     tokens_of(answer, n)
 }
 
+/// The text of the final message when it is the assistant's (a message to continue).
+fn final_assistant(messages: &[Message]) -> Option<&str> {
+    messages
+        .last()
+        .filter(|m| m.role == "assistant")
+        .and_then(|m| m.content.as_str())
+}
+
+/// How many of `tokens` spell `given` exactly, or 0 when no run of them from the first does.
+fn tokens_through(tokens: &[String], given: &str) -> usize {
+    let mut text = String::new();
+    for (i, t) in tokens.iter().enumerate() {
+        text.push_str(t);
+        if text == given {
+            return i + 1;
+        }
+        if !given.starts_with(&text) {
+            break;
+        }
+    }
+    0
+}
+
 /// `text`'s words as tokens (each but the first with the space before it), then filler up to
 /// `n`.
 fn tokens_of(text: &str, n: usize) -> Vec<String> {
@@ -567,11 +590,23 @@ pub(super) async fn chat(
         return (status, Json(body)).into_response();
     }
     let max_tokens = req.max_tokens.unwrap_or(usize::MAX);
-    let n = args.tokens.min(max_tokens);
+    // A final assistant message that is the start of the stand-in's answer, token for token:
+    // it goes on from there, as llama-server continues one (unless --no-continue).
+    let skip = match final_assistant(&req.messages) {
+        Some(given) if !args.no_continue => {
+            tokens_through(&answer_tokens(args, &prompt, args.tokens), given)
+        }
+        _ => 0,
+    };
+    let n = (args.tokens - skip).min(max_tokens);
     let natural = if n == max_tokens { "length" } else { "stop" };
     let finish = args.finish_reason.as_deref().unwrap_or(natural);
-    let r = args.reasoning_tokens.min(n);
-    let mut answer = answer_tokens(args, &prompt, n - r);
+    let r = if skip > 0 {
+        0
+    } else {
+        args.reasoning_tokens.min(n)
+    };
+    let mut answer = answer_tokens(args, &prompt, skip + n - r).split_off(skip);
     // Read now, after the --serial turn is taken: a serial stand-in starts none beside another.
     let batched = !reply.under_way.alone();
     // Each changed word's clean form, so a word both faults pick is changed once (twice
@@ -608,8 +643,11 @@ pub(super) async fn chat(
     };
     // --logprob-flip: the runner-up in place of the usual token, which its logprobs still name.
     let usual = answer.clone();
-    if let Some(w) = args.logprob_flip.filter(|&w| w < answer.len()) {
-        answer[w] = scored::runner_up(&usual[w]);
+    for &w in &args.logprob_flip {
+        // Positions count from the answer's start; a continuation starts at `skip`.
+        if let Some(i) = w.checked_sub(skip).filter(|&i| i < answer.len()) {
+            answer[i] = scored::runner_up(&usual[i]);
+        }
     }
     // K when the request asks for logprobs and the script answers them (empty content has no
     // tokens to score).
@@ -685,7 +723,9 @@ pub(super) async fn chat(
         let ct = args.chunk_tokens as usize;
         let logprobs = answer_chunk.zip(top_k).map(|(k, top)| {
             let records: Vec<serde_json::Value> = (k * ct..((k + 1) * ct).min(answer.len()))
-                .map(|w| scored::token_record(&answer[w], &usual[w], w, top, args.flip_margin))
+                .map(|w| {
+                    scored::token_record(&answer[w], &usual[w], skip + w, top, args.flip_margin)
+                })
                 .collect();
             json!({"content": records})
         });
@@ -857,6 +897,18 @@ fn sse_response(body: Body) -> Response {
 mod tests {
     use super::*;
     use crate::standin::args::parse as args;
+
+    #[test]
+    fn a_final_assistant_message_is_continued_only_where_it_spells_the_answers_start() {
+        let t: Vec<String> = ["Paris", ".", " ok"].map(String::from).to_vec();
+        assert_eq!(tokens_through(&t, "Paris"), 1);
+        assert_eq!(tokens_through(&t, "Paris."), 2);
+        assert_eq!(tokens_through(&t, "Paris. ok"), 3);
+        // Not on a token's edge, or not the answer's start: begun anew.
+        assert_eq!(tokens_through(&t, "Par"), 0);
+        assert_eq!(tokens_through(&t, "Lyon"), 0);
+        assert_eq!(tokens_through(&t, ""), 0);
+    }
 
     #[test]
     fn built_in_prompts_get_their_right_answer_then_filler() {

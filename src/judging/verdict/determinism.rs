@@ -370,7 +370,7 @@ fn plural(n: usize, word: &str) -> String {
 
 /// The first single-stream reply to each prompt that did not fail (warm-ups left out), in
 /// the order made.
-pub(super) fn first_answers(replies: &[ReplyRecord]) -> Vec<&ReplyRecord> {
+pub fn first_answers(replies: &[ReplyRecord]) -> Vec<&ReplyRecord> {
     let mut seen: HashSet<&str> = HashSet::new();
     let mut singles: Vec<&ReplyRecord> = replies
         .iter()

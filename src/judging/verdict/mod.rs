@@ -21,8 +21,8 @@ use anyhow::{bail, Result};
 use regex::Regex;
 
 use crate::archive::record::{
-    ConcurrencyPlan, HoldRecord, LoadSnapshot, MetricsRecord, ReplyRecord, RouteRecord,
-    RunManifest, Startup, StopRecord,
+    ConcurrencyPlan, HoldRecord, LoadSnapshot, MetricsRecord, ReanchorRecord, ReplyRecord,
+    RouteRecord, RunManifest, Startup, StopRecord,
 };
 use crate::judging::drift;
 use crate::judging::measure::{measure, median, median_ci95, ReplyMetrics};
@@ -202,6 +202,14 @@ impl Criteria {
                 bail!("--min-agreement is a share from 0 to 1, e.g. 0.95 (got {x})");
             }
         }
+        if let Some(n) = floors.reference_reanchor {
+            if n > reference::MOST_REANCHOR {
+                bail!(
+                    "--reference-reanchor is a count of re-anchors a prompt, 0 to {} (got {n})",
+                    reference::MOST_REANCHOR
+                );
+            }
+        }
         if let Some(x) = floors.max_logprob_drift {
             if !(x.is_finite() && x >= 0.0) {
                 bail!("--max-logprob-drift is a p90 of |Δ logprob| in nats, 0 or more (got {x})");
@@ -315,6 +323,10 @@ pub struct Evidence<'a> {
     pub baseline: BaselineEvidence<'a>,
     /// The trusted build's run the candidate's tokens are held to, when one was asked for.
     pub reference: ReferenceEvidence<'a>,
+    /// The re-anchors made past divergences from the reference (reanchors.json).
+    pub reanchors: &'a [ReanchorRecord],
+    /// Why reanchors.json could not be read, when it is there and could not.
+    pub reanchors_problem: Option<&'a str>,
     /// The concurrent bursts the run planned after its single-stream replies; `None` for a run
     /// of one stream at a time (no burst lines).
     pub concurrency: Option<&'a ConcurrencyPlan>,
@@ -371,6 +383,8 @@ impl<'a> Evidence<'a> {
             processes: ProcessEvidence::Missing("no route.json: a hand-made run"),
             baseline: BaselineEvidence::NotAsked,
             reference: ReferenceEvidence::NotAsked,
+            reanchors: &[],
+            reanchors_problem: None,
             concurrency: None,
             serve_metrics: None,
         }
@@ -622,6 +636,9 @@ pub fn judge(e: &Evidence<'_>, c: &Criteria) -> Verdict {
                 c.floors.reference_tie.unwrap_or(reference::DEFAULT_TIE),
                 c.floors.min_agreement,
                 c.floors.max_logprob_drift,
+                c.floors
+                    .reference_reanchor
+                    .unwrap_or(reference::DEFAULT_REANCHOR),
             ));
         }
         if let Some(line) = stop_line(e.stop) {

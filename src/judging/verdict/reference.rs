@@ -15,8 +15,12 @@
 //! side read, a near-tie that greedy decoding under other arithmetic may take either way;
 //! otherwise a hard divergence, and the line FAILs.
 //!
-//! Each prompt is judged up to its first divergence: re-anchoring past it (issue 31, item 2's
-//! third bullet) is not implemented, and the line says how many positions that covered.
+//! Past a divergence the candidate is re-anchored: asked to go on from the reference's own
+//! answer through the diverging token (a final assistant message it continues), so every
+//! position of the reference's answer is judged, up to `--reference-reanchor` re-anchors a
+//! prompt. [`walk`] decides, from the records alone, which re-anchor a prompt needs next: the
+//! live run makes the requests it names ([`crate::live::reanchor`]), and `judge` walks the
+//! same records to the same lines.
 //!
 //! Pure: the two runs' records and the settings in, the line out.
 
@@ -25,7 +29,8 @@ use std::collections::HashMap;
 use super::determinism::first_answers;
 use super::{Baseline, Evidence, Figures, Line, Status};
 use crate::archive::record::{
-    DeltaFigures, ReferenceFigures, ReplyRecord, RunManifest, TokenLogprob, TopLogprob,
+    DeltaFigures, ReanchorRecord, ReferenceFigures, ReplyRecord, RunManifest, TokenLogprob,
+    TopLogprob,
 };
 use crate::inert::{one_line, quote};
 use crate::judging::latency::percentile;
@@ -33,6 +38,11 @@ use crate::judging::latency::percentile;
 /// The default tie margin, nats: vLLM-rbln's margin for bf16 NPU kernels, under which two
 /// greedy choices cannot be told apart by other arithmetic.
 pub const DEFAULT_TIE: f64 = 0.5;
+
+/// The re-anchors a prompt is judged past when `--reference-reanchor` is not given.
+pub const DEFAULT_REANCHOR: usize = 8;
+/// The most `--reference-reanchor` takes: each re-anchor is a request to the candidate.
+pub const MOST_REANCHOR: usize = 64;
 
 /// Characters quoted on either side of a divergence.
 const CONTEXT: usize = 24;
@@ -139,6 +149,9 @@ pub struct Divergence {
     pub reference_quote: String,
     /// The candidate's text around the byte, quoted.
     pub candidate_quote: String,
+    /// Re-anchors made before it on this prompt: past the first, the candidate's text is the
+    /// reference's through the last re-anchored token, then its continuation.
+    pub reanchors: usize,
 }
 
 /// One prompt's comparison.
@@ -400,10 +413,185 @@ pub fn compare(
             kind,
             reference_quote: around(&rtext, d),
             candidate_quote: around(&ctext, d),
+            reanchors: 0,
         }),
         cut_short: false,
         deltas,
         kls,
+    }
+}
+
+/// Why a prompt's walk along the reference's answer ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WalkEnd {
+    /// Every position was judged: no divergence was left, or the reference's answer ended.
+    Whole,
+    /// A divergence was left past the bound of re-anchors.
+    Bound,
+    /// A divergence whose re-anchor is not recorded: the reference's token it ends with and
+    /// the prefix it sends (the reference's answer through that token).
+    Unrecorded {
+        /// The reference's token the prefix ends with, from 0.
+        at_token: usize,
+        /// The reference's answer through it.
+        prefix: String,
+    },
+    /// The serve did not continue the assistant message it was given: how it showed.
+    NotContinued(String),
+}
+
+/// One prompt's answers compared along the whole of the reference's, re-anchored past each
+/// divergence where a re-anchor is recorded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Walk {
+    /// Reference positions judged.
+    pub positions: usize,
+    /// Of them, where both sides chose the same text.
+    pub agreed: usize,
+    /// Every divergence met, in order; token and byte counted along the reference's answer.
+    pub divergences: Vec<Divergence>,
+    /// The last part judged was one answer's start, the shorter cut by max_tokens.
+    pub cut_short: bool,
+    /// |Δ logprob| of the chosen tokens at positions tokenised alike.
+    pub deltas: Vec<f64>,
+    /// The KL divergence over the reference's top-K at those positions.
+    pub kls: Vec<f64>,
+    /// Re-anchors judged.
+    pub reanchored: usize,
+    /// Why the walk ended.
+    pub end: WalkEnd,
+}
+
+/// The text an answer spells: its tokens' where it has them, else its content.
+fn text_of(a: &Answer<'_>) -> String {
+    match a.logprobs {
+        Some(tokens) => tokens.iter().map(|t| t.token.as_str()).collect(),
+        None => a.content.to_string(),
+    }
+}
+
+/// The start of an answer that a serve beginning anew would say again: its first 16
+/// characters, when it has at least 8 (a shorter start would be met by chance).
+fn opening(s: &str) -> Option<&str> {
+    let end = s.char_indices().nth(16).map_or(s.len(), |(i, _)| i);
+    (s[..end].trim().chars().count() >= 8).then_some(&s[..end])
+}
+
+/// How a re-anchor shows that the serve did not continue the assistant message it was given,
+/// or `None` when it did: the request failed, it began its answer anew (its continuation
+/// opens as its first answer did, where the reference's rest does not), or it said the
+/// prefix again. `first` is the candidate's first answer; `rest` the reference's answer after
+/// the prefix.
+pub fn not_continued(r: &ReanchorRecord, first: &str, rest: &str) -> Option<String> {
+    if let Some(e) = &r.error {
+        return Some(format!("the request failed: {}", one_line(e)));
+    }
+    if let Some(open) = opening(first) {
+        if r.content.starts_with(open) && !rest.starts_with(open) {
+            return Some(format!(
+                "it began its answer anew ({} after the prefix {})",
+                quote(&r.content, 32),
+                quote(&r.prefix, 32)
+            ));
+        }
+    }
+    let prefix = r.prefix.as_str();
+    if prefix.trim().chars().count() >= 8
+        && r.content.starts_with(prefix)
+        && !rest.starts_with(prefix)
+    {
+        return Some(format!(
+            "it said the prefix again ({} after {})",
+            quote(&r.content, 32),
+            quote(prefix, 32)
+        ));
+    }
+    None
+}
+
+/// Walk a prompt's answers along the reference's (`reference_cut`: its answer was cut by
+/// max_tokens): compare the candidate's first answer; at each divergence, find the re-anchor
+/// recorded there among `reanchors` (this prompt's) and compare its continuation with the
+/// reference's rest, up to `most` re-anchors. Judged on top-`k` with the tie margin `tie`.
+pub fn walk<'a>(
+    first: Answer<'a>,
+    reference: &[TokenLogprob],
+    reference_cut: bool,
+    k: usize,
+    tie: f64,
+    most: usize,
+    reanchors: &[&'a ReanchorRecord],
+) -> Walk {
+    let (full, _) = spans(reference);
+    let mut w = Walk {
+        positions: 0,
+        agreed: 0,
+        divergences: Vec::new(),
+        cut_short: false,
+        deltas: Vec::new(),
+        kls: Vec::new(),
+        reanchored: 0,
+        end: WalkEnd::Whole,
+    };
+    let mut answer = first;
+    // The reference's token where this part starts, and the byte.
+    let (mut from, mut lead) = (0, 0);
+    loop {
+        let c = compare(answer, &reference[from..], reference_cut, k, tie);
+        w.positions += c.positions;
+        w.agreed += c.agreed;
+        w.cut_short = c.cut_short;
+        w.deltas.extend(c.deltas);
+        w.kls.extend(c.kls);
+        let Some(mut d) = c.divergence else {
+            w.end = WalkEnd::Whole;
+            return w;
+        };
+        if from > 0 {
+            // Counted along the reference's whole answer, quoted with the prefix before it.
+            d.token += from;
+            d.byte += lead;
+            let candidate = format!("{}{}", &full[..lead], text_of(&answer));
+            d.reference_quote = around(&full, d.byte);
+            d.candidate_quote = around(&candidate, d.byte);
+        }
+        d.reanchors = w.reanchored;
+        let at = d.token;
+        let ended = d.reference_token.is_none();
+        w.divergences.push(d);
+        // Where the reference ended, or its last token is the one diverged from and its
+        // answer was cut there, nothing of it is left to judge.
+        if ended || (at + 1 == reference.len() && reference_cut) {
+            w.end = WalkEnd::Whole;
+            return w;
+        }
+        if w.reanchored >= most {
+            w.end = WalkEnd::Bound;
+            return w;
+        }
+        let prefix: String = reference[..=at].iter().map(|t| t.token.as_str()).collect();
+        let Some(r) = reanchors
+            .iter()
+            .find(|r| r.at_token == at && r.prefix == prefix)
+        else {
+            w.end = WalkEnd::Unrecorded {
+                at_token: at,
+                prefix,
+            };
+            return w;
+        };
+        if let Some(why) = not_continued(r, first.content, &full[prefix.len()..]) {
+            w.end = WalkEnd::NotContinued(why);
+            return w;
+        }
+        answer = Answer {
+            content: &r.content,
+            logprobs: r.logprobs.as_deref(),
+            cut: r.finish_reason.as_deref() == Some("length"),
+        };
+        from = at + 1;
+        lead = prefix.len();
+        w.reanchored += 1;
     }
 }
 
@@ -433,7 +621,7 @@ const SAMPLING_KEYS: [&str; 11] = [
 ];
 
 /// Why the two runs cannot be compared token by token, or an empty list.
-fn incomparable(candidate: &RunManifest, reference: &RunManifest) -> Vec<String> {
+pub fn incomparable(candidate: &RunManifest, reference: &RunManifest) -> Vec<String> {
     let mut why = Vec::new();
     let theirs: Vec<&str> = reference
         .prompts
@@ -548,8 +736,12 @@ fn describe(prompt: &str, d: &Divergence, k: usize, tie: f64) -> String {
         } else {
             String::new()
         };
+    let after = match d.reanchors {
+        0 => String::new(),
+        n => format!(", after {}", plural(n, "re-anchor", "re-anchors")),
+    };
     format!(
-        "{} at token {} (byte {}): {}{} here, {} at the reference; {margin}{outside} against the tie {tie} nats; here {} against the reference {}",
+        "{} at token {} (byte {}{after}): {}{} here, {} at the reference; {margin}{outside} against the tie {tie} nats; here {} against the reference {}",
         quote(prompt, 40),
         d.token,
         d.byte,
@@ -568,6 +760,7 @@ pub(super) fn reference_line(
     tie: f64,
     min_agreement: Option<f64>,
     max_drift: Option<f64>,
+    most: usize,
 ) -> Option<Line> {
     let (candidate, reference) = match reference_evidence {
         ReferenceEvidence::NotAsked => return None,
@@ -627,6 +820,9 @@ pub(super) fn reference_line(
     let mut hard: Vec<String> = Vec::new();
     let mut ties: Vec<String> = Vec::new();
     let mut unmeasured: Vec<String> = Vec::new();
+    // Prompts left with a divergence unjudged past it, by why.
+    let (mut bound, mut unrecorded) = (0, 0);
+    let mut not_continued: Vec<(String, String)> = Vec::new();
     for r in &ours {
         let Some(base) = theirs.get(r.prompt.as_str()) else {
             unanswered += 1;
@@ -640,20 +836,28 @@ pub(super) fn reference_line(
         if answer.logprobs.is_none() {
             one_way += 1;
         }
-        let c = compare(
+        let recorded: Vec<&ReanchorRecord> = e
+            .reanchors
+            .iter()
+            .filter(|a| a.prompt == r.prompt)
+            .collect();
+        let w = walk(
             answer,
             tokens,
             base.finish_reason.as_deref() == Some("length"),
             k,
             tie,
+            most,
+            &recorded,
         );
         figures.prompts += 1;
-        figures.positions += c.positions;
-        figures.agreed += c.agreed;
-        cut += usize::from(c.cut_short);
-        deltas.extend(c.deltas);
-        kls.extend(c.kls);
-        if let Some(d) = &c.divergence {
+        figures.positions += w.positions;
+        figures.agreed += w.agreed;
+        figures.reanchored += w.reanchored;
+        cut += usize::from(w.cut_short);
+        deltas.extend(w.deltas);
+        kls.extend(w.kls);
+        for d in &w.divergences {
             match d.kind {
                 Kind::Hard => hard.push(describe(&r.prompt, d, k, tie)),
                 Kind::NearTie => {
@@ -662,7 +866,14 @@ pub(super) fn reference_line(
                 Kind::Unmeasured => unmeasured.push(quote(&r.prompt, 40)),
             }
         }
+        match w.end {
+            WalkEnd::Whole => {}
+            WalkEnd::Bound => bound += 1,
+            WalkEnd::Unrecorded { .. } => unrecorded += 1,
+            WalkEnd::NotContinued(why) => not_continued.push((r.prompt.clone(), why)),
+        }
     }
+    figures.stopped_short = bound + unrecorded + not_continued.len();
     figures.near_ties = ties.len();
     figures.hard_divergences = hard.len();
     figures.unmeasured = unmeasured.len();
@@ -707,11 +918,38 @@ pub(super) fn reference_line(
             unmeasured.join(", ")
         ));
     }
+    if let Some(why) = e.reanchors_problem {
+        notes.push(format!("re-anchors not read: {}", one_line(why)));
+    }
+    if bound > 0 {
+        notes.push(format!(
+            "{} left with a divergence past --reference-reanchor {most}, judged up to it",
+            plural(bound, "prompt", "prompts")
+        ));
+    }
+    if let Some((prompt, why)) = not_continued.first() {
+        notes.push(format!(
+            "the serve did not continue the assistant message it was given ({}: {why}): {} judged up to the divergence where it was asked; if it can continue one, give --continue-body the fields it needs (vLLM's: {{\"continue_final_message\": true, \"add_generation_prompt\": false}})",
+            quote(prompt, 40),
+            plural(not_continued.len() + unrecorded, "prompt", "prompts")
+        ));
+    } else if unrecorded > 0 {
+        notes.push(format!(
+            "{} judged up to a divergence no re-anchor was recorded for ({})",
+            plural(unrecorded, "prompt", "prompts"),
+            if e.reanchors.is_empty() {
+                "the run made none: it ran with --reference-reanchor 0, against another reference, or before re-anchoring"
+            } else {
+                "the run's re-anchors were made against another reference, or it stopped re-anchoring"
+            }
+        ));
+    }
     let f = &figures;
     let mut text = format!(
-        "against {sides}: {}, {} judged up to each first divergence (no re-anchoring)",
+        "against {sides}: {}, {} judged, {}",
         plural(f.prompts, "prompt", "prompts"),
-        plural(f.positions, "position", "positions")
+        plural(f.positions, "position", "positions"),
+        plural(f.reanchored, "re-anchor", "re-anchors")
     );
     if let Some(a) = f.agreement {
         text.push_str(&format!("; top-1 agreement {:.1}%", a * 100.0));
@@ -804,8 +1042,8 @@ pub(super) fn reference_line(
 
 #[cfg(test)]
 mod tests {
-    //! Each verdict rule's boundary, with the mutant of it the test catches named (cargo-mutants
-    //! is not installed here; issue 31 item 5 asks that no survivor go unexplained).
+    //! Each verdict rule's boundary, with the mutant of it the test catches named (issue 31
+    //! item 5 asks that no survivor go unexplained).
     use super::*;
     use crate::archive::record::{Sampling, Startup};
 
@@ -1158,7 +1396,15 @@ mod tests {
                 load: None,
             },
         };
-        reference_line(&e, evidence, TIE, min_agreement, max_drift).unwrap()
+        reference_line(
+            &e,
+            evidence,
+            TIE,
+            min_agreement,
+            max_drift,
+            DEFAULT_REANCHOR,
+        )
+        .unwrap()
     }
 
     #[test]
@@ -1177,7 +1423,8 @@ mod tests {
             "\"The capital is Rome\" against the reference \"The capital is Paris\"",
             "model m, serve sha256 0123456789ab",
             "checked one way",
-            "no re-anchoring",
+            "4 positions judged, 0 re-anchors",
+            "1 prompt judged up to a divergence no re-anchor was recorded for (the run made none",
         ] {
             assert!(t.contains(said), "{said:?} not in {t}");
         }
@@ -1304,5 +1551,188 @@ mod tests {
             l.text
         );
         assert_eq!(l.figures.unwrap().reference.unwrap().top_k, Some(1));
+    }
+
+    /// A re-anchor recorded at the reference's token `at` (its prefix the reference's text
+    /// through it), the candidate going on with `content`.
+    fn anchor(at: usize, content: &str) -> ReanchorRecord {
+        let prefix: String = reference()[..=at].iter().map(|t| t.token.clone()).collect();
+        ReanchorRecord {
+            prompt: PROMPT.to_string(),
+            at_token: at,
+            prefix,
+            content: content.to_string(),
+            logprobs: None,
+            finish_reason: Some("stop".into()),
+            error: None,
+        }
+    }
+
+    #[test]
+    fn a_walk_goes_on_past_a_divergence_to_the_one_behind_it() {
+        // "The city" at token 1 (margin 3.94: hard), then, re-anchored, " was" at token 2
+        // (margin 5): two hard divergences, the second counted along the whole answer.
+        let r = reference();
+        let first = text("The city is Paris");
+        let a = anchor(1, " was Paris");
+        let w = walk(first, &r, false, 5, TIE, 8, &[&a]);
+        assert_eq!(w.divergences.len(), 2, "{w:?}");
+        assert_eq!(w.divergences[0].token, 1);
+        assert_eq!(w.divergences[0].reanchors, 0);
+        let second = &w.divergences[1];
+        assert_eq!(second.token, 2);
+        // Byte 12 of "The capital was Paris": the space after the prefix "The capital" agrees.
+        assert_eq!(second.byte, 12);
+        assert_eq!(second.reanchors, 1);
+        assert_eq!(second.kind, Kind::Hard);
+        assert!(
+            second.candidate_quote.contains("The capital was"),
+            "{second:?}"
+        );
+        assert_eq!(w.reanchored, 1);
+        // Positions: 1 agreed and the divergence, then the divergence at 2: three of four,
+        // the walk stopped for want of the next re-anchor.
+        assert_eq!((w.positions, w.agreed), (3, 1));
+        assert_eq!(
+            w.end,
+            WalkEnd::Unrecorded {
+                at_token: 2,
+                prefix: "The capital is".into()
+            }
+        );
+        // With it, the rest agrees: every position judged, the walk whole. (Mutant: `from =
+        // at` re-compares the diverging token and never ends whole.)
+        let b = anchor(2, " Paris");
+        let w = walk(first, &r, false, 5, TIE, 8, &[&a, &b]);
+        assert_eq!((w.positions, w.agreed, w.reanchored), (4, 2, 2));
+        assert_eq!(w.end, WalkEnd::Whole);
+    }
+
+    #[test]
+    fn the_bound_of_re_anchors_stops_the_walk_and_zero_judges_the_first_divergence_alone() {
+        let r = reference();
+        let first = text("The city is Paris");
+        let a = anchor(1, " is Paris");
+        // Mutant: `>` for `>=` in the bound makes one more re-anchor than asked.
+        let w = walk(first, &r, false, 5, TIE, 0, &[&a]);
+        assert_eq!(
+            (w.positions, w.reanchored, w.end.clone()),
+            (2, 0, WalkEnd::Bound)
+        );
+        let w = walk(first, &r, false, 5, TIE, 1, &[&a]);
+        assert_eq!((w.positions, w.reanchored, w.end), (4, 1, WalkEnd::Whole));
+        // A re-anchor made at another prefix (another reference) is not this one's.
+        let mut other = anchor(1, " is Paris");
+        other.prefix = "The cap".into();
+        let w = walk(first, &r, false, 5, TIE, 8, &[&other]);
+        assert!(matches!(w.end, WalkEnd::Unrecorded { at_token: 1, .. }));
+    }
+
+    #[test]
+    fn a_serve_that_does_not_continue_stops_the_walk_and_says_how() {
+        let r = reference();
+        let first = text("The city is Paris");
+        // It began anew: its continuation opens as its first answer did.
+        let anew = anchor(1, "The city is Paris");
+        let w = walk(first, &r, false, 5, TIE, 8, &[&anew]);
+        let WalkEnd::NotContinued(why) = &w.end else {
+            panic!("{w:?}")
+        };
+        assert!(why.contains("began its answer anew"), "{why}");
+        assert_eq!(w.reanchored, 0);
+        // It said the prefix again.
+        let echo = anchor(1, "The capital is Paris");
+        let w = walk(first, &r, false, 5, TIE, 8, &[&echo]);
+        assert!(
+            matches!(&w.end, WalkEnd::NotContinued(why) if why.contains("prefix again")),
+            "{w:?}"
+        );
+        // The request failed.
+        let mut failed = anchor(1, "");
+        failed.error = Some("HTTP 400: assistant prefill unsupported".into());
+        let w = walk(first, &r, false, 5, TIE, 8, &[&failed]);
+        assert!(
+            matches!(&w.end, WalkEnd::NotContinued(why) if why.contains("HTTP 400")),
+            "{w:?}"
+        );
+        // A continuation that goes on as the reference does is continued, whatever it shares
+        // with the start of the first answer.
+        assert_eq!(
+            not_continued(&anchor(1, " is Paris"), "The city is Paris", " is Paris"),
+            None
+        );
+        // An opening under 8 characters is met by chance, never read as a restart.
+        assert_eq!(not_continued(&anchor(1, "Par"), "Par", " is Paris"), None);
+    }
+
+    #[test]
+    fn a_divergence_at_the_last_token_of_a_cut_reference_leaves_nothing_to_re_anchor() {
+        let r = reference();
+        // " Lyon" at the last token of a reference cut by max_tokens: nothing after it.
+        let w = walk(text("The capital is Lyon"), &r, true, 5, TIE, 8, &[]);
+        assert_eq!((w.positions, w.end), (4, WalkEnd::Whole));
+        // Not cut, the reference ended there too: nothing left either.
+        let w = walk(text("The capital is Lyon"), &r, false, 5, TIE, 8, &[]);
+        assert!(
+            matches!(w.end, WalkEnd::Unrecorded { at_token: 3, .. }),
+            "{w:?}"
+        );
+    }
+
+    #[test]
+    fn the_line_names_re_anchors_and_what_stopped_short() {
+        let cand = manifest(0.0);
+        let r = reply("The capital is Paris", Some(reference()));
+        let ours = [reply("The city is Paris", None)];
+        let startup = Startup::Ready {
+            after_ms: 1.0,
+            probe: String::new(),
+            not_ready_answers: 0,
+        };
+        let theirs = [r];
+        let judge = |reanchors: &[ReanchorRecord], most: usize| {
+            let mut e = Evidence::of(&ours, &startup);
+            e.reanchors = reanchors;
+            let evidence = ReferenceEvidence::Recorded {
+                candidate: &cand,
+                reference: Baseline {
+                    name: "runs/cpu",
+                    manifest: &cand,
+                    replies: &theirs,
+                    load: None,
+                },
+            };
+            reference_line(&e, evidence, TIE, None, None, most).unwrap()
+        };
+        let a = [anchor(1, " is Paris")];
+        let l = judge(&a, 8);
+        let f = l
+            .figures
+            .as_ref()
+            .and_then(|f| f.reference.clone())
+            .unwrap();
+        assert_eq!(
+            (f.positions, f.reanchored, f.stopped_short),
+            (4, 1, 0),
+            "{}",
+            l.text
+        );
+        assert!(
+            l.text.contains("4 positions judged, 1 re-anchor"),
+            "{}",
+            l.text
+        );
+        let l = judge(&[], 8);
+        assert!(l.text.contains("the run made none"), "{}", l.text);
+        let l = judge(&a, 0);
+        assert!(l.text.contains("past --reference-reanchor 0"), "{}", l.text);
+        let anew = [anchor(1, "The city is Paris")];
+        let l = judge(&anew, 8);
+        assert!(
+            l.text.contains("did not continue the assistant message"),
+            "{}",
+            l.text
+        );
+        assert!(l.text.contains("--continue-body"), "{}", l.text);
     }
 }
