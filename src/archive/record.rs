@@ -266,6 +266,25 @@ impl ReplyRecord {
         self.cut_text(JUDGED_TEXT);
     }
 
+    /// Whether judging reads this reply's logprobs: the reference line reads those of the
+    /// first single-stream reply to each prompt that did not fail (warm-ups left out), and no
+    /// other's.
+    fn logprobs_judged(&self, earlier: &[ReplyRecord]) -> bool {
+        let judged = |r: &ReplyRecord| r.error.is_none() && r.burst.is_none() && !r.warmup;
+        judged(self) && !earlier.iter().any(|r| judged(r) && r.prompt == self.prompt)
+    }
+
+    /// Keep in memory only what judging reads of this reply, made after `earlier`: its text
+    /// ([`Self::keep_judged_text`]), and its logprobs only where the reference line reads
+    /// them. A reply's logprobs can be a few kB a token; a long run's would hold the gate's
+    /// memory for nothing. The archive keeps them all.
+    pub fn keep_judged(&mut self, earlier: &[ReplyRecord]) {
+        self.keep_judged_text();
+        if self.logprobs.is_some() && !self.logprobs_judged(earlier) {
+            self.logprobs = None;
+        }
+    }
+
     /// Why this record cannot be of a run the gate made, if it cannot: the gate stamps the send
     /// before the request goes, each chunk as its read returns and the end after the stream, all
     /// on one monotonic clock. A chunk before the send gave a first token of 0 ms (the reply
@@ -1811,6 +1830,42 @@ pub struct HashedFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_first_judged_reply_to_a_prompt_keeps_its_logprobs_in_memory() {
+        let scored = |index: usize, prompt: &str| {
+            let mut r = ReplyRecord::new(index, prompt, None);
+            r.logprobs = Some(vec![TokenLogprob {
+                token: "x".into(),
+                logprob: -0.1,
+                top: Vec::new(),
+            }]);
+            r
+        };
+        let mut kept: Vec<ReplyRecord> = Vec::new();
+        let mut warm = scored(1, "p");
+        warm.warmup = true;
+        let mut failed = scored(2, "p");
+        failed.error = Some("cut".into());
+        for mut r in [warm, failed, scored(3, "p"), scored(4, "p"), scored(5, "q")] {
+            r.keep_judged(&kept);
+            kept.push(r);
+        }
+        let with: Vec<usize> = kept
+            .iter()
+            .filter(|r| r.logprobs.is_some())
+            .map(|r| r.index)
+            .collect();
+        // The warm-up and the failed reply are never read; reply 4 repeats reply 3's prompt.
+        assert_eq!(with, vec![3, 5]);
+        let mut burst = scored(6, "r");
+        burst.burst = Some(BurstSlot {
+            round: 1,
+            stream: 1,
+        });
+        burst.keep_judged(&kept);
+        assert!(burst.logprobs.is_none());
+    }
     use proptest::prelude::*;
 
     fn by_hand(chunks: &[ChunkArrival]) -> Vec<u8> {

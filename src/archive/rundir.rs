@@ -849,7 +849,7 @@ pub fn parse_replies(bytes: &[u8]) -> Result<Vec<ReplyRecord>> {
         }
         // What the live run judged of it, no more: `run` and `judge` agree.
         let mut r = r;
-        r.keep_judged_text();
+        r.keep_judged(&replies);
         replies.push(r);
     }
     Ok(replies)

@@ -129,7 +129,7 @@ pub async fn make_bursts(
                     failed |= reply.error.is_some();
                     first_text.wake();
                     rec.reply(&reply);
-                    reply.keep_judged_text();
+                    reply.keep_judged(replies);
                     replies.push(reply);
                 }
                 scraped = &mut during, if during_pending => {

@@ -1507,7 +1507,7 @@ async fn keep_reply(
     let index = reply.index;
     rec.reply(&reply);
     // The archive has the whole text; the verdict reads no more than this of it.
-    reply.keep_judged_text();
+    reply.keep_judged(replies);
     replies.push(reply);
     if failed {
         if let Some(status) = ServeProcess::exit_after_failure(serve).await {
