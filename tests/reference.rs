@@ -258,6 +258,36 @@ fn a_live_run_re_anchors_past_each_divergence_and_judge_gives_the_same_line() {
 }
 
 #[test]
+fn a_serve_that_sends_the_prefix_back_is_read_past_it() {
+    // As llama-server does: the continued message's text, then the continuation.
+    let (code, stdout, d) = live_candidate(
+        &[],
+        &[
+            "--logprob-flip",
+            "2",
+            "--logprob-flip",
+            "6",
+            "--echo-prefix",
+        ],
+    );
+    assert_eq!(code, Some(1), "{stdout}");
+    let l = line(&stdout, "reference");
+    assert!(l.contains("36 positions judged, 6 re-anchors"), "{l}");
+    let reanchors: Vec<Value> = serde_json::from_slice(
+        &std::fs::read(d.path().join("run").join("reanchors.json")).unwrap(),
+    )
+    .unwrap();
+    // Recorded as sent: the prefix, then the continuation.
+    assert!(
+        reanchors[0]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("Paris. ok ok ok ok ok ko"),
+        "{reanchors:?}"
+    );
+}
+
+#[test]
 fn a_near_tie_only_candidate_is_ok_over_every_position() {
     let reference = live_reference().to_str().unwrap().to_string();
     // The same flips, held to a tie of 4 nats: near-ties, every position still judged.

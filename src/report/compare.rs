@@ -192,6 +192,12 @@ pub struct Row {
     pub determinism_trials: Option<usize>,
     /// How many of those trials differed.
     pub determinism_mismatches: Option<usize>,
+    /// The reference line's positions judged (`--reference`), where the verdict has it.
+    pub reference_positions: Option<usize>,
+    /// Its top-1 agreement, a share.
+    pub reference_agreement: Option<f64>,
+    /// Its hard divergences.
+    pub reference_hard_divergences: Option<usize>,
     /// The RESULT, judged again as `judge DIR` judges it (the run's own floors and recorded
     /// baseline), in result.json's words: `PASS`, `FAIL`, `SKIP`, `INCONCLUSIVE`,
     /// `INTERRUPTED`; `UNREADABLE` for a directory that cannot be read.
@@ -342,6 +348,12 @@ fn row(dir: &Path, baselines: &mut HashMap<String, BaselineRun>) -> Result<Row> 
         .iter()
         .find(|l| l.check == "determinism")
         .and_then(|l| l.figures.as_ref());
+    let reference = verdict
+        .lines
+        .iter()
+        .find(|l| l.check == "reference")
+        .and_then(|l| l.figures.as_ref())
+        .and_then(|f| f.reference.as_ref());
     Ok(Row {
         dir: dir.display().to_string(),
         group: Some(GroupKey {
@@ -366,6 +378,9 @@ fn row(dir: &Path, baselines: &mut HashMap<String, BaselineRun>) -> Result<Row> 
         latency: Latency::of(&verdict),
         determinism_trials: determinism.and_then(|f| f.trials),
         determinism_mismatches: determinism.and_then(|f| f.mismatches),
+        reference_positions: reference.map(|f| f.positions),
+        reference_agreement: reference.and_then(|f| f.agreement),
+        reference_hard_divergences: reference.map(|f| f.hard_divergences),
         result: verdict.outcome.word().to_string(),
         summary: Some(format!("RESULT: {}", verdict.outcome)),
         unreadable: None,

@@ -14,8 +14,8 @@ const LATENCY: [&str; 4] = ["ttft_ms", "itl_ms", "tpot_ms", "e2el_ms"];
 const PERCENTILES: [&str; 5] = ["count", "mean", "p50", "p90", "p99"];
 
 /// The header's fields: the run, its group, its result and medians, the box, the floors, the
-/// determinism line's trials and mismatches, the latency percentiles, and why it was
-/// unreadable.
+/// determinism line's trials and mismatches, the reference line's positions, agreement and
+/// hard divergences, the latency percentiles, and why it was unreadable.
 pub fn header() -> Vec<String> {
     let mut h: Vec<String> = [
         "dir",
@@ -33,6 +33,9 @@ pub fn header() -> Vec<String> {
         "first_token_limit_ms",
         "determinism_trials",
         "determinism_mismatches",
+        "reference_positions",
+        "reference_agreement",
+        "reference_hard_divergences",
     ]
     .map(String::from)
     .to_vec();
@@ -85,6 +88,9 @@ pub fn fields(r: &Row) -> Vec<String> {
         number(r.first_token_limit_ms),
         number(r.determinism_trials),
         number(r.determinism_mismatches),
+        number(r.reference_positions),
+        number(r.reference_agreement),
+        number(r.reference_hard_divergences),
     ];
     let l = &r.latency;
     for p in [l.ttft_ms, l.itl_ms, l.tpot_ms, l.e2el_ms] {
@@ -181,6 +187,9 @@ mod tests {
             result: "PASS".into(),
             determinism_trials: Some(20),
             determinism_mismatches: Some(3),
+            reference_positions: Some(36),
+            reference_agreement: Some(0.75),
+            reference_hard_divergences: Some(2),
             ..Row::default()
         };
         let text = csv(std::slice::from_ref(&row));
@@ -204,6 +213,9 @@ mod tests {
         assert_eq!(at("ncpu"), "8");
         assert_eq!(at("determinism_trials"), "20");
         assert_eq!(at("determinism_mismatches"), "3");
+        assert_eq!(at("reference_positions"), "36");
+        assert_eq!(at("reference_agreement"), "0.75");
+        assert_eq!(at("reference_hard_divergences"), "2");
         assert_eq!(at("ttft_ms_count"), "12");
         assert_eq!(at("ttft_ms_mean"), "100.5");
         assert_eq!(at("ttft_ms_p50"), "100");

@@ -274,6 +274,10 @@ pub struct StandInArgs {
     /// the stand-in's usual answer, token for token, is continued from there.
     #[arg(long, help_heading = "Faults in the stream")]
     pub no_continue: bool,
+    /// A continued assistant message is sent back before the continuation, in the first
+    /// chunk's text (its logprobs are the new tokens' alone), as llama-server sends it.
+    #[arg(long)]
+    pub echo_prefix: bool,
     /// Nats between the usual token and the runner-up (the token --logprob-flip sends), at
     /// every position: give a reference stand-in the same margin as its flipped candidate, and
     /// the reference ranks the flipped token that much lower there too.
@@ -481,6 +485,7 @@ impl StandInArgs {
             no_logprobs: _,
             logprob_flip: _,
             no_continue: _,
+            echo_prefix,
             flip_margin,
             batch_variant: _,
             fault_request,
@@ -548,6 +553,7 @@ impl StandInArgs {
             no_logprobs: false,
             logprob_flip: Vec::new(),
             no_continue: false,
+            echo_prefix,
             flip_margin,
             batch_variant: false,
             fault_request,

@@ -656,6 +656,15 @@ pub(super) async fn chat(
         _ => None,
     };
     let mut chunks = reply_chunks(args, r, &answer);
+    // --echo-prefix: the continued message sent back before the continuation, in the first
+    // chunk's text (its logprobs stay the new tokens'), as llama-server sends it.
+    if let (true, Some(given), Some(first)) = (
+        args.echo_prefix && skip > 0,
+        final_assistant(&req.messages),
+        chunks.first_mut(),
+    ) {
+        first.content.insert_str(0, given);
+    }
     if let Some(extra) = args.big_chunk {
         let mut pad = " ok".repeat(extra.div_ceil(3));
         pad.truncate(extra);

@@ -172,6 +172,17 @@ pub struct Compared {
     pub kls: Vec<f64>,
 }
 
+/// The candidate's token where the answers part, as the comparison knows it.
+enum Theirs {
+    /// From its logprobs: its token's index, `None` where its answer ended.
+    Read(Option<usize>),
+    /// Without logprobs, one of the reference's alternatives its text goes on with.
+    Inferred(String),
+    /// Without logprobs and among none of the alternatives: its text there, for the reader
+    /// (`None` where its answer ended).
+    Unlisted(Option<String>),
+}
+
 /// The byte span of each token in the text its tokens spell.
 fn spans(tokens: &[TokenLogprob]) -> (String, Vec<(usize, usize)>) {
     let mut text = String::new();
@@ -335,62 +346,75 @@ pub fn compare(
             kls,
         };
     }
-    // They part at byte `d`: the token holding it on each side (none where that side ended).
-    let ri = holding(&rspans, d);
-    let rtok = ri.map(|i| &reference[i]);
-    let rstart = ri.map(|i| rspans[i].0);
-    let (ctok, cstart, inferred) = match (candidate.logprobs, cspans.as_ref()) {
-        (Some(ctoks), Some(cspans)) => {
-            let j = holding(cspans, d);
-            (
-                j.map(|j| ctoks[j].token.clone()),
-                j.map(|j| cspans[j].0),
-                false,
-            )
+    // They part at byte `d`. The tokens compared are those where the two token streams part:
+    // on each side the token that starts at the last byte at or before `d` where both sides
+    // start a token (a side that ended at `d`, where the other starts a token there, offers
+    // the end of its answer). A near-tie onto a token that is the start of the other side's
+    // (" a" where the reference said " attributed") parts the texts a byte past that token,
+    // inside the next one: the token holding `d` would compare " classic" with " attributed".
+    let (ri, theirs) = match (candidate.logprobs, cspans.as_ref()) {
+        (Some(_), Some(cspans)) => {
+            let starts = |spans: &[(usize, usize)], at: usize| spans.iter().position(|s| s.0 == at);
+            let b = if d == rtext.len() && starts(cspans, d).is_some()
+                || d == ctext.len() && starts(&rspans, d).is_some()
+            {
+                d
+            } else {
+                rspans
+                    .iter()
+                    .map(|s| s.0)
+                    .filter(|&x| x <= d && starts(cspans, x).is_some())
+                    .max()
+                    .unwrap_or(0)
+            };
+            (starts(&rspans, b), Theirs::Read(starts(cspans, b)))
         }
         _ => {
             // No logprobs: the candidate's token is the longest of the reference's
-            // alternatives that starts where the reference's token does, holds the byte where
-            // they part, and that the candidate's text goes on with.
-            let guess = rtok.zip(rstart).and_then(|(r, s)| {
+            // alternatives at the reference's token holding `d` that the candidate's text goes
+            // on with and that reaches `d`; else, where that token starts at `d`, the longest
+            // at the token before it that the text goes on with past `d` (" attributed" where
+            // the reference said " a", " classic").
+            let guess_at = |i: usize, reach: usize| {
+                let (r, s) = (&reference[i], rspans[i].0);
                 top(r, k)
                     .iter()
-                    .filter(|a| a.token != r.token && s + a.token.len() > d)
+                    .filter(|a| a.token != r.token && s + a.token.len() >= reach)
                     .filter(|a| ctext.as_bytes()[s..].starts_with(a.token.as_bytes()))
                     .max_by_key(|a| a.token.len())
                     .map(|a| a.token.clone())
-            });
-            let shown = (d < ctext.len()).then(|| {
-                guess.clone().unwrap_or_else(|| {
+            };
+            let held = holding(&rspans, d);
+            let found = held
+                .and_then(|i| guess_at(i, d).map(|g| (i, g)))
+                .or_else(|| {
+                    held.filter(|&i| i > 0 && rspans[i].0 == d)
+                        .and_then(|i| guess_at(i - 1, d + 1).map(|g| (i - 1, g)))
+                });
+            match found {
+                Some((i, g)) => (Some(i), Theirs::Inferred(g)),
+                None => {
                     // Not among the alternatives: the candidate's text there, for the reader.
-                    let s = floor_boundary(&ctext, rstart.unwrap_or(d));
-                    ctext[s..].chars().take(8).collect()
-                })
-            });
-            let found = guess.is_some();
-            (shown, rstart.filter(|_| found), true)
+                    let shown = (d < ctext.len()).then(|| {
+                        let s = floor_boundary(&ctext, held.map_or(d, |i| rspans[i].0));
+                        ctext[s..].chars().take(8).collect::<String>()
+                    });
+                    (held, Theirs::Unlisted(shown))
+                }
+            }
         }
     };
-    // A token is looked up in the other side's alternatives only where both start at the same
-    // byte: the same text at another place is another position.
-    let same_start = rstart.is_some() && rstart == cstart;
-    let margin = rtok.and_then(|r| {
-        margin_over(
-            r,
-            ctok.as_deref().filter(|_| same_start || ctok.is_none()),
-            k,
-        )
-    });
-    let candidate_margin = match (candidate.logprobs, cspans.as_ref()) {
-        (Some(ctoks), Some(cspans)) => holding(cspans, d).and_then(|j| {
-            margin_over(
-                &ctoks[j],
-                rtok.map(|r| r.token.as_str()).filter(|_| same_start),
-                k,
-            )
-        }),
-        _ => None,
+    let rtok = ri.map(|i| &reference[i]);
+    let ctoks = candidate.logprobs.unwrap_or(&[]);
+    let (ctok, cj, looked_up, inferred) = match theirs {
+        Theirs::Read(j) => (j.map(|j| ctoks[j].token.clone()), j, true, false),
+        Theirs::Inferred(t) => (Some(t), None, true, true),
+        Theirs::Unlisted(shown) => (shown, None, false, true),
     };
+    let margin = rtok.and_then(|r| margin_over(r, ctok.as_deref().filter(|_| looked_up), k));
+    // The candidate's own margin, where it sent logprobs: its token over the reference's.
+    let candidate_margin =
+        cj.and_then(|j| margin_over(&ctoks[j], rtok.map(|r| r.token.as_str()), k));
     let kind = match (margin, candidate_margin) {
         (Some(m), _) if !m.within(tie) => Kind::Hard,
         (_, Some(c)) if !c.within(tie) => Kind::Hard,
@@ -477,36 +501,52 @@ fn opening(s: &str) -> Option<&str> {
     (s[..end].trim().chars().count() >= 8).then_some(&s[..end])
 }
 
+/// A re-anchor's continuation as the comparison reads it: what follows the prefix. llama-server
+/// sends the prefix back before its continuation (its content is the prefix and the new text;
+/// its logprobs the new tokens alone): a content, or a run of tokens, that opens with the whole
+/// prefix, where the reference's `rest` does not, is read past it.
+fn continuation<'a>(r: &'a ReanchorRecord, rest: &str) -> Answer<'a> {
+    let prefix = r.prefix.as_str();
+    let echoed = !prefix.is_empty() && !rest.starts_with(prefix);
+    let content = match r.content.strip_prefix(prefix) {
+        Some(after) if echoed => after,
+        _ => r.content.as_str(),
+    };
+    let logprobs = r.logprobs.as_deref().map(|tokens| {
+        let mut spelled = 0;
+        for (i, t) in tokens.iter().enumerate() {
+            if !echoed || !prefix[spelled..].starts_with(t.token.as_str()) || t.token.is_empty() {
+                break;
+            }
+            spelled += t.token.len();
+            if spelled == prefix.len() {
+                return &tokens[i + 1..];
+            }
+        }
+        tokens
+    });
+    Answer {
+        content,
+        logprobs,
+        cut: r.finish_reason.as_deref() == Some("length"),
+    }
+}
+
 /// How a re-anchor shows that the serve did not continue the assistant message it was given,
-/// or `None` when it did: the request failed, it began its answer anew (its continuation
-/// opens as its first answer did, where the reference's rest does not), or it said the
-/// prefix again. `first` is the candidate's first answer; `rest` the reference's answer after
-/// the prefix.
-pub fn not_continued(r: &ReanchorRecord, first: &str, rest: &str) -> Option<String> {
+/// or `None` when it did: the request failed, or it began its answer anew (its continuation,
+/// `went_on`, opens as its first answer `first` did, where the reference's `rest` does not).
+pub fn not_continued(r: &ReanchorRecord, went_on: &str, first: &str, rest: &str) -> Option<String> {
     if let Some(e) = &r.error {
         return Some(format!("the request failed: {}", one_line(e)));
     }
-    if let Some(open) = opening(first) {
-        if r.content.starts_with(open) && !rest.starts_with(open) {
-            return Some(format!(
-                "it began its answer anew ({} after the prefix {})",
-                quote(&r.content, 32),
-                quote(&r.prefix, 32)
-            ));
-        }
-    }
-    let prefix = r.prefix.as_str();
-    if prefix.trim().chars().count() >= 8
-        && r.content.starts_with(prefix)
-        && !rest.starts_with(prefix)
-    {
-        return Some(format!(
-            "it said the prefix again ({} after {})",
-            quote(&r.content, 32),
-            quote(prefix, 32)
-        ));
-    }
-    None
+    let open = opening(first)?;
+    (went_on.starts_with(open) && !rest.starts_with(open)).then(|| {
+        format!(
+            "it began its answer anew ({} after the prefix {})",
+            quote(went_on, 32),
+            quote(&r.prefix, 32)
+        )
+    })
 }
 
 /// Walk a prompt's answers along the reference's (`reference_cut`: its answer was cut by
@@ -580,15 +620,13 @@ pub fn walk<'a>(
             };
             return w;
         };
-        if let Some(why) = not_continued(r, first.content, &full[prefix.len()..]) {
+        let rest = &full[prefix.len()..];
+        let next = continuation(r, rest);
+        if let Some(why) = not_continued(r, &text_of(&next), first.content, rest) {
             w.end = WalkEnd::NotContinued(why);
             return w;
         }
-        answer = Answer {
-            content: &r.content,
-            logprobs: r.logprobs.as_deref(),
-            cut: r.finish_reason.as_deref() == Some("length"),
-        };
+        answer = next;
         from = at + 1;
         lead = prefix.len();
         w.reanchored += 1;
@@ -1640,13 +1678,17 @@ mod tests {
         };
         assert!(why.contains("began its answer anew"), "{why}");
         assert_eq!(w.reanchored, 0);
-        // It said the prefix again.
-        let echo = anchor(1, "The capital is Paris");
+        // The prefix sent back, then the answer begun anew.
+        let echo = anchor(1, "The capitalThe city is Paris");
         let w = walk(first, &r, false, 5, TIE, 8, &[&echo]);
         assert!(
-            matches!(&w.end, WalkEnd::NotContinued(why) if why.contains("prefix again")),
+            matches!(&w.end, WalkEnd::NotContinued(why) if why.contains("began its answer anew")),
             "{w:?}"
         );
+        // The prefix sent back, then the continuation (llama-server's way): read past it.
+        let echo = anchor(1, "The capital is Paris");
+        let w = walk(first, &r, false, 5, TIE, 8, &[&echo]);
+        assert_eq!((w.positions, w.reanchored, w.end), (4, 1, WalkEnd::Whole));
         // The request failed.
         let mut failed = anchor(1, "");
         failed.error = Some("HTTP 400: assistant prefill unsupported".into());
@@ -1657,12 +1699,33 @@ mod tests {
         );
         // A continuation that goes on as the reference does is continued, whatever it shares
         // with the start of the first answer.
+        let a = anchor(1, " is Paris");
         assert_eq!(
-            not_continued(&anchor(1, " is Paris"), "The city is Paris", " is Paris"),
+            not_continued(&a, " is Paris", "The city is Paris", " is Paris"),
             None
         );
         // An opening under 8 characters is met by chance, never read as a restart.
-        assert_eq!(not_continued(&anchor(1, "Par"), "Par", " is Paris"), None);
+        assert_eq!(not_continued(&a, "Par", "Par", " is Paris"), None);
+    }
+
+    #[test]
+    fn an_echoed_prefix_is_read_past_in_the_content_and_in_the_tokens() {
+        let mut a = anchor(1, "The capital is Paris");
+        assert_eq!(continuation(&a, " is Paris").content, " is Paris");
+        // Where the reference's rest itself opens with the prefix, nothing is taken as echo.
+        assert_eq!(
+            continuation(&a, "The capital is").content,
+            "The capital is Paris"
+        );
+        a.logprobs = Some(vec![
+            tok("The", -0.1, &[]),
+            tok(" capital", -0.1, &[]),
+            tok(" is", -0.1, &[]),
+        ]);
+        assert_eq!(continuation(&a, " is Paris").logprobs.unwrap().len(), 1);
+        // Tokens that only start like the prefix are the continuation's own.
+        a.logprobs = Some(vec![tok("The", -0.1, &[]), tok(" cap", -0.1, &[])]);
+        assert_eq!(continuation(&a, " is Paris").logprobs.unwrap().len(), 2);
     }
 
     #[test]
@@ -1734,5 +1797,63 @@ mod tests {
             l.text
         );
         assert!(l.text.contains("--continue-body"), "{}", l.text);
+    }
+
+    #[test]
+    fn a_near_tie_onto_a_token_that_starts_the_others_is_compared_where_the_tokens_part() {
+        // Measured on the real llama-server (docs/reference.md's ladder): the reference said
+        // " attributed", the candidate " a" (0.02 nats behind), then " classic". The texts
+        // part a byte past " a", inside " classic": the tokens compared are " a" and
+        // " attributed", where the token streams part, not " classic".
+        let r = vec![
+            tok("It", -0.01, &[("It", -0.01)]),
+            tok(
+                " attributed",
+                -0.30,
+                &[(" attributed", -0.30), (" a", -0.32), (" the", -3.0)],
+            ),
+        ];
+        let c = vec![
+            tok("It", -0.01, &[("It", -0.01)]),
+            tok(" a", -0.31, &[(" a", -0.31), (" attributed", -0.33)]),
+            tok(" classic", -0.5, &[(" classic", -0.5)]),
+        ];
+        let near = |got: &Compared| {
+            let d = got.divergence.as_ref().unwrap();
+            assert_eq!((d.token, d.kind), (1, Kind::NearTie), "{d:?}");
+            assert_eq!(d.candidate_token.as_deref(), Some(" a"));
+            assert!((d.margin.unwrap().nats - 0.02).abs() < 1e-9, "{d:?}");
+        };
+        let both = compare(tokens(&c), &r, false, 5, TIE);
+        near(&both);
+        let own = both.divergence.unwrap().candidate_margin.unwrap();
+        assert!(!own.at_least && (own.nats - 0.02).abs() < 1e-9, "{own:?}");
+        // Without the candidate's logprobs, " a" is inferred: it ends where the texts part.
+        near(&compare(text("It a classic"), &r, false, 5, TIE));
+
+        // The other way: the reference said " a", " classic"; the candidate " attributed".
+        let r = vec![
+            tok("It", -0.01, &[("It", -0.01)]),
+            tok(" a", -0.30, &[(" a", -0.30), (" attributed", -0.32)]),
+            tok(" classic", -0.5, &[(" classic", -0.5), (" story", -4.0)]),
+        ];
+        let c = vec![
+            tok("It", -0.01, &[("It", -0.01)]),
+            tok(
+                " attributed",
+                -0.31,
+                &[(" attributed", -0.31), (" a", -0.33)],
+            ),
+        ];
+        let near = |got: &Compared| {
+            let d = got.divergence.as_ref().unwrap();
+            assert_eq!((d.token, d.kind), (1, Kind::NearTie), "{d:?}");
+            assert_eq!(d.candidate_token.as_deref(), Some(" attributed"));
+            assert_eq!(d.reference_token.as_deref(), Some(" a"));
+        };
+        near(&compare(tokens(&c), &r, false, 5, TIE));
+        // Without logprobs: the reference's " classic" starts where the texts part, and none
+        // of its alternatives goes on as the candidate does: the token before it does.
+        near(&compare(text("It attributed"), &r, false, 5, TIE));
     }
 }
