@@ -20,7 +20,7 @@ use crate::util::*;
 const CPU_ROUTE: &str = "load_tensors: +CPU_Mapped model buffer size";
 
 /// llama-server and the model, or `None` (skip) outside CI.
-fn llama() -> Option<(String, String)> {
+pub(crate) fn llama() -> Option<(String, String)> {
     match (std::env::var("LLAMA_SERVER"), std::env::var("SMOLLM2_GGUF")) {
         (Ok(server), Ok(model)) if Path::new(&server).is_file() && Path::new(&model).is_file() => {
             Some((server, model))

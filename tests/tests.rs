@@ -27,6 +27,7 @@ mod profiles;
 mod provenance;
 mod record;
 mod reference;
+mod reference_llama;
 mod route;
 mod route_logs;
 mod run;
