@@ -168,7 +168,6 @@ fn the_archive_and_its_consumers_agree(c: &Candidate, reference: &Path) -> Value
     assert_eq!(f["prompts"], 3, "{f}");
     assert_eq!(f["top_k"], 10, "{f}");
     assert_eq!(f["tie"], 0.5, "{f}");
-    assert_eq!(f["reanchored"], 0, "{f}");
 
     let prom = std::fs::read_to_string(&c.prom).unwrap();
     let close = |a: f64, b: &Value| {
@@ -223,6 +222,7 @@ fn llama_server_against_a_reference_of_itself_through_the_wrapper_is_identical()
     assert_eq!(f["agreement"], 1.0, "{f}");
     assert_eq!(f["logprob_delta"]["max"], 0.0, "{f}");
     assert_eq!(f["kl_mean"], 0.0, "{f}");
+    assert_eq!(f["reanchored"], 0, "{f}");
     // The two sides were not the same command: the reference ran the wrapper.
     let binary = |dir: &Path| json(&dir.join("run.json"))["serve_binary"]["path"].clone();
     assert!(
@@ -269,6 +269,15 @@ fn an_rms_norm_epsilon_10x_only_flips_near_ties_and_is_ok_with_its_figures() {
     assert!(f["logprob_delta"]["count"].as_u64().unwrap() > 0, "{f}");
     assert!(f["logprob_delta"]["max"].as_f64().unwrap() > 0.0, "{f}");
     assert!(f["kl_mean"].as_f64().unwrap() > 0.0, "{f}");
+    // Re-anchored past each near-tie (llama-server continues a final assistant message), every
+    // position of the reference's answers is judged: measured 144 of 144, 6 re-anchors.
+    let positions: u64 = replies(reference)
+        .iter()
+        .map(|r| r["logprobs"].as_array().unwrap().len() as u64)
+        .sum();
+    assert!(f["reanchored"].as_u64().unwrap() >= 1, "{f}");
+    assert_eq!(f["positions"].as_u64(), Some(positions), "{f}");
+    assert_eq!(f["stopped_short"], 0, "{f}");
 }
 
 #[test]
@@ -289,6 +298,8 @@ fn a_rope_frequency_scale_of_0_5_diverges_hard_and_fails_naming_the_margin() {
     assert!(sure.first().is_some_and(|&m| m > 1.0), "{sure:?}: {l}");
     let f = the_archive_and_its_consumers_agree(&c, reference);
     assert!(f["hard_divergences"].as_u64().unwrap() >= 1, "{f}");
+    // Past the first, re-anchored: measured 24 re-anchors and 25 hard divergences.
+    assert!(f["reanchored"].as_u64().unwrap() >= 1, "{f}");
     let result = json(&c.out.join("result.json"));
     assert_eq!(result["result"], "FAIL", "{result}");
 }
