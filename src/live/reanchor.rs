@@ -70,11 +70,7 @@ pub async fn reanchor(
         return made;
     }
     let theirs = first_answers(&work.reference.replies);
-    let mut refused = false;
     for ours in first_answers(replies) {
-        if refused {
-            break;
-        }
         let Some(base) = theirs.iter().find(|r| r.prompt == ours.prompt) else {
             continue;
         };
@@ -132,11 +128,14 @@ pub async fn reanchor(
                     });
                     rec.json(rundir::REANCHORS, &made);
                 }
+                // Judged a prompt at a time: a broken build that writes its chat template again
+                // where it should continue looks like one that cannot continue, and must not
+                // stop the other prompts' re-anchoring.
                 WalkEnd::NotContinued(why) => {
                     crate::say!(
-                        "re-anchoring stopped: the serve did not continue the assistant message it was given ({why})"
+                        "re-anchoring {} stopped: the serve did not continue the assistant message it was given ({why})",
+                        crate::inert::quote(&ours.prompt, 40)
                     );
-                    refused = true;
                     break;
                 }
                 WalkEnd::Whole | WalkEnd::Bound => break,

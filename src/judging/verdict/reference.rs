@@ -5,7 +5,9 @@
 //!
 //! Tokens are aligned by their text, never by their index: two serves may tokenise the same
 //! text differently, so the answers diverge at the first byte where their texts differ, and
-//! the token on each side whose text holds that byte is the one compared. The margin there is
+//! the tokens compared are those where the two token streams part: on each side the token
+//! starting at the last byte at or before it where both sides start a token (" a" against
+//! " attributed", though the texts part a byte past " a"). The margin there is
 //! the reference's logprob of its own token less its logprob of the candidate's, read from the
 //! reference's top-K; a candidate token outside that top-K has a margin of *at least* the
 //! reference's own logprob less its K-th alternative's. Where the candidate sent logprobs too
@@ -421,8 +423,12 @@ pub fn compare(
         (Some(_), _) => Kind::NearTie,
         (None, _) => Kind::Unmeasured,
     };
-    let agreed = before(d);
-    let (deltas, kls) = paired(d);
+    // Agreed: the reference's tokens before the one compared (all of them where it ended). A
+    // token that starts the candidate's (" the" for " their") is the divergence, not agreed,
+    // though the texts part past it.
+    let compared_at = ri.map_or(rtext.len(), |i| rspans[i].0);
+    let agreed = before(compared_at);
+    let (deltas, kls) = paired(compared_at);
     Compared {
         positions: agreed + 1,
         agreed,
@@ -1855,5 +1861,27 @@ mod tests {
         // Without logprobs: the reference's " classic" starts where the texts part, and none
         // of its alternatives goes on as the candidate does: the token before it does.
         near(&compare(text("It attributed"), &r, false, 5, TIE));
+    }
+
+    #[test]
+    fn a_reference_token_that_starts_the_candidates_is_the_divergence_never_also_agreed() {
+        // The ladder's q4_0 Romeo answer: the reference's " the", the candidate's " their"
+        // (texts part past " the"). Counted once, as the divergence: 2 positions, 1 agreed.
+        let r = vec![
+            tok("So", -0.01, &[("So", -0.01)]),
+            tok(" the", -0.2, &[(" the", -0.2), (" their", -0.3)]),
+            tok(" end", -0.1, &[(" end", -0.1)]),
+        ];
+        let c = vec![
+            tok("So", -0.01, &[("So", -0.01)]),
+            tok(" their", -0.25, &[(" their", -0.25), (" the", -0.3)]),
+        ];
+        for got in [
+            compare(tokens(&c), &r, false, 5, TIE),
+            compare(text("So their"), &r, false, 5, TIE),
+        ] {
+            assert_eq!((got.positions, got.agreed), (2, 1), "{got:?}");
+            assert_eq!(got.divergence.unwrap().token, 1);
+        }
     }
 }
