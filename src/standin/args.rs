@@ -49,7 +49,10 @@ pub struct StandInArgs {
     /// The seed of --jitter's factors and of --change-word's draws (each a stream of its own).
     #[arg(long, default_value_t = 0, value_name = "N", help_heading = "Pacing")]
     pub seed: u64,
-    /// Tokens a reply has (capped by the request's max_tokens).
+    /// Tokens a reply has (capped by the request's max_tokens): the answer's words, then filler
+    /// words, common nouns drawn from the answer's text and their position (the same for the
+    /// same answer, none twice in a row, no stretch repeated). Past the request's max_tokens,
+    /// every reply is cut there (finish_reason "length"): a serve that never stops.
     #[arg(long, default_value_t = 32, value_name = "N")]
     pub tokens: usize,
     /// Tokens a chunk carries.
@@ -133,7 +136,9 @@ pub struct StandInArgs {
     /// Fault: GET /metrics answers 200 with an HTML page, not Prometheus text.
     #[arg(long, requires = "metrics", help_heading = "Metrics")]
     pub metrics_garbage: bool,
-    /// The reply's first words, instead of the right answer to a built-in prompt.
+    /// The reply's first words, instead of the right answer to a built-in prompt. The filler
+    /// after them follows from them, so every prompt gets the same reply: one answer to
+    /// different questions.
     #[arg(long, value_name = "TEXT")]
     pub answer: Option<String>,
     /// Fault: after N tokens, an `event: error` frame whose data is --error-data, then
@@ -186,7 +191,8 @@ pub struct StandInArgs {
     /// Fault: after N tokens, a `data:` line that never ends.
     #[arg(long, value_name = "N", help_heading = "Faults in the stream")]
     pub endless_line_after: Option<usize>,
-    /// The first token's chunk carries BYTES more content (" ok" repeated): one huge chunk.
+    /// The first token's chunk carries BYTES more content (the filler's words on past the
+    /// reply's own): one huge chunk.
     #[arg(long, value_name = "BYTES", help_heading = "Faults in the stream")]
     pub big_chunk: Option<usize>,
     /// How many chunks, from the first, --big-chunk makes huge.
@@ -199,8 +205,8 @@ pub struct StandInArgs {
     )]
     pub big_chunks: usize,
     /// Fault: a second choice, index 1, streamed beside the reply's choice 0, as a serve that
-    /// sends choices the gate did not ask for (it asks for one, n=1): TEXT's words, then the
-    /// " ok" filler, as many tokens and chunks as choice 0's answer, and a finish of its own.
+    /// sends choices the gate did not ask for (it asks for one, n=1): TEXT's words, then its
+    /// filler, as many tokens and chunks as choice 0's answer, and a finish of its own.
     /// With --answer, choice 0 can say a wrong answer while choice 1 says the right one.
     #[arg(long, value_name = "TEXT", help_heading = "Faults in the stream")]
     pub other_choice: Option<String>,
@@ -242,7 +248,7 @@ pub struct StandInArgs {
     pub inject_after: Option<usize>,
     /// Fault: each chat completion request, with probability SHARE (0 to 1), gets a reply with
     /// one word of its answer (`content`, never the reasoning; the --answer or built-in answer's
-    /// words, then the " ok" filler) changed, at a place drawn uniformly over those words: its
+    /// words, then the filler) changed, at a place drawn uniformly over those words: its
     /// letters and digits reversed in place ("Paris." becomes "siraP."); when that is the same
     /// word (one letter, a palindrome), each ASCII letter and digit moved on by one ("a" becomes
     /// "b", "z" "a", "9" "0"); with nothing to move ("+", "é"), the word twice ("++").
@@ -598,9 +604,9 @@ impl StandInArgs {
 }
 
 /// SplitMix64's output function (Steele, Lea & Flood 2014, "Fast splittable pseudorandom
-/// number generators", OOPSLA): a well-mixed 64-bit value of `x`, for --jitter's factors and
-/// --change-word's draws.
-fn splitmix64(x: u64) -> u64 {
+/// number generators", OOPSLA): a well-mixed 64-bit value of `x`, for --jitter's factors,
+/// --change-word's draws and the filler's words.
+pub(super) fn splitmix64(x: u64) -> u64 {
     let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);

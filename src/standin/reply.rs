@@ -17,6 +17,7 @@ use tokio::sync::OwnedMutexGuard;
 use super::route::Reply;
 use super::scored;
 use super::trace::{request_id, traced_number, ConnId};
+use super::words::{answer_stream, filler_text};
 use super::{
     AfterDone, AlteredBy, EndBy, OtherChoiceIn, Script, ServeCounts, StandInArgs, TraceLine, MODEL,
 };
@@ -101,16 +102,20 @@ pub(super) struct StreamOptions {
     include_usage: bool,
 }
 
-/// The answer's tokens: its words, then filler up to `n`.
-fn answer_tokens(args: &StandInArgs, prompt: &str, n: usize) -> Vec<String> {
-    let answer = match &args.answer {
+/// The answer's own text: --answer's, else the built-in prompt's right answer.
+fn answer_text<'a>(args: &'a StandInArgs, prompt: &str) -> &'a str {
+    match &args.answer {
         Some(a) => a.as_str(),
         None => BUILT_IN
             .iter()
             .find(|b| b.prompt == prompt)
             .map_or("I am the stand-in serve.", |b| b.stand_in_answer),
-    };
-    tokens_of(answer, n)
+    }
+}
+
+/// The answer's tokens: its words, then filler up to `n`.
+fn answer_tokens(args: &StandInArgs, prompt: &str, n: usize) -> Vec<String> {
+    answer_stream(answer_text(args, prompt)).take(n).collect()
 }
 
 /// The text of the final message when it is the assistant's (a message to continue).
@@ -139,17 +144,7 @@ fn tokens_through(tokens: &[String], given: &str) -> usize {
 /// `text`'s words as tokens (each but the first with the space before it), then filler up to
 /// `n`.
 fn tokens_of(text: &str, n: usize) -> Vec<String> {
-    let words = text.split_whitespace().enumerate().map(|(i, w)| {
-        if i == 0 {
-            w.to_string()
-        } else {
-            format!(" {w}")
-        }
-    });
-    words
-        .chain(std::iter::repeat(" ok".to_string()))
-        .take(n)
-        .collect()
+    answer_stream(text).take(n).collect()
 }
 
 /// `token` (an answer token: a word, with the space before it) changed into another word of
@@ -666,8 +661,8 @@ pub(super) async fn chat(
         first.content.insert_str(0, given);
     }
     if let Some(extra) = args.big_chunk {
-        let mut pad = " ok".repeat(extra.div_ceil(3));
-        pad.truncate(extra);
+        // The filler's words past the reply's own, so the chunk is big, not a loop.
+        let pad = filler_text(answer_text(args, &prompt), skip + answer.len(), extra);
         for chunk in chunks.iter_mut().take(args.big_chunks) {
             chunk.content.push_str(&pad);
         }
@@ -784,11 +779,13 @@ pub(super) async fn chat(
         }
     }
     if args.endless {
-        // Past the scripted tokens, " ok" for ever, as a serve that ignores max_tokens.
+        // Past the scripted tokens, the answer's stream goes on for ever, as from a serve
+        // that ignores max_tokens.
         let gaps = args.gaps_ms.clone();
-        let more = (chunks.len()..).map(move |i| {
+        let words = answer_stream(answer_text(args, &prompt)).skip(skip + answer.len());
+        let more = (chunks.len()..).zip(words).map(move |(i, word)| {
             let gap = Duration::from_secs_f64(gaps[i % gaps.len()] / 1e3);
-            Step::Token(gap, sse(chunk_json(json!({"content": " ok"}), None)), 1)
+            Step::Token(gap, sse(chunk_json(json!({"content": word}), None)), 1)
         });
         let steps: Steps = Box::new(steps.into_iter().chain(more));
         return sse_response(body_of(
@@ -924,7 +921,7 @@ mod tests {
         let a = args(&[]);
         assert_eq!(
             answer_tokens(&a, BUILT_IN[0].prompt, 4).concat(),
-            "Paris. ok ok ok"
+            "Paris. wool ocean star"
         );
         assert_eq!(
             answer_tokens(&args(&["--answer", "London is it"]), "x", 2).concat(),
