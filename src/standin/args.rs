@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use super::words::Degenerate;
+
 /// The stand-in's script.
 #[derive(Debug, Clone, PartialEq, Args)]
 pub struct StandInArgs {
@@ -302,6 +304,37 @@ pub struct StandInArgs {
     /// beside another.
     #[arg(long, help_heading = "Faults in the stream")]
     pub batch_variant: bool,
+    /// Fault: after the answer's own words, the reply's tokens are the first N filler words
+    /// over and over, up to --tokens: a decoding loop of period N tokens. With --tokens past
+    /// the request's max_tokens the reply is cut there (finish_reason "length"), as a loop's
+    /// is; with --answer TEXT every prompt gets the same looping answer.
+    #[arg(
+        long,
+        value_name = "N",
+        value_parser = clap::value_parser!(u64).range(1..),
+        help_heading = "Faults in the stream"
+    )]
+    pub loop_period: Option<u64>,
+    /// Fault: every word of the reply (the answer's and the filler's) is said N times back to
+    /// back (2 to 20), in the same number of tokens (--tokens): a stutter, with fewer words.
+    #[arg(
+        long,
+        value_name = "N",
+        value_parser = clap::value_parser!(u64).range(2..=20),
+        help_heading = "Faults in the stream"
+    )]
+    pub stutter: Option<u64>,
+    /// Fault: SHARE (0 to 1) of the filler's tokens (those after the answer's own words, which
+    /// are kept), spread evenly, are not text: U+FFFD replacement characters and control
+    /// characters in turn ("\u{fffd}\u{fffd}", "\u{1}\u{7}"), as from a serve that
+    /// detokenizes garbage.
+    #[arg(
+        long,
+        value_name = "SHARE",
+        allow_negative_numbers = true,
+        help_heading = "Faults in the stream"
+    )]
+    pub not_text: Option<f64>,
     /// The faults (every option above under this heading, and --empty, --die-after,
     /// --http-status, --garbage-after, --bad-json-after, --crash-after) apply to the K-th chat
     /// completion request alone, counted from 1 in arrival order across connections; every
@@ -368,6 +401,13 @@ impl StandInArgs {
         }
         if self.slow_over.is_some_and(|n| n < 2) {
             anyhow::bail!("--slow-over is the request by which the slowing is complete: 2 or more");
+        }
+        if let Some(x) = self.not_text {
+            if !(0.0..=1.0).contains(&x) {
+                anyhow::bail!(
+                    "--not-text is a share of the filler's tokens, 0 to 1 (0.5: every other one), got {x}"
+                );
+            }
         }
         if let Some(x) = self.change_word {
             if !(0.0..=1.0).contains(&x) {
@@ -494,6 +534,9 @@ impl StandInArgs {
             echo_prefix,
             flip_margin,
             batch_variant: _,
+            loop_period: _,
+            stutter: _,
+            not_text: _,
             fault_request,
             map_file,
             map_exec,
@@ -562,6 +605,9 @@ impl StandInArgs {
             echo_prefix,
             flip_margin,
             batch_variant: false,
+            loop_period: None,
+            stutter: None,
+            not_text: None,
             fault_request,
             map_file,
             map_exec,
@@ -582,6 +628,15 @@ pub const DEFAULT_FLIP_MARGIN: f64 = 2.5;
 const CHANGE_WORD_STREAM: u64 = 0x6368_616e_6765_2d77; // "change-w"
 
 impl StandInArgs {
+    /// How this script makes its replies' words degenerate.
+    pub(super) fn degenerate(&self) -> Degenerate {
+        Degenerate {
+            loop_period: self.loop_period.map(|n| n as usize),
+            stutter: self.stutter.map(|n| n as usize),
+            not_text: self.not_text,
+        }
+    }
+
     /// Which of its `answer_words` answer words (from 0) the K-th chat completion request's
     /// (from 1) reply changes under --change-word; none when the draw spares it, without
     /// --change-word, or with no answer words to change. Pure of the seed and K: the same
@@ -691,6 +746,9 @@ mod tests {
         ("logprob_flip", &["--logprob-flip", "2"]),
         ("no_continue", &["--no-continue"]),
         ("batch_variant", &["--batch-variant"]),
+        ("loop_period", &["--loop-period", "3"]),
+        ("stutter", &["--stutter", "4"]),
+        ("not_text", &["--not-text", "0.5"]),
     ];
 
     /// Under the faults' heading, but settings of a fault or of which request gets them.
@@ -795,6 +853,47 @@ mod tests {
         for good in ["0", "0.3", "1"] {
             assert!(args(&["--change-word", good]).check().is_ok(), "{good}");
         }
+    }
+
+    #[test]
+    fn degenerate_answers_are_read_and_bounded() {
+        for bad in ["NaN", "-0.1", "1.5", "inf"] {
+            let e = args(&["--not-text", bad]).check().unwrap_err().to_string();
+            assert!(e.starts_with("--not-text is a share"), "{bad}: {e}");
+            assert!(!e.contains('\n'), "{bad}: {e}");
+        }
+        for good in ["0", "0.3", "1"] {
+            assert!(args(&["--not-text", good]).check().is_ok(), "{good}");
+        }
+        // Out of clap's ranges: refused as it parses.
+        use clap::Parser;
+        #[derive(Parser)]
+        struct T {
+            #[command(flatten)]
+            a: StandInArgs,
+        }
+        for bad in [
+            &["--loop-period", "0"][..],
+            &["--stutter", "1"],
+            &["--stutter", "21"],
+        ] {
+            let given = std::iter::once("t").chain(bad.iter().copied());
+            assert!(T::try_parse_from(given).is_err(), "{bad:?}");
+        }
+        let d = args(&[
+            "--loop-period",
+            "3",
+            "--stutter",
+            "20",
+            "--not-text",
+            "0.25",
+        ])
+        .degenerate();
+        assert_eq!(
+            (d.loop_period, d.stutter, d.not_text),
+            (Some(3), Some(20), Some(0.25))
+        );
+        assert_eq!(args(&[]).degenerate(), Default::default());
     }
 
     #[test]

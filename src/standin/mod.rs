@@ -31,8 +31,8 @@
 //!
 //! # Layout
 //! `args.rs`: the script, as clap reads it, and its checks; `reply.rs`: the chat handler and
-//! the body that sends a scripted reply on time; `words.rs`: an answer's words and the filler
-//! after them; `scored.rs`: the scripted logprobs; `trace.rs`: the
+//! the body that sends a scripted reply on time; `words.rs`: an answer's words, the filler
+//! after them and the degenerate answers; `scored.rs`: the scripted logprobs; `trace.rs`: the
 //! send trace and the socket that stamps it; `route.rs`: the route evidence; `wrap.rs`:
 //! `--wrap`.
 

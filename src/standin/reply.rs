@@ -17,7 +17,7 @@ use tokio::sync::OwnedMutexGuard;
 use super::route::Reply;
 use super::scored;
 use super::trace::{request_id, traced_number, ConnId};
-use super::words::{answer_stream, filler_text};
+use super::words::{answer_stream, filler_text, Degenerate};
 use super::{
     AfterDone, AlteredBy, EndBy, OtherChoiceIn, Script, ServeCounts, StandInArgs, TraceLine, MODEL,
 };
@@ -113,9 +113,11 @@ fn answer_text<'a>(args: &'a StandInArgs, prompt: &str) -> &'a str {
     }
 }
 
-/// The answer's tokens: its words, then filler up to `n`.
+/// The answer's tokens: its words, then filler up to `n`, made degenerate as the script says.
 fn answer_tokens(args: &StandInArgs, prompt: &str, n: usize) -> Vec<String> {
-    answer_stream(answer_text(args, prompt)).take(n).collect()
+    answer_stream(answer_text(args, prompt), args.degenerate())
+        .take(n)
+        .collect()
 }
 
 /// The text of the final message when it is the assistant's (a message to continue).
@@ -142,9 +144,9 @@ fn tokens_through(tokens: &[String], given: &str) -> usize {
 }
 
 /// `text`'s words as tokens (each but the first with the space before it), then filler up to
-/// `n`.
+/// `n` (never degenerate).
 fn tokens_of(text: &str, n: usize) -> Vec<String> {
-    answer_stream(text).take(n).collect()
+    answer_stream(text, Degenerate::default()).take(n).collect()
 }
 
 /// `token` (an answer token: a word, with the space before it) changed into another word of
@@ -782,7 +784,8 @@ pub(super) async fn chat(
         // Past the scripted tokens, the answer's stream goes on for ever, as from a serve
         // that ignores max_tokens.
         let gaps = args.gaps_ms.clone();
-        let words = answer_stream(answer_text(args, &prompt)).skip(skip + answer.len());
+        let words =
+            answer_stream(answer_text(args, &prompt), args.degenerate()).skip(skip + answer.len());
         let more = (chunks.len()..).zip(words).map(move |(i, word)| {
             let gap = Duration::from_secs_f64(gaps[i % gaps.len()] / 1e3);
             Step::Token(gap, sse(chunk_json(json!({"content": word}), None)), 1)
@@ -927,6 +930,34 @@ mod tests {
             answer_tokens(&args(&["--answer", "London is it"]), "x", 2).concat(),
             "London is"
         );
+    }
+
+    #[test]
+    fn degenerate_answers_follow_the_script_and_a_fault_request_spares_the_others() {
+        let p = BUILT_IN[0].prompt;
+        let clean = answer_tokens(&args(&[]), p, 10);
+        let looped = answer_tokens(&args(&["--loop-period", "2"]), p, 10);
+        assert_eq!(looped[..3], clean[..3]);
+        for i in 3..10 {
+            assert_eq!(looped[i], clean[1 + (i - 1) % 2], "{looped:?}");
+        }
+        let stutter = answer_tokens(&args(&["--stutter", "2"]), p, 5);
+        assert_eq!(
+            stutter,
+            ["Paris.", " Paris.", &clean[1], &clean[1], &clean[2]]
+        );
+        let garbled = answer_tokens(&args(&["--not-text", "1"]), p, 3);
+        assert_eq!(garbled, ["Paris.", "\u{fffd}\u{fffd}", "\u{1}\u{7}"]);
+        // One answer for every prompt: --answer's words and the filler that follows from them.
+        let one = args(&["--answer", "Paris 4 cold"]);
+        let replies: Vec<Vec<String>> = BUILT_IN
+            .iter()
+            .map(|b| answer_tokens(&one, b.prompt, 32))
+            .collect();
+        assert!(replies.iter().all(|r| *r == replies[0]), "{replies:?}");
+        // The requests --fault-request does not pick get the clean reply.
+        let a = args(&["--loop-period", "2", "--fault-request", "2"]);
+        assert_eq!(answer_tokens(&a.without_faults(), p, 10), clean);
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! The words of the stand-in's answers: an answer's own words and the filler after them up
-//! to --tokens.
+//! The words of the stand-in's answers: an answer's own words, the filler after them up to
+//! --tokens, and the degenerate answers a broken serve gives (--loop-period, --stutter,
+//! --not-text; issue 32).
 //!
 //! The filler is text a judge of degenerate output must pass: no word follows itself, and no
 //! stretch of it repeats back to back (the " ok ok ok" it replaced was a loop of period 3 and a
@@ -28,6 +29,10 @@ const WORDS: [[&str; 32]; 2] = [
     ],
 ];
 
+/// The replacement tokens of --not-text, taken in turn: U+FFFD replacement characters, as a
+/// detokenizer gives for bytes that are not UTF-8, and control characters.
+pub(super) const NOT_TEXT: [&str; 2] = ["\u{fffd}\u{fffd}", "\u{1}\u{7}"];
+
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
 const FNV_PRIME: u64 = 0x0100_0000_01b3;
 
@@ -48,14 +53,30 @@ fn filler_index(key: u64, pos: usize) -> (usize, usize) {
     (pos % 2, (h % list.len() as u64) as usize)
 }
 
+/// How a reply's words are made degenerate (none by default).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(super) struct Degenerate {
+    /// --loop-period: the filler is its first N words over and over.
+    pub loop_period: Option<usize>,
+    /// --stutter: each word said N times back to back.
+    pub stutter: Option<usize>,
+    /// --not-text: this share of the tokens after the answer's own replaced by [`NOT_TEXT`].
+    pub not_text: Option<f64>,
+}
+
 /// A reply's tokens, without end: `text`'s words (each but the first with the space before
-/// it), then the filler. Take as many as the reply has.
-pub(super) fn answer_stream(text: &str) -> impl Iterator<Item = String> + Send {
+/// it), then the filler, shaped as `d` says. Take as many as the reply has.
+pub(super) fn answer_stream(text: &str, d: Degenerate) -> impl Iterator<Item = String> + Send {
     let own: Vec<String> = text.split_whitespace().map(str::to_string).collect();
     let key = fnv1a(FNV_OFFSET, text.as_bytes());
     let first_filler = own.len();
     let last_own = own.last().cloned();
     let filler = (first_filler..).map(move |pos| {
+        // A loop of period N: the first N filler words again and again.
+        let pos = match d.loop_period {
+            Some(n) => first_filler + (pos - first_filler) % n.max(1),
+            None => pos,
+        };
         let (list, mut i) = filler_index(key, pos);
         // Filler words follow one another from alternate lists; only where they follow the
         // answer's own last word can one be that word: then the next in its list.
@@ -64,10 +85,29 @@ pub(super) fn answer_stream(text: &str) -> impl Iterator<Item = String> + Send {
         }
         WORDS[list][i].to_string()
     });
-    own.into_iter()
+    let times = d.stutter.unwrap_or(1).max(1);
+    let words = own
+        .into_iter()
         .chain(filler)
-        .enumerate()
-        .map(|(t, w)| if t == 0 { w } else { format!(" {w}") })
+        .flat_map(move |w| std::iter::repeat_n(w, times));
+    let own_tokens = first_filler * times;
+    words.enumerate().map(move |(t, w)| {
+        if let Some(share) = d.not_text {
+            if let Some(j) = t.checked_sub(own_tokens) {
+                // Spread evenly: the j-th filler token is replaced where the count of
+                // replacements due by then, floor((j + 1) * share), goes up.
+                let due = |k: usize| (k as f64 * share).floor() as usize;
+                if due(j + 1) > due(j) {
+                    return NOT_TEXT[(due(j + 1) - 1) % NOT_TEXT.len()].to_string();
+                }
+            }
+        }
+        if t == 0 {
+            w
+        } else {
+            format!(" {w}")
+        }
+    })
 }
 
 /// `bytes` of filler text (each word with the space before it), from position `from` of the
@@ -92,8 +132,8 @@ mod tests {
     use super::*;
     use crate::prompts::BUILT_IN;
 
-    fn tokens(text: &str, n: usize) -> Vec<String> {
-        answer_stream(text).take(n).collect()
+    fn tokens(text: &str, d: Degenerate, n: usize) -> Vec<String> {
+        answer_stream(text, d).take(n).collect()
     }
 
     /// Per period `p` (1 to `most`), characters: the longest run of consecutive positions `j`
@@ -124,7 +164,7 @@ mod tests {
         }
         for b in BUILT_IN {
             let pattern = regex::Regex::new(b.expect).unwrap();
-            let filler = tokens("", 2000).concat();
+            let filler = tokens("", Degenerate::default(), 2000).concat();
             assert!(!pattern.is_match(&filler), "{} in the filler", b.expect);
         }
     }
@@ -140,7 +180,7 @@ mod tests {
             "Paris a b c d",
         ]);
         for answer in answers {
-            let t = tokens(answer, 2000);
+            let t = tokens(answer, Degenerate::default(), 2000);
             // No word three times in a row; no word follows itself at all.
             for w in t.windows(2) {
                 assert_ne!(w[0].trim(), w[1].trim(), "{answer:?}: {w:?}");
@@ -172,25 +212,110 @@ mod tests {
 
     #[test]
     fn the_filler_follows_the_answers_words_is_the_same_each_time_and_differs_by_answer() {
-        let paris = tokens("Paris.", 32);
+        let paris = tokens("Paris.", Degenerate::default(), 32);
         assert_eq!(paris[0], "Paris.");
         assert!(paris[1..]
             .iter()
             .all(|t| t.starts_with(' ') && WORDS.concat().contains(&t.trim())));
-        assert_eq!(paris, tokens("Paris.", 32));
-        let cold = tokens("Cold.", 32);
+        assert_eq!(paris, tokens("Paris.", Degenerate::default(), 32));
+        let cold = tokens("Cold.", Degenerate::default(), 32);
         let same = (1..32).filter(|i| paris[*i] == cold[*i]).count();
         assert!(same < 8, "{paris:?}\n{cold:?}");
-        assert_eq!(tokens("a  b", 1), ["a"]);
-        assert_eq!(tokens("a  b", 2), ["a", " b"]);
+        assert_eq!(tokens("a  b", Degenerate::default(), 1), ["a"]);
+        assert_eq!(tokens("a  b", Degenerate::default(), 2), ["a", " b"]);
         // An answer's last word that is a filler word is not followed by itself.
         for w in WORDS.concat() {
-            let t = tokens(w, 2);
+            let t = tokens(w, Degenerate::default(), 2);
             assert_ne!(t[1].trim(), w);
         }
         // The padding goes on with the same words.
         let pad = filler_text("Paris.", 1, 40);
         assert_eq!(pad.len(), 40);
         assert!(paris[1..].concat().starts_with(&pad));
+    }
+
+    #[test]
+    fn a_loop_repeats_the_first_n_filler_words_after_the_answer() {
+        let clean = tokens("2 + 2 = 4.", Degenerate::default(), 8);
+        let d = Degenerate {
+            loop_period: Some(3),
+            ..Degenerate::default()
+        };
+        let t = tokens("2 + 2 = 4.", d, 20);
+        assert_eq!(t[..8], clean[..]);
+        for i in 5..20 {
+            assert_eq!(t[i], t[5 + (i - 5) % 3], "{t:?}");
+        }
+        let one = tokens(
+            "Paris.",
+            Degenerate {
+                loop_period: Some(1),
+                ..d
+            },
+            5,
+        );
+        assert_eq!(one[1..], [&one[1]; 4].map(String::as_str));
+        // The text's tail is one unit again and again: the loop a judge must find.
+        let text: Vec<char> = t[5..].concat().chars().collect();
+        let unit = t[5..8].concat().chars().count();
+        let (_, _, tail) = runs(&text, unit)[unit - 1];
+        assert_eq!(tail + unit, text.len());
+    }
+
+    #[test]
+    fn a_stutter_says_each_word_n_times_in_the_same_number_of_tokens() {
+        let clean = tokens("2 + 2 = 4.", Degenerate::default(), 12);
+        let d = Degenerate {
+            stutter: Some(3),
+            ..Degenerate::default()
+        };
+        let t = tokens("2 + 2 = 4.", d, 12);
+        assert_eq!(t.len(), 12);
+        assert_eq!(t[..9].concat(), "2 2 2 + + + 2 2 2");
+        let words: Vec<&str> = t.iter().map(|w| w.trim()).collect();
+        for (i, w) in words.iter().enumerate() {
+            assert_eq!(*w, clean[i / 3].trim(), "{t:?}");
+        }
+        let paris = tokens(
+            "Paris.",
+            Degenerate {
+                stutter: Some(4),
+                ..d
+            },
+            9,
+        );
+        assert_eq!(paris[..4].concat(), "Paris. Paris. Paris. Paris.");
+        assert_eq!(paris[4], paris[7]);
+        assert_ne!(paris[4], paris[8]);
+    }
+
+    #[test]
+    fn not_text_replaces_a_share_of_the_filler_spread_evenly_and_keeps_the_answer() {
+        let clean = tokens("2 + 2 = 4.", Degenerate::default(), 25);
+        let d = |share| Degenerate {
+            not_text: Some(share),
+            ..Degenerate::default()
+        };
+        let t = tokens("2 + 2 = 4.", d(0.5), 25);
+        assert_eq!(t[..5], clean[..5], "the answer's words kept");
+        let replaced: Vec<usize> = (0..25).filter(|i| t[*i] != clean[*i]).collect();
+        assert_eq!(replaced, [6, 8, 10, 12, 14, 16, 18, 20, 22, 24]);
+        assert_eq!(t[6], "\u{fffd}\u{fffd}");
+        assert_eq!(t[8], "\u{1}\u{7}");
+        assert_eq!(t[10], "\u{fffd}\u{fffd}");
+        // A quarter: one filler token in four; all of it: every filler token; none: the clean.
+        let quarter = tokens("Paris.", d(0.25), 41);
+        let n = quarter
+            .iter()
+            .filter(|w| NOT_TEXT.contains(&w.as_str()))
+            .count();
+        assert_eq!(n, 10);
+        let all = tokens("Paris.", d(1.0), 9);
+        assert_eq!(all[0], "Paris.");
+        assert!(all[1..].iter().all(|w| NOT_TEXT.contains(&w.as_str())));
+        assert_eq!(
+            tokens("Paris.", d(0.0), 9),
+            tokens("Paris.", Degenerate::default(), 9)
+        );
     }
 }
