@@ -837,8 +837,8 @@ mod tests {
                     vec![(
                         3,
                         10,
-                        "wool".to_string(),
-                        "loow".to_string(),
+                        "wood".to_string(),
+                        "doow".to_string(),
                         AlteredBy::BatchVariant
                     )]
                 );

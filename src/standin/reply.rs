@@ -102,20 +102,27 @@ pub(super) struct StreamOptions {
     include_usage: bool,
 }
 
-/// The answer's own text: --answer's, else the built-in prompt's right answer.
-fn answer_text<'a>(args: &'a StandInArgs, prompt: &str) -> &'a str {
-    match &args.answer {
-        Some(a) => a.as_str(),
-        None => BUILT_IN
-            .iter()
-            .find(|b| b.prompt == prompt)
-            .map_or("I am the stand-in serve.", |b| b.stand_in_answer),
+/// The stand-in's own answer to a prompt it does not know.
+const OWN_ANSWER: &str = "I am the stand-in serve.";
+
+/// The answer's own text (--answer's, else the built-in prompt's right answer, else
+/// [`OWN_ANSWER`]) and the text its filler follows from: the answer's, but the prompt's for
+/// [`OWN_ANSWER`], so prompts the stand-in does not know get different replies, not one
+/// answer to different questions. --answer gives every prompt the same reply.
+fn answer_text<'a>(args: &'a StandInArgs, prompt: &'a str) -> (&'a str, &'a str) {
+    if let Some(a) = &args.answer {
+        return (a, a);
+    }
+    match BUILT_IN.iter().find(|b| b.prompt == prompt) {
+        Some(b) => (b.stand_in_answer, b.stand_in_answer),
+        None => (OWN_ANSWER, prompt),
     }
 }
 
 /// The answer's tokens: its words, then filler up to `n`, made degenerate as the script says.
 fn answer_tokens(args: &StandInArgs, prompt: &str, n: usize) -> Vec<String> {
-    answer_stream(answer_text(args, prompt), args.degenerate())
+    let (text, seed) = answer_text(args, prompt);
+    answer_stream(text, seed, args.degenerate())
         .take(n)
         .collect()
 }
@@ -146,7 +153,9 @@ fn tokens_through(tokens: &[String], given: &str) -> usize {
 /// `text`'s words as tokens (each but the first with the space before it), then filler up to
 /// `n` (never degenerate).
 fn tokens_of(text: &str, n: usize) -> Vec<String> {
-    answer_stream(text, Degenerate::default()).take(n).collect()
+    answer_stream(text, text, Degenerate::default())
+        .take(n)
+        .collect()
 }
 
 /// `token` (an answer token: a word, with the space before it) changed into another word of
@@ -664,7 +673,7 @@ pub(super) async fn chat(
     }
     if let Some(extra) = args.big_chunk {
         // The filler's words past the reply's own, so the chunk is big, not a loop.
-        let pad = filler_text(answer_text(args, &prompt), skip + answer.len(), extra);
+        let pad = filler_text(answer_text(args, &prompt).1, skip + answer.len(), extra);
         for chunk in chunks.iter_mut().take(args.big_chunks) {
             chunk.content.push_str(&pad);
         }
@@ -784,8 +793,8 @@ pub(super) async fn chat(
         // Past the scripted tokens, the answer's stream goes on for ever, as from a serve
         // that ignores max_tokens.
         let gaps = args.gaps_ms.clone();
-        let words =
-            answer_stream(answer_text(args, &prompt), args.degenerate()).skip(skip + answer.len());
+        let (text, seed) = answer_text(args, &prompt);
+        let words = answer_stream(text, seed, args.degenerate()).skip(skip + answer.len());
         let more = (chunks.len()..).zip(words).map(move |(i, word)| {
             let gap = Duration::from_secs_f64(gaps[i % gaps.len()] / 1e3);
             Step::Token(gap, sse(chunk_json(json!({"content": word}), None)), 1)
@@ -955,6 +964,15 @@ mod tests {
             .map(|b| answer_tokens(&one, b.prompt, 32))
             .collect();
         assert!(replies.iter().all(|r| *r == replies[0]), "{replies:?}");
+        // The stand-in's own answer to prompts it does not know: its filler follows the prompt.
+        let (hi, bye) = (
+            answer_tokens(&args(&[]), "hi", 32),
+            answer_tokens(&args(&[]), "bye", 32),
+        );
+        assert_eq!(hi[..5].concat(), "I am the stand-in serve.");
+        assert_eq!(hi[..5], bye[..5]);
+        let same = (5..32).filter(|i| hi[*i] == bye[*i]).count();
+        assert!(same < 8, "{hi:?}\n{bye:?}");
         // The requests --fault-request does not pick get the clean reply.
         let a = args(&["--loop-period", "2", "--fault-request", "2"]);
         assert_eq!(answer_tokens(&a.without_faults(), p, 10), clean);

@@ -4,10 +4,11 @@
 //!
 //! The filler is text a judge of degenerate output must pass: no word follows itself, and no
 //! stretch of it repeats back to back (the " ok ok ok" it replaced was a loop of period 3 and a
-//! stutter). Each filler word is a function of the answer's text and its position alone, so
-//! every reply to a prompt is the same and two stand-ins given the same script answer, and
-//! score, alike; different answers get different filler, so the replies to different prompts
-//! are not near-identical either.
+//! stutter). Each filler word is a function of the answer's text (for the stand-in's own
+//! answer to a prompt it does not know, the prompt's) and its position alone, so every reply
+//! to a prompt is the same and two stand-ins given the same script answer, and score, alike;
+//! different answers get different filler, so the replies to different prompts are not
+//! near-identical either.
 
 use super::args::splitmix64;
 
@@ -65,10 +66,15 @@ pub(super) struct Degenerate {
 }
 
 /// A reply's tokens, without end: `text`'s words (each but the first with the space before
-/// it), then the filler, shaped as `d` says. Take as many as the reply has.
-pub(super) fn answer_stream(text: &str, d: Degenerate) -> impl Iterator<Item = String> + Send {
+/// it), then the filler that follows from `seed` (the answer's text, or what else tells its
+/// replies apart), shaped as `d` says. Take as many as the reply has.
+pub(super) fn answer_stream(
+    text: &str,
+    seed: &str,
+    d: Degenerate,
+) -> impl Iterator<Item = String> + Send {
     let own: Vec<String> = text.split_whitespace().map(str::to_string).collect();
-    let key = fnv1a(FNV_OFFSET, text.as_bytes());
+    let key = fnv1a(FNV_OFFSET, seed.as_bytes());
     let first_filler = own.len();
     let last_own = own.last().cloned();
     let filler = (first_filler..).map(move |pos| {
@@ -111,9 +117,9 @@ pub(super) fn answer_stream(text: &str, d: Degenerate) -> impl Iterator<Item = S
 }
 
 /// `bytes` of filler text (each word with the space before it), from position `from` of the
-/// filler after `text`'s words: the padding of --big-chunk.
-pub(super) fn filler_text(text: &str, from: usize, bytes: usize) -> String {
-    let key = fnv1a(FNV_OFFSET, text.as_bytes());
+/// filler that follows from `seed`: the padding of --big-chunk.
+pub(super) fn filler_text(seed: &str, from: usize, bytes: usize) -> String {
+    let key = fnv1a(FNV_OFFSET, seed.as_bytes());
     let mut pad = String::with_capacity(bytes + 8);
     let mut pos = from;
     while pad.len() < bytes {
@@ -133,7 +139,7 @@ mod tests {
     use crate::prompts::BUILT_IN;
 
     fn tokens(text: &str, d: Degenerate, n: usize) -> Vec<String> {
-        answer_stream(text, d).take(n).collect()
+        answer_stream(text, text, d).take(n).collect()
     }
 
     /// Per period `p` (1 to `most`), characters: the longest run of consecutive positions `j`
