@@ -30,7 +30,7 @@ fn a_serve_that_dies_mid_stream_fails_content_and_gets_no_more_requests() {
     assert_eq!(code, Some(1), "{stdout}");
     let content = line(&stdout, "content");
     assert!(
-        content.contains("FAIL  reply 1 failed after saying \"Paris. ok\""),
+        content.contains("FAIL  reply 1 failed after saying \"Paris. wool\""),
         "{content}"
     );
     assert!(
@@ -325,10 +325,10 @@ fn an_error_frame_after_content_fails_the_reply_quoting_the_serves_message() {
         &["--tokens", "6", "--error-event-after", "2"],
     );
     f.fails_saying(
-        "reply 1 failed after saying \"Paris. ok\": the serve reported an error: \"CUDA out of memory\"",
+        "reply 1 failed after saying \"Paris. wool\": the serve reported an error: \"CUDA out of memory\"",
     );
     let reply = f.reply(0);
-    assert_eq!(reply["content"], "Paris. ok", "what came before is kept");
+    assert_eq!(reply["content"], "Paris. wool", "what came before is kept");
     assert_eq!(
         reply["error"],
         "the serve reported an error: \"CUDA out of memory\""
@@ -381,7 +381,7 @@ fn error_frames_of_other_shapes_fail_in_the_serves_words() {
         ],
     );
     f.fails_saying(
-        "reply 1 failed after saying \"Paris. ok ok\": the serve reported an error (an `event: error` with no data)",
+        "reply 1 failed after saying \"Paris. wool ocean\": the serve reported an error (an `event: error` with no data)",
     );
 }
 
@@ -392,7 +392,7 @@ fn an_error_chunk_fails_the_reply_and_alone_says_the_serves_message_not_no_conte
         &["--tokens", "6", "--error-chunk-after", "2"],
     );
     f.fails_saying(
-        "after saying \"Paris. ok\": the serve reported an error: \"CUDA out of memory\"",
+        "after saying \"Paris. wool\": the serve reported an error: \"CUDA out of memory\"",
     );
     let f = Fault::run(
         &["--replies", "1"],
@@ -433,7 +433,7 @@ fn a_finish_reason_of_error_fails_the_reply() {
         &["--tokens", "4", "--finish-reason", "error"],
     );
     f.fails_saying(
-        "reply 1 failed after saying \"Paris. ok ok ok\": the serve ended the reply with finish_reason \"error\"",
+        "reply 1 failed after saying \"Paris. wool ocean star\": the serve ended the reply with finish_reason \"error\"",
     );
     assert_eq!(f.reply(0)["finish_reason"], "error");
 }
@@ -464,7 +464,7 @@ fn a_usage_count_the_streamed_text_cannot_hold_is_not_believed() {
     let rate = line(&stdout, "rate");
     assert!(rate.starts_with("rate         FAIL"), "{stdout}");
     assert!(
-        rate.contains("; usage not believed for reply 1: it claimed 1000000 tokens for 5 chunks of 18 bytes of text; the rate is from the chunks; usage not believed for reply 2"),
+        rate.contains("; usage not believed for reply 1: it claimed 1000000 tokens for 5 chunks of 28 bytes of text; the rate is from the chunks; usage not believed for reply 2"),
         "{stdout}"
     );
     let m = &replies(&out)[0]["metrics"];
@@ -629,7 +629,7 @@ fn an_sse_line_without_end_fails_at_the_line_cap() {
         &["--replies", "2"],
         &["--tokens", "5", "--endless-line-after", "2"],
     );
-    f.fails_saying("reply 1 failed after saying \"Paris. ok\": a line of the stream passed 16 MiB without ending (the gate's cap on one SSE line)");
+    f.fails_saying("reply 1 failed after saying \"Paris. wool\": a line of the stream passed 16 MiB without ending (the gate's cap on one SSE line)");
     // One chunk of 20 MB is refused the same way.
     let f = Fault::run(
         &["--replies", "1"],
@@ -669,7 +669,10 @@ fn a_real_10_mb_chunk_passes_and_its_content_is_judged() {
     );
     let reply = f.reply(0);
     assert!(reply["content"].as_str().unwrap().len() > 10_000_000);
-    assert!(reply["content"].as_str().unwrap().starts_with("Paris. ok"));
+    assert!(reply["content"]
+        .as_str()
+        .unwrap()
+        .starts_with("Paris. rock maple"));
 }
 
 /// Replies are archived whole and judged by their heads: eight replies of 10 MB each keep the
@@ -688,7 +691,7 @@ fn many_large_replies_are_archived_whole_and_judged_by_their_heads() {
     }
     let content = f.line("content").to_string();
     assert!(
-        content.contains("reply 2 said \"2 ok ok")
+        content.contains("reply 2 said \"2 farm road")
             && content.contains(
                 "which does not match /\\b4\\b/ in its first 256 KiB (the most of a reply's text the gate judges; it sent 1000"
             )
@@ -716,7 +719,7 @@ fn text_past_the_cap_on_one_reply_fails_and_a_failed_reply_keeps_its_head() {
             "3",
         ],
     );
-    f.fails_saying("reply 1 failed after saying \"Paris. ok ok");
+    f.fails_saying("reply 1 failed after saying \"Paris. rock maple");
     assert!(
         f.line("content").contains(
             "the reply's text passed 16 MiB (the gate's cap on one reply's text); reply 2 failed"
@@ -841,7 +844,7 @@ fn issue_30_a_wrong_choice_0_beside_a_right_choice_1_fails_naming_the_index() {
         );
         assert!(f.stdout.contains("RESULT: FAIL"), "{shape}: {}", f.stdout);
         let reply = f.reply(0);
-        assert_eq!(reply["content"], "London. ok ok ok", "{shape}");
+        assert_eq!(reply["content"], "London. shoe sand ship", "{shape}");
         assert_eq!(reply["unrequested_choice"], 1, "{shape}");
         assert_eq!(reply["finish_reason"], "stop", "{shape}");
         // Re-judged from the archive alone, line for line.
@@ -879,7 +882,7 @@ fn issue_30_another_choice_fails_content_even_when_choice_0_is_right() {
         !content.contains("reply 1") && !content.contains("reply 3"),
         "{content}"
     );
-    assert_eq!(f.reply(1)["content"], "2 + 2 = 4. ok");
+    assert_eq!(f.reply(1)["content"], "2 + 2 = 4. salt");
     assert!(f.reply(0).get("unrequested_choice").is_none());
     assert_eq!(gate_judge_lines(&f.out), verdict_lines(&f.stdout));
 }
@@ -892,7 +895,7 @@ fn issue_30_the_reply_is_choice_0s_text_in_whatever_order_the_choices_come() {
     assert_eq!(f.code, Some(0), "{}", f.stdout);
     assert!(f.line("content").contains("ok"), "{}", f.stdout);
     let reply = f.reply(0);
-    assert_eq!(reply["content"], "Paris. ok ok ok");
+    assert_eq!(reply["content"], "Paris. wool ocean star");
     assert!(reply.get("unrequested_choice").is_none(), "{reply}");
     let f = Fault::run(
         &["--replies", "1"],
@@ -906,5 +909,5 @@ fn issue_30_the_reply_is_choice_0s_text_in_whatever_order_the_choices_come() {
         ],
     );
     f.fails_saying("reply 1 streamed choice index 1");
-    assert_eq!(f.reply(0)["content"], "Paris. ok Nice ok ok");
+    assert_eq!(f.reply(0)["content"], "Paris. wool Nice ocean star");
 }

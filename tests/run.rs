@@ -146,7 +146,7 @@ fn a_wrong_answer_fails_content_quoting_it() {
     let content = line(&stdout, "content");
     assert!(
         content
-            .contains("reply 1 said \"London, of course. ok\", which does not match /(?i)paris/"),
+            .contains("reply 1 said \"London, of course. moon\", which does not match /(?i)paris/"),
         "{content}"
     );
 }

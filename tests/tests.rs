@@ -37,5 +37,6 @@ mod self_test;
 mod serve_log;
 mod soak;
 mod standin_concurrency;
+mod standin_degenerate;
 mod standin_route;
 mod supervise;

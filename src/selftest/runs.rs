@@ -241,7 +241,7 @@ pub fn verdict_runs(exe: &Path, tmp: &Path) -> Vec<Checked> {
             r.expect_line(
                 "content",
                 Status::Fail,
-                "reply 1 said \"London. ok ok\", which does not match /(?i)paris/",
+                "reply 1 said \"London. shoe sand\", which does not match /(?i)paris/",
             )
         })(),
     ));

@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use super::words::Degenerate;
+
 /// The stand-in's script.
 #[derive(Debug, Clone, PartialEq, Args)]
 pub struct StandInArgs {
@@ -49,7 +51,10 @@ pub struct StandInArgs {
     /// The seed of --jitter's factors and of --change-word's draws (each a stream of its own).
     #[arg(long, default_value_t = 0, value_name = "N", help_heading = "Pacing")]
     pub seed: u64,
-    /// Tokens a reply has (capped by the request's max_tokens).
+    /// Tokens a reply has (capped by the request's max_tokens): the answer's words, then filler
+    /// words, common nouns drawn from the answer's text and their position (the same for the
+    /// same answer, none twice in a row, no stretch repeated). Past the request's max_tokens,
+    /// every reply is cut there (finish_reason "length"): a serve that never stops.
     #[arg(long, default_value_t = 32, value_name = "N")]
     pub tokens: usize,
     /// Tokens a chunk carries.
@@ -133,7 +138,9 @@ pub struct StandInArgs {
     /// Fault: GET /metrics answers 200 with an HTML page, not Prometheus text.
     #[arg(long, requires = "metrics", help_heading = "Metrics")]
     pub metrics_garbage: bool,
-    /// The reply's first words, instead of the right answer to a built-in prompt.
+    /// The reply's first words, instead of the right answer to a built-in prompt. The filler
+    /// after them follows from them, so every prompt gets the same reply: one answer to
+    /// different questions.
     #[arg(long, value_name = "TEXT")]
     pub answer: Option<String>,
     /// Fault: after N tokens, an `event: error` frame whose data is --error-data, then
@@ -186,7 +193,8 @@ pub struct StandInArgs {
     /// Fault: after N tokens, a `data:` line that never ends.
     #[arg(long, value_name = "N", help_heading = "Faults in the stream")]
     pub endless_line_after: Option<usize>,
-    /// The first token's chunk carries BYTES more content (" ok" repeated): one huge chunk.
+    /// The first token's chunk carries BYTES more content (the filler's words on past the
+    /// reply's own): one huge chunk.
     #[arg(long, value_name = "BYTES", help_heading = "Faults in the stream")]
     pub big_chunk: Option<usize>,
     /// How many chunks, from the first, --big-chunk makes huge.
@@ -199,8 +207,8 @@ pub struct StandInArgs {
     )]
     pub big_chunks: usize,
     /// Fault: a second choice, index 1, streamed beside the reply's choice 0, as a serve that
-    /// sends choices the gate did not ask for (it asks for one, n=1): TEXT's words, then the
-    /// " ok" filler, as many tokens and chunks as choice 0's answer, and a finish of its own.
+    /// sends choices the gate did not ask for (it asks for one, n=1): TEXT's words, then its
+    /// filler, as many tokens and chunks as choice 0's answer, and a finish of its own.
     /// With --answer, choice 0 can say a wrong answer while choice 1 says the right one.
     #[arg(long, value_name = "TEXT", help_heading = "Faults in the stream")]
     pub other_choice: Option<String>,
@@ -242,7 +250,7 @@ pub struct StandInArgs {
     pub inject_after: Option<usize>,
     /// Fault: each chat completion request, with probability SHARE (0 to 1), gets a reply with
     /// one word of its answer (`content`, never the reasoning; the --answer or built-in answer's
-    /// words, then the " ok" filler) changed, at a place drawn uniformly over those words: its
+    /// words, then the filler) changed, at a place drawn uniformly over those words: its
     /// letters and digits reversed in place ("Paris." becomes "siraP."); when that is the same
     /// word (one letter, a palindrome), each ASCII letter and digit moved on by one ("a" becomes
     /// "b", "z" "a", "9" "0"); with nothing to move ("+", "é"), the word twice ("++").
@@ -296,6 +304,37 @@ pub struct StandInArgs {
     /// beside another.
     #[arg(long, help_heading = "Faults in the stream")]
     pub batch_variant: bool,
+    /// Fault: after the answer's own words, the reply's tokens are the first N filler words
+    /// over and over, up to --tokens: a decoding loop of period N tokens. With --tokens past
+    /// the request's max_tokens the reply is cut there (finish_reason "length"), as a loop's
+    /// is; with --answer TEXT every prompt gets the same looping answer.
+    #[arg(
+        long,
+        value_name = "N",
+        value_parser = clap::value_parser!(u64).range(1..),
+        help_heading = "Faults in the stream"
+    )]
+    pub loop_period: Option<u64>,
+    /// Fault: every word of the reply (the answer's and the filler's) is said N times back to
+    /// back (2 to 20), in the same number of tokens (--tokens): a stutter, with fewer words.
+    #[arg(
+        long,
+        value_name = "N",
+        value_parser = clap::value_parser!(u64).range(2..=20),
+        help_heading = "Faults in the stream"
+    )]
+    pub stutter: Option<u64>,
+    /// Fault: SHARE (0 to 1) of the filler's tokens (those after the answer's own words, which
+    /// are kept), spread evenly, are not text: U+FFFD replacement characters and control
+    /// characters in turn ("\u{fffd}\u{fffd}", "\u{1}\u{7}"), as from a serve that
+    /// detokenizes garbage.
+    #[arg(
+        long,
+        value_name = "SHARE",
+        allow_negative_numbers = true,
+        help_heading = "Faults in the stream"
+    )]
+    pub not_text: Option<f64>,
     /// The faults (every option above under this heading, and --empty, --die-after,
     /// --http-status, --garbage-after, --bad-json-after, --crash-after) apply to the K-th chat
     /// completion request alone, counted from 1 in arrival order across connections; every
@@ -362,6 +401,13 @@ impl StandInArgs {
         }
         if self.slow_over.is_some_and(|n| n < 2) {
             anyhow::bail!("--slow-over is the request by which the slowing is complete: 2 or more");
+        }
+        if let Some(x) = self.not_text {
+            if !(0.0..=1.0).contains(&x) {
+                anyhow::bail!(
+                    "--not-text is a share of the filler's tokens, 0 to 1 (0.5: every other one), got {x}"
+                );
+            }
         }
         if let Some(x) = self.change_word {
             if !(0.0..=1.0).contains(&x) {
@@ -488,6 +534,9 @@ impl StandInArgs {
             echo_prefix,
             flip_margin,
             batch_variant: _,
+            loop_period: _,
+            stutter: _,
+            not_text: _,
             fault_request,
             map_file,
             map_exec,
@@ -556,6 +605,9 @@ impl StandInArgs {
             echo_prefix,
             flip_margin,
             batch_variant: false,
+            loop_period: None,
+            stutter: None,
+            not_text: None,
             fault_request,
             map_file,
             map_exec,
@@ -576,6 +628,15 @@ pub const DEFAULT_FLIP_MARGIN: f64 = 2.5;
 const CHANGE_WORD_STREAM: u64 = 0x6368_616e_6765_2d77; // "change-w"
 
 impl StandInArgs {
+    /// How this script makes its replies' words degenerate.
+    pub(super) fn degenerate(&self) -> Degenerate {
+        Degenerate {
+            loop_period: self.loop_period.map(|n| n as usize),
+            stutter: self.stutter.map(|n| n as usize),
+            not_text: self.not_text,
+        }
+    }
+
     /// Which of its `answer_words` answer words (from 0) the K-th chat completion request's
     /// (from 1) reply changes under --change-word; none when the draw spares it, without
     /// --change-word, or with no answer words to change. Pure of the seed and K: the same
@@ -598,9 +659,9 @@ impl StandInArgs {
 }
 
 /// SplitMix64's output function (Steele, Lea & Flood 2014, "Fast splittable pseudorandom
-/// number generators", OOPSLA): a well-mixed 64-bit value of `x`, for --jitter's factors and
-/// --change-word's draws.
-fn splitmix64(x: u64) -> u64 {
+/// number generators", OOPSLA): a well-mixed 64-bit value of `x`, for --jitter's factors,
+/// --change-word's draws and the filler's words.
+pub(super) fn splitmix64(x: u64) -> u64 {
     let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
@@ -685,6 +746,9 @@ mod tests {
         ("logprob_flip", &["--logprob-flip", "2"]),
         ("no_continue", &["--no-continue"]),
         ("batch_variant", &["--batch-variant"]),
+        ("loop_period", &["--loop-period", "3"]),
+        ("stutter", &["--stutter", "4"]),
+        ("not_text", &["--not-text", "0.5"]),
     ];
 
     /// Under the faults' heading, but settings of a fault or of which request gets them.
@@ -789,6 +853,47 @@ mod tests {
         for good in ["0", "0.3", "1"] {
             assert!(args(&["--change-word", good]).check().is_ok(), "{good}");
         }
+    }
+
+    #[test]
+    fn degenerate_answers_are_read_and_bounded() {
+        for bad in ["NaN", "-0.1", "1.5", "inf"] {
+            let e = args(&["--not-text", bad]).check().unwrap_err().to_string();
+            assert!(e.starts_with("--not-text is a share"), "{bad}: {e}");
+            assert!(!e.contains('\n'), "{bad}: {e}");
+        }
+        for good in ["0", "0.3", "1"] {
+            assert!(args(&["--not-text", good]).check().is_ok(), "{good}");
+        }
+        // Out of clap's ranges: refused as it parses.
+        use clap::Parser;
+        #[derive(Parser)]
+        struct T {
+            #[command(flatten)]
+            a: StandInArgs,
+        }
+        for bad in [
+            &["--loop-period", "0"][..],
+            &["--stutter", "1"],
+            &["--stutter", "21"],
+        ] {
+            let given = std::iter::once("t").chain(bad.iter().copied());
+            assert!(T::try_parse_from(given).is_err(), "{bad:?}");
+        }
+        let d = args(&[
+            "--loop-period",
+            "3",
+            "--stutter",
+            "20",
+            "--not-text",
+            "0.25",
+        ])
+        .degenerate();
+        assert_eq!(
+            (d.loop_period, d.stutter, d.not_text),
+            (Some(3), Some(20), Some(0.25))
+        );
+        assert_eq!(args(&[]).degenerate(), Default::default());
     }
 
     #[test]

@@ -31,14 +31,17 @@
 //!
 //! # Layout
 //! `args.rs`: the script, as clap reads it, and its checks; `reply.rs`: the chat handler and
-//! the body that sends a scripted reply on time; `trace.rs`: the send trace and the socket that
-//! stamps it; `route.rs`: the route evidence; `wrap.rs`: `--wrap`.
+//! the body that sends a scripted reply on time; `words.rs`: an answer's words, the filler
+//! after them and the degenerate answers; `scored.rs`: the scripted logprobs; `trace.rs`: the
+//! send trace and the socket that stamps it; `route.rs`: the route evidence; `wrap.rs`:
+//! `--wrap`.
 
 mod args;
 mod reply;
 mod route;
 mod scored;
 mod trace;
+mod words;
 mod wrap;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -834,8 +837,8 @@ mod tests {
                     vec![(
                         3,
                         10,
-                        "ok".to_string(),
-                        "ko".to_string(),
+                        "wood".to_string(),
+                        "doow".to_string(),
                         AlteredBy::BatchVariant
                     )]
                 );

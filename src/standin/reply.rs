@@ -17,6 +17,7 @@ use tokio::sync::OwnedMutexGuard;
 use super::route::Reply;
 use super::scored;
 use super::trace::{request_id, traced_number, ConnId};
+use super::words::{answer_stream, filler_text, Degenerate};
 use super::{
     AfterDone, AlteredBy, EndBy, OtherChoiceIn, Script, ServeCounts, StandInArgs, TraceLine, MODEL,
 };
@@ -101,16 +102,29 @@ pub(super) struct StreamOptions {
     include_usage: bool,
 }
 
-/// The answer's tokens: its words, then filler up to `n`.
+/// The stand-in's own answer to a prompt it does not know.
+const OWN_ANSWER: &str = "I am the stand-in serve.";
+
+/// The answer's own text (--answer's, else the built-in prompt's right answer, else
+/// [`OWN_ANSWER`]) and the text its filler follows from: the answer's, but the prompt's for
+/// [`OWN_ANSWER`], so prompts the stand-in does not know get different replies, not one
+/// answer to different questions. --answer gives every prompt the same reply.
+fn answer_text<'a>(args: &'a StandInArgs, prompt: &'a str) -> (&'a str, &'a str) {
+    if let Some(a) = &args.answer {
+        return (a, a);
+    }
+    match BUILT_IN.iter().find(|b| b.prompt == prompt) {
+        Some(b) => (b.stand_in_answer, b.stand_in_answer),
+        None => (OWN_ANSWER, prompt),
+    }
+}
+
+/// The answer's tokens: its words, then filler up to `n`, made degenerate as the script says.
 fn answer_tokens(args: &StandInArgs, prompt: &str, n: usize) -> Vec<String> {
-    let answer = match &args.answer {
-        Some(a) => a.as_str(),
-        None => BUILT_IN
-            .iter()
-            .find(|b| b.prompt == prompt)
-            .map_or("I am the stand-in serve.", |b| b.stand_in_answer),
-    };
-    tokens_of(answer, n)
+    let (text, seed) = answer_text(args, prompt);
+    answer_stream(text, seed, args.degenerate())
+        .take(n)
+        .collect()
 }
 
 /// The text of the final message when it is the assistant's (a message to continue).
@@ -137,17 +151,9 @@ fn tokens_through(tokens: &[String], given: &str) -> usize {
 }
 
 /// `text`'s words as tokens (each but the first with the space before it), then filler up to
-/// `n`.
+/// `n` (never degenerate).
 fn tokens_of(text: &str, n: usize) -> Vec<String> {
-    let words = text.split_whitespace().enumerate().map(|(i, w)| {
-        if i == 0 {
-            w.to_string()
-        } else {
-            format!(" {w}")
-        }
-    });
-    words
-        .chain(std::iter::repeat(" ok".to_string()))
+    answer_stream(text, text, Degenerate::default())
         .take(n)
         .collect()
 }
@@ -666,8 +672,8 @@ pub(super) async fn chat(
         first.content.insert_str(0, given);
     }
     if let Some(extra) = args.big_chunk {
-        let mut pad = " ok".repeat(extra.div_ceil(3));
-        pad.truncate(extra);
+        // The filler's words past the reply's own, so the chunk is big, not a loop.
+        let pad = filler_text(answer_text(args, &prompt).1, skip + answer.len(), extra);
         for chunk in chunks.iter_mut().take(args.big_chunks) {
             chunk.content.push_str(&pad);
         }
@@ -784,11 +790,14 @@ pub(super) async fn chat(
         }
     }
     if args.endless {
-        // Past the scripted tokens, " ok" for ever, as a serve that ignores max_tokens.
+        // Past the scripted tokens, the answer's stream goes on for ever, as from a serve
+        // that ignores max_tokens.
         let gaps = args.gaps_ms.clone();
-        let more = (chunks.len()..).map(move |i| {
+        let (text, seed) = answer_text(args, &prompt);
+        let words = answer_stream(text, seed, args.degenerate()).skip(skip + answer.len());
+        let more = (chunks.len()..).zip(words).map(move |(i, word)| {
             let gap = Duration::from_secs_f64(gaps[i % gaps.len()] / 1e3);
-            Step::Token(gap, sse(chunk_json(json!({"content": " ok"}), None)), 1)
+            Step::Token(gap, sse(chunk_json(json!({"content": word}), None)), 1)
         });
         let steps: Steps = Box::new(steps.into_iter().chain(more));
         return sse_response(body_of(
@@ -924,12 +933,49 @@ mod tests {
         let a = args(&[]);
         assert_eq!(
             answer_tokens(&a, BUILT_IN[0].prompt, 4).concat(),
-            "Paris. ok ok ok"
+            "Paris. wool ocean star"
         );
         assert_eq!(
             answer_tokens(&args(&["--answer", "London is it"]), "x", 2).concat(),
             "London is"
         );
+    }
+
+    #[test]
+    fn degenerate_answers_follow_the_script_and_a_fault_request_spares_the_others() {
+        let p = BUILT_IN[0].prompt;
+        let clean = answer_tokens(&args(&[]), p, 10);
+        let looped = answer_tokens(&args(&["--loop-period", "2"]), p, 10);
+        assert_eq!(looped[..3], clean[..3]);
+        for i in 3..10 {
+            assert_eq!(looped[i], clean[1 + (i - 1) % 2], "{looped:?}");
+        }
+        let stutter = answer_tokens(&args(&["--stutter", "2"]), p, 5);
+        assert_eq!(
+            stutter,
+            ["Paris.", " Paris.", &clean[1], &clean[1], &clean[2]]
+        );
+        let garbled = answer_tokens(&args(&["--not-text", "1"]), p, 3);
+        assert_eq!(garbled, ["Paris.", "\u{fffd}\u{fffd}", "\u{1}\u{7}"]);
+        // One answer for every prompt: --answer's words and the filler that follows from them.
+        let one = args(&["--answer", "Paris 4 cold"]);
+        let replies: Vec<Vec<String>> = BUILT_IN
+            .iter()
+            .map(|b| answer_tokens(&one, b.prompt, 32))
+            .collect();
+        assert!(replies.iter().all(|r| *r == replies[0]), "{replies:?}");
+        // The stand-in's own answer to prompts it does not know: its filler follows the prompt.
+        let (hi, bye) = (
+            answer_tokens(&args(&[]), "hi", 32),
+            answer_tokens(&args(&[]), "bye", 32),
+        );
+        assert_eq!(hi[..5].concat(), "I am the stand-in serve.");
+        assert_eq!(hi[..5], bye[..5]);
+        let same = (5..32).filter(|i| hi[*i] == bye[*i]).count();
+        assert!(same < 8, "{hi:?}\n{bye:?}");
+        // The requests --fault-request does not pick get the clean reply.
+        let a = args(&["--loop-period", "2", "--fault-request", "2"]);
+        assert_eq!(answer_tokens(&a.without_faults(), p, 10), clean);
     }
 
     #[test]
