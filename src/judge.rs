@@ -59,6 +59,9 @@ pub struct JudgeArgs {
     /// A reference to hold the tokens to, or how, instead of what the run recorded.
     #[command(flatten)]
     pub reference: ReferenceArgs,
+    /// The output line's settings, instead of what the run recorded.
+    #[command(flatten)]
+    pub output_checks: crate::live::output_args::OutputCheckArgs,
     /// Override the recorded busy-box SKIP policy (see run --busy-skip).
     #[arg(long, value_name = "THRESHOLD")]
     pub busy_skip: Option<f64>,
@@ -232,6 +235,7 @@ pub fn run(args: JudgeArgs) -> Result<u8> {
     if reference_reanchor.is_some() {
         floors.reference_reanchor = reference_reanchor;
     }
+    floors.output = args.output_checks.over(floors.output);
     let criteria = Criteria::new(floors)?;
     let reference = match (&reference_dir, &criteria.floors().reference) {
         // As the baseline: asked for now it must be a run; recorded and gone, the line says so.

@@ -57,6 +57,15 @@ pub struct Profile {
     // As any integer, for the command line's message about the range.
     reference_reanchor: Option<i64>,
     continue_body: Option<toml::Table>,
+    // The output line's settings (issue 32): "on" or "off", shares, counts as any integer.
+    output_checks: Option<String>,
+    loop_share: Option<f64>,
+    loop_repeats: Option<i64>,
+    stutter_run: Option<i64>,
+    not_text_share: Option<f64>,
+    same_answer: Option<f64>,
+    length_share: Option<f64>,
+    stop_margin: Option<f64>,
     url: Option<String>,
     ready_path: Option<String>,
     api_base: Option<String>,
@@ -282,6 +291,55 @@ pub fn apply(
             );
         }
     }
+    {
+        use crate::live::output_args::{self as out, OutputChecks};
+        let o = &mut args.output_checks;
+        if !given("output_checks") {
+            o.output_checks = match profile.output_checks.as_deref() {
+                None => o.output_checks,
+                Some("on") => Some(OutputChecks::On),
+                Some("off") => Some(OutputChecks::Off),
+                Some(other) => {
+                    bail!("output_checks in the profile is \"on\" or \"off\" (got {other:?})")
+                }
+            };
+        }
+        let share = |key: &str, v: Option<f64>| {
+            v.map(|v| out::share(v).map_err(|e| anyhow!("{key} in the profile is {e}")))
+                .transpose()
+        };
+        let count = |key: &str, v: Option<i64>| {
+            v.map(|v| out::count(v).map_err(|e| anyhow!("{key} in the profile is {e}")))
+                .transpose()
+        };
+        for (key, slot, v) in [
+            ("loop_share", &mut o.loop_share, profile.loop_share),
+            (
+                "not_text_share",
+                &mut o.not_text_share,
+                profile.not_text_share,
+            ),
+            ("same_answer", &mut o.same_answer, profile.same_answer),
+            ("length_share", &mut o.length_share, profile.length_share),
+            ("stop_margin", &mut o.stop_margin, profile.stop_margin),
+        ] {
+            if !given(key) {
+                if let Some(x) = share(key, v)? {
+                    *slot = Some(x);
+                }
+            }
+        }
+        for (key, slot, v) in [
+            ("loop_repeats", &mut o.loop_repeats, profile.loop_repeats),
+            ("stutter_run", &mut o.stutter_run, profile.stutter_run),
+        ] {
+            if !given(key) {
+                if let Some(n) = count(key, v)? {
+                    *slot = Some(n);
+                }
+            }
+        }
+    }
     if !given("continue_body") {
         if let Some(table) = profile.continue_body {
             args.continue_body = Some(serde_json::to_string(&table)?);
@@ -396,6 +454,39 @@ mod tests {
         let long = said("long.toml", &format!("{} = 1", "k".repeat(5000)));
         assert_eq!(long.lines().count(), 1, "{long}");
         assert!(long.len() < 400, "{} bytes: {long}", long.len());
+    }
+
+    #[test]
+    fn the_output_keys_are_read_and_bounded() {
+        let profile: Profile = toml::from_str(
+            "output_checks = \"off\"\nloop_share = 0.7\nstutter_run = 6\nlength_share = 0.2\n",
+        )
+        .unwrap();
+        let merged = apply(run_args(&["x", "run"]), profile, Path::new("/p"), |_| false).unwrap();
+        let o = merged.output_checks.over(Default::default());
+        assert!(o.off);
+        assert_eq!(
+            (o.loop_share, o.stutter_run, o.length_share),
+            (Some(0.7), Some(6), Some(0.2))
+        );
+        for (text, said) in [
+            (
+                "output_checks = \"maybe\"\n",
+                "output_checks in the profile is \"on\" or \"off\"",
+            ),
+            (
+                "loop_share = 1.5\n",
+                "loop_share in the profile is a share from 0 to 1",
+            ),
+            (
+                "stutter_run = 1\n",
+                "stutter_run in the profile is a count from 2 to 100",
+            ),
+        ] {
+            let bad: Profile = toml::from_str(text).unwrap();
+            let e = apply(run_args(&["x", "run"]), bad, Path::new("/p"), |_| false).unwrap_err();
+            assert!(format!("{e:#}").contains(said), "{text}: {e:#}");
+        }
     }
 
     #[test]

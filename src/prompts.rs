@@ -18,6 +18,10 @@ pub struct Prompt {
     /// Overrides `--max-tokens` for this prompt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,
+    /// The answer is short and should end by itself: every reply to such prompts cut at
+    /// max_tokens is the output line's "never stops" (issue 32).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stops: Option<bool>,
 }
 
 /// A built-in prompt and the answer the stand-in gives it.
@@ -59,6 +63,7 @@ pub fn built_in() -> Vec<Prompt> {
             prompt: b.prompt.to_string(),
             expect: Some(b.expect.to_string()),
             max_tokens: None,
+            stops: Some(true),
         })
         .collect()
 }
@@ -67,8 +72,8 @@ pub fn built_in() -> Vec<Prompt> {
 /// `--prompts /dev/zero` once took a GiB of memory before it was refused.
 pub const PROMPTS_MAX_BYTES: u64 = 16 << 20;
 
-/// Read prompts from a JSONL file: one `{"prompt": "...", "expect": "regex", "max_tokens": N}`
-/// per line, the last two optional; blank lines are skipped.
+/// Read prompts from a JSONL file: one `{"prompt": "...", "expect": "regex", "max_tokens": N,
+/// "stops": true}` per line, all but the prompt optional; blank lines are skipped.
 pub fn load(path: &Path) -> Result<Vec<Prompt>> {
     let bytes =
         crate::archive::safe_open::read_capped(path, PROMPTS_MAX_BYTES).context("--prompts")?;

@@ -23,6 +23,7 @@ mod layers;
 mod llama;
 mod logprobs;
 mod output;
+mod output_checks;
 mod profiles;
 mod provenance;
 mod record;

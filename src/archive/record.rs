@@ -954,6 +954,51 @@ pub struct Floors {
     /// each prompt up to its first divergence).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reference_reanchor: Option<usize>,
+    /// The output line's settings (issue 32); absent: its defaults.
+    #[serde(default, skip_serializing_if = "OutputFloors::is_default")]
+    pub output: OutputFloors,
+}
+
+/// What the output line holds replies to (issue 32, docs/output.md): each threshold absent
+/// where the run took its default.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputFloors {
+    /// `--output-checks off`: the line is info, for a serve meant to repeat (a benchmark mode
+    /// that ignores end tokens).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub off: bool,
+    /// `--loop-share`: the least share of a reply a loop covers (0.5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loop_share: Option<f64>,
+    /// `--loop-repeats`: the least repeats of a loop's unit (3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loop_repeats: Option<usize>,
+    /// `--stutter-run`: the least run of one word that is a stutter (4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stutter_run: Option<usize>,
+    /// `--not-text-share`: the largest share of a reply's characters that may be not text
+    /// (0.01).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_text_share: Option<f64>,
+    /// `--same-answer`: the similarity from which two prompts' answers are one (0.9).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub same_answer: Option<f64>,
+    /// `--length-share`: the largest relative difference of the mean answer length from the
+    /// reference's or baseline's (0.10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub length_share: Option<f64>,
+    /// `--stop-margin`: the largest fall of the share of replies that stopped by themselves
+    /// against the reference's or baseline's (0.2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_margin: Option<f64>,
+}
+
+impl OutputFloors {
+    /// Whether every setting is its default (nothing to write).
+    pub fn is_default(&self) -> bool {
+        *self == OutputFloors::default()
+    }
 }
 
 /// What an answer that differs from the baseline's answer to the same prompt is.
@@ -1630,6 +1675,41 @@ pub struct Figures {
     /// The reference line's figures (`--reference`, issue 31).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reference: Option<ReferenceFigures>,
+    /// The output line's figures (issue 32).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<OutputFigures>,
+}
+
+/// What the output line found, rule by rule (docs/output.md).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputFigures {
+    /// Replies judged: those that did not fail and have content.
+    pub replies: usize,
+    /// Replies whose tail loops.
+    pub loops: usize,
+    /// The largest share of a reply a loop covered, where one was found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loop_share_max: Option<f64>,
+    /// Replies that stutter.
+    pub stutters: usize,
+    /// The longest run of one word (0 under the threshold).
+    pub stutter_run_max: usize,
+    /// Replies over the share of characters that are not text.
+    pub not_text: usize,
+    /// The largest share of a reply's characters that are not text.
+    pub not_text_share_max: f64,
+    /// Pairs of prompts answered alike.
+    pub same_answers: usize,
+    /// The largest similarity of two prompts' answers that should differ.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub same_answer_max: Option<f64>,
+    /// The share of judged replies that stopped by themselves (`finish_reason` `stop`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_share: Option<f64>,
+    /// The mean answer length over the reference's or baseline's, where held to one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub length_ratio: Option<f64>,
 }
 
 /// What the reference line rests on and found: the candidate's tokens against a trusted

@@ -128,6 +128,7 @@ pub fn judge_with_log(
                 },
             },
         },
+        manifest: Some(manifest),
         reanchors: &archive.reanchors,
         reanchors_problem: archive.reanchors_problem.as_deref(),
         concurrency: manifest.concurrency.as_ref(),

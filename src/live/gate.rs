@@ -152,6 +152,7 @@ fn settings_json(args: &RunSettings) -> serde_json::Value {
         "min_agreement": args.reference.min_agreement,
         "max_logprob_drift": args.reference.max_logprob_drift,
         "reference_reanchor": args.reference.reference_reanchor,
+        "output": args.output_checks.over(Default::default()),
         "model": args.model,
         "hold": args.hold,
         "hold_timeout": args.hold_timeout.as_secs_f64(),
@@ -216,6 +217,7 @@ impl Plan {
             min_agreement: args.reference.min_agreement,
             max_logprob_drift: args.reference.max_logprob_drift,
             reference_reanchor: args.reference.reference_reanchor,
+            output: args.output_checks.over(Default::default()),
         })?;
         // Read before anything starts: a baseline that is not a run is a usage error, not a
         // run lost at the end.

@@ -16,6 +16,7 @@ pub mod conditions;
 pub mod gate;
 pub mod hold;
 pub mod log_pipe;
+pub mod output_args;
 pub mod provenance;
 pub mod reanchor;
 pub mod recorder;

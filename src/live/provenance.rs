@@ -539,7 +539,7 @@ fn read_cache(path: &Path) -> Result<Vec<CacheEntry>> {
 
 // ---- The workload --------------------------------------------------------------------
 
-/// sha256 of the workload as canonical JSON: the prompts (as run.json has them), the default
+/// sha256 of the workload as canonical JSON: the prompts (as run.json has them, less `stops`), the default
 /// max_tokens and the extra body, keys sorted at every level, no whitespace. Canonical by hand
 /// rather than by serde_json's map order, which a feature elsewhere in the build could change.
 ///
@@ -563,8 +563,17 @@ pub fn workload_sha256(
         }
     }
     let body = (extra_body.is_some() || !body.is_empty()).then_some(body);
+    // What is sent: a prompt's `stops` (issue 32) says how its answer is judged, not what the
+    // serve is asked, so a run of the built-in prompts hashes as it did before they had it.
+    let sent: Vec<Prompt> = prompts
+        .iter()
+        .map(|p| Prompt {
+            stops: None,
+            ..p.clone()
+        })
+        .collect();
     let workload = serde_json::json!({
-        "prompts": prompts,
+        "prompts": sent,
         "max_tokens": max_tokens,
         "extra_body": body,
     });
@@ -946,6 +955,7 @@ mod tests {
             prompt: "What is 2+2?".into(),
             expect: Some("4".into()),
             max_tokens: None,
+            stops: None,
         }];
         let a: serde_json::Map<String, serde_json::Value> =
             serde_json::from_str(r#"{"b": 1, "a": {"y": [1, 2], "x": "é"}}"#).unwrap();

@@ -70,6 +70,9 @@ pub struct RunArgs {
     /// The reference the candidate's tokens are held to.
     #[command(flatten)]
     pub reference: crate::live::reference_args::ReferenceArgs,
+    /// What degenerate answers the output line fails.
+    #[command(flatten)]
+    pub output_checks: crate::live::output_args::OutputCheckArgs,
     /// The serve's base URL, instead of http://127.0.0.1:{port}. With no serve command, the
     /// gate measures a serve that is already running (nothing is launched or stopped).
     #[arg(long, value_name = "URL")]
@@ -457,6 +460,8 @@ pub struct RunSettings {
     pub baseline_answers: Option<AnswerPolicy>,
     /// The reference the candidate's tokens are held to.
     pub reference: crate::live::reference_args::ReferenceArgs,
+    /// What degenerate answers the output line fails.
+    pub output_checks: crate::live::output_args::OutputCheckArgs,
     /// The serve's base URL, instead of http://127.0.0.1:{port}. With no serve command, the
     /// gate measures a serve that is already running (nothing is launched or stopped).
     pub url: Option<String>,
@@ -546,6 +551,7 @@ impl From<RunArgs> for RunSettings {
             deterministic: a.determinism.deterministic,
             baseline_answers: a.determinism.baseline_answers,
             reference: a.reference,
+            output_checks: a.output_checks,
             url: a.url,
             ready_path: a.ready_path,
             api_base: a.api_base,

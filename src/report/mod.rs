@@ -458,18 +458,28 @@ mod tests {
     fn junit_has_a_testcase_per_judged_line_and_parses_back() {
         let (cases, c) = parse_junit(&junit(&verdict(PASS), &info("runs/a")));
         let names: Vec<&str> = cases.iter().map(|(n, _)| n.as_str()).collect();
-        assert_eq!(names, ["route", "rate", "first-token", "content", "result"]);
+        assert_eq!(
+            names,
+            [
+                "route",
+                "rate",
+                "first-token",
+                "content",
+                "output",
+                "result"
+            ]
+        );
         assert!(cases.iter().all(|(_, k)| k.is_none()));
-        assert_eq!(c, counts("5", "0", "0", "0"));
+        assert_eq!(c, counts("6", "0", "0", "0"));
 
         let (cases, c) = parse_junit(&junit(&verdict(FAIL), &info("runs/a")));
         assert_eq!(cases[1], ("rate".to_string(), Some("failure".to_string())));
         assert_eq!(cases.last().unwrap().1.as_deref(), Some("failure"));
-        assert_eq!(c, counts("5", "2", "0", "0"));
+        assert_eq!(c, counts("6", "2", "0", "0"));
 
         let (cases, c) = parse_junit(&junit(&verdict(SKIP), &info("runs/a")));
         assert_eq!(cases[1], ("rate".to_string(), Some("skipped".to_string())));
-        assert_eq!(c, counts("5", "0", "0", "2"));
+        assert_eq!(c, counts("6", "0", "0", "2"));
 
         // An interrupted run's checks were not judged to the end: skipped, never failed; the
         // result itself is the error.
@@ -481,7 +491,7 @@ mod tests {
                 .all(|(_, k)| k.as_deref() == Some("skipped")),
             "{cases:?}"
         );
-        assert_eq!(c, counts("5", "0", "1", "4"));
+        assert_eq!(c, counts("6", "0", "1", "5"));
 
         // Interrupted before any reply: the FAILs of "no replies to measure" are skipped too.
         let mut v = verdict(FAIL);
@@ -491,7 +501,7 @@ mod tests {
         let xml = String::from_utf8(junit(&v, &info("runs/a"))).unwrap();
         let (cases, c) = parse_junit(xml.as_bytes());
         assert_eq!(cases[1], ("rate".to_string(), Some("skipped".to_string())));
-        assert_eq!(c, counts("5", "0", "1", "4"));
+        assert_eq!(c, counts("6", "0", "1", "5"));
         assert!(
             xml.contains("<skipped message=\"not judged: RESULT: INTERRUPTED (by SIGTERM)\">"),
             "{xml}"

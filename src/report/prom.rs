@@ -19,6 +19,8 @@
 //! - `reference_positions`, `reference_agreement_ratio`, `reference_hard_divergences`,
 //!   `reference_near_ties`, `reference_reanchors`, `reference_logprob_delta_p90_nats`,
 //!   `reference_kl_mean_nats`: the reference line's figures (`--reference`);
+//! - `output_loops`, `output_stutters`, `output_not_text_ratio`, `output_same_answers`,
+//!   `output_stopped_ratio`, `output_length_ratio`: the output line's figures;
 //! - `load1`, `cpus`, `serve_cpu_wait_ratio`, `cpu_pressure_ratio`: the load line's figures;
 //! - `run_start_timestamp_seconds`, `run_end_timestamp_seconds`: from run.json, never now;
 //! - `ttft_seconds`, `itl_seconds`, `tpot_seconds`, `e2el_seconds`: the latency line's
@@ -198,6 +200,46 @@ pub fn exposition(v: &Verdict, run: &RunInfo<'_>) -> String {
         "reference_kl_mean_nats",
         "The mean KL divergence from the reference over its top-K, renormalised (an underestimate).",
         &of(|f| f.kl_mean),
+    );
+
+    // The output line's figures (docs/output.md).
+    let output = figures_of(v, "output").and_then(|f| f.output.as_ref());
+    let of_output =
+        |pick: fn(&crate::archive::record::OutputFigures) -> Option<f64>| -> Vec<Sample> {
+            output
+                .and_then(pick)
+                .map(|x| vec![(Vec::new(), x)])
+                .unwrap_or_default()
+        };
+    out.gauge(
+        "output_loops",
+        "Replies whose tail is one stretch of text repeated.",
+        &of_output(|f| Some(f.loops as f64)),
+    );
+    out.gauge(
+        "output_stutters",
+        "Replies with one word said many times in a row.",
+        &of_output(|f| Some(f.stutters as f64)),
+    );
+    out.gauge(
+        "output_not_text_ratio",
+        "The largest share of a reply's characters that are replacement or control characters.",
+        &of_output(|f| Some(f.not_text_share_max)),
+    );
+    out.gauge(
+        "output_same_answers",
+        "Pairs of prompts expecting different answers that were answered alike.",
+        &of_output(|f| Some(f.same_answers as f64)),
+    );
+    out.gauge(
+        "output_stopped_ratio",
+        "The share of judged replies that stopped by themselves.",
+        &of_output(|f| f.stopped_share),
+    );
+    out.gauge(
+        "output_length_ratio",
+        "The mean answer length over the reference's or baseline's.",
+        &of_output(|f| f.length_ratio),
     );
 
     let load = figures_of(v, "load");

@@ -1084,6 +1084,7 @@ mod tests {
             prompt: PARIS.into(),
             expect: None,
             max_tokens: None,
+            stops: None,
         }];
         a.settings = Some(serde_json::json!({"max_tokens": 64}));
         let mut b = a.clone();

@@ -35,6 +35,7 @@ pub mod conditions;
 pub mod content;
 pub mod determinism;
 pub mod latency;
+pub mod output;
 pub mod rate;
 pub mod reference;
 pub mod route;
@@ -202,6 +203,9 @@ impl Criteria {
                 bail!("--min-agreement is a share from 0 to 1, e.g. 0.95 (got {x})");
             }
         }
+        if let Err(why) = output::check(&floors.output) {
+            bail!("{why}");
+        }
         if let Some(n) = floors.reference_reanchor {
             if n > reference::MOST_REANCHOR {
                 bail!(
@@ -323,6 +327,9 @@ pub struct Evidence<'a> {
     pub baseline: BaselineEvidence<'a>,
     /// The trusted build's run the candidate's tokens are held to, when one was asked for.
     pub reference: ReferenceEvidence<'a>,
+    /// The run's run.json, where judging has it (its prompts' `stops`); `None` for a hand-made
+    /// run.
+    pub manifest: Option<&'a RunManifest>,
     /// The re-anchors made past divergences from the reference (reanchors.json).
     pub reanchors: &'a [ReanchorRecord],
     /// Why reanchors.json could not be read, when it is there and could not.
@@ -383,6 +390,7 @@ impl<'a> Evidence<'a> {
             processes: ProcessEvidence::Missing("no route.json: a hand-made run"),
             baseline: BaselineEvidence::NotAsked,
             reference: ReferenceEvidence::NotAsked,
+            manifest: None,
             reanchors: &[],
             reanchors_problem: None,
             concurrency: None,
@@ -559,6 +567,21 @@ fn warmup_problems(replies: &[ReplyRecord]) -> Vec<String> {
         .collect()
 }
 
+/// What the output line holds the answers' lengths to: the reference's, else the baseline's.
+fn output_against<'a>(e: &Evidence<'a>) -> Option<output::Against<'a>> {
+    let (kind, r) = match (e.reference, e.baseline) {
+        (ReferenceEvidence::Recorded { reference: r, .. }, _) => ("reference", r),
+        (_, BaselineEvidence::Recorded { baseline: r, .. }) => ("baseline", r),
+        _ => return None,
+    };
+    Some(output::Against {
+        kind,
+        name: r.name,
+        manifest: r.manifest,
+        replies: r.replies,
+    })
+}
+
 /// Judge a run. RESULT is PASS exactly when every line that is not info is ok (and nothing
 /// interrupted the run).
 pub fn judge(e: &Evidence<'_>, c: &Criteria) -> Verdict {
@@ -608,6 +631,12 @@ pub fn judge(e: &Evidence<'_>, c: &Criteria) -> Verdict {
                 content.status = Status::Fail;
             }
             lines.push(content);
+            lines.push(output::output_line(
+                e.replies,
+                e.manifest,
+                output_against(e),
+                &c.floors.output,
+            ));
             if let Some(plan) = e.concurrency {
                 let figures = bursts::burst_figures(e.replies);
                 lines.push(bursts::overlap_line(&figures, plan));
@@ -1191,6 +1220,7 @@ rate         ok    median 100.0 tok/s over 3 replies (floor 60.0; each: 100.0, 1
 first-token  ok    median 200 ms over 3 replies (limit 600)
 latency      info  TTFT p50 200 ms, p90 200, p99 200; ITL p50 10.0 ms, p90 10.0, p99 10.0; TPOT mean 10.0 ms, p50 10.0, p90 10.0, p99 10.0; E2EL p50 300 ms, p90 300, p99 300; over 3 replies
 content      ok    3 replies, all with content
+output       ok    3 replies judged: 0 loops, 0 stutters, 0 not text, 0 pairs of prompts answered alike; 100% stopped by themselves
 load         info  1-minute load average 3.1 on 32 CPUs
 RESULT: PASS
 "
