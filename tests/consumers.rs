@@ -188,7 +188,7 @@ fn junit_and_the_step_summary_survive_a_serve_that_prints_garbage() {
         match result {
             "PASS" => {
                 assert!(cases.iter().all(|(_, k)| k == "Passed"), "{cases:?}");
-                assert_eq!(counts, [5, 0, 0, 0]);
+                assert_eq!(counts, [6, 0, 0, 0]);
             }
             "FAIL" => {
                 let kind = |name: &str| cases.iter().find(|(n, _)| n == name).unwrap().1.clone();

@@ -57,7 +57,15 @@ fn json_junit_and_the_step_summary_from_one_run() {
     let checks: Vec<&str> = printed.lines.iter().map(|l| l.check.as_str()).collect();
     assert_eq!(
         checks,
-        ["route", "rate", "first-token", "latency", "content", "load"]
+        [
+            "route",
+            "rate",
+            "first-token",
+            "latency",
+            "content",
+            "output",
+            "load"
+        ]
     );
     // The figures as numbers beside the text: CI reads these, not the prose.
     let figures = |check: &str| {

@@ -233,10 +233,12 @@ fn a_disk_that_fills_mid_run_leaves_the_verdict_and_names_what_was_not_archived(
         let _ = std::fs::remove_file(fs.mnt.join("filler"));
         let out = fs.mnt.join(format!("run{round}"));
         fs.leave_free(free_kib * 1024);
+        // 64 tokens a reply that stop by themselves under max_tokens 65: the built-in prompts
+        // are marked to stop, and replies all cut at max_tokens would fail the output line.
         let e = run_gate(
             &out,
-            &["--replies", "20"],
-            &["--tokens", "100", "--gaps-ms", "0.1"],
+            &["--replies", "20", "--max-tokens", "65"],
+            &["--tokens", "64", "--gaps-ms", "0.1"],
         );
         check_verdict_stands(&e, "RESULT: PASS", 20);
         check_replies_prefix(&out, &e.stderr, 20);
@@ -280,8 +282,17 @@ fn a_disk_that_fills_during_the_bursts_leaves_the_verdict() {
     fs.leave_free(40 * 1024);
     let e = run_gate(
         &out,
-        &["--replies", "3", "--concurrency", "4", "--rounds", "3"],
-        &["--tokens", "100", "--gaps-ms", "0.5"],
+        &[
+            "--replies",
+            "3",
+            "--concurrency",
+            "4",
+            "--rounds",
+            "3",
+            "--max-tokens",
+            "65",
+        ],
+        &["--tokens", "64", "--gaps-ms", "0.5"],
     );
     check_verdict_stands(&e, "RESULT: PASS", 15);
     for check in ["overlap", "aggregate"] {
@@ -304,10 +315,10 @@ fn a_failing_serve_on_a_full_disk_still_fails() {
     fs.leave_free(32 * 1024);
     let e = run_gate(
         &out,
-        &["--replies", "10"],
+        &["--replies", "10", "--max-tokens", "65"],
         &[
             "--tokens",
-            "100",
+            "64",
             "--gaps-ms",
             "0.1",
             "--answer",
