@@ -414,9 +414,11 @@ pub fn compare(
         Theirs::Unlisted(shown) => (shown, None, false, true),
     };
     let margin = rtok.and_then(|r| margin_over(r, ctok.as_deref().filter(|_| looked_up), k));
-    // The candidate's own margin, where it sent logprobs: its token over the reference's.
+    // The candidate's own margin, where it sent logprobs: its token over the reference's. Where
+    // the reference ended there is no token of its to look up (an end has no text in a top-K):
+    // unmeasured on both sides, never "at least 0".
     let candidate_margin =
-        cj.and_then(|j| margin_over(&ctoks[j], rtok.map(|r| r.token.as_str()), k));
+        rtok.and_then(|r| cj.and_then(|j| margin_over(&ctoks[j], Some(r.token.as_str()), k)));
     let kind = match (margin, candidate_margin) {
         (Some(m), _) if !m.within(tie) => Kind::Hard,
         (_, Some(c)) if !c.within(tie) => Kind::Hard,
@@ -593,6 +595,8 @@ pub fn walk<'a>(
             w.end = WalkEnd::Whole;
             return w;
         };
+        // (`>=` here is an equivalent mutant: at 0 the sums add nothing and the quotes are
+        // made again from the same texts.)
         if from > 0 {
             // Counted along the reference's whole answer, quoted with the prefix before it.
             d.token += from;
@@ -1883,5 +1887,99 @@ mod tests {
             assert_eq!((got.positions, got.agreed), (2, 1), "{got:?}");
             assert_eq!(got.divergence.unwrap().token, 1);
         }
+    }
+
+    /// Mutants cargo-mutants left (2026-12-03 run on compare, walk and their helpers): each
+    /// test below names the one it catches.
+    #[test]
+    fn drift_is_taken_before_the_divergence_only() {
+        // Mutant: `&&` for `||` in `paired`'s skip takes tokens past the divergence too.
+        let r = vec![
+            tok("A", -0.1, &[("A", -0.1)]),
+            tok(" b", -0.1, &[(" b", -0.1), (" x", -0.2)]),
+            tok(" c", -0.1, &[(" c", -0.1)]),
+        ];
+        let c = vec![
+            tok("A", -0.2, &[("A", -0.2)]),
+            tok(" x", -0.15, &[(" x", -0.15), (" b", -0.2)]),
+            tok(" c", -0.3, &[(" c", -0.3)]),
+        ];
+        let got = compare(tokens(&c), &r, false, 5, TIE);
+        assert_eq!(got.deltas.len(), 1, "{got:?}");
+    }
+
+    #[test]
+    fn cut_answers_are_no_divergence_only_where_one_is_the_others_start() {
+        let r = reference();
+        // Identical answers with the reference cut: not "cut short" (mutant: `<=` for `<`).
+        let got = compare(text("The capital is Paris"), &r, true, 5, TIE);
+        assert!(!got.cut_short && got.divergence.is_none(), "{got:?}");
+        // A candidate cut by max_tokens that diverges mid-text still diverges (mutant: `||`
+        // for `&&` in the candidate's shorter-and-cut test).
+        let cut = Answer {
+            content: "The city",
+            logprobs: None,
+            cut: true,
+        };
+        assert!(compare(cut, &r, false, 5, TIE).divergence.is_some());
+    }
+
+    #[test]
+    fn a_reference_that_ended_where_the_candidate_went_on_is_unmeasured_with_its_logprobs() {
+        // Mutant: `&&` for `||` between the two "one side ended" tests.
+        let r = vec![tok("Paris", -0.1, &[("Paris", -0.1)])];
+        let c = vec![
+            tok("Paris", -0.1, &[("Paris", -0.1)]),
+            tok(".", -0.2, &[(".", -0.2)]),
+        ];
+        let d = compare(tokens(&c), &r, false, 5, TIE).divergence.unwrap();
+        assert_eq!(d.kind, Kind::Unmeasured, "{d:?}");
+        assert_eq!(d.candidate_token.as_deref(), Some("."));
+        assert_eq!(d.reference_token, None);
+    }
+
+    #[test]
+    fn an_inferred_token_must_reach_where_the_texts_part() {
+        // " at" is common, " atom" is the candidate's: the alternative " a" ends before the
+        // byte where they part and is not its token (mutants: `||` for `&&`, `*` for `+`).
+        let r = vec![
+            tok("It", -0.01, &[("It", -0.01)]),
+            tok(
+                " attributed",
+                -0.3,
+                &[(" attributed", -0.3), (" a", -0.4), (" the", -5.0)],
+            ),
+        ];
+        let d = compare(text("It atom"), &r, false, 5, TIE)
+            .divergence
+            .unwrap();
+        assert_eq!(d.kind, Kind::Hard, "{d:?}");
+        assert!(d.margin.unwrap().at_least, "{d:?}");
+        // At the token before: an alternative that ends where the texts part is the
+        // reference's own text there, not the candidate's token (mutants: `-` or `*` for `+`
+        // in `d + 1`).
+        let r = vec![
+            tok("It", -0.01, &[("It", -0.01)]),
+            tok(" a", -0.3, &[(" a", -0.3), (" ", -0.4)]),
+            tok(" classic", -0.1, &[(" classic", -0.1), (" story", -3.0)]),
+        ];
+        let d = compare(text("It abc"), &r, false, 5, TIE)
+            .divergence
+            .unwrap();
+        assert_eq!(d.kind, Kind::Hard, "{d:?}");
+        assert_eq!(d.token, 2, "{d:?}");
+    }
+
+    #[test]
+    fn a_re_anchor_cut_by_max_tokens_short_of_the_reference_is_no_divergence() {
+        // Mutant: `!=` for `==` in the continuation's cut.
+        let r = reference();
+        let mut a = anchor(1, " is");
+        a.finish_reason = Some("length".into());
+        let w = walk(text("The city is Paris"), &r, false, 5, TIE, 8, &[&a]);
+        assert_eq!(
+            (w.end, w.divergences.len(), w.cut_short),
+            (WalkEnd::Whole, 1, true)
+        );
     }
 }
