@@ -641,6 +641,12 @@ pub fn all() -> Vec<Case> {
     c.replies = numbered(vec![said(&list), said(&list), said(&list)]);
     c.expect = vec![("output", Ok, "0 loops, 0 stutters")];
     cases.push(c);
+    let mut c = base("table rows and code lines, whose units differ, are no loop");
+    let table: String = (1..=12).map(|i| format!("| {i} | {} |\n", i * i)).collect();
+    let code: String = (1..=12).map(|i| format!("let x{i} = f({i});\n")).collect();
+    c.replies = numbered(vec![said(&table), said(&code), good()]);
+    c.expect = vec![("output", Ok, "0 loops")];
+    cases.push(c);
     let mut c = base("a word four times in a row is a stutter");
     c.replies = numbered(vec![
         said("It is very very very very cold."),

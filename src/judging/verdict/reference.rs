@@ -1501,6 +1501,20 @@ mod tests {
     }
 
     #[test]
+    fn the_figures_carry_the_settings_they_were_judged_with() {
+        // Mutants: each of these fields deleted from the figures.
+        let theirs = [reply("The capital is Paris", Some(reference()))];
+        let ours = [reply("The capital is Paris", Some(reference()))];
+        let m = manifest(0.0);
+        let l = line(&ours, &theirs, &m, &m, Some(0.9), Some(0.2));
+        let f = l.figures.unwrap().reference.unwrap();
+        assert_eq!(
+            (f.tie, f.min_agreement, f.max_logprob_drift),
+            (TIE, Some(0.9), Some(0.2))
+        );
+    }
+
+    #[test]
     fn min_agreement_and_max_logprob_drift_fail_past_their_bound_only() {
         let theirs = [reply("The capital is Paris", Some(reference()))];
         let ours = [reply("The capital is Lyon", None)];
