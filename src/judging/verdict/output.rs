@@ -52,8 +52,6 @@ pub const DEFAULT_LENGTH_SHARE: f64 = 0.10;
 pub const DEFAULT_STOP_MARGIN: f64 = 0.2;
 /// A loop shorter than this many characters is met by chance ("ha ha ha").
 const MIN_LOOP_CHARS: usize = 24;
-/// One character said this many times is a loop already ("!!!!!!!!", intel/ipex-llm#13272).
-const MIN_RUN_OF_ONE: usize = 8;
 /// The most failures a FAIL names.
 const NAMED: usize = 3;
 
@@ -124,12 +122,7 @@ pub fn loop_in(text: &str, t: &Thresholds) -> Option<Loop> {
             .count();
         let stretch = run + p;
         let repeats = stretch / p;
-        let least = if p == 1 {
-            MIN_RUN_OF_ONE
-        } else {
-            MIN_LOOP_CHARS
-        };
-        if repeats < t.loop_repeats.max(2) || stretch < least {
+        if repeats < t.loop_repeats.max(2) || stretch < MIN_LOOP_CHARS {
             continue;
         }
         let share = stretch as f64 / total as f64;
@@ -660,10 +653,8 @@ mod tests {
         // The stretch reaches back to the "." before it: the unit is named from its start.
         assert_eq!(l.unit, ". The sky is blue");
         assert!(l.share > 0.9 && l.repeats == 10, "{l:?}");
-        // A loop of one character, from 8 of it.
+        // A loop of one character.
         assert_eq!(loop_in(&"!".repeat(64), &t()).unwrap().period, 1);
-        assert_eq!(loop_in("!!!!!!!!", &t()).unwrap().repeats, 8);
-        assert_eq!(loop_in("Wow!!!!!!!", &t()), None, "7 of them");
         // A reply that ends mid-unit, as one cut at max_tokens does.
         let cut = format!(
             "Answer: {}Paris is the cap",
