@@ -132,7 +132,7 @@ fn process_checks(r: &RouteRecord, c: &Criteria) -> Vec<(bool, String)> {
                 format!(
                     "no process of the serve maps /{}/ (mapped: {}){unread}",
                     re.as_str(),
-                    mapped_libraries(r)
+                    mapped_libraries(r, re.as_str())
                 ),
             ),
         });
@@ -202,7 +202,7 @@ fn process_checks(r: &RouteRecord, c: &Criteria) -> Vec<(bool, String)> {
                 format!(
                     "no process of the serve held open a file matching /{}/ during the replies (held: {}){unread}",
                     re.as_str(),
-                    held_files(r)
+                    held_files(r, re.as_str())
                 ),
             ),
         });
@@ -475,9 +475,52 @@ fn plain(s: &str, max: usize) -> String {
 /// How many names a list of what was found instead shows.
 const SHOWN: usize = 8;
 
-/// The shared libraries the tree mapped, by name, those from outside the system's library
-/// folders first (the serve's own backends), at most [`SHOWN`].
-fn mapped_libraries(r: &RouteRecord) -> String {
+/// How like `pattern` a name is: the longest run of characters it shares with one of the
+/// pattern's literal words (letters, digits and `_`, 3 or more), case aside and a leading
+/// "lib" left off both (every library shares it); 0 for none.
+fn likeness(name: &str, pattern: &str) -> usize {
+    let name = name.to_lowercase();
+    let name: Vec<char> = name.strip_prefix("lib").unwrap_or(&name).chars().collect();
+    pattern
+        .to_lowercase()
+        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .map(|w| w.strip_prefix("lib").unwrap_or(w).to_string())
+        .filter(|w| w.chars().count() >= 3)
+        .map(|w| {
+            let w: Vec<char> = w.chars().collect();
+            let mut best = 0;
+            for i in 0..name.len() {
+                for j in 0..w.len() {
+                    let run = name[i..]
+                        .iter()
+                        .zip(&w[j..])
+                        .take_while(|(a, b)| a == b)
+                        .count();
+                    best = best.max(run);
+                }
+            }
+            best
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// `names` (each with its tier: 0 first) in the order a reader needs them: those most like
+/// `pattern` first (a run of 3 or more characters of its words), then by tier, each in the
+/// order found.
+fn ranked(mut names: Vec<(String, u8)>, pattern: &str) -> Vec<String> {
+    names.sort_by_key(|(n, tier)| {
+        let like = likeness(n, pattern);
+        (std::cmp::Reverse(if like >= 3 { like } else { 0 }), *tier)
+    });
+    names.into_iter().map(|(n, _)| n).collect()
+}
+
+/// The shared libraries the tree mapped, by name: those most like `pattern` first, then those
+/// outside the system's library folders and the interpreter's extension modules (the serve's
+/// own backends), then the interpreter's, then the system's, at most [`SHOWN`] (issue 33: a
+/// Python serve maps dozens of extension modules before its backend).
+fn mapped_libraries(r: &RouteRecord, pattern: &str) -> String {
     let system = |p: &str| {
         [
             "/lib/",
@@ -490,41 +533,44 @@ fn mapped_libraries(r: &RouteRecord) -> String {
         .iter()
         .any(|d| p.starts_with(d))
     };
+    // CPython's extension modules: its lib-dynload, and any `*.cpython-*.so`.
+    let interpreter = |p: &str| p.contains("/lib-dynload/") || base_name(p).contains(".cpython-");
     let is_library = |p: &str| {
         let name = p.rsplit('/').next().unwrap_or(p);
         name.ends_with(".so") || name.contains(".so.")
     };
-    let mut own = Vec::new();
-    let mut sys = Vec::new();
+    let mut names: Vec<(String, u8)> = Vec::new();
     for path in r.processes.iter().flat_map(|p| &p.maps) {
         if !is_library(path) {
             continue;
         }
         let name = base_name(path);
-        let list = if system(path) { &mut sys } else { &mut own };
-        if !list.contains(&name) {
-            list.push(name);
+        let tier = if interpreter(path) {
+            1
+        } else if system(path) {
+            2
+        } else {
+            0
+        };
+        if !names.iter().any(|(n, _)| *n == name) {
+            names.push((name, tier));
         }
     }
-    shown(own.into_iter().chain(sys).collect(), "no shared library")
+    shown(ranked(names, pattern), "no shared library")
 }
 
-/// The files the tree held open, device files first, at most [`SHOWN`].
-fn held_files(r: &RouteRecord) -> String {
-    let mut devices = Vec::new();
-    let mut others = Vec::new();
+/// The files the tree held open: those most like `pattern` first, then device files, then
+/// the rest, at most [`SHOWN`].
+fn held_files(r: &RouteRecord, pattern: &str) -> String {
+    let mut names: Vec<(String, u8)> = Vec::new();
     for path in r.processes.iter().flat_map(|p| &p.open) {
-        let list = if path.starts_with("/dev/") {
-            &mut devices
-        } else {
-            &mut others
-        };
         let q = plain(path, 120);
-        if !list.contains(&q) {
-            list.push(q);
+        let tier = u8::from(!path.starts_with("/dev/"));
+        if !names.iter().any(|(n, _)| *n == q) {
+            names.push((q, tier));
         }
     }
-    shown(devices.into_iter().chain(others).collect(), "no file")
+    shown(ranked(names, pattern), "no file")
 }
 
 fn shown(names: Vec<String>, none: &str) -> String {
@@ -1064,5 +1110,86 @@ mod tests {
             f.no_route_lib = Some("x".into());
         })
         .contains("the same pattern"));
+    }
+
+    #[test]
+    fn a_python_serves_backend_is_named_before_its_extension_modules() {
+        // A serve that is a Python program (vllm-ascend is one) maps dozens of CPython
+        // extension modules before its backend; the pattern asked is not matched.
+        let mut maps: Vec<String> = (0..30)
+            .map(|i| {
+                format!("/usr/lib/python3.11/lib-dynload/_mod{i}.cpython-311-x86_64-linux-gnu.so")
+            })
+            .collect();
+        maps.push("/opt/venv/lib/python3.11/site-packages/numpy/core/_multiarray_umath.cpython-311-x86_64-linux-gnu.so".into());
+        maps.push("/usr/lib/x86_64-linux-gnu/libc.so.6".into());
+        maps.push("/usr/local/Ascend/driver/lib64/driver/libascend_hal.so".into());
+        maps.push("/opt/venv/lib/python3.11/site-packages/torch/lib/libtorch_cpu.so".into());
+        let maps: Vec<&str> = maps.iter().map(String::as_str).collect();
+        let r = RouteRecord {
+            processes: vec![process(7, &maps, &[])],
+            ..launched()
+        };
+        let c = criteria(|f| f.route_lib = Some("libascendcl".into()));
+        let l = line(&r, &c, false);
+        assert_eq!(l.status, Status::Fail);
+        // Most like the pattern first, then the serve's own, then the interpreter's; the
+        // system's last, counted.
+        assert!(
+            l.text
+                .contains("(mapped: libascend_hal.so, libtorch_cpu.so, _mod0.cpython-311"),
+            "{l}"
+        );
+        assert!(l.text.contains(" and 26 more)"), "{l}");
+        // No name like the pattern: the serve's own first all the same.
+        let c = criteria(|f| f.route_lib = Some("rknn".into()));
+        let l = line(&r, &c, false);
+        assert!(
+            l.text
+                .contains("(mapped: libascend_hal.so, libtorch_cpu.so, _mod0"),
+            "{l}"
+        );
+    }
+
+    #[test]
+    fn held_files_most_like_the_device_pattern_come_first() {
+        let r = RouteRecord {
+            processes: vec![process(
+                7,
+                &[],
+                &[
+                    "/tmp/a.log",
+                    "/dev/null",
+                    "/dev/urandom",
+                    "/dev/dri/renderD128",
+                ],
+            )],
+            ..launched()
+        };
+        let c = criteria(|f| f.route_device = Some("^/dev/accel/accel0$".into()));
+        let l = line(&r, &c, false);
+        assert!(
+            l.text
+                .contains("(held: /dev/null, /dev/urandom, /dev/dri/renderD128, /tmp/a.log)"),
+            "{l}"
+        );
+        let c = criteria(|f| f.route_device = Some("renderD129".into()));
+        let l = line(&r, &c, false);
+        assert!(
+            l.text.contains("(held: /dev/dri/renderD128, /dev/null"),
+            "{l}"
+        );
+    }
+
+    #[test]
+    fn likeness_is_the_longest_shared_run_of_a_patterns_word() {
+        assert_eq!(likeness("libascend_hal.so", r"libascendcl\.so"), 6);
+        assert_eq!(likeness("libc.so.6", r"libascendcl\.so"), 1);
+        assert_eq!(likeness("libnpu.so", "npu"), 3);
+        assert_eq!(
+            likeness("x", "ab"),
+            0,
+            "words under 3 characters are not read"
+        );
     }
 }
