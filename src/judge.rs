@@ -28,48 +28,48 @@ pub struct JudgeArgs {
     #[arg(value_name = "DIR")]
     pub dir: PathBuf,
     /// Override the recorded rate floor, tok/s.
-    #[arg(long, value_name = "TOK_S")]
+    #[arg(long, value_name = "TOK_S", help_heading = "Floors and limits")]
     pub floor: Option<f64>,
     /// Override the recorded first-token limit, ms.
-    #[arg(long, value_name = "MS")]
+    #[arg(long, value_name = "MS", help_heading = "Floors and limits")]
     pub first_token_ms: Option<f64>,
     /// Override the recorded fast-route pattern.
-    #[arg(long, value_name = "REGEX")]
+    #[arg(long, value_name = "REGEX", help_heading = "Route evidence")]
     pub fast_route: Option<String>,
     /// Override the recorded slow-route pattern.
-    #[arg(long, value_name = "REGEX")]
+    #[arg(long, value_name = "REGEX", help_heading = "Route evidence")]
     pub slow_route: Option<String>,
     /// Process evidence to judge by (from the run's route.json), instead of what the run
     /// recorded.
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Route evidence")]
     pub route: RouteEvidenceArgs,
     /// A baseline to compare with, or how, instead of what the run recorded.
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Baseline and reference")]
     pub baseline: BaselineArgs,
     /// What the concurrent bursts are held to, instead of what the run recorded.
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Bursts")]
     pub burst_floors: BurstFloorArgs,
     /// What the drift line holds the run to, instead of what the run recorded.
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Soak and drift")]
     pub drift: DriftArgs,
     /// Whether the same prompt must have got the same answer, instead of what the run
     /// recorded (the run must have sent temperature 0).
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Determinism and output checks")]
     pub determinism: DeterminismArgs,
     /// A reference to hold the tokens to, or how, instead of what the run recorded.
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Baseline and reference")]
     pub reference: ReferenceArgs,
     /// The output line's settings, instead of what the run recorded.
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Determinism and output checks")]
     pub output_checks: crate::live::output_args::OutputCheckArgs,
     /// Override the recorded busy-box SKIP policy (see run --busy-skip).
-    #[arg(long, value_name = "THRESHOLD")]
+    #[arg(long, value_name = "THRESHOLD", help_heading = "Floors and limits")]
     pub busy_skip: Option<f64>,
     /// Draw the run's timeline to FILE (SVG); never into the archive.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = "Outputs")]
     pub svg: Option<PathBuf>,
     /// How to report the verdict.
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Outputs")]
     pub output: OutputArgs,
 }
 

@@ -19,156 +19,170 @@ pub const DEFAULT_FIRST_TOKEN_MS: f64 = 600.0;
 pub struct RunArgs {
     /// A gate profile (TOML): its keys are these flags' names with underscores, and `serve`,
     /// the serve command as an array. Flags given here override it.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = "Outputs")]
     pub profile: Option<PathBuf>,
     /// The run directory (default: runs/<UTC time>); it must be new or empty.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", help_heading = "Outputs")]
     pub out: Option<PathBuf>,
     /// Lowest acceptable median decode rate, tok/s.
-    #[arg(long, default_value_t = DEFAULT_FLOOR, value_name = "TOK_S")]
+    #[arg(long, default_value_t = DEFAULT_FLOOR, value_name = "TOK_S", help_heading = "Floors and limits")]
     pub floor: f64,
     /// Highest acceptable median time to the first token, ms.
-    #[arg(long, default_value_t = DEFAULT_FIRST_TOKEN_MS, value_name = "MS")]
+    #[arg(long, default_value_t = DEFAULT_FIRST_TOKEN_MS, value_name = "MS", help_heading = "Floors and limits")]
     pub first_token_ms: f64,
     /// A regex the serve log must match: the line that names the fast route.
-    #[arg(long, value_name = "REGEX")]
+    #[arg(long, value_name = "REGEX", help_heading = "Route evidence")]
     pub fast_route: Option<String>,
     /// A regex the serve log must not match: the line that names the slow fallback.
-    #[arg(long, value_name = "REGEX")]
+    #[arg(long, value_name = "REGEX", help_heading = "Route evidence")]
     pub slow_route: Option<String>,
     /// Busy-box policy: a failure of rate or first-token alone, with the serve's CPU-wait
     /// fraction (or, where not measurable, the load per CPU) at or above THRESHOLD, is a SKIP
     /// (exit 3) instead of a FAIL. 0.2 means 20%. Route and content failures stay FAIL.
-    #[arg(long, value_name = "THRESHOLD")]
+    #[arg(long, value_name = "THRESHOLD", help_heading = "Floors and limits")]
     pub busy_skip: Option<f64>,
     /// The route evidence asked of the serve's processes.
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Route evidence")]
     pub route: RouteEvidenceArgs,
     /// The accepted baseline to compare with.
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Baseline and reference")]
     pub baseline: BaselineArgs,
     /// Concurrent bursts after the single-stream replies.
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Bursts")]
     pub bursts: BurstArgs,
     /// What the bursts are held to.
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Bursts")]
     pub burst_floors: BurstFloorArgs,
     /// Keep making single-stream replies, after the planned ones, until DURATION of replies
     /// has passed from the first one's send (e.g. 10m, 1h30m; at most 24h): rate and
     /// first-token are judged over all of them, and the drift line reads them in order.
-    #[arg(long, value_name = "DURATION", value_parser = parse_soak)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_soak, help_heading = "Soak and drift")]
     pub soak: Option<Duration>,
     /// What the drift line holds the run to.
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Soak and drift")]
     pub drift: DriftArgs,
     /// The sampling every request asks for.
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Determinism and output checks")]
     pub sampling: SamplingArgs,
     /// Whether the same prompt must get the same answer.
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Determinism and output checks")]
     pub determinism: DeterminismArgs,
     /// The reference the candidate's tokens are held to.
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Baseline and reference")]
     pub reference: crate::live::reference_args::ReferenceArgs,
     /// What degenerate answers the output line fails.
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Determinism and output checks")]
     pub output_checks: crate::live::output_args::OutputCheckArgs,
     /// The serve's base URL, instead of http://127.0.0.1:{port}. With no serve command, the
     /// gate measures a serve that is already running (nothing is launched or stopped).
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", help_heading = "Launch, hold and stop")]
     pub url: Option<String>,
     /// The readiness probe: GET PATH until it answers 200 (default: /health, falling back to
     /// the API's /models where /health is 404), e.g. /v2/health/ready for OpenVINO Model
     /// Server.
-    #[arg(long, value_name = "PATH", value_parser = parse_url_path)]
+    #[arg(long, value_name = "PATH", value_parser = parse_url_path, help_heading = "Launch, hold and stop")]
     pub ready_path: Option<String>,
     /// The path prefix of the serve's OpenAI-compatible API: /v1 (llama-server, vLLM), /v3
     /// (OpenVINO Model Server), /api/v1 (Lemonade).
-    #[arg(long, value_name = "PATH", default_value = "/v1", value_parser = parse_url_path)]
+    #[arg(long, value_name = "PATH", default_value = "/v1", value_parser = parse_url_path, help_heading = "Requests")]
     pub api_base: String,
     /// The log of an already running serve, to judge the route by (with --url and no serve
     /// command).
-    #[arg(long, value_name = "FILE", requires = "url")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "url",
+        help_heading = "Launch, hold and stop"
+    )]
     pub serve_log: Option<PathBuf>,
     /// Gate the built-in stand-in serve; arguments after -- go to the stand-in.
-    #[arg(long)]
+    #[arg(long, help_heading = "Launch, hold and stop")]
     pub stand_in: bool,
     /// Prompts as JSONL: {"prompt": "...", "expect": "regex", "max_tokens": N} per line.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = "Requests")]
     pub prompts: Option<PathBuf>,
     /// Replies to make, cycling the prompts.
-    #[arg(long, default_value_t = 3, value_name = "N", value_parser = parse_replies, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 3, value_name = "N", value_parser = parse_replies, allow_negative_numbers = true, help_heading = "Requests")]
     pub replies: u32,
     /// Warm-up replies made first, one at a time, before the judged ones: recorded in
     /// replies.jsonl (flagged `warmup`), never judged, so a serve's cold first reply does not
     /// move the figures. A warm-up that fails still fails content. 0 to 100.
-    #[arg(long, default_value_t = 0, value_name = "N", value_parser = parse_warmup, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 0, value_name = "N", value_parser = parse_warmup, allow_negative_numbers = true, help_heading = "Requests")]
     pub warmup: u32,
     /// max_tokens of each request (a prompt's own max_tokens wins).
-    #[arg(long, default_value_t = 64, value_name = "N", value_parser = parse_max_tokens, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 64, value_name = "N", value_parser = parse_max_tokens, allow_negative_numbers = true, help_heading = "Requests")]
     pub max_tokens: u32,
     /// A JSON object merged into every request body, e.g. '{"cache_prompt": false}' to measure
     /// llama-server without its prompt cache.
-    #[arg(long, value_name = "JSON")]
+    #[arg(long, value_name = "JSON", help_heading = "Requests")]
     pub extra_body: Option<String>,
     /// Ask every request for its tokens' logprobs and K alternatives each ("logprobs": true,
     /// "top_logprobs": K), 1 to 20, and record them in replies.jsonl (`logprobs`). A serve
     /// that sends none is said; the figures are measured as without.
-    #[arg(long, value_name = "K", value_parser = parse_logprobs, allow_negative_numbers = true)]
+    #[arg(long, value_name = "K", value_parser = parse_logprobs, allow_negative_numbers = true, help_heading = "Requests")]
     pub logprobs: Option<u32>,
     /// A JSON object merged into the body of each re-anchor request (--reference-reanchor)
     /// so the serve continues the final assistant message: vLLM and SGLang need
     /// '{"continue_final_message": true, "add_generation_prompt": false}'; llama-server
     /// continues one as it is (unless started with --no-prefill-assistant).
-    #[arg(long, value_name = "JSON")]
+    #[arg(long, value_name = "JSON", help_heading = "Baseline and reference")]
     pub continue_body: Option<String>,
     /// The model name to request (default: the first id from /v1/models, else "default").
-    #[arg(long)]
+    #[arg(long, help_heading = "Requests")]
     pub model: Option<String>,
     /// Take an exclusive lock (flock) on FILE before the serve starts and keep it until the
     /// serve is gone, so gates on one box never share the device.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = "Launch, hold and stop")]
     pub hold: Option<PathBuf>,
     /// Seconds to wait for the hold; past it the run is SKIP (exit 3).
-    #[arg(long, default_value = "600", value_name = "S", value_parser = parse_seconds)]
+    #[arg(long, default_value = "600", value_name = "S", value_parser = parse_seconds, help_heading = "Time limits")]
     pub hold_timeout: Duration,
     /// Run the serve under an external hold program instead, given as an argv prefix in shell
     /// quoting, e.g. 'npu-hold --ticket 4s --'.
-    #[arg(long, value_name = "PREFIX")]
+    #[arg(long, value_name = "PREFIX", help_heading = "Launch, hold and stop")]
     pub hold_cmd: Option<String>,
     /// Seconds to wait for the serve to answer GET /health (or /v1/models) with 200.
-    #[arg(long, default_value = "120", value_name = "S", value_parser = parse_seconds)]
+    #[arg(long, default_value = "120", value_name = "S", value_parser = parse_seconds, help_heading = "Time limits")]
     pub ready_timeout: Duration,
     /// Seconds between SIGTERM and SIGKILL when stopping the serve.
-    #[arg(long, default_value = "10", value_name = "S", value_parser = parse_seconds)]
+    #[arg(long, default_value = "10", value_name = "S", value_parser = parse_seconds, help_heading = "Time limits")]
     pub grace: Duration,
     /// Seconds a reply's stream may go without any bytes before it is abandoned.
-    #[arg(long, default_value = "60", value_name = "S", value_parser = parse_seconds)]
+    #[arg(long, default_value = "60", value_name = "S", value_parser = parse_seconds, help_heading = "Time limits")]
     pub reply_timeout: Duration,
     /// Seconds one whole reply may take, from its request to its end, however steadily its
     /// bytes come; past it the reply FAILs, saying how much it had sent. Default:
     /// --reply-timeout for the first token plus 1 s for each token max_tokens allows (124 s
     /// at the defaults), which a serve at 1.9 tok/s still finishes inside.
-    #[arg(long, value_name = "S", value_parser = parse_seconds)]
+    #[arg(long, value_name = "S", value_parser = parse_seconds, help_heading = "Time limits")]
     pub reply_limit: Option<Duration>,
     /// The device's current clock, read beside the replies to explain a drift: a file holding
     /// it in Hz, e.g. an RK3588 NPU's devfreq /sys/class/devfreq/fdab0000.npu/cur_freq.
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", help_heading = "Route evidence")]
     pub device_freq: Option<PathBuf>,
     /// The device's temperature, read beside the replies: a file holding it in millidegrees
     /// Celsius, e.g. an accelerator's hwmon /sys/class/hwmon/hwmon3/temp1_input.
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", help_heading = "Route evidence")]
     pub device_temp: Option<PathBuf>,
     /// How to report the verdict.
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Outputs")]
     pub output: OutputArgs,
     /// The serve command as one string in shell quoting, split as a shell would (never run
     /// by one), instead of the words after --: for a CI system that has it as one setting.
-    #[arg(long, value_name = "COMMAND", conflicts_with = "serve")]
+    #[arg(
+        long,
+        value_name = "COMMAND",
+        conflicts_with = "serve",
+        help_heading = "Launch, hold and stop"
+    )]
     pub serve_cmd: Option<String>,
     /// The serve command, run directly (no shell); {port} becomes the port the gate picked (a
     /// command without {port} is refused, unless --url names the port the serve picks itself).
-    #[arg(last = true, value_name = "SERVE")]
+    #[arg(
+        last = true,
+        value_name = "SERVE",
+        help_heading = "Launch, hold and stop"
+    )]
     pub serve: Vec<String>,
 }
 
