@@ -180,5 +180,23 @@ mod tests {
         assert!(Cli::try_parse_from(["x", "run", "--serve-log", "f"]).is_err());
         assert!(Cli::try_parse_from(["x", "run", "--reply-limit", "0"]).is_err());
         assert!(Cli::try_parse_from(["x", "run", "--reply-limit", "86401"]).is_err());
+        assert!(Cli::try_parse_from(["x", "run", "--grace", "0ms"]).is_err());
+        assert!(Cli::try_parse_from(["x", "run", "--grace", "2 fortnights"]).is_err());
+    }
+
+    #[test]
+    fn durations_take_a_unit_and_a_bare_number_is_seconds_as_before() {
+        use std::time::Duration;
+        let grace = |v: &str| match Cli::try_parse_from(["x", "run", "--grace", v])
+            .unwrap()
+            .command
+        {
+            Command::Run(r) => r.grace,
+            _ => unreachable!(),
+        };
+        assert_eq!(grace("2.5"), Duration::from_millis(2500));
+        assert_eq!(grace("2500ms"), Duration::from_millis(2500));
+        assert_eq!(grace("30s"), Duration::from_secs(30));
+        assert_eq!(grace("2m"), Duration::from_secs(120));
     }
 }

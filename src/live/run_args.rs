@@ -134,27 +134,30 @@ pub struct RunArgs {
     /// serve is gone, so gates on one box never share the device.
     #[arg(long, value_name = "FILE", help_heading = "Launch, hold and stop")]
     pub hold: Option<PathBuf>,
-    /// Seconds to wait for the hold; past it the run is SKIP (exit 3).
-    #[arg(long, default_value = "600", value_name = "S", value_parser = parse_seconds, help_heading = "Time limits")]
+    /// How long to wait for the hold (30s, 10m; a bare number is seconds); past it the run is
+    /// SKIP (exit 3).
+    #[arg(long, default_value = "600", value_name = "DURATION", value_parser = parse_seconds, help_heading = "Time limits")]
     pub hold_timeout: Duration,
     /// Run the serve under an external hold program instead, given as an argv prefix in shell
     /// quoting, e.g. 'npu-hold --ticket 4s --'.
     #[arg(long, value_name = "PREFIX", help_heading = "Launch, hold and stop")]
     pub hold_cmd: Option<String>,
-    /// Seconds to wait for the serve to answer GET /health (or /v1/models) with 200.
-    #[arg(long, default_value = "120", value_name = "S", value_parser = parse_seconds, help_heading = "Time limits")]
+    /// How long to wait for the serve to answer GET /health (or /v1/models) with 200 (a bare
+    /// number is seconds).
+    #[arg(long, default_value = "120", value_name = "DURATION", value_parser = parse_seconds, help_heading = "Time limits")]
     pub ready_timeout: Duration,
-    /// Seconds between SIGTERM and SIGKILL when stopping the serve.
-    #[arg(long, default_value = "10", value_name = "S", value_parser = parse_seconds, help_heading = "Time limits")]
+    /// How long between SIGTERM and SIGKILL when stopping the serve (a bare number is seconds).
+    #[arg(long, default_value = "10", value_name = "DURATION", value_parser = parse_seconds, help_heading = "Time limits")]
     pub grace: Duration,
-    /// Seconds a reply's stream may go without any bytes before it is abandoned.
-    #[arg(long, default_value = "60", value_name = "S", value_parser = parse_seconds, help_heading = "Time limits")]
+    /// How long a reply's stream may go without any bytes before it is abandoned (a bare
+    /// number is seconds).
+    #[arg(long, default_value = "60", value_name = "DURATION", value_parser = parse_seconds, help_heading = "Time limits")]
     pub reply_timeout: Duration,
-    /// Seconds one whole reply may take, from its request to its end, however steadily its
+    /// How long one whole reply may take (a bare number is seconds), from its request to its end, however steadily its
     /// bytes come; past it the reply FAILs, saying how much it had sent. Default:
     /// --reply-timeout for the first token plus 1 s for each token max_tokens allows (124 s
     /// at the defaults), which a serve at 1.9 tok/s still finishes inside.
-    #[arg(long, value_name = "S", value_parser = parse_seconds, help_heading = "Time limits")]
+    #[arg(long, value_name = "DURATION", value_parser = parse_seconds, help_heading = "Time limits")]
     pub reply_limit: Option<Duration>,
     /// The device's current clock, read beside the replies to explain a drift: a file holding
     /// it in Hz, e.g. an RK3588 NPU's devfreq /sys/class/devfreq/fdab0000.npu/cur_freq.
@@ -509,18 +512,21 @@ pub struct RunSettings {
     /// Take an exclusive lock (flock) on FILE before the serve starts and keep it until the
     /// serve is gone, so gates on one box never share the device.
     pub hold: Option<PathBuf>,
-    /// Seconds to wait for the hold; past it the run is SKIP (exit 3).
+    /// How long to wait for the hold (30s, 10m; a bare number is seconds); past it the run is
+    /// SKIP (exit 3).
     pub hold_timeout: Duration,
     /// Run the serve under an external hold program instead, given as an argv prefix in shell
     /// quoting, e.g. 'npu-hold --ticket 4s --'.
     pub hold_cmd: Option<String>,
-    /// Seconds to wait for the serve to answer GET /health (or /v1/models) with 200.
+    /// How long to wait for the serve to answer GET /health (or /v1/models) with 200 (a bare
+    /// number is seconds).
     pub ready_timeout: Duration,
-    /// Seconds between SIGTERM and SIGKILL when stopping the serve.
+    /// How long between SIGTERM and SIGKILL when stopping the serve (a bare number is seconds).
     pub grace: Duration,
-    /// Seconds a reply's stream may go without any bytes before it is abandoned.
+    /// How long a reply's stream may go without any bytes before it is abandoned (a bare
+    /// number is seconds).
     pub reply_timeout: Duration,
-    /// Seconds one whole reply may take, from its request to its end, however steadily its
+    /// How long one whole reply may take (a bare number is seconds), from its request to its end, however steadily its
     /// bytes come; past it the reply FAILs, saying how much it had sent. Default:
     /// --reply-timeout for the first token plus 1 s for each token max_tokens allows (124 s
     /// at the defaults), which a serve at 1.9 tok/s still finishes inside.
@@ -612,11 +618,21 @@ pub fn seconds(secs: f64) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
-/// `--grace 2.5` and friends: a number of seconds, see [`seconds`].
+/// `--grace 2.5` and friends: a duration with its unit, as `--soak` takes one (`500ms`, `30s`,
+/// `2m`; humantime's units), or a bare number of seconds as these flags always took; either
+/// held to [`seconds`]'s bounds.
 pub fn parse_seconds(s: &str) -> Result<Duration, String> {
-    let secs: f64 = s
-        .parse()
-        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    let t = s.trim();
+    let secs = match t.parse::<f64>() {
+        Ok(secs) => secs,
+        Err(_) => humantime::parse_duration(t)
+            .map_err(|_| {
+                format!(
+                    "{s:?} is not a duration: give a unit (500ms, 30s, 2m) or a number of seconds"
+                )
+            })?
+            .as_secs_f64(),
+    };
     seconds(secs)
 }
 
