@@ -402,7 +402,8 @@ fn a_word_changed_in_a_tenth_of_trials_fails_naming_the_first_and_the_interval_h
     // Seed 1 changes a word in requests 13, 16 and 20 of 21 (the stand-in's own trace says
     // which, and the test reads it from there): the first reply, every trial's reference, is
     // clean. Another draw that changed the first would make every trial differ.
-    let (code, stdout, trace) = twenty_trials(&out, &["--change-word", "0.1", "--seed", "1"]);
+    let (code, stdout, trace) =
+        twenty_trials(&out, &["--change-word", "0.1", "--jitter-seed", "1"]);
     assert_eq!(code, Some(1), "{stdout}");
     let changed = altered(&trace);
     assert!(
@@ -443,7 +444,7 @@ fn a_word_changed_in_a_tenth_of_trials_fails_naming_the_first_and_the_interval_h
 #[test]
 fn no_word_changed_is_ok_and_says_what_twenty_trials_could_have_caught() {
     let (_d, out) = scratch();
-    let (code, stdout, trace) = twenty_trials(&out, &["--change-word", "0", "--seed", "1"]);
+    let (code, stdout, trace) = twenty_trials(&out, &["--change-word", "0", "--jitter-seed", "1"]);
     assert_eq!(code, Some(0), "{stdout}");
     assert!(altered(&trace).is_empty());
     let det = line(&stdout, "determinism");

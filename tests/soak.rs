@@ -74,7 +74,7 @@ fn a_steady_serve_with_seeded_jitter_does_not_drift() {
     let _alone = exclusive();
     let (_d, out) = scratch();
     // Each request's gaps are 0.9 to 1.1 times 60 ms, drawn from the seed: noise, no trend.
-    let (code, stdout) = thirty_replies(&out, &["--jitter", "0.1", "--seed", "20"]);
+    let (code, stdout) = thirty_replies(&out, &["--jitter", "0.1", "--jitter-seed", "20"]);
     assert_eq!(code, Some(0), "{stdout}");
     let drift = line(&stdout, "drift");
     assert!(drift.starts_with("drift        info"), "{drift}");

@@ -49,7 +49,14 @@ pub struct StandInArgs {
     )]
     pub jitter: Option<f64>,
     /// The seed of --jitter's factors and of --change-word's draws (each a stream of its own).
-    #[arg(long, default_value_t = 0, value_name = "N", help_heading = "Pacing")]
+    /// Named apart from `run --seed`, the requests' seed; `--seed` is still read here.
+    #[arg(
+        long = "jitter-seed",
+        alias = "seed",
+        default_value_t = 0,
+        value_name = "N",
+        help_heading = "Pacing"
+    )]
     pub seed: u64,
     /// Tokens a reply has (capped by the request's max_tokens): the answer's words, then filler
     /// words, common nouns drawn from the answer's text and their position (the same for the
@@ -807,13 +814,14 @@ mod tests {
 
     #[test]
     fn jitter_is_seeded_bounded_and_not_constant() {
-        let a = args(&["--jitter", "0.1", "--seed", "3"]);
+        let a = args(&["--jitter", "0.1", "--jitter-seed", "3"]);
         let f: Vec<f64> = (1..=200).map(|k| a.gap_scale(k)).collect();
         assert!(f.iter().all(|x| (0.9..=1.1).contains(x)), "{f:?}");
         let mean = f.iter().sum::<f64>() / f.len() as f64;
         assert!((mean - 1.0).abs() < 0.02, "centred on 1: {mean}");
         assert!(f.iter().any(|x| *x < 0.95) && f.iter().any(|x| *x > 1.05));
         assert_eq!(f, (1..=200).map(|k| a.gap_scale(k)).collect::<Vec<_>>());
+        // --seed, the old spelling, is still read.
         let other = args(&["--jitter", "0.1", "--seed", "4"]);
         assert_ne!(
             a.gap_scale(1),
@@ -935,7 +943,14 @@ mod tests {
     fn change_word_draws_do_not_follow_the_jitter_of_the_same_seed() {
         // Were the two streams one, the requests --change-word picks (a low draw) would be
         // those --jitter makes fastest (a low draw too): their jitter would average below 1.
-        let a = args(&["--change-word", "0.5", "--jitter", "0.5", "--seed", "9"]);
+        let a = args(&[
+            "--change-word",
+            "0.5",
+            "--jitter",
+            "0.5",
+            "--jitter-seed",
+            "9",
+        ]);
         let (mut picked, mut spared) = (Vec::new(), Vec::new());
         for k in 1..=2000 {
             let f = a.gap_scale(k);

@@ -729,7 +729,7 @@ mod tests {
         let clean_url = start(&FAST).await;
         let (clean, _) =
             answer_and_reasoning(&post(&clean_url, stream_req(BUILT_IN[0].prompt, 64)).await.1);
-        let faults = ["--change-word", "0.3", "--seed", "5"];
+        let faults = ["--change-word", "0.3", "--jitter-seed", "5"];
         let first = forty_replies(&faults, &dir.path().join("a.jsonl"), &clean).await;
         let second = forty_replies(&faults, &dir.path().join("b.jsonl"), &clean).await;
         assert_eq!(first, second, "the same seed, the same requests and words");
@@ -738,7 +738,7 @@ mod tests {
         assert!((3..=24).contains(&first.len()), "{first:?}");
         assert_eq!(first.len(), PINNED_CHANGED_OF_40, "{first:?}");
         let other = forty_replies(
-            &["--change-word", "0.3", "--seed", "6"],
+            &["--change-word", "0.3", "--jitter-seed", "6"],
             &dir.path().join("c.jsonl"),
             &clean,
         )
