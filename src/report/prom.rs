@@ -160,86 +160,73 @@ pub fn exposition(v: &Verdict, run: &RunInfo<'_>) -> String {
 
     // The reference line's figures (`--reference`, docs/reference.md).
     let reference = figures_of(v, "reference").and_then(|f| f.reference.as_ref());
-    let of = |pick: fn(&crate::archive::record::ReferenceFigures) -> Option<f64>| -> Vec<Sample> {
-        reference
-            .and_then(pick)
-            .map(|x| vec![(Vec::new(), x)])
-            .unwrap_or_default()
-    };
     out.gauge(
         "reference_positions",
         "The reference positions the reference line judged, past each divergence where re-anchored.",
-        &of(|f| Some(f.positions as f64)),
+        &one_sample(reference, |f| Some(f.positions as f64)),
     );
     out.gauge(
         "reference_agreement_ratio",
         "The share of those positions where both sides chose the same text.",
-        &of(|f| f.agreement),
+        &one_sample(reference, |f| f.agreement),
     );
     out.gauge(
         "reference_hard_divergences",
         "Divergences from the reference past the tie margin, or to a token outside the other side's top-K.",
-        &of(|f| Some(f.hard_divergences as f64)),
+        &one_sample(reference, |f| Some(f.hard_divergences as f64)),
     );
     out.gauge(
         "reference_near_ties",
         "Divergences from the reference within the tie margin.",
-        &of(|f| Some(f.near_ties as f64)),
+        &one_sample(reference, |f| Some(f.near_ties as f64)),
     );
     out.gauge(
         "reference_reanchors",
         "Re-anchors judged past divergences from the reference.",
-        &of(|f| Some(f.reanchored as f64)),
+        &one_sample(reference, |f| Some(f.reanchored as f64)),
     );
     out.gauge(
         "reference_logprob_delta_p90_nats",
         "The p90 of the chosen tokens' |logprob difference| from the reference, nats.",
-        &of(|f| f.logprob_delta.map(|d| d.p90)),
+        &one_sample(reference, |f| f.logprob_delta.map(|d| d.p90)),
     );
     out.gauge(
         "reference_kl_mean_nats",
         "The mean KL divergence from the reference over its top-K, renormalised (an underestimate).",
-        &of(|f| f.kl_mean),
+        &one_sample(reference, |f| f.kl_mean),
     );
 
     // The output line's figures (docs/output.md).
     let output = figures_of(v, "output").and_then(|f| f.output.as_ref());
-    let of_output =
-        |pick: fn(&crate::archive::record::OutputFigures) -> Option<f64>| -> Vec<Sample> {
-            output
-                .and_then(pick)
-                .map(|x| vec![(Vec::new(), x)])
-                .unwrap_or_default()
-        };
     out.gauge(
         "output_loops",
         "Replies whose tail is one stretch of text repeated.",
-        &of_output(|f| Some(f.loops as f64)),
+        &one_sample(output, |f| Some(f.loops as f64)),
     );
     out.gauge(
         "output_stutters",
         "Replies with one word said many times in a row.",
-        &of_output(|f| Some(f.stutters as f64)),
+        &one_sample(output, |f| Some(f.stutters as f64)),
     );
     out.gauge(
         "output_not_text_ratio",
         "The largest share of a reply's characters that are replacement or control characters.",
-        &of_output(|f| Some(f.not_text_share_max)),
+        &one_sample(output, |f| Some(f.not_text_share_max)),
     );
     out.gauge(
         "output_same_answers",
         "Pairs of prompts expecting different answers that were answered alike.",
-        &of_output(|f| Some(f.same_answers as f64)),
+        &one_sample(output, |f| Some(f.same_answers as f64)),
     );
     out.gauge(
         "output_stopped_ratio",
         "The share of judged replies that stopped by themselves.",
-        &of_output(|f| f.stopped_share),
+        &one_sample(output, |f| f.stopped_share),
     );
     out.gauge(
         "output_length_ratio",
         "The mean answer length over the reference's or baseline's.",
-        &of_output(|f| f.length_ratio),
+        &one_sample(output, |f| f.length_ratio),
     );
 
     let load = figures_of(v, "load");
@@ -384,7 +371,7 @@ fn median_figures(f: &Figures, bound: Option<f64>, bound_name: &str, per: f64) -
 
 /// A family's one sample, without labels of its own: `pick` of a line's figures, or none
 /// where the line, or its figure, is not there.
-fn one_sample(figures: Option<&Figures>, pick: fn(&Figures) -> Option<f64>) -> Vec<Sample> {
+fn one_sample<T>(figures: Option<&T>, pick: fn(&T) -> Option<f64>) -> Vec<Sample> {
     figures
         .and_then(pick)
         .map(|x| vec![(Vec::new(), x)])

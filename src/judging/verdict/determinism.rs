@@ -371,10 +371,19 @@ fn plural(n: usize, word: &str) -> String {
 /// The first single-stream reply to each prompt that did not fail (warm-ups left out), in
 /// the order made.
 pub fn first_answers(replies: &[ReplyRecord]) -> Vec<&ReplyRecord> {
+    first_answers_where(replies, |_| true)
+}
+
+/// [`first_answers`] among the replies `keep` keeps: a prompt whose first reply it leaves out
+/// is answered by its next.
+pub fn first_answers_where(
+    replies: &[ReplyRecord],
+    keep: impl Fn(&ReplyRecord) -> bool,
+) -> Vec<&ReplyRecord> {
     let mut seen: HashSet<&str> = HashSet::new();
     let mut singles: Vec<&ReplyRecord> = replies
         .iter()
-        .filter(|r| r.error.is_none() && r.burst.is_none() && !r.warmup)
+        .filter(|r| r.error.is_none() && r.burst.is_none() && !r.warmup && keep(r))
         .collect();
     singles.sort_by_key(|r| r.index);
     singles

@@ -567,6 +567,11 @@ fn warmup_problems(replies: &[ReplyRecord]) -> Vec<String> {
         .collect()
 }
 
+/// `n` and the word for it: "1 prompt", "3 prompts".
+pub(super) fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// What the output line holds the answers' lengths to: the reference's, else the baseline's.
 fn output_against<'a>(e: &Evidence<'a>) -> Option<output::Against<'a>> {
     let (kind, r) = match (e.reference, e.baseline) {

@@ -26,6 +26,8 @@
 
 use std::collections::{HashMap, HashSet};
 
+use super::determinism::first_answers_where;
+use super::plural;
 use crate::archive::record::{
     Figures, Line, OutputFigures, OutputFloors, ReplyRecord, RunManifest, Status,
 };
@@ -261,15 +263,6 @@ fn readable(replies: &[ReplyRecord]) -> impl Iterator<Item = &ReplyRecord> {
         .filter(|r| !r.warmup && r.error.is_none() && !r.content.is_empty())
 }
 
-/// The first readable single-stream answer to each prompt, in the order made.
-fn first_answers(replies: &[ReplyRecord]) -> Vec<&ReplyRecord> {
-    let mut seen = HashSet::new();
-    let mut firsts: Vec<&ReplyRecord> = readable(replies).filter(|r| r.burst.is_none()).collect();
-    firsts.sort_by_key(|r| r.index);
-    firsts.retain(|r| seen.insert(r.prompt.as_str()));
-    firsts
-}
-
 /// The output line over `replies` (the judged ones), the run's `manifest` (its prompts'
 /// expectations and `stops`), held to `against` where given. `enabled` false: said as info.
 pub fn output_line(
@@ -363,7 +356,8 @@ pub fn output_line(
     }
 
     // One answer to different questions.
-    let firsts = first_answers(replies);
+    // The first answer with content to each prompt.
+    let firsts = first_answers_where(replies, |r| !r.content.is_empty());
     let shapes: Vec<Shape> = firsts.iter().map(|r| Shape::of(&r.content)).collect();
     let expect = |r: &ReplyRecord| r.expect.clone();
     let mut same = Vec::new();
@@ -498,10 +492,6 @@ pub fn output_line(
         output: Some(figures),
         ..Figures::default()
     })
-}
-
-fn plural(n: usize, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 fn more(n: usize) -> String {

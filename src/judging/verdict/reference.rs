@@ -29,7 +29,7 @@
 use std::collections::HashMap;
 
 use super::determinism::first_answers;
-use super::{Baseline, Evidence, Figures, Line, Status};
+use super::{plural, Baseline, Evidence, Figures, Line, Status};
 use crate::archive::record::{
     DeltaFigures, ReanchorRecord, ReferenceFigures, ReplyRecord, RunManifest, TokenLogprob,
     TopLogprob,
@@ -742,10 +742,6 @@ fn named(m: &RunManifest) -> String {
             one_line(&b.sha256[..b.sha256.len().min(12)]).into_owned()
         });
     format!("model {model}, serve sha256 {sha}")
-}
-
-fn plural(n: usize, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// The |Δ logprob| figures of `deltas`: median and p90 by Hyndman & Fan's definition 7
