@@ -406,6 +406,11 @@ fn a_serve_cannot_write_into_the_gates_stdout_through_proc() {
         std::os::unix::fs::PermissionsExt::from_mode(0o777),
     )
     .unwrap();
+    // The gate as nobody runs from a copy in this directory: the build's own may sit under a
+    // directory only its owner can enter (a clone in `mktemp -d`, mode 0700).
+    let bin = d.path().join("npu-serve-smoke");
+    std::fs::copy(BIN, &bin).unwrap();
+    std::fs::set_permissions(&bin, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let attempts = d.path().join("attempts");
     let serve = d.path().join("serve.sh");
     std::fs::write(
@@ -418,8 +423,9 @@ fn a_serve_cannot_write_into_the_gates_stdout_through_proc() {
              if printf 'forged by the serve\\n' > /proc/$sup/fd/2; then echo sup-wrote; else echo sup-refused; fi >> {a}\n\
              echo gate-fd-owner $(stat -c %u /proc/$gate/fd) >> {a}\n\
              echo sup-fd-owner $(stat -c %u /proc/$sup/fd) >> {a}\n\
-             exec \"{BIN}\" stand-in --port \"$1\" --tokens 3 --gaps-ms 20\n",
-            a = attempts.display()
+             exec \"{bin}\" stand-in --port \"$1\" --tokens 3 --gaps-ms 20\n",
+            a = attempts.display(),
+            bin = bin.display()
         ),
     )
     .unwrap();
@@ -427,14 +433,9 @@ fn a_serve_cannot_write_into_the_gates_stdout_through_proc() {
     let out = d.path().join("run");
     let _claim = gate();
     let o = std::process::Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            BIN,
-            "run",
-            "--out",
-        ])
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(&bin)
+        .args(["run", "--out"])
         .arg(&out)
         .args(UNFLIPPABLE)
         .args(["--replies", "1", "--"])
