@@ -37,8 +37,8 @@ pub fn for_outcome(outcome: &Outcome) -> u8 {
         Outcome::Fail => FAIL,
         Outcome::Skip { .. } => SKIP,
         Outcome::Inconclusive { .. } => INCONCLUSIVE,
-        Outcome::Interrupted { signal } => signal
-            .parse::<nix::sys::signal::Signal>()
-            .map_or(FAIL, |s| INTERRUPTED_BASE.saturating_add(s as u8)),
+        Outcome::Interrupted { signal } => {
+            INTERRUPTED_BASE.saturating_add(u8::try_from(signal.number()).unwrap_or(u8::MAX))
+        }
     }
 }

@@ -331,3 +331,34 @@ fn a_baseline_whose_replies_are_no_file_is_refused_before_anything() {
         );
     }
 }
+
+/// The words an archive names by a closed set (issue 33, item 1): a run.json interrupted by a
+/// signal judges as INTERRUPTED with 128 + its number, and a signal this build does not know is
+/// one line that names it and exit 2, never a silent exit 1.
+#[test]
+fn an_archived_signal_gives_its_exit_code_and_an_unknown_one_is_refused_by_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("run");
+    archived_run(&run);
+    let with_signal = |name: &str| {
+        let text = std::fs::read_to_string(run.join("run.json")).unwrap();
+        let mut manifest: serde_json::Value = serde_json::from_str(&text).unwrap();
+        manifest["interrupted"] = serde_json::Value::from(name);
+        std::fs::write(
+            run.join("run.json"),
+            serde_json::to_string(&manifest).unwrap(),
+        )
+        .unwrap();
+        gate().arg("judge").arg(&run).output().unwrap()
+    };
+    let o = with_signal("SIGINT");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(130), "{stdout}");
+    assert!(stdout.contains("RESULT: INTERRUPTED (by SIGINT)"), "{stdout}");
+
+    let o = with_signal("SIGFOO");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("unknown signal `SIGFOO`"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+}

@@ -7,6 +7,8 @@
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::value::RawValue;
 
+pub use crate::archive::check::{Check, Kind};
+pub use crate::archive::tags::{InterruptSignal, LogSource, Phase, Unit};
 use crate::prompts::Prompt;
 
 /// Version of the run directory's file formats. Bumped when a field changes meaning.
@@ -594,7 +596,7 @@ pub struct RunManifest {
     /// The clock of every ns offset.
     pub clock: ClockInfo,
     /// Where serve.log came from: `captured`, `copied from PATH`, or `none`.
-    pub serve_log_source: String,
+    pub serve_log_source: LogSource,
     /// How much the serve wrote, and how much of its middle serve.log dropped to keep its head
     /// and its tail (absent for runs from before the cap, and while the run is going).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -605,7 +607,7 @@ pub struct RunManifest {
     pub stop: Option<StopRecord>,
     /// The signal that interrupted the run, e.g. `SIGTERM`.
     #[serde(default)]
-    pub interrupted: Option<String>,
+    pub interrupted: Option<InterruptSignal>,
     /// The device hold, when `--hold` was given.
     #[serde(default)]
     pub hold: Option<HoldRecord>,
@@ -854,7 +856,7 @@ pub struct MetricsRecord {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MetricsScrape {
     /// `before`, `during` or `after` the bursts.
-    pub phase: String,
+    pub phase: Phase,
     /// When the answer was read (ns since the clock base).
     pub at_ns: u64,
     /// The HTTP status, when the serve answered.
@@ -1535,8 +1537,8 @@ pub enum Status {
 /// One line of the verdict: a check, how it came out, and why.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Line {
-    /// `serve`, `route`, `rate`, `first-token`, `content`, `metrics` or `load`.
-    pub check: String,
+    /// Which check (result.json has its name).
+    pub check: Check,
     /// How it came out.
     pub status: Status,
     /// What a reader needs to know.
@@ -1552,7 +1554,7 @@ pub struct Line {
 pub struct Figures {
     /// The unit of `median`, `interval_95`, `floor` and `limit`: `tok/s` or `ms`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub unit: Option<String>,
+    pub unit: Option<Unit>,
     /// The median over the replies that have the figure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub median: Option<f64>,
@@ -1812,7 +1814,7 @@ pub enum Outcome {
     /// A signal stopped the run.
     Interrupted {
         /// Which signal, e.g. `SIGTERM`.
-        signal: String,
+        signal: InterruptSignal,
     },
     /// Nothing failed, but a comparison with the baseline could not decide: never a PASS.
     Inconclusive {

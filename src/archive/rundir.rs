@@ -705,7 +705,7 @@ pub fn load_archive(dir: &Path) -> Result<Archive> {
         Err(e) => return Err(e.into()),
     };
     let log_path = dir.join(SERVE_LOG);
-    let serve_log = (manifest.serve_log_source != "none" && log_path.is_file()).then_some(log_path);
+    let serve_log = (manifest.serve_log_source.has_log() && log_path.is_file()).then_some(log_path);
     let (load, load_problem) = read_optional_json::<LoadSnapshot>(dir, LOAD, &mut found);
     let (route, route_problem) = read_optional_json::<RouteRecord>(dir, ROUTE, &mut found);
     let (metrics, metrics_problem) = read_optional_json::<MetricsRecord>(dir, METRICS, &mut found);

@@ -2,6 +2,7 @@
 //! `judge DIR` and `compare` all come through here, so the same evidence and criteria always
 //! give the same lines.
 
+use crate::archive::check::Check;
 use std::io::Read;
 
 use anyhow::{Context, Result};
@@ -86,7 +87,7 @@ pub fn judge_with_log(
         startup: manifest.startup.as_ref().unwrap_or(&never_started),
         serve_log: log,
         load: archive.load.as_ref(),
-        interrupted: manifest.interrupted.as_deref(),
+        interrupted: manifest.interrupted,
         hold_not_acquired: hold_reason.as_deref(),
         stop: manifest.stop.as_ref().map(|s| (s, manifest.limits.grace_s)),
         hold: manifest.hold.as_ref(),
@@ -151,7 +152,7 @@ pub fn judge_with_log(
 pub fn changed(mut judged: Verdict, line: String) -> Verdict {
     judged
         .lines
-        .insert(0, Line::new("archive", Status::Fail, line));
+        .insert(0, Line::new(Check::Archive, Status::Fail, line));
     judged.outcome = Outcome::Fail;
     judged
 }
@@ -173,7 +174,7 @@ mod tests {
             },
         ] {
             let judged = Verdict {
-                lines: vec![Line::new("rate", Status::Ok, "fine")],
+                lines: vec![Line::new(Check::Rate, Status::Ok, "fine")],
                 outcome,
             };
             let v = changed(judged, "the archive was changed after the run: x".into());

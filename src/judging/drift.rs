@@ -21,6 +21,7 @@
 //! Pure: no I/O; `statrs` gives the normal CDF, everything else is computed here from its
 //! definition and tested against published tables and examples.
 
+use crate::archive::check::Check;
 use statrs::distribution::{ContinuousCDF, Normal};
 
 use crate::archive::record::{Figures, Line, ReplyRecord, Status};
@@ -552,7 +553,7 @@ fn drift_line(
             } else {
                 format!("no drift: {} {over}, {}", signed(change), p_text(down))
             };
-            ("drift", down, status, text)
+            (Check::Drift, down, status, text)
         }
         Figure::FirstToken => {
             let (up, down) = (t.test.p_increase, t.test.p_decrease);
@@ -574,7 +575,7 @@ fn drift_line(
             } else {
                 format!("no drift: {} {over}, {}", signed(change), p_text(up))
             };
-            ("first-token-drift", up, Status::Info, text)
+            (Check::FirstTokenDrift, up, Status::Info, text)
         }
     };
     Line::new(check, status, text).with(Figures {
@@ -1358,7 +1359,7 @@ mod tests {
         failed.error = Some("connection reset".into());
         replies.extend([burst, failed]);
         let lines = drift_lines(&replies, DEFAULT_MAX_DRIFT);
-        let checks: Vec<&str> = lines.iter().map(|l| l.check.as_str()).collect();
+        let checks: Vec<&str> = lines.iter().map(|l| l.check.name()).collect();
         assert_eq!(checks, ["first-token-drift"]);
         let f = lines[0].figures.as_ref().unwrap();
         assert_eq!((f.values, f.replies), (Some(8), Some(8)));

@@ -44,6 +44,8 @@
 //! (`1.23457e+06`), and the comparison allows for that rounding rather than failing a serve for
 //! its number format.
 
+use crate::archive::check::Check;
+use crate::archive::record::Phase;
 use std::fmt::Write as _;
 
 use crate::archive::record::{
@@ -455,7 +457,7 @@ pub fn metrics_line(rec: &MetricsRecord, gate: &GateCount) -> Line {
                 "give --metrics-url if the serve has them elsewhere"
             };
             Line::new(
-                "metrics",
+                Check::Metrics,
                 Status::Info,
                 format!(
                     "the serve has no metrics at {} (HTTP {status}); {hint}",
@@ -464,7 +466,7 @@ pub fn metrics_line(rec: &MetricsRecord, gate: &GateCount) -> Line {
             )
         }
         Err(Unread::Because(why)) => Line::new(
-            "metrics",
+            Check::Metrics,
             Status::Info,
             format!("the serve's metrics could not be read ({why}); the gate's own figures stand"),
         ),
@@ -491,8 +493,8 @@ struct Read {
 }
 
 fn read(rec: &MetricsRecord) -> Result<Read, Unread> {
-    let scrape = |phase: &str| rec.scrapes.iter().find(|s| s.phase == phase);
-    let before = scrape("before");
+    let scrape = |phase: Phase| rec.scrapes.iter().find(|s| s.phase == phase);
+    let before = scrape(Phase::Before);
     if let (false, Some(s)) = (rec.given, before) {
         if let Some(status @ (404 | 501)) = s.status {
             return Err(Unread::NoMetrics(status));
@@ -507,7 +509,7 @@ fn read(rec: &MetricsRecord) -> Result<Read, Unread> {
     }
     let before = before.ok_or_else(|| Unread::Because("no scrape before the bursts".into()))?;
     let after =
-        scrape("after").ok_or_else(|| Unread::Because("no scrape after the bursts".into()))?;
+        scrape(Phase::After).ok_or_else(|| Unread::Because("no scrape after the bursts".into()))?;
     let before_e = exposition(before, "before the bursts").map_err(Unread::Because)?;
     let after_e = exposition(after, "after the bursts").map_err(Unread::Because)?;
     let family = family_of(&after_e)
@@ -532,7 +534,7 @@ fn read(rec: &MetricsRecord) -> Result<Read, Unread> {
     let after_n = count(&after_e, "after the bursts")?;
     let mut during_problem = None;
     let mut expositions = vec![before_e];
-    if let Some(during) = scrape("during") {
+    if let Some(during) = scrape(Phase::During) {
         match exposition(during, "during the bursts") {
             Ok(e) => expositions.push(e),
             Err(why) => during_problem = Some(why),
@@ -637,7 +639,7 @@ fn compare(rec: &MetricsRecord, r: &Read, gate: &GateCount) -> Line {
             count(r.after),
             count(gate.tokens)
         );
-        return Line::new("metrics", Status::Info, text).with(figures);
+        return Line::new(Check::Metrics, Status::Info, text).with(figures);
     }
     let delta = r.after - r.before;
     let figures = Figures {
@@ -650,7 +652,7 @@ fn compare(rec: &MetricsRecord, r: &Read, gate: &GateCount) -> Line {
             count(delta),
             gate.tokens
         );
-        return Line::new("metrics", Status::Info, text).with(figures);
+        return Line::new(Check::Metrics, Status::Info, text).with(figures);
     }
     let rounding = f.rounding(r.before) + f.rounding(r.after);
     let known_to = if rounding > 0.0 {
@@ -681,7 +683,7 @@ fn compare(rec: &MetricsRecord, r: &Read, gate: &GateCount) -> Line {
             count(delta),
             count(lowest)
         );
-        return Line::new("metrics", Status::Info, text).with(figures);
+        return Line::new(Check::Metrics, Status::Info, text).with(figures);
     }
     let allowed = match gate.stopped {
         0 => "no stream ended with \"stop\", so no end-of-generation token is allowed".to_string(),
@@ -693,7 +695,7 @@ fn compare(rec: &MetricsRecord, r: &Read, gate: &GateCount) -> Line {
         count(delta),
         count(lowest)
     );
-    Line::new("metrics", Status::Fail, text).with(figures)
+    Line::new(Check::Metrics, Status::Fail, text).with(figures)
 }
 
 /// `x` as a count: whole numbers without decimals, others to at most 2.
@@ -1081,7 +1083,7 @@ mod tests {
 
     fn answer(phase: &str, body: &str) -> MetricsScrape {
         MetricsScrape {
-            phase: phase.to_string(),
+            phase: phase.into(),
             at_ns: 0,
             status: Some(200),
             body: Some(body.to_string()),
@@ -1597,7 +1599,7 @@ mod tests {
             ) {
                 let rec = MetricsRecord { url: URL.into(), given, scrapes: vec![before, after] };
                 let line = metrics_line(&rec, &gate(tokens, stopped));
-                prop_assert_eq!(&line.check, "metrics");
+                prop_assert_eq!(line.check, Check::Metrics);
                 if !(before_ok && after_ok) {
                     prop_assert_eq!(line.status, Status::Info, "{:?}", line);
                 } else {

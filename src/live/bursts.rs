@@ -10,6 +10,7 @@
 //! to replies.jsonl on a thread of its own: no sync runs between two streams' reads), so an
 //! interruption mid-burst keeps every finished stream.
 
+use crate::archive::record::Phase;
 use std::time::Duration;
 
 use anyhow::Result;
@@ -67,7 +68,7 @@ pub async fn make_bursts(
     let ConcurrencyPlan { streams, rounds } = *work.plan;
     let mut metrics_client = work.metrics;
     if let (Some(record), Some(client)) = (metrics.as_mut(), metrics_client) {
-        let before = scrape(client, "before", base_ns).await;
+        let before = scrape(client, Phase::Before, base_ns).await;
         // The serve's /metrics, tried: a serve without them (404; llama-server without
         // --metrics, 501) is not asked again. A URL given is, whatever it answered.
         if !record.given && before.status != Some(200) {
@@ -112,7 +113,7 @@ pub async fn make_bursts(
             match (round, metrics_client) {
                 (1, Some(client)) => {
                     first_text.wait().await;
-                    Some(scrape(client, "during", base_ns).await)
+                    Some(scrape(client, Phase::During, base_ns).await)
                 }
                 _ => futures_util::future::pending().await,
             }
@@ -150,19 +151,21 @@ pub async fn make_bursts(
         }
     }
     if let (Some(record), Some(client)) = (metrics.as_mut(), metrics_client) {
-        record.scrapes.push(scrape(client, "after", base_ns).await);
+        record
+            .scrapes
+            .push(scrape(client, Phase::After, base_ns).await);
         rec.json(rundir::METRICS, record);
     }
     Ok(None)
 }
 
 /// One scrape of the serve's metrics: what it answered, or why it did not.
-async fn scrape(client: &Client, phase: &str, base_ns: u64) -> MetricsScrape {
+async fn scrape(client: &Client, phase: Phase, base_ns: u64) -> MetricsScrape {
     let answer = client.fetch(SCRAPE_LIMIT, METRICS_BODY_KEPT).await;
     let at_ns = clock::now_ns().saturating_sub(base_ns);
     match answer {
         Ok(f) => MetricsScrape {
-            phase: phase.to_string(),
+            phase,
             at_ns,
             status: Some(f.status),
             body: Some(String::from_utf8_lossy(&f.body).into_owned()),
@@ -170,7 +173,7 @@ async fn scrape(client: &Client, phase: &str, base_ns: u64) -> MetricsScrape {
             error: None,
         },
         Err(e) => MetricsScrape {
-            phase: phase.to_string(),
+            phase,
             at_ns,
             status: None,
             body: None,

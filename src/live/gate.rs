@@ -4,6 +4,7 @@
 //! Everything measured goes into the run directory as it happens; the verdict is computed from
 //! the same [`Archive`] shape `judge` reads back.
 
+use crate::archive::record::{InterruptSignal, LogSource};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -706,9 +707,9 @@ async fn execute(plan: Plan) -> Result<u8> {
         },
         serve_log_kept: None,
         serve_log_source: match &plan.launch {
-            Launch::Spawn { .. } => "captured".to_string(),
-            Launch::Attach { serve_log: None } => "none".to_string(),
-            Launch::Attach { serve_log: Some(p) } => format!("copied from {}", p.display()),
+            Launch::Spawn { .. } => LogSource::Captured,
+            Launch::Attach { serve_log: None } => LogSource::None,
+            Launch::Attach { serve_log: Some(p) } => LogSource::CopiedFrom(p.display().to_string()),
         },
         startup: None,
         stop: None,
@@ -859,7 +860,7 @@ async fn execute(plan: Plan) -> Result<u8> {
         }
         manifest.logprobs = Some(asked);
     }
-    manifest.interrupted = interrupted.map(|s| s.to_string());
+    manifest.interrupted = interrupted.map(InterruptSignal);
     manifest.ended_utc = Some(utc_now());
     if let Some((cpu, rss)) = own_usage() {
         manifest.gate_cpu_s = Some(cpu);

@@ -11,6 +11,7 @@
 //! under a second (docs/performance.md, "compare over hundreds of runs"); a directory that
 //! cannot be read is a row saying why.
 
+use crate::archive::check::Check;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -346,12 +347,12 @@ fn row(dir: &Path, baselines: &mut HashMap<String, BaselineRun>) -> Result<Row> 
     let determinism = verdict
         .lines
         .iter()
-        .find(|l| l.check == "determinism")
+        .find(|l| l.check == Check::Determinism)
         .and_then(|l| l.figures.as_ref());
     let reference = verdict
         .lines
         .iter()
-        .find(|l| l.check == "reference")
+        .find(|l| l.check == Check::Reference)
         .and_then(|l| l.figures.as_ref())
         .and_then(|f| f.reference.as_ref());
     Ok(Row {

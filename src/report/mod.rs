@@ -12,6 +12,7 @@ pub mod output;
 pub mod prom;
 pub mod timeline;
 
+use crate::archive::check::Check;
 use std::fmt::Write as _;
 
 use anstyle::{AnsiColor, Style};
@@ -197,7 +198,7 @@ pub fn junit(v: &Verdict, run: &RunInfo<'_>) -> Vec<u8> {
         .lines
         .iter()
         .filter(|l| l.status == Status::Info)
-        .map(|l| (l.check.as_str(), l.text.as_str()))
+        .map(|l| (l.check.name(), l.text.as_str()))
         .chain(std::iter::once(("result", result.as_str())));
     for (name, value) in info {
         let mut p = BytesStart::new("property");
@@ -232,7 +233,7 @@ pub fn junit(v: &Verdict, run: &RunInfo<'_>) -> Vec<u8> {
             (_, _, Status::Fail) => Some(("failure", l.text.as_str())),
             _ => None,
         };
-        case(&mut w, &l.check, inner, &l.to_string());
+        case(&mut w, l.check.name(), inner, &l.to_string());
     }
     let inner = match &v.outcome {
         Outcome::Pass => None,
@@ -254,7 +255,7 @@ fn latency_table(v: &Verdict) -> String {
     let Some(f) = v
         .lines
         .iter()
-        .find(|l| l.check == "latency")
+        .find(|l| l.check == Check::Latency)
         .and_then(|l| l.figures.as_ref())
     else {
         return String::new();

@@ -35,6 +35,8 @@
 //! process's whole life, so its count and sum start from 0 at each run, as a restarted
 //! process's do.
 
+use crate::archive::check::Check;
+use crate::archive::record::Unit;
 use std::fmt::Write as _;
 
 use crate::archive::record::{Figures, Line, Percentiles};
@@ -88,7 +90,7 @@ pub fn exposition(v: &Verdict, run: &RunInfo<'_>) -> String {
         for s in STATUSES {
             checks.push((
                 vec![
-                    ("check", line.check.clone()),
+                    ("check", line.check.name().to_string()),
                     ("status", status_word(s).to_string()),
                 ],
                 indicator(line.status == s),
@@ -101,8 +103,9 @@ pub fn exposition(v: &Verdict, run: &RunInfo<'_>) -> String {
         &checks,
     );
 
-    let rate = figures_of(v, "rate").filter(|f| f.unit.as_deref() == Some("tok/s"));
-    let first_token = figures_of(v, "first-token").filter(|f| f.unit.as_deref() == Some("ms"));
+    let rate = figures_of(v, Check::Rate).filter(|f| f.unit == Some(Unit::TokensPerSecond));
+    let first_token =
+        figures_of(v, Check::FirstToken).filter(|f| f.unit == Some(Unit::Milliseconds));
     out.gauge(
         "rate_tokens_per_second",
         "The median decode rate over the replies, its 95% interval and the floor it is held to.",
@@ -117,9 +120,11 @@ pub fn exposition(v: &Verdict, run: &RunInfo<'_>) -> String {
             .map(|f| median_figures(f, f.limit, "limit", 1e3))
             .unwrap_or_default(),
     );
-    let rests_on: Vec<_> = [("rate", rate), ("first-token", first_token)]
+    let rests_on: Vec<_> = [(Check::Rate, rate), (Check::FirstToken, first_token)]
         .into_iter()
-        .filter_map(|(check, f)| Some((vec![("check", check.to_string())], f?.values? as f64)))
+        .filter_map(|(check, f)| {
+            Some((vec![("check", check.name().to_string())], f?.values? as f64))
+        })
         .collect();
     out.gauge(
         "median_replies",
@@ -127,7 +132,7 @@ pub fn exposition(v: &Verdict, run: &RunInfo<'_>) -> String {
         &rests_on,
     );
 
-    let determinism = figures_of(v, "determinism");
+    let determinism = figures_of(v, Check::Determinism);
     out.gauge(
         "determinism_trials",
         "The trials the determinism line compared with the first reply to their prompt.",
@@ -159,7 +164,7 @@ pub fn exposition(v: &Verdict, run: &RunInfo<'_>) -> String {
     );
 
     // The reference line's figures (`--reference`, docs/reference.md).
-    let reference = figures_of(v, "reference").and_then(|f| f.reference.as_ref());
+    let reference = figures_of(v, Check::Reference).and_then(|f| f.reference.as_ref());
     out.gauge(
         "reference_positions",
         "The reference positions the reference line judged, past each divergence where re-anchored.",
@@ -197,7 +202,7 @@ pub fn exposition(v: &Verdict, run: &RunInfo<'_>) -> String {
     );
 
     // The output line's figures (docs/output.md).
-    let output = figures_of(v, "output").and_then(|f| f.output.as_ref());
+    let output = figures_of(v, Check::Output).and_then(|f| f.output.as_ref());
     out.gauge(
         "output_loops",
         "Replies whose tail is one stretch of text repeated.",
@@ -229,7 +234,7 @@ pub fn exposition(v: &Verdict, run: &RunInfo<'_>) -> String {
         &one_sample(output, |f| f.length_ratio),
     );
 
-    let load = figures_of(v, "load");
+    let load = figures_of(v, Check::Load);
     out.gauge(
         "load1",
         "The box's 1-minute load average before the serve started.",
@@ -379,7 +384,7 @@ fn one_sample<T>(figures: Option<&T>, pick: fn(&T) -> Option<f64>) -> Vec<Sample
 }
 
 /// The figures of the first line named `check`.
-fn figures_of<'v>(v: &'v Verdict, check: &str) -> Option<&'v Figures> {
+fn figures_of(v: &Verdict, check: Check) -> Option<&Figures> {
     v.lines
         .iter()
         .find(|l| l.check == check)
@@ -390,9 +395,7 @@ fn figures_of<'v>(v: &'v Verdict, check: &str) -> Option<&'v Figures> {
 /// make the whole file unreadable to Prometheus.
 fn first_of_each_check(v: &Verdict) -> impl Iterator<Item = &Line> {
     let mut seen = std::collections::HashSet::new();
-    v.lines
-        .iter()
-        .filter(move |l| seen.insert(l.check.as_str()))
+    v.lines.iter().filter(move |l| seen.insert(l.check))
 }
 
 fn indicator(yes: bool) -> f64 {
@@ -461,7 +464,7 @@ mod tests {
 
     fn line(check: &str, status: Status, figures: Option<Figures>) -> Line {
         Line {
-            check: check.into(),
+            check: Check::from_name(check).unwrap(),
             status,
             text: format!("{check} text"),
             figures,

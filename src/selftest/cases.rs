@@ -2,6 +2,7 @@
 //! boundaries, and the load line. Shipped in the binary so `self-test` can run them on any
 //! box; `cargo test` runs the same table.
 
+use crate::archive::record::InterruptSignal;
 use crate::archive::record::{
     BurstSlot, ChunkArrival, ConcurrencyPlan, CounterReading, CounterRecord, FileKind, Header,
     LoadSnapshot, MapKind, ProcessRecord, ReanchorRecord, ReplyRecord, RouteRecord, RunManifest,
@@ -24,7 +25,7 @@ pub struct Case {
     startup: Startup,
     log: Option<&'static str>,
     load: Option<LoadSnapshot>,
-    interrupted: Option<&'static str>,
+    interrupted: Option<InterruptSignal>,
     hold_not_acquired: Option<&'static str>,
     stop: Option<StopRecord>,
     serve_died: Option<&'static str>,
@@ -208,7 +209,7 @@ fn against_reference(
 }
 
 fn find<'a>(v: &'a Verdict, check: &str) -> Option<&'a verdict::Line> {
-    v.lines.iter().find(|l| l.check == check)
+    v.lines.iter().find(|l| l.check.name() == check)
 }
 
 /// A reply sent at 0 whose text events arrive at `at_ms`, saying `content`.
@@ -1489,10 +1490,10 @@ pub fn all() -> Vec<Case> {
     cases.push(c);
 
     let mut c = base("an interrupted run is INTERRUPTED, never PASS");
-    c.interrupted = Some("SIGTERM");
+    c.interrupted = Some(InterruptSignal::TERM);
     c.expect = vec![];
     c.outcome = Outcome::Interrupted {
-        signal: "SIGTERM".into(),
+        signal: InterruptSignal::TERM,
     };
     cases.push(c);
 

@@ -2,6 +2,8 @@
 //! real HTTP on loopback. Verdict runs use scripted faults whose effect cannot be mistaken;
 //! accuracy runs compare what the gate reports with the stand-in's own send trace.
 
+use crate::archive::check::Check;
+use crate::archive::record::InterruptSignal;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -39,7 +41,7 @@ impl GateRun {
         r.verdict
             .lines
             .iter()
-            .find(|l| l.check == check)
+            .find(|l| l.check.name() == check)
             .map(|l| (l.status, l.text.as_str()))
     }
 
@@ -355,7 +357,12 @@ fn batch_variant_found(exe: &Path, tmp: &Path) -> Result<(), String> {
     let counted = r
         .result
         .as_ref()
-        .and_then(|x| x.verdict.lines.iter().find(|l| l.check == "determinism"))
+        .and_then(|x| {
+            x.verdict
+                .lines
+                .iter()
+                .find(|l| l.check == Check::Determinism)
+        })
         .and_then(|l| l.figures.as_ref())
         .and_then(|f| f.mismatches);
     if counted != Some(altered.len()) {
@@ -596,7 +603,7 @@ pub fn term_mid_request(exe: &Path, tmp: &Path) -> Result<(), String> {
     r.expect_code(143)?;
     let interrupted = r.result.as_ref().map(|x| &x.verdict.outcome)
         == Some(&Outcome::Interrupted {
-            signal: "SIGTERM".into(),
+            signal: InterruptSignal::TERM,
         });
     if !interrupted
         || !r

@@ -11,6 +11,7 @@
 
 use super::conditions::Contention;
 use super::{BaselineEvidence, Criteria, Evidence, Figures, Line, Status};
+use crate::archive::check::Check;
 use crate::archive::record::{ReplyRecord, RunManifest};
 use crate::judging::baseline::{
     judge_shift, Decision, Judged, RepliesNeeded, Worse, DEFAULT_MAX_REGRESSION, DEFAULT_NOISE,
@@ -24,8 +25,8 @@ pub(super) fn baseline_lines(e: &Evidence<'_>, c: &Criteria) -> Vec<Line> {
     let noise = floors.baseline_noise.unwrap_or(DEFAULT_NOISE);
     let max = floors.max_regression.unwrap_or(DEFAULT_MAX_REGRESSION);
     let checks = [
-        ("baseline-rate", Worse::Lower),
-        ("baseline-first-token", Worse::Higher),
+        (Check::BaselineRate, Worse::Lower),
+        (Check::BaselineFirstToken, Worse::Higher),
     ];
     let (candidate, baseline) = match e.baseline {
         BaselineEvidence::NotAsked => return Vec::new(),
@@ -33,7 +34,7 @@ pub(super) fn baseline_lines(e: &Evidence<'_>, c: &Criteria) -> Vec<Line> {
             return checks
                 .iter()
                 .map(|(check, _)| {
-                    Line::new(check, Status::Inconclusive, format!("not judged: {why}"))
+                    Line::new(*check, Status::Inconclusive, format!("not judged: {why}"))
                 })
                 .collect()
         }
@@ -60,7 +61,7 @@ pub(super) fn baseline_lines(e: &Evidence<'_>, c: &Criteria) -> Vec<Line> {
         );
         return checks
             .iter()
-            .map(|(check, _)| Line::new(check, Status::Fail, text.clone()))
+            .map(|(check, _)| Line::new(*check, Status::Fail, text.clone()))
             .collect();
     }
     let here = e.load.and_then(Contention::of);

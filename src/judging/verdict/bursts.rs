@@ -7,6 +7,8 @@
 //! serve says, and it is never put down to a busy box: a busy box slows streams, it does not
 //! queue them. The aggregate is timing, and may be.
 
+use crate::archive::check::Check;
+use crate::archive::record::Unit;
 use crate::archive::record::{ConcurrencyPlan, Figures, Line, ReplyRecord, Status};
 use crate::judging::measure::{measure, median};
 
@@ -116,7 +118,7 @@ pub(super) fn overlap_line(bursts: &[BurstFigures], plan: &ConcurrencyPlan) -> L
     };
     if judged.is_empty() {
         return Line::new(
-            "overlap",
+            Check::Overlap,
             Status::Fail,
             format!(
                 "no burst had two streams whose text came in at least two reads ({} of {} bursts recorded): whether the serve runs {} streams together is unknown",
@@ -138,7 +140,7 @@ pub(super) fn overlap_line(bursts: &[BurstFigures], plan: &ConcurrencyPlan) -> L
             _ => format!("in burst {}", serial.join(", ")),
         };
         return Line::new(
-            "overlap",
+            Check::Overlap,
             Status::Fail,
             format!(
                 "the serve ran the streams one after another, not together: {which}, no two of the {} streams were decoding at once (each began after the one before had ended)",
@@ -164,7 +166,7 @@ pub(super) fn overlap_line(bursts: &[BurstFigures], plan: &ConcurrencyPlan) -> L
         )
     };
     Line::new(
-        "overlap",
+        Check::Overlap,
         Status::Ok,
         format!(
             "the streams ran together: {at_once} of {} streams decoding at once {over}",
@@ -198,7 +200,7 @@ pub(super) fn aggregate_line(
     };
     let dispatch = bursts.iter().filter_map(|b| b.dispatch_ms).reduce(f64::max);
     let figures = Figures {
-        unit: Some("tok/s".to_string()),
+        unit: Some(Unit::TokensPerSecond),
         median: agg_median,
         values: Some(aggregates.len()),
         floor,
@@ -211,7 +213,7 @@ pub(super) fn aggregate_line(
     let Some(agg) = agg_median else {
         let status = if asked { Status::Fail } else { Status::Info };
         return Line::new(
-            "aggregate",
+            Check::Aggregate,
             status,
             format!(
                 "no burst has an aggregate rate: its streams' text did not come in at least two reads ({} of {} bursts recorded)",
@@ -276,7 +278,7 @@ pub(super) fn aggregate_line(
         (true, true) => Status::Ok,
         (true, false) => Status::Info,
     };
-    Line::new("aggregate", status, text).with(figures)
+    Line::new(Check::Aggregate, status, text).with(figures)
 }
 
 #[cfg(test)]

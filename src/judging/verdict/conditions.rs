@@ -4,6 +4,7 @@
 //! the device's throttling, which explains a drift but never excuses or fails anything.
 
 use super::trim_float;
+use crate::archive::check::Check;
 use crate::archive::record::{DuringReplies, Line, LoadSnapshot, Sample, Status, ThrottleSummary};
 
 /// The serve's CPU-wait fraction at or above which a box counts as busy.
@@ -235,7 +236,7 @@ pub fn throttle_line(during: &DuringReplies) -> Option<Line> {
         parts.push(device.join(", "));
     }
     Some(Line {
-        check: "throttle".to_string(),
+        check: Check::Throttle,
         status: Status::Info,
         text: parts.join("; "),
         figures: None,

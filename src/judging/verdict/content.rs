@@ -1,6 +1,7 @@
 //! The content line: whether each reply answered, and the helpers that quote a reply's text
 //! visibly.
 
+use crate::archive::check::Check;
 use regex::Regex;
 
 use crate::archive::record::{Line, ReplyRecord, Status};
@@ -11,7 +12,7 @@ pub(super) fn content_line(
     serve_died: Option<&str>,
 ) -> Line {
     if replies.is_empty() {
-        return Line::new("content", Status::Fail, "no replies were made");
+        return Line::new(Check::Content, Status::Fail, "no replies were made");
     }
     let mut problems = Vec::new();
     let mut expected = 0;
@@ -31,7 +32,7 @@ pub(super) fn content_line(
         ));
     }
     if !problems.is_empty() {
-        return Line::new("content", Status::Fail, problems.join("; "));
+        return Line::new(Check::Content, Status::Fail, problems.join("; "));
     }
     let n = replies.len();
     let all = if n == 1 {
@@ -44,7 +45,7 @@ pub(super) fn content_line(
         e if e == n => format!("{all} and the expected answer"),
         e => format!("{all}; {e} with the expected answer"),
     };
-    Line::new("content", Status::Ok, text)
+    Line::new(Check::Content, Status::Ok, text)
 }
 
 /// One reply as the content line judges it.

@@ -9,6 +9,7 @@
 //! The baseline-answers line sets each prompt's answer against the accepted baseline's
 //! answer to it, where the two are comparable (the same model, temperature and seed).
 
+use crate::archive::check::Check;
 use std::collections::{HashMap, HashSet};
 
 use super::{Baseline, BaselineEvidence, Evidence, Figures, Line, Status};
@@ -211,7 +212,7 @@ pub(super) fn determinism_line(replies: &[ReplyRecord]) -> Line {
     }
     if trials == 0 {
         return Line::new(
-            "determinism",
+            Check::Determinism,
             Status::Inconclusive,
             format!(
                 "no prompt was answered twice, so there was nothing to compare ({prompts} {} answered once{not_compared}): give --replies above the number of prompts",
@@ -266,7 +267,7 @@ pub(super) fn determinism_line(replies: &[ReplyRecord]) -> Line {
             )
         });
         return Line::new(
-            "determinism",
+            Check::Determinism,
             Status::Ok,
             format!(
                 "{trials} {} ({kinds}), all identical to the first reply to their prompt: 0 differed, q = 0{interval_text}{caught}{not_compared}",
@@ -328,7 +329,7 @@ pub(super) fn determinism_line(replies: &[ReplyRecord]) -> Line {
         ));
     }
     text.push_str(&not_compared);
-    Line::new("determinism", Status::Fail, text).with(figures)
+    Line::new(Check::Determinism, Status::Fail, text).with(figures)
 }
 
 /// The prompts whose every trial (two or more) differed from the first reply to it and agreed
@@ -481,7 +482,7 @@ pub(super) fn baseline_answers_line(e: &Evidence<'_>, policy: AnswerPolicy) -> O
         BaselineEvidence::NotAsked => return None,
         BaselineEvidence::Missing(why) => {
             return Some(Line::new(
-                "baseline-answers",
+                Check::BaselineAnswers,
                 said(Status::Inconclusive),
                 format!("not compared: {why}"),
             ))
@@ -494,7 +495,7 @@ pub(super) fn baseline_answers_line(e: &Evidence<'_>, policy: AnswerPolicy) -> O
     if let Some(why) = answers_incomparable(candidate, baseline.manifest) {
         // As the baseline lines hold: a gate asked to compare the incomparable must not pass.
         return Some(Line::new(
-            "baseline-answers",
+            Check::BaselineAnswers,
             said(Status::Fail),
             format!(
                 "the answers are not comparable with the baseline {}'s: {why}{hint}",
@@ -535,7 +536,7 @@ pub(super) fn baseline_answers_line(e: &Evidence<'_>, policy: AnswerPolicy) -> O
     if compared == 0 {
         return Some(
             Line::new(
-                "baseline-answers",
+                Check::BaselineAnswers,
                 said(Status::Inconclusive),
                 format!(
                     "no prompt was answered on both sides: nothing to compare with the baseline {}{missing_text}",
@@ -548,7 +549,7 @@ pub(super) fn baseline_answers_line(e: &Evidence<'_>, policy: AnswerPolicy) -> O
     if diverged.is_empty() {
         return Some(
             Line::new(
-                "baseline-answers",
+                Check::BaselineAnswers,
                 said(Status::Ok),
                 format!(
                     "{compared} {} answered exactly as the baseline {} answered {}{missing_text}",
@@ -582,7 +583,7 @@ pub(super) fn baseline_answers_line(e: &Evidence<'_>, policy: AnswerPolicy) -> O
     };
     Some(
         Line::new(
-            "baseline-answers",
+            Check::BaselineAnswers,
             said(Status::Fail),
             format!(
                 "{} of {compared} {} diverge from the baseline {}'s answers: {}{more}{missing_text}{hint}",

@@ -2,13 +2,14 @@
 //! as they name them (TTFT, ITL, TPOT, E2EL), so a number can be compared across tools. Always
 //! information: the gate's own limits are the rate and first-token lines'.
 
+use crate::archive::check::Check;
 use crate::archive::record::{Figures, Line, Percentiles, ReplyRecord, Status};
 use crate::judging::latency::{latency_figures, LatencyFigures};
 
 /// The `latency` line over `replies` (the judged ones: no warm-ups).
 pub(super) fn latency_line(replies: &[ReplyRecord]) -> Line {
     let f = latency_figures(replies);
-    Line::new("latency", Status::Info, latency_text(&f)).with(Figures {
+    Line::new(Check::Latency, Status::Info, latency_text(&f)).with(Figures {
         ttft_ms: f.ttft_ms,
         itl_ms: f.itl_ms,
         tpot_ms: f.tpot_ms,

@@ -14,6 +14,8 @@
 //! Warm-up replies (`--warmup`) are left out once, at the top of [`judge`]: every line sees
 //! only the judged replies. A warm-up that failed still fails content.
 
+use crate::archive::record::InterruptSignal;
+use crate::archive::record::Unit;
 use std::borrow::Cow;
 use std::fmt;
 
@@ -54,7 +56,7 @@ pub use route::route_matches;
 use serve::{hold_line, serve_line, stop_line};
 
 /// The floors as a run records them; the archive owns the type.
-pub use crate::archive::record::{Figures, Floors, Line, Outcome, Status, Verdict};
+pub use crate::archive::record::{Check, Figures, Floors, Line, Outcome, Status, Verdict};
 
 /// The largest `--min-speedup`: a burst has at most 1,024 streams.
 pub const MAX_SPEEDUP: f64 = 1024.0;
@@ -311,7 +313,7 @@ pub struct Evidence<'a> {
     /// The box's load before the serve started; `None` when not recorded.
     pub load: Option<&'a LoadSnapshot>,
     /// The signal that interrupted the run, e.g. `SIGTERM`.
-    pub interrupted: Option<&'a str>,
+    pub interrupted: Option<InterruptSignal>,
     /// Why the device hold was not acquired (the run is then a SKIP).
     pub hold_not_acquired: Option<&'a str>,
     /// How the serve was stopped, and the grace it had (s).
@@ -421,9 +423,9 @@ impl fmt::Display for Status {
 
 impl Figures {
     /// A median's figures: over `values` of `replies`, held to `floor` or `limit`.
-    fn median(unit: &str, values: &[f64], replies: usize) -> Figures {
+    fn median(unit: Unit, values: &[f64], replies: usize) -> Figures {
         Figures {
-            unit: Some(unit.to_string()),
+            unit: Some(unit),
             median: median(values),
             values: Some(values.len()),
             replies: Some(replies),
@@ -436,9 +438,9 @@ impl Figures {
 impl Line {
     /// A line with no figures. `pub(crate)` for the line families outside this module
     /// (`judging::serve_metrics`).
-    pub(crate) fn new(check: &str, status: Status, text: impl Into<String>) -> Self {
+    pub(crate) fn new(check: Check, status: Status, text: impl Into<String>) -> Self {
         Line {
-            check: check.to_string(),
+            check,
             status,
             text: text.into(),
             figures: None,
@@ -494,7 +496,7 @@ impl fmt::Display for Outcome {
                 reason,
                 advice: Some(advice),
             } => write!(f, "SKIP ({}); {}", one_line(reason), one_line(advice)),
-            Outcome::Interrupted { signal } => write!(f, "INTERRUPTED (by {})", one_line(signal)),
+            Outcome::Interrupted { signal } => write!(f, "INTERRUPTED (by {signal})"),
             Outcome::Inconclusive { reason } => write!(f, "INCONCLUSIVE ({})", one_line(reason)),
         }
     }
@@ -516,7 +518,7 @@ fn serve_metrics_line(metrics: Result<&MetricsRecord, &str>, replies: &[ReplyRec
         Ok(record) => record,
         Err(problem) => {
             return Line::new(
-                "metrics",
+                Check::Metrics,
                 Status::Info,
                 format!(
                 "the serve's metrics could not be read ({problem}); the gate's own figures stand"
@@ -535,10 +537,6 @@ fn serve_metrics_line(metrics: Result<&MetricsRecord, &str>, replies: &[ReplyRec
     };
     serve_metrics::metrics_line(record, &gate)
 }
-
-/// The checks that are timing alone: a busy box may explain their failure (never excuse it,
-/// unless --busy-skip says so).
-pub const TIMING_CHECKS: [&str; 4] = ["rate", "first-token", "drift", "aggregate"];
 
 /// The replies a verdict judges: all but the warm-ups. A live run makes its warm-ups first,
 /// so they are a prefix and the rest is a slice of the same replies; an archive edited to
@@ -599,7 +597,7 @@ pub fn judge(e: &Evidence<'_>, c: &Criteria) -> Verdict {
     let mut lines = Vec::new();
     if let Some(reason) = e.hold_not_acquired {
         // Nothing was launched: there is nothing to judge but the wait.
-        lines.push(Line::new("hold", Status::Info, reason));
+        lines.push(Line::new(Check::Hold, Status::Info, reason));
     } else {
         lines.extend(hold_line(e.hold));
         if let Some(line) = serve_line(e) {
@@ -681,7 +679,7 @@ pub fn judge(e: &Evidence<'_>, c: &Criteria) -> Verdict {
     }
     // Only a failure of timing alone can be put down to the box; route, content, streams run
     // one after another and a serve that did not come up are never excused.
-    let timing = |l: &Line| TIMING_CHECKS.contains(&l.check.as_str());
+    let timing = |l: &Line| l.check.is_timing();
     let timing_failed = lines.iter().any(|l| l.status == Status::Fail && timing(l));
     let timing_only = timing_failed && lines.iter().all(|l| l.status != Status::Fail || timing(l));
     let contention = e.load.and_then(Contention::of);
@@ -706,7 +704,7 @@ pub fn judge(e: &Evidence<'_>, c: &Criteria) -> Verdict {
             text.push_str(&busy_note(busy, load, c.floors.busy_skip));
         }
         let during = load.during.as_ref();
-        lines.push(Line::new("load", Status::Info, text).with(Figures {
+        lines.push(Line::new(Check::Load, Status::Info, text).with(Figures {
             load1: Some(load.load1),
             ncpu: Some(load.ncpu),
             serve_cpu_wait: during.and_then(|d| d.wait_fraction),
@@ -724,9 +722,7 @@ pub fn judge(e: &Evidence<'_>, c: &Criteria) -> Verdict {
         _ => None,
     };
     let outcome = if let Some(signal) = e.interrupted {
-        Outcome::Interrupted {
-            signal: signal.to_string(),
-        }
+        Outcome::Interrupted { signal }
     } else if let Some(reason) = e.hold_not_acquired {
         Outcome::Skip {
             reason: reason.to_string(),
@@ -1098,7 +1094,7 @@ mod tests {
             let v = judged(&record(checks));
             assert_eq!(v.outcome, Outcome::Fail, "{v}");
             let first = &v.lines[0];
-            assert_eq!((first.check.as_str(), first.status), ("hold", Status::Fail));
+            assert_eq!((first.check.name(), first.status), ("hold", Status::Fail));
             assert_eq!(
                 first.text,
                 format!("the hold file /run/npu.hold {says}: the lock no longer kept another gate off the device, which this run may have shared")
@@ -1562,7 +1558,7 @@ RESULT: PASS
         let e = Evidence {
             replies_planned: 1,
             serve_log: Some(&scanned_log),
-            interrupted: Some("SIGTERM"),
+            interrupted: Some("SIGTERM".into()),
             ..Evidence::of(&replies, &READY)
         };
         let v = judge(&e, &criteria(floors()));

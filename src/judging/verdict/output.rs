@@ -24,6 +24,7 @@
 //! An empty reply is the content line's failure, said there alone. Judged: never timing, never
 //! excused by load. Pure: the replies and the settings in, the line out.
 
+use crate::archive::check::Check;
 use std::collections::{HashMap, HashSet};
 
 use super::determinism::first_answers_where;
@@ -488,7 +489,7 @@ pub fn output_line(
     } else {
         Status::Ok
     };
-    Line::new("output", status, text).with(Figures {
+    Line::new(Check::Output, status, text).with(Figures {
         output: Some(figures),
         ..Figures::default()
     })

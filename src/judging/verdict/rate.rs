@@ -1,6 +1,8 @@
 //! The rate and first-token lines: the medians against their floor and limit, with what each
 //! figure rests on (how many replies, whether its interval is clear of the bound).
 
+use crate::archive::check::Check;
+use crate::archive::record::Unit;
 use crate::archive::record::{Figures, Line, ReplyRecord, Status};
 use crate::judging::measure::{median, median_ci95, ReplyMetrics, CI_MIN_VALUES};
 
@@ -52,9 +54,9 @@ pub(super) fn rate_line(metrics: &[ReplyMetrics], floor: f64, replies: &[ReplyRe
         };
         let figures = Figures {
             floor: Some(floor),
-            ..Figures::median("tok/s", &have, metrics.len())
+            ..Figures::median(Unit::TokensPerSecond, &have, metrics.len())
         };
-        return Line::new("rate", Status::Fail, text).with(figures);
+        return Line::new(Check::Rate, Status::Fail, text).with(figures);
     };
     let status = if med >= floor {
         Status::Ok
@@ -65,7 +67,7 @@ pub(super) fn rate_line(metrics: &[ReplyMetrics], floor: f64, replies: &[ReplyRe
     let over = over_replies(have.len(), metrics.len());
     let trust = what_it_rests_on(&have, floor, "floor", 1);
     Line::new(
-        "rate",
+        Check::Rate,
         status,
         format!(
             "median {shown} tok/s{over}{} (floor {floor_shown}; each: {}{why_missing}){bunched}{}{}{disbelieved}",
@@ -77,7 +79,7 @@ pub(super) fn rate_line(metrics: &[ReplyMetrics], floor: f64, replies: &[ReplyRe
     )
     .with(Figures {
         floor: Some(floor),
-        ..Figures::median("tok/s", &have, metrics.len())
+        ..Figures::median(Unit::TokensPerSecond, &have, metrics.len())
     })
 }
 
@@ -173,9 +175,9 @@ pub(super) fn first_token_line(
         };
         let figures = Figures {
             limit: Some(limit_ms),
-            ..Figures::median("ms", &have, metrics.len())
+            ..Figures::median(Unit::Milliseconds, &have, metrics.len())
         };
-        return Line::new("first-token", Status::Fail, text).with(figures);
+        return Line::new(Check::FirstToken, Status::Fail, text).with(figures);
     };
     let status = if med <= limit_ms {
         Status::Ok
@@ -186,7 +188,7 @@ pub(super) fn first_token_line(
     let over = over_replies(have.len(), metrics.len());
     let trust = what_it_rests_on(&have, limit_ms, "limit", 0);
     Line::new(
-        "first-token",
+        Check::FirstToken,
         status,
         format!(
             "median {shown} ms{over}{} (limit {limit_shown}){}{}",
@@ -197,7 +199,7 @@ pub(super) fn first_token_line(
     )
     .with(Figures {
         limit: Some(limit_ms),
-        ..Figures::median("ms", &have, metrics.len())
+        ..Figures::median(Unit::Milliseconds, &have, metrics.len())
     })
 }
 

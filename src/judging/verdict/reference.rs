@@ -26,6 +26,7 @@
 //!
 //! Pure: the two runs' records and the settings in, the line out.
 
+use crate::archive::check::Check;
 use std::collections::HashMap;
 
 use super::determinism::first_answers;
@@ -810,7 +811,7 @@ pub(super) fn reference_line(
         ReferenceEvidence::NotAsked => return None,
         ReferenceEvidence::Missing(why) => {
             return Some(Line::new(
-                "reference",
+                Check::Reference,
                 Status::Fail,
                 format!("not judged: {why}"),
             ))
@@ -835,14 +836,14 @@ pub(super) fn reference_line(
             "the reference recorded no logprobs (make it with --logprobs K)".to_string(),
         );
         return Some(Line::new(
-            "reference",
+            Check::Reference,
             Status::Fail,
             format!("not comparable with {sides}: {}", why.join("; ")),
         ));
     };
     if !why.is_empty() {
         return Some(Line::new(
-            "reference",
+            Check::Reference,
             Status::Fail,
             format!("not comparable with {sides}: {}", why.join("; ")),
         ));
@@ -1078,7 +1079,7 @@ pub(super) fn reference_line(
     } else {
         Status::Ok
     };
-    Some(Line::new("reference", status, text).with(Figures {
+    Some(Line::new(Check::Reference, status, text).with(Figures {
         reference: Some(figures),
         ..Figures::default()
     }))

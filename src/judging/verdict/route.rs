@@ -7,6 +7,7 @@
 //! passed or failed, with what was found instead. A name is not evidence (issue 30): a library
 //! is an executable mapping of an ELF shared object, a device a character device held open.
 
+use crate::archive::check::Check;
 use regex::Regex;
 
 use super::content::quote;
@@ -75,7 +76,7 @@ pub(super) fn route_line(
         .chain(passed)
         .collect::<Vec<_>>()
         .join("; ");
-    Line::new("route", status, text)
+    Line::new(Check::Route, status, text)
 }
 
 /// Each process check asked for, as (passed, what was found).
@@ -589,14 +590,14 @@ fn shown(names: Vec<String>, none: &str) -> String {
 fn log_line(log: Option<&LogScan>, c: &Criteria, interrupted: bool) -> Line {
     if c.fast.is_none() && c.slow.is_none() {
         return Line::new(
-            "route",
+            Check::Route,
             Status::Info,
             "no route patterns given (--fast-route, --slow-route)",
         );
     }
     let Some(log) = log else {
         return Line::new(
-            "route",
+            Check::Route,
             Status::Info,
             "no serve log to judge the route by (attached to a running serve: give --serve-log FILE)",
         );
@@ -609,7 +610,7 @@ fn log_line(log: Option<&LogScan>, c: &Criteria, interrupted: bool) -> Line {
         } else {
             Status::Fail
         };
-        return Line::new("route", status, format!("not judged: {why}"));
+        return Line::new(Check::Route, status, format!("not judged: {why}"));
     }
     let mut problems = Vec::new();
     if let Some(fast) = &c.fast {
@@ -628,14 +629,14 @@ fn log_line(log: Option<&LogScan>, c: &Criteria, interrupted: bool) -> Line {
         ));
     }
     if !problems.is_empty() {
-        return Line::new("route", Status::Fail, problems.join("; "));
+        return Line::new(Check::Route, Status::Fail, problems.join("; "));
     }
     let text = match (&c.fast, &c.slow) {
         (Some(_), Some(_)) => "the serve log names the fast route, not the slow one",
         (Some(_), None) => "the serve log names the fast route",
         _ => "the serve log does not name the slow route",
     };
-    Line::new("route", Status::Ok, text)
+    Line::new(Check::Route, Status::Ok, text)
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! (`stop`). A hold not acquired is judged in [`super::judge`].
 
 use super::Evidence;
+use crate::archive::check::Check;
 use crate::archive::record::{
     HoldCheckAt, HoldFound, HoldRecord, Line, Startup, Status, StopRecord, SupervisorFault,
     UnaskedWhen,
@@ -16,7 +17,7 @@ pub(super) fn stop_line(stop: Option<(&StopRecord, f64)>) -> Option<Line> {
     if s.supervisor_lost.is_some() {
         // The gate killed the tree itself, without a grace: the serve line says so; only
         // what even that could not stop is said here.
-        return left_running(s).map(|n| Line::new("stop", Status::Info, n));
+        return left_running(s).map(|n| Line::new(Check::Stop, Status::Info, n));
     }
     let mut notes = Vec::new();
     let others = match s.group_killed {
@@ -62,7 +63,7 @@ pub(super) fn stop_line(stop: Option<(&StopRecord, f64)>) -> Option<Line> {
     if notes.is_empty() {
         return None;
     }
-    Some(Line::new("stop", Status::Info, notes.join("; ")))
+    Some(Line::new(Check::Stop, Status::Info, notes.join("; ")))
 }
 
 fn left_running(s: &StopRecord) -> Option<String> {
@@ -115,7 +116,7 @@ pub(super) fn hold_line(hold: Option<&HoldRecord>) -> Option<Line> {
         HoldCheckAt::Release => "by the time the serve's tree was gone",
     };
     Some(Line::new(
-        "hold",
+        Check::Hold,
         Status::Fail,
         format!(
             "the hold file {} {what} {when}: the lock no longer kept another gate off the device, which this run may have shared",
@@ -137,7 +138,7 @@ pub(super) fn serve_line(e: &Evidence<'_>) -> Option<Line> {
         Some(l) if l.status == Status::Fail => format!("{lost}; {}", l.text),
         _ => lost,
     };
-    Some(Line::new("serve", Status::Fail, text))
+    Some(Line::new(Check::Serve, Status::Fail, text))
 }
 
 fn startup_or_end_line(e: &Evidence<'_>) -> Option<Line> {
@@ -177,13 +178,13 @@ fn startup_or_end_line(e: &Evidence<'_>) -> Option<Line> {
         Startup::SpawnFailed { error } => format!("the serve could not be started: {error}"),
         Startup::Interrupted => {
             return Some(Line::new(
-                "serve",
+                Check::Serve,
                 Status::Info,
                 "interrupted before the serve was ready",
             ))
         }
     };
-    Some(Line::new("serve", Status::Fail, text))
+    Some(Line::new(Check::Serve, Status::Fail, text))
 }
 
 /// A serve that was ready and ended without the gate asking: how, and when.
@@ -196,7 +197,7 @@ fn unasked_end_line(e: &Evidence<'_>) -> Option<Line> {
     if stop.supervisor_lost.is_some() {
         // Not "by itself": the supervisor's death kills the serve (PDEATHSIG).
         return Some(Line::new(
-            "serve",
+            Check::Serve,
             Status::Fail,
             format!("the serve had ended ({}) before the stop", end.status),
         ));
@@ -224,5 +225,5 @@ fn unasked_end_line(e: &Evidence<'_>) -> Option<Line> {
             end.status
         ),
     };
-    Some(Line::new("serve", Status::Fail, text))
+    Some(Line::new(Check::Serve, Status::Fail, text))
 }

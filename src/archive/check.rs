@@ -1,0 +1,242 @@
+//! The checks a verdict's lines are named by: one variant a line, with what each is.
+//!
+//! result.json keeps each check's name as a string (`"rate"`, `"first-token"`, ...), exactly as
+//! before the names were typed, so an old archive reads the same; a name the gate does not know
+//! is an error that names it, never a line silently dropped.
+
+use std::fmt;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// What a check's line is: judged (it may fail the run or make it inconclusive) or information
+/// only (always `info`; it never changes the result).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// The line may be `ok`, `FAIL` or `inconclusive` (and `info` where it could not judge).
+    Judged,
+    /// The line is always `info`.
+    Info,
+}
+
+/// One line of the verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Check {
+    /// The serve exited before it was ready, was not ready in time, or died during the replies.
+    Serve,
+    /// The device hold was not acquired in time, or the serve was held by another.
+    Hold,
+    /// The archive was changed after the run (a digest mismatch).
+    Archive,
+    /// The fast route was taken, not the slow fallback.
+    Route,
+    /// The median decode rate against `--floor`.
+    Rate,
+    /// The median first-token time against `--first-token-ms`.
+    FirstToken,
+    /// The latency figures peers report (percentiles of first token, inter-token, end to end).
+    Latency,
+    /// Whether the decode rate fell over the run.
+    Drift,
+    /// Whether the first-token time rose over the run.
+    FirstTokenDrift,
+    /// Every reply has content and its expected answer.
+    Content,
+    /// Degenerate text: loops, stutter, not text, one answer for all, never stopping.
+    Output,
+    /// With `--concurrency`: the streams of a burst were served together.
+    Overlap,
+    /// With `--concurrency`: the bursts' aggregate rate against the single-stream rate.
+    Aggregate,
+    /// Against a baseline: the decode rate's shift.
+    BaselineRate,
+    /// Against a baseline: the first-token time's shift.
+    BaselineFirstToken,
+    /// Token-level agreement with a trusted build's logprobs.
+    Reference,
+    /// With `--deterministic`: the same prompt gives the same answer.
+    Determinism,
+    /// With `--deterministic` and a baseline: the same answers as the baseline's.
+    BaselineAnswers,
+    /// The serve's own metrics against what the gate measured.
+    Metrics,
+    /// The box's load before and during the replies.
+    Load,
+    /// CPU throttling seen during the replies.
+    Throttle,
+    /// The serve had to be killed, or left processes behind.
+    Stop,
+}
+
+impl Check {
+    /// Every check.
+    pub const ALL: [Check; 22] = [
+        Check::Archive,
+        Check::Hold,
+        Check::Serve,
+        Check::Route,
+        Check::Rate,
+        Check::FirstToken,
+        Check::Latency,
+        Check::Drift,
+        Check::FirstTokenDrift,
+        Check::Content,
+        Check::Output,
+        Check::Overlap,
+        Check::Aggregate,
+        Check::BaselineRate,
+        Check::BaselineFirstToken,
+        Check::Reference,
+        Check::Determinism,
+        Check::BaselineAnswers,
+        Check::Metrics,
+        Check::Load,
+        Check::Throttle,
+        Check::Stop,
+    ];
+
+    /// The checks that are timing alone: a busy box may explain their failure, and with
+    /// `--busy-skip` excuse it. Route, content and every other check are never excused.
+    pub const TIMING: [Check; 4] = [
+        Check::Rate,
+        Check::FirstToken,
+        Check::Drift,
+        Check::Aggregate,
+    ];
+
+    /// The check's name, as the lines, result.json, JUnit and `--prom` show it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Check::Serve => "serve",
+            Check::Hold => "hold",
+            Check::Archive => "archive",
+            Check::Route => "route",
+            Check::Rate => "rate",
+            Check::FirstToken => "first-token",
+            Check::Latency => "latency",
+            Check::Drift => "drift",
+            Check::FirstTokenDrift => "first-token-drift",
+            Check::Content => "content",
+            Check::Output => "output",
+            Check::Overlap => "overlap",
+            Check::Aggregate => "aggregate",
+            Check::BaselineRate => "baseline-rate",
+            Check::BaselineFirstToken => "baseline-first-token",
+            Check::Reference => "reference",
+            Check::Determinism => "determinism",
+            Check::BaselineAnswers => "baseline-answers",
+            Check::Metrics => "metrics",
+            Check::Load => "load",
+            Check::Throttle => "throttle",
+            Check::Stop => "stop",
+        }
+    }
+
+    /// Judged or information only.
+    pub const fn kind(self) -> Kind {
+        match self {
+            Check::Latency
+            | Check::FirstTokenDrift
+            | Check::Load
+            | Check::Throttle
+            | Check::Stop => Kind::Info,
+            _ => Kind::Judged,
+        }
+    }
+
+    /// Whether the check is timing alone (one of [`Check::TIMING`]).
+    pub fn is_timing(self) -> bool {
+        Check::TIMING.contains(&self)
+    }
+
+    /// The check of this name.
+    pub fn from_name(name: &str) -> Option<Check> {
+        Check::ALL.into_iter().find(|c| c.name() == name)
+    }
+
+    /// The timing checks' names, joined for a help text or a message: `rate, first-token,
+    /// drift and aggregate`.
+    pub fn timing_names() -> String {
+        let names: Vec<&str> = Check::TIMING.iter().map(|c| c.name()).collect();
+        match names.split_last() {
+            Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+            _ => names.join(""),
+        }
+    }
+}
+
+impl fmt::Display for Check {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // `pad`, so a line's `{:<12}` lines the names up.
+        f.pad(self.name())
+    }
+}
+
+// Tests compare a line's check with its name; shipped code names the variant.
+#[cfg(test)]
+impl PartialEq<&str> for Check {
+    fn eq(&self, other: &&str) -> bool {
+        self.name() == *other
+    }
+}
+
+impl Serialize for Check {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for Check {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        Check::from_name(&name).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "unknown check `{}` (this gate knows {})",
+                name.escape_debug(),
+                Check::ALL.map(Check::name).join(", ")
+            ))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_name_is_one_check_and_reads_back() {
+        for c in Check::ALL {
+            assert_eq!(Check::from_name(c.name()), Some(c));
+            let json = serde_json::to_string(&c).unwrap();
+            assert_eq!(json, format!("\"{}\"", c.name()));
+            assert_eq!(serde_json::from_str::<Check>(&json).unwrap(), c);
+        }
+        let mut names: Vec<&str> = Check::ALL.iter().map(|c| c.name()).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), Check::ALL.len(), "two checks share a name");
+    }
+
+    #[test]
+    fn an_unknown_name_is_an_error_that_names_it() {
+        let e = serde_json::from_str::<Check>("\"speed\"").unwrap_err();
+        assert!(e.to_string().contains("unknown check `speed`"), "{e}");
+    }
+
+    #[test]
+    fn the_timing_checks_are_four_and_judged() {
+        assert_eq!(
+            Check::timing_names(),
+            "rate, first-token, drift and aggregate"
+        );
+        for c in Check::TIMING {
+            assert_eq!(c.kind(), Kind::Judged, "{c}");
+            assert!(c.is_timing());
+        }
+        assert!(!Check::Route.is_timing() && !Check::Content.is_timing());
+    }
+
+    #[test]
+    fn a_name_pads_like_a_string() {
+        assert_eq!(format!("{:<12}|", Check::Rate), "rate        |");
+    }
+}
