@@ -25,6 +25,12 @@ Examples:
   # Re-judge an archived run with another floor:
   npu-serve-smoke judge runs/rc3 --floor 80";
 
+/// The stand-in's millisecond flags take units as `run`'s durations do (issue 33, item 4).
+const STANDIN_DURATIONS: &str = "\
+Durations: --ttft-ms, --gaps-ms (each gap), --work-ms, --startup-ms and --trickle-ms take a unit
+(50ms, 0.3s, 2m); a bare number is milliseconds, as before. --ttft-ms, --work-ms, --startup-ms
+and --trickle-ms come to a whole number of milliseconds.";
+
 /// npu-serve-smoke: a release gate for LLM inference servers. It launches a serve, streams
 /// fixed prompts over its OpenAI-compatible chat API, and judges route, rate, first-token and
 /// content against floors, archiving everything in a run directory.
@@ -47,6 +53,7 @@ pub enum Command {
     #[command(long_flag = "judge")]
     Judge(Box<JudgeArgs>),
     /// An OpenAI-compatible stand-in serve on 127.0.0.1, with scripted timing and faults.
+    #[command(after_help = STANDIN_DURATIONS)]
     StandIn(Box<StandInArgs>),
     /// Prove the gate judges and measures right, without hardware (also spelled --self-test).
     #[command(long_flag = "self-test")]
@@ -198,5 +205,82 @@ mod tests {
         assert_eq!(grace("2500ms"), Duration::from_millis(2500));
         assert_eq!(grace("30s"), Duration::from_secs(30));
         assert_eq!(grace("2m"), Duration::from_secs(120));
+    }
+
+    #[test]
+    fn first_token_ms_takes_a_unit_and_a_bare_number_is_ms_as_before() {
+        let run = |v: &str| match Cli::try_parse_from(["x", "run", "--first-token-ms", v]) {
+            Ok(Cli {
+                command: Command::Run(r),
+            }) => Ok(r.first_token_ms),
+            Ok(_) => unreachable!(),
+            Err(e) => Err(e.to_string()),
+        };
+        let judge = |v: &str| match Cli::try_parse_from(["x", "judge", "d", "--first-token-ms", v])
+        {
+            Ok(Cli {
+                command: Command::Judge(j),
+            }) => Ok(j.first_token_ms),
+            Ok(_) => unreachable!(),
+            Err(e) => Err(e.to_string()),
+        };
+        for (v, ms) in [
+            ("600", 600.0),
+            ("600ms", 600.0),
+            ("0.6s", 600.0),
+            ("2.5", 2.5),
+        ] {
+            assert_eq!(run(v), Ok(ms), "{v}");
+            assert_eq!(judge(v), Ok(Some(ms)), "{v}");
+        }
+        let e = run("fast").unwrap_err();
+        assert!(e.contains("\"fast\" is not a duration"), "{e}");
+        assert!(judge("6 parsecs").is_err());
+    }
+
+    #[test]
+    fn the_stand_in_s_millisecond_flags_take_a_unit() {
+        let args = |extra: &[&str]| {
+            let mut argv = vec!["x", "stand-in"];
+            argv.extend(extra);
+            match Cli::try_parse_from(argv).map(|c| c.command) {
+                Ok(Command::StandIn(a)) => Ok(*a),
+                Ok(_) => unreachable!(),
+                Err(e) => Err(e.to_string()),
+            }
+        };
+        let bare = args(&[
+            "--ttft-ms",
+            "300",
+            "--gaps-ms",
+            "40,0.5",
+            "--work-ms",
+            "2",
+            "--startup-ms",
+            "100",
+            "--trickle-ms",
+            "5",
+        ])
+        .unwrap();
+        let units = args(&[
+            "--ttft-ms",
+            "0.3s",
+            "--gaps-ms",
+            "40ms,500us",
+            "--work-ms",
+            "2ms",
+            "--startup-ms",
+            "0.1s",
+            "--trickle-ms",
+            "5ms",
+        ])
+        .unwrap();
+        assert_eq!(bare, units);
+        assert_eq!(
+            (bare.ttft_ms, bare.gaps_ms.clone(), bare.trickle_ms),
+            (300, vec![40.0, 0.5], Some(5))
+        );
+        assert!(args(&["--ttft-ms", "0.5ms"]).is_err());
+        assert!(args(&["--gaps-ms", "40,soon"]).is_err());
     }
 }
