@@ -283,4 +283,83 @@ mod tests {
         assert!(args(&["--ttft-ms", "0.5ms"]).is_err());
         assert!(args(&["--gaps-ms", "40,soon"]).is_err());
     }
+
+    /// Each flag's help of a subcommand: (id, short help, long help).
+    fn helps(sub: &str) -> Vec<(String, String, String)> {
+        let cmd = Cli::command();
+        let sub = cmd.find_subcommand(sub).unwrap();
+        sub.get_arguments()
+            .map(|a| {
+                let short = a.get_help().map(|h| h.to_string()).unwrap_or_default();
+                // One paragraph is both: clap has no long help then.
+                let long = a
+                    .get_long_help()
+                    .map_or_else(|| short.clone(), |h| h.to_string());
+                (a.get_id().to_string(), short, long)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_default_is_shown_one_way() {
+        // A default in prose ("(default 0.03)", "Default: ...") beside clap's "[default: 60]"
+        // read as two conventions (issue 33, item 3).
+        for sub in ["run", "judge", "stand-in"] {
+            for (id, short, long) in helps(sub) {
+                // A flag pair (--usage / --no-usage), on by default: no value to show.
+                if (sub, id.as_str()) == ("stand-in", "usage") {
+                    continue;
+                }
+                for text in [&short, &long] {
+                    // The bracket ends the help; before it, only llama.cpp's constant's name.
+                    let before = text.split("[default: ").next().unwrap_or_default();
+                    let prose = before.replace("LLAMA_DEFAULT_SEED", "").to_lowercase();
+                    assert!(
+                        !prose.contains("default"),
+                        "{sub} --{id}: a default in prose: {text}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_defaults_written_by_hand_are_the_code_s() {
+        use crate::judging::verdict::{output as o, reference as r};
+        use crate::judging::{baseline as b, drift};
+        use crate::live::run_args::DEFAULT_ROUNDS;
+        let numbers: [(&str, f64); 13] = [
+            ("baseline_noise", b::DEFAULT_NOISE),
+            ("max_regression", b::DEFAULT_MAX_REGRESSION),
+            ("max_drift", drift::DEFAULT_MAX_DRIFT),
+            ("reference_tie", r::DEFAULT_TIE),
+            ("reference_reanchor", r::DEFAULT_REANCHOR as f64),
+            ("rounds", f64::from(DEFAULT_ROUNDS)),
+            ("loop_share", o::DEFAULT_LOOP_SHARE),
+            ("loop_repeats", o::DEFAULT_LOOP_REPEATS as f64),
+            ("stutter_run", o::DEFAULT_STUTTER_RUN as f64),
+            ("not_text_share", o::DEFAULT_NOT_TEXT_SHARE),
+            ("same_answer", o::DEFAULT_SAME_ANSWER),
+            ("length_share", o::DEFAULT_LENGTH_SHARE),
+            ("stop_margin", o::DEFAULT_STOP_MARGIN),
+        ];
+        let run = helps("run");
+        let shown = |id: &str| {
+            let (_, short, long) = run.iter().find(|(i, _, _)| i == id).unwrap();
+            assert_eq!(short, long, "--{id}: -h and --help say the same");
+            let at = short.rfind("[default: ").expect(id);
+            assert!(
+                short.ends_with(']'),
+                "--{id}: the default ends the help: {short}"
+            );
+            short[at + "[default: ".len()..short.len() - 1].to_string()
+        };
+        for (id, value) in numbers {
+            assert_eq!(shown(id).parse::<f64>(), Ok(value), "--{id}");
+        }
+        assert_eq!(shown("temperature"), "0");
+        assert_eq!(shown("baseline_answers"), "info");
+        assert_eq!(shown("output_checks"), "on");
+        assert!(shown("out").starts_with(crate::archive::rundir::DEFAULT_PARENT));
+    }
 }

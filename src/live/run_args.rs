@@ -21,7 +21,7 @@ pub struct RunArgs {
     /// the serve command as an array. Flags given here override it.
     #[arg(long, value_name = "FILE", help_heading = "Outputs")]
     pub profile: Option<PathBuf>,
-    /// The run directory (default: runs/<UTC time>); it must be new or empty.
+    /// The run directory; it must be new or empty [default: runs/<UTC time>]
     #[arg(long, value_name = "DIR", help_heading = "Outputs")]
     pub out: Option<PathBuf>,
     /// Lowest acceptable median decode rate, tok/s.
@@ -37,9 +37,10 @@ pub struct RunArgs {
     /// A regex the serve log must not match: the line that names the slow fallback.
     #[arg(long, value_name = "REGEX", help_heading = "Route evidence")]
     pub slow_route: Option<String>,
-    /// Busy-box policy: a failure of rate or first-token alone, with the serve's CPU-wait
-    /// fraction (or, where not measurable, the load per CPU) at or above THRESHOLD, is a SKIP
-    /// (exit 3) instead of a FAIL. 0.2 means 20%. Route and content failures stay FAIL.
+    /// Busy-box policy: a failure of the timing lines alone (rate, first-token, drift,
+    /// aggregate), with the serve's CPU-wait fraction (or, where not measurable, the load per
+    /// CPU) at or above THRESHOLD, is a SKIP (exit 3) instead of a FAIL. 0.2 means 20%. Any
+    /// other failure (route, content, output, ...) stays FAIL.
     #[arg(long, value_name = "THRESHOLD", help_heading = "Floors and limits")]
     pub busy_skip: Option<f64>,
     /// The route evidence asked of the serve's processes.
@@ -78,9 +79,8 @@ pub struct RunArgs {
     /// gate measures a serve that is already running (nothing is launched or stopped).
     #[arg(long, value_name = "URL", help_heading = "Launch, hold and stop")]
     pub url: Option<String>,
-    /// The readiness probe: GET PATH until it answers 200 (default: /health, falling back to
-    /// the API's /models where /health is 404), e.g. /v2/health/ready for OpenVINO Model
-    /// Server.
+    /// The readiness probe: GET PATH until it answers 200, e.g. /v2/health/ready for OpenVINO
+    /// Model Server [default: /health, else the API's /models where /health is 404]
     #[arg(long, value_name = "PATH", value_parser = parse_url_path, help_heading = "Launch, hold and stop")]
     pub ready_path: Option<String>,
     /// The path prefix of the serve's OpenAI-compatible API: /v1 (llama-server, vLLM), /v3
@@ -128,7 +128,7 @@ pub struct RunArgs {
     /// continues one as it is (unless started with --no-prefill-assistant).
     #[arg(long, value_name = "JSON", help_heading = "Baseline and reference")]
     pub continue_body: Option<String>,
-    /// The model name to request (default: the first id from /v1/models, else "default").
+    /// The model name to request [default: the first id from /v1/models, else "default"]
     #[arg(long, help_heading = "Requests")]
     pub model: Option<String>,
     /// Take an exclusive lock (flock) on FILE before the serve starts and keep it until the
@@ -154,10 +154,10 @@ pub struct RunArgs {
     /// number is seconds).
     #[arg(long, default_value = "60", value_name = "DURATION", value_parser = parse_seconds, help_heading = "Time limits")]
     pub reply_timeout: Duration,
-    /// How long one whole reply may take (a bare number is seconds), from its request to its end, however steadily its
-    /// bytes come; past it the reply FAILs, saying how much it had sent. Default:
-    /// --reply-timeout for the first token plus 1 s for each token max_tokens allows (124 s
-    /// at the defaults), which a serve at 1.9 tok/s still finishes inside.
+    /// How long one whole reply may take (a bare number is seconds), from its request to its
+    /// end, however steadily its bytes come; past it the reply FAILs, saying how much it had
+    /// sent; a serve at 1.9 tok/s still finishes inside [default: --reply-timeout
+    /// plus 1s for each token max_tokens allows, 124s at the defaults]
     #[arg(long, value_name = "DURATION", value_parser = parse_seconds, help_heading = "Time limits")]
     pub reply_limit: Option<Duration>,
     /// The device's current clock, read beside the replies to explain a drift: a file holding
@@ -226,15 +226,15 @@ pub struct BaselineArgs {
     #[arg(long, value_name = "DIR")]
     pub baseline: Option<PathBuf>,
     /// The change against the baseline that is noise, a share: a FAIL needs the whole 90%
-    /// interval of the change beyond it (default 0.03).
+    /// interval of the change beyond it [default: 0.03]
     #[arg(long, value_name = "SHARE")]
     pub baseline_noise: Option<f64>,
     /// The largest acceptable regression against the baseline, a share: ok needs the whole
-    /// 90% interval within it (default 0.10).
+    /// 90% interval within it [default: 0.10]
     #[arg(long, value_name = "SHARE")]
     pub max_regression: Option<f64>,
     /// Differences of the box from the baseline's that are accepted, comma-separated: host,
-    /// cpu, memory, kernel, modules, firmware.
+    /// cpu, memory, kernel, modules, firmware, tool (the gate's own version).
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub baseline_allow: Option<Vec<String>>,
 }
@@ -247,12 +247,12 @@ pub struct BurstArgs {
     /// (1: no bursts). At most 1024.
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = parse_concurrency, allow_negative_numbers = true)]
     pub concurrency: u32,
-    /// Bursts of --concurrency streams (default 3).
+    /// Bursts of --concurrency streams [default: 3]
     #[arg(long, value_name = "R", value_parser = parse_rounds, allow_negative_numbers = true)]
     pub rounds: Option<u32>,
-    /// The serve's Prometheus metrics, scraped before, once during and after the bursts
-    /// (default: the serve's /metrics, where it answers; llama-server needs --metrics). http
-    /// on loopback or the serve's own host.
+    /// The serve's Prometheus metrics, scraped before, once during and after the bursts: http
+    /// on loopback or the serve's own host (llama-server needs --metrics) [default: the
+    /// serve's /metrics, where it answers]
     #[arg(long, value_name = "URL")]
     pub metrics_url: Option<String>,
 }
@@ -277,7 +277,7 @@ pub struct BurstFloorArgs {
 pub struct DriftArgs {
     /// The largest fall of the decode rate over the run that passes, a share: the drift line
     /// FAILs when the rate fell by more (Sen's slope) and surely (Mann-Kendall p < 0.01), from
-    /// 8 replies (default 0.10).
+    /// 8 replies [default: 0.10]
     #[arg(long, value_name = "SHARE", allow_negative_numbers = true)]
     pub max_drift: Option<f64>,
 }
@@ -286,8 +286,8 @@ pub struct DriftArgs {
 /// `sampling`.
 #[derive(Debug, Clone, Default, Args)]
 pub struct SamplingArgs {
-    /// The temperature every request asks for, 0 to 2 (without it the gate sends 0). With
-    /// --deterministic it must be 0: greedy decoding, the one reproducible answer.
+    /// The temperature every request asks for, 0 to 2. With --deterministic it must be 0:
+    /// greedy decoding, the one reproducible answer [default: 0]
     #[arg(long, value_name = "T", value_parser = parse_temperature, allow_negative_numbers = true)]
     pub temperature: Option<f64>,
     /// The seed every request sends (`seed` in its body), 0 to 4294967294: llama.cpp reads
@@ -307,8 +307,8 @@ pub struct DeterminismArgs {
     #[arg(long)]
     pub deterministic: bool,
     /// With --deterministic and --baseline: what an answer that differs from the baseline's
-    /// answer to the same prompt is: info (said; the default: a release may change a greedy
-    /// answer) or exact (a FAIL).
+    /// answer to the same prompt is: info (said: a release may change a greedy answer) or
+    /// exact (a FAIL) [default: info]
     #[arg(long, value_name = "POLICY", value_parser = parse_answer_policy)]
     pub baseline_answers: Option<AnswerPolicy>,
 }
@@ -434,9 +434,9 @@ pub struct RunSettings {
     pub fast_route: Option<String>,
     /// A regex the serve log must not match: the line that names the slow fallback.
     pub slow_route: Option<String>,
-    /// Busy-box policy: a failure of rate or first-token alone, with the serve's CPU-wait
-    /// fraction (or, where not measurable, the load per CPU) at or above THRESHOLD, is a SKIP
-    /// (exit 3) instead of a FAIL. 0.2 means 20%. Route and content failures stay FAIL.
+    /// Busy-box policy: a failure of the timing lines alone (rate, first-token, drift,
+    /// aggregate: `TIMING_CHECKS`), with the serve's CPU-wait fraction (or the load per CPU)
+    /// at or above this, is a SKIP instead of a FAIL.
     pub busy_skip: Option<f64>,
     /// Some process of the serve's tree must map a file whose path matches.
     pub route_lib: Option<String>,
