@@ -25,6 +25,12 @@ Examples:
   # Re-judge an archived run with another floor:
   npu-serve-smoke judge runs/rc3 --floor 80";
 
+/// The stand-in's millisecond flags take units as `run`'s durations do (issue 33, item 4).
+const STANDIN_DURATIONS: &str = "\
+Durations: --ttft-ms, --gaps-ms (each gap), --work-ms, --startup-ms and --trickle-ms take a unit
+(50ms, 0.3s, 2m); a bare number is milliseconds, as before. --ttft-ms, --work-ms, --startup-ms
+and --trickle-ms come to a whole number of milliseconds.";
+
 /// npu-serve-smoke: a release gate for LLM inference servers. It launches a serve, streams
 /// fixed prompts over its OpenAI-compatible chat API, and judges route, rate, first-token and
 /// content against floors, archiving everything in a run directory.
@@ -47,6 +53,7 @@ pub enum Command {
     #[command(long_flag = "judge")]
     Judge(Box<JudgeArgs>),
     /// An OpenAI-compatible stand-in serve on 127.0.0.1, with scripted timing and faults.
+    #[command(after_help = STANDIN_DURATIONS)]
     StandIn(Box<StandInArgs>),
     /// Prove the gate judges and measures right, without hardware (also spelled --self-test).
     #[command(long_flag = "self-test")]
@@ -198,5 +205,161 @@ mod tests {
         assert_eq!(grace("2500ms"), Duration::from_millis(2500));
         assert_eq!(grace("30s"), Duration::from_secs(30));
         assert_eq!(grace("2m"), Duration::from_secs(120));
+    }
+
+    #[test]
+    fn first_token_ms_takes_a_unit_and_a_bare_number_is_ms_as_before() {
+        let run = |v: &str| match Cli::try_parse_from(["x", "run", "--first-token-ms", v]) {
+            Ok(Cli {
+                command: Command::Run(r),
+            }) => Ok(r.first_token_ms),
+            Ok(_) => unreachable!(),
+            Err(e) => Err(e.to_string()),
+        };
+        let judge = |v: &str| match Cli::try_parse_from(["x", "judge", "d", "--first-token-ms", v])
+        {
+            Ok(Cli {
+                command: Command::Judge(j),
+            }) => Ok(j.first_token_ms),
+            Ok(_) => unreachable!(),
+            Err(e) => Err(e.to_string()),
+        };
+        for (v, ms) in [
+            ("600", 600.0),
+            ("600ms", 600.0),
+            ("0.6s", 600.0),
+            ("2.5", 2.5),
+        ] {
+            assert_eq!(run(v), Ok(ms), "{v}");
+            assert_eq!(judge(v), Ok(Some(ms)), "{v}");
+        }
+        let e = run("fast").unwrap_err();
+        assert!(e.contains("\"fast\" is not a duration"), "{e}");
+        assert!(judge("6 parsecs").is_err());
+    }
+
+    #[test]
+    fn the_stand_in_s_millisecond_flags_take_a_unit() {
+        let args = |extra: &[&str]| {
+            let mut argv = vec!["x", "stand-in"];
+            argv.extend(extra);
+            match Cli::try_parse_from(argv).map(|c| c.command) {
+                Ok(Command::StandIn(a)) => Ok(*a),
+                Ok(_) => unreachable!(),
+                Err(e) => Err(e.to_string()),
+            }
+        };
+        let bare = args(&[
+            "--ttft-ms",
+            "300",
+            "--gaps-ms",
+            "40,0.5",
+            "--work-ms",
+            "2",
+            "--startup-ms",
+            "100",
+            "--trickle-ms",
+            "5",
+        ])
+        .unwrap();
+        let units = args(&[
+            "--ttft-ms",
+            "0.3s",
+            "--gaps-ms",
+            "40ms,500us",
+            "--work-ms",
+            "2ms",
+            "--startup-ms",
+            "0.1s",
+            "--trickle-ms",
+            "5ms",
+        ])
+        .unwrap();
+        assert_eq!(bare, units);
+        assert_eq!(
+            (bare.ttft_ms, bare.gaps_ms.clone(), bare.trickle_ms),
+            (300, vec![40.0, 0.5], Some(5))
+        );
+        assert!(args(&["--ttft-ms", "0.5ms"]).is_err());
+        assert!(args(&["--gaps-ms", "40,soon"]).is_err());
+    }
+
+    /// Each flag's help of a subcommand: (id, short help, long help).
+    fn helps(sub: &str) -> Vec<(String, String, String)> {
+        let cmd = Cli::command();
+        let sub = cmd.find_subcommand(sub).unwrap();
+        sub.get_arguments()
+            .map(|a| {
+                let short = a.get_help().map(|h| h.to_string()).unwrap_or_default();
+                // One paragraph is both: clap has no long help then.
+                let long = a
+                    .get_long_help()
+                    .map_or_else(|| short.clone(), |h| h.to_string());
+                (a.get_id().to_string(), short, long)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_default_is_shown_one_way() {
+        // A default in prose ("(default 0.03)", "Default: ...") beside clap's "[default: 60]"
+        // read as two conventions (issue 33, item 3).
+        for sub in ["run", "judge", "stand-in"] {
+            for (id, short, long) in helps(sub) {
+                // A flag pair (--usage / --no-usage), on by default: no value to show.
+                if (sub, id.as_str()) == ("stand-in", "usage") {
+                    continue;
+                }
+                for text in [&short, &long] {
+                    // The bracket ends the help; before it, only llama.cpp's constant's name.
+                    let before = text.split("[default: ").next().unwrap_or_default();
+                    let prose = before.replace("LLAMA_DEFAULT_SEED", "").to_lowercase();
+                    assert!(
+                        !prose.contains("default"),
+                        "{sub} --{id}: a default in prose: {text}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_defaults_written_by_hand_are_the_code_s() {
+        use crate::judging::verdict::{output as o, reference as r};
+        use crate::judging::{baseline as b, drift};
+        use crate::live::run_args::DEFAULT_ROUNDS;
+        let numbers: [(&str, f64); 13] = [
+            ("baseline_noise", b::DEFAULT_NOISE),
+            ("max_regression", b::DEFAULT_MAX_REGRESSION),
+            ("max_drift", drift::DEFAULT_MAX_DRIFT),
+            ("reference_tie", r::DEFAULT_TIE),
+            ("reference_reanchor", r::DEFAULT_REANCHOR as f64),
+            ("rounds", f64::from(DEFAULT_ROUNDS)),
+            ("loop_share", o::DEFAULT_LOOP_SHARE),
+            ("loop_repeats", o::DEFAULT_LOOP_REPEATS as f64),
+            ("stutter_run", o::DEFAULT_STUTTER_RUN as f64),
+            ("not_text_share", o::DEFAULT_NOT_TEXT_SHARE),
+            ("same_answer", o::DEFAULT_SAME_ANSWER),
+            ("length_share", o::DEFAULT_LENGTH_SHARE),
+            ("stop_margin", o::DEFAULT_STOP_MARGIN),
+        ];
+        let run = helps("run");
+        let shown = |id: &str| {
+            let (_, short, long) = run.iter().find(|(i, _, _)| i == id).unwrap();
+            assert_eq!(short, long, "--{id}: -h and --help say the same");
+            let at = short.rfind("[default: ").expect(id);
+            assert!(
+                short.ends_with(']'),
+                "--{id}: the default ends the help: {short}"
+            );
+            short[at + "[default: ".len()..short.len() - 1].to_string()
+        };
+        for (id, value) in numbers {
+            assert_eq!(shown(id).parse::<f64>(), Ok(value), "--{id}");
+        }
+        assert_eq!(shown("temperature"), "0");
+        assert_eq!(shown("baseline_answers"), "info");
+        assert_eq!(shown("output_checks"), "on");
+        assert!(shown("out").starts_with(crate::archive::rundir::DEFAULT_PARENT));
     }
 }

@@ -30,8 +30,8 @@ pub struct JudgeArgs {
     /// Override the recorded rate floor, tok/s.
     #[arg(long, value_name = "TOK_S", help_heading = "Floors and limits")]
     pub floor: Option<f64>,
-    /// Override the recorded first-token limit, ms.
-    #[arg(long, value_name = "MS", help_heading = "Floors and limits")]
+    /// Override the recorded first-token limit (600ms, 0.6s; a bare number is milliseconds).
+    #[arg(long, value_name = "DURATION", value_parser = crate::live::run_args::parse_millis, help_heading = "Floors and limits")]
     pub first_token_ms: Option<f64>,
     /// Override the recorded fast-route pattern.
     #[arg(long, value_name = "REGEX", help_heading = "Route evidence")]

@@ -12,6 +12,7 @@ mod conditions;
 mod consumers;
 mod determinism;
 mod digests;
+mod docs;
 mod faults;
 mod hold;
 mod inputs;

@@ -10,7 +10,7 @@ use crate::judging::verdict::output;
 /// Whether the output line judges.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum OutputChecks {
-    /// Degenerate text FAILs (the default).
+    /// Degenerate text FAILs.
     On,
     /// The line is info: for a serve meant to repeat (a benchmark mode ignoring end tokens).
     Off,
@@ -20,32 +20,33 @@ pub enum OutputChecks {
 #[derive(Debug, Clone, Default, Args)]
 pub struct OutputCheckArgs {
     /// Whether degenerate answers (loops, stutters, text that is not text, one answer to
-    /// different questions, never stopping) FAIL the output line, or are only said.
+    /// different questions, never stopping) FAIL the output line, or are only said
+    /// [default: on]
     #[arg(long, value_name = "on|off")]
     pub output_checks: Option<OutputChecks>,
-    /// The least share of a reply a loop at its tail covers to fail it, 0 to 1 (default 0.5).
+    /// The least share of a reply a loop at its tail covers to fail it, 0 to 1 [default: 0.5]
     #[arg(long, value_name = "SHARE", value_parser = parse_share, allow_negative_numbers = true)]
     pub loop_share: Option<f64>,
-    /// The least whole repeats of a loop's unit, 2 to 100 (default 3).
+    /// The least whole repeats of a loop's unit, 2 to 100 [default: 3]
     #[arg(long, value_name = "N", value_parser = parse_count, allow_negative_numbers = true)]
     pub loop_repeats: Option<usize>,
-    /// The least run of one word back to back that is a stutter, 2 to 100 (default 4).
+    /// The least run of one word back to back that is a stutter, 2 to 100 [default: 4]
     #[arg(long, value_name = "N", value_parser = parse_count, allow_negative_numbers = true)]
     pub stutter_run: Option<usize>,
     /// The largest share of a reply's characters that may be U+FFFD or control characters,
-    /// 0 to 1 (default 0.01).
+    /// 0 to 1 [default: 0.01]
     #[arg(long, value_name = "SHARE", value_parser = parse_share, allow_negative_numbers = true)]
     pub not_text_share: Option<f64>,
     /// The similarity (word-trigram Jaccard, 1 for the same text) from which two prompts'
-    /// answers are one answer, 0 to 1 (default 0.9).
+    /// answers are one answer, 0 to 1 [default: 0.9]
     #[arg(long, value_name = "SHARE", value_parser = parse_share, allow_negative_numbers = true)]
     pub same_answer: Option<f64>,
     /// With --reference or --baseline: the largest relative difference of the mean answer
-    /// length from theirs, 0 to 1 (default 0.10, MLPerf TEST09's).
+    /// length from theirs, 0 to 1, MLPerf TEST09's [default: 0.10]
     #[arg(long, value_name = "SHARE", value_parser = parse_share, allow_negative_numbers = true)]
     pub length_share: Option<f64>,
     /// With --reference or --baseline: the largest fall of the share of replies that stopped
-    /// by themselves against theirs, 0 to 1 (default 0.2).
+    /// by themselves against theirs, 0 to 1 [default: 0.2]
     #[arg(long, value_name = "SHARE", value_parser = parse_share, allow_negative_numbers = true)]
     pub stop_margin: Option<f64>,
 }

@@ -14,7 +14,7 @@ pub struct ReferenceArgs {
     /// token by token, re-anchored past each divergence (--reference-reanchor).
     #[arg(long, value_name = "DIR")]
     pub reference: Option<PathBuf>,
-    /// The margin in nats under which a divergence is a near-tie, not a FAIL (default 0.5).
+    /// The margin in nats under which a divergence is a near-tie, not a FAIL [default: 0.5]
     #[arg(long, value_name = "NATS", value_parser = parse_tie, allow_negative_numbers = true)]
     pub reference_tie: Option<f64>,
     /// The lowest share of positions where both sides' first choice must be the same token,
@@ -24,9 +24,9 @@ pub struct ReferenceArgs {
     /// The highest p90 of the chosen tokens' |Δ logprob| against the reference, nats.
     #[arg(long, value_name = "NATS", value_parser = parse_drift, allow_negative_numbers = true)]
     pub max_logprob_drift: Option<f64>,
-    /// The most re-anchors a prompt is judged past, 0 to 64 (default 8): at a divergence the
-    /// candidate is asked to go on from the reference's own answer through it, so the rest
-    /// of the answer is judged too. 0 judges each prompt up to its first divergence.
+    /// The most re-anchors a prompt is judged past, 0 to 64: at a divergence the candidate is
+    /// asked to go on from the reference's own answer through it, so the rest of the answer
+    /// is judged too. 0 judges each prompt up to its first divergence [default: 8]
     #[arg(long, value_name = "N", value_parser = parse_reanchor, allow_negative_numbers = true)]
     pub reference_reanchor: Option<usize>,
 }

@@ -21,14 +21,15 @@ pub struct RunArgs {
     /// the serve command as an array. Flags given here override it.
     #[arg(long, value_name = "FILE", help_heading = "Outputs")]
     pub profile: Option<PathBuf>,
-    /// The run directory (default: runs/<UTC time>); it must be new or empty.
+    /// The run directory; it must be new or empty [default: runs/<UTC time>]
     #[arg(long, value_name = "DIR", help_heading = "Outputs")]
     pub out: Option<PathBuf>,
     /// Lowest acceptable median decode rate, tok/s.
     #[arg(long, default_value_t = DEFAULT_FLOOR, value_name = "TOK_S", help_heading = "Floors and limits")]
     pub floor: f64,
-    /// Highest acceptable median time to the first token, ms.
-    #[arg(long, default_value_t = DEFAULT_FIRST_TOKEN_MS, value_name = "MS", help_heading = "Floors and limits")]
+    /// Highest acceptable median time to the first token (600ms, 0.6s; a bare number is
+    /// milliseconds).
+    #[arg(long, default_value_t = DEFAULT_FIRST_TOKEN_MS, value_name = "DURATION", value_parser = parse_millis, help_heading = "Floors and limits")]
     pub first_token_ms: f64,
     /// A regex the serve log must match: the line that names the fast route.
     #[arg(long, value_name = "REGEX", help_heading = "Route evidence")]
@@ -36,9 +37,10 @@ pub struct RunArgs {
     /// A regex the serve log must not match: the line that names the slow fallback.
     #[arg(long, value_name = "REGEX", help_heading = "Route evidence")]
     pub slow_route: Option<String>,
-    /// Busy-box policy: a failure of rate or first-token alone, with the serve's CPU-wait
-    /// fraction (or, where not measurable, the load per CPU) at or above THRESHOLD, is a SKIP
-    /// (exit 3) instead of a FAIL. 0.2 means 20%. Route and content failures stay FAIL.
+    /// Busy-box policy: a failure of the timing lines alone (rate, first-token, drift,
+    /// aggregate), with the serve's CPU-wait fraction (or, where not measurable, the load per
+    /// CPU) at or above THRESHOLD, is a SKIP (exit 3) instead of a FAIL. 0.2 means 20%. Any
+    /// other failure (route, content, output, ...) stays FAIL.
     #[arg(long, value_name = "THRESHOLD", help_heading = "Floors and limits")]
     pub busy_skip: Option<f64>,
     /// The route evidence asked of the serve's processes.
@@ -77,9 +79,8 @@ pub struct RunArgs {
     /// gate measures a serve that is already running (nothing is launched or stopped).
     #[arg(long, value_name = "URL", help_heading = "Launch, hold and stop")]
     pub url: Option<String>,
-    /// The readiness probe: GET PATH until it answers 200 (default: /health, falling back to
-    /// the API's /models where /health is 404), e.g. /v2/health/ready for OpenVINO Model
-    /// Server.
+    /// The readiness probe: GET PATH until it answers 200, e.g. /v2/health/ready for OpenVINO
+    /// Model Server [default: /health, else the API's /models where /health is 404]
     #[arg(long, value_name = "PATH", value_parser = parse_url_path, help_heading = "Launch, hold and stop")]
     pub ready_path: Option<String>,
     /// The path prefix of the serve's OpenAI-compatible API: /v1 (llama-server, vLLM), /v3
@@ -127,7 +128,7 @@ pub struct RunArgs {
     /// continues one as it is (unless started with --no-prefill-assistant).
     #[arg(long, value_name = "JSON", help_heading = "Baseline and reference")]
     pub continue_body: Option<String>,
-    /// The model name to request (default: the first id from /v1/models, else "default").
+    /// The model name to request [default: the first id from /v1/models, else "default"]
     #[arg(long, help_heading = "Requests")]
     pub model: Option<String>,
     /// Take an exclusive lock (flock) on FILE before the serve starts and keep it until the
@@ -153,10 +154,10 @@ pub struct RunArgs {
     /// number is seconds).
     #[arg(long, default_value = "60", value_name = "DURATION", value_parser = parse_seconds, help_heading = "Time limits")]
     pub reply_timeout: Duration,
-    /// How long one whole reply may take (a bare number is seconds), from its request to its end, however steadily its
-    /// bytes come; past it the reply FAILs, saying how much it had sent. Default:
-    /// --reply-timeout for the first token plus 1 s for each token max_tokens allows (124 s
-    /// at the defaults), which a serve at 1.9 tok/s still finishes inside.
+    /// How long one whole reply may take (a bare number is seconds), from its request to its
+    /// end, however steadily its bytes come; past it the reply FAILs, saying how much it had
+    /// sent; a serve at 1.9 tok/s still finishes inside [default: --reply-timeout
+    /// plus 1s for each token max_tokens allows, 124s at the defaults]
     #[arg(long, value_name = "DURATION", value_parser = parse_seconds, help_heading = "Time limits")]
     pub reply_limit: Option<Duration>,
     /// The device's current clock, read beside the replies to explain a drift: a file holding
@@ -225,15 +226,15 @@ pub struct BaselineArgs {
     #[arg(long, value_name = "DIR")]
     pub baseline: Option<PathBuf>,
     /// The change against the baseline that is noise, a share: a FAIL needs the whole 90%
-    /// interval of the change beyond it (default 0.03).
+    /// interval of the change beyond it [default: 0.03]
     #[arg(long, value_name = "SHARE")]
     pub baseline_noise: Option<f64>,
     /// The largest acceptable regression against the baseline, a share: ok needs the whole
-    /// 90% interval within it (default 0.10).
+    /// 90% interval within it [default: 0.10]
     #[arg(long, value_name = "SHARE")]
     pub max_regression: Option<f64>,
     /// Differences of the box from the baseline's that are accepted, comma-separated: host,
-    /// cpu, memory, kernel, modules, firmware.
+    /// cpu, memory, kernel, modules, firmware, tool (the gate's own version).
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub baseline_allow: Option<Vec<String>>,
 }
@@ -246,12 +247,12 @@ pub struct BurstArgs {
     /// (1: no bursts). At most 1024.
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = parse_concurrency, allow_negative_numbers = true)]
     pub concurrency: u32,
-    /// Bursts of --concurrency streams (default 3).
+    /// Bursts of --concurrency streams [default: 3]
     #[arg(long, value_name = "R", value_parser = parse_rounds, allow_negative_numbers = true)]
     pub rounds: Option<u32>,
-    /// The serve's Prometheus metrics, scraped before, once during and after the bursts
-    /// (default: the serve's /metrics, where it answers; llama-server needs --metrics). http
-    /// on loopback or the serve's own host.
+    /// The serve's Prometheus metrics, scraped before, once during and after the bursts: http
+    /// on loopback or the serve's own host (llama-server needs --metrics) [default: the
+    /// serve's /metrics, where it answers]
     #[arg(long, value_name = "URL")]
     pub metrics_url: Option<String>,
 }
@@ -276,7 +277,7 @@ pub struct BurstFloorArgs {
 pub struct DriftArgs {
     /// The largest fall of the decode rate over the run that passes, a share: the drift line
     /// FAILs when the rate fell by more (Sen's slope) and surely (Mann-Kendall p < 0.01), from
-    /// 8 replies (default 0.10).
+    /// 8 replies [default: 0.10]
     #[arg(long, value_name = "SHARE", allow_negative_numbers = true)]
     pub max_drift: Option<f64>,
 }
@@ -285,8 +286,8 @@ pub struct DriftArgs {
 /// `sampling`.
 #[derive(Debug, Clone, Default, Args)]
 pub struct SamplingArgs {
-    /// The temperature every request asks for, 0 to 2 (without it the gate sends 0). With
-    /// --deterministic it must be 0: greedy decoding, the one reproducible answer.
+    /// The temperature every request asks for, 0 to 2. With --deterministic it must be 0:
+    /// greedy decoding, the one reproducible answer [default: 0]
     #[arg(long, value_name = "T", value_parser = parse_temperature, allow_negative_numbers = true)]
     pub temperature: Option<f64>,
     /// The seed every request sends (`seed` in its body), 0 to 4294967294: llama.cpp reads
@@ -306,8 +307,8 @@ pub struct DeterminismArgs {
     #[arg(long)]
     pub deterministic: bool,
     /// With --deterministic and --baseline: what an answer that differs from the baseline's
-    /// answer to the same prompt is: info (said; the default: a release may change a greedy
-    /// answer) or exact (a FAIL).
+    /// answer to the same prompt is: info (said: a release may change a greedy answer) or
+    /// exact (a FAIL) [default: info]
     #[arg(long, value_name = "POLICY", value_parser = parse_answer_policy)]
     pub baseline_answers: Option<AnswerPolicy>,
 }
@@ -433,9 +434,9 @@ pub struct RunSettings {
     pub fast_route: Option<String>,
     /// A regex the serve log must not match: the line that names the slow fallback.
     pub slow_route: Option<String>,
-    /// Busy-box policy: a failure of rate or first-token alone, with the serve's CPU-wait
-    /// fraction (or, where not measurable, the load per CPU) at or above THRESHOLD, is a SKIP
-    /// (exit 3) instead of a FAIL. 0.2 means 20%. Route and content failures stay FAIL.
+    /// Busy-box policy: a failure of the timing lines alone (rate, first-token, drift,
+    /// aggregate: `TIMING_CHECKS`), with the serve's CPU-wait fraction (or the load per CPU)
+    /// at or above this, is a SKIP instead of a FAIL.
     pub busy_skip: Option<f64>,
     /// Some process of the serve's tree must map a file whose path matches.
     pub route_lib: Option<String>,
@@ -618,22 +619,104 @@ pub fn seconds(secs: f64) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
-/// `--grace 2.5` and friends: a duration with its unit, as `--soak` takes one (`500ms`, `30s`,
-/// `2m`; humantime's units), or a bare number of seconds as these flags always took; either
-/// held to [`seconds`]'s bounds.
-pub fn parse_seconds(s: &str) -> Result<Duration, String> {
+/// The unit a duration flag reads a bare number in: the unit it always took, before it
+/// took units (issue 33, item 4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BareUnit {
+    /// A bare number is seconds (`--grace 2.5`).
+    Seconds,
+    /// A bare number is milliseconds (`--first-token-ms 600`).
+    Millis,
+}
+
+impl BareUnit {
+    fn nanos(self) -> f64 {
+        match self {
+            BareUnit::Seconds => 1e9,
+            BareUnit::Millis => 1e6,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            BareUnit::Seconds => "seconds",
+            BareUnit::Millis => "milliseconds",
+        }
+    }
+}
+
+/// Nanoseconds in one of a duration's units, as humantime spells them (`ms`, `s`, `m`, ...):
+/// whole numbers, so `0.6s` is 600 ms exactly.
+fn unit_nanos(unit: &str) -> Option<f64> {
+    Some(match unit {
+        "ns" | "nsec" => 1.0,
+        "us" | "µs" | "usec" => 1e3,
+        "ms" | "msec" | "millis" => 1e6,
+        "s" | "sec" | "secs" | "second" | "seconds" => 1e9,
+        "m" | "min" | "mins" | "minute" | "minutes" => 60e9,
+        "h" | "hr" | "hrs" | "hour" | "hours" => 3600e9,
+        _ => return None,
+    })
+}
+
+/// A duration flag's value in its bare unit: a bare number is that unit, as the flag always
+/// read it (`--first-token-ms 600` is 600 ms, `--grace 2.5` is 2.5 s); a number with a unit
+/// (`600ms`, `0.6s`, `2m`) or humantime's compound form (`1h30m`, `1m 30s`) is converted.
+/// The bounds are each flag's own; this only reads the value.
+pub fn duration_in(s: &str, bare: BareUnit) -> Result<f64, String> {
     let t = s.trim();
-    let secs = match t.parse::<f64>() {
-        Ok(secs) => secs,
-        Err(_) => humantime::parse_duration(t)
-            .map_err(|_| {
-                format!(
-                    "{s:?} is not a duration: give a unit (500ms, 30s, 2m) or a number of seconds"
-                )
-            })?
-            .as_secs_f64(),
+    if let Ok(n) = t.parse::<f64>() {
+        return Ok(n);
+    }
+    let wrong = || {
+        format!(
+            "{s:?} is not a duration: give a unit (500ms, 0.6s, 30s, 2m) or a bare number of {}",
+            bare.name()
+        )
     };
-    seconds(secs)
+    // A decimal number and one unit (`0.6s`, `1.5m`), which humantime does not read.
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let nanos = match (number.parse::<f64>(), unit_nanos(unit.trim())) {
+        (Ok(n), Some(per)) => n * per,
+        _ => humantime::parse_duration(t)
+            .map_err(|_| wrong())?
+            .as_nanos() as f64,
+    };
+    if !nanos.is_finite() {
+        return Err(wrong());
+    }
+    Ok(nanos / bare.nanos())
+}
+
+/// `--grace 2.5` and friends: a duration with its unit, as `--soak` takes one (`500ms`,
+/// `2.5s`, `2m`), or a bare number of seconds as these flags always took; either held to
+/// [`seconds`]'s bounds.
+pub fn parse_seconds(s: &str) -> Result<Duration, String> {
+    seconds(duration_in(s, BareUnit::Seconds)?)
+}
+
+/// `--first-token-ms 600`: milliseconds, as a bare number always was, or a duration with its
+/// unit (`600ms`, `0.6s`). Its bounds (above 0) are the verdict's, as for a profile's value.
+pub fn parse_millis(s: &str) -> Result<f64, String> {
+    duration_in(s, BareUnit::Millis)
+}
+
+/// The stand-in's whole-millisecond flags (`--ttft-ms 50`, `--startup-ms 2s`): a bare whole
+/// number of ms as before, or a duration with its unit that comes to a whole number of ms.
+pub fn parse_whole_millis(s: &str) -> Result<u64, String> {
+    if let Ok(n) = s.trim().parse::<u64>() {
+        return Ok(n);
+    }
+    let ms = duration_in(s, BareUnit::Millis)?;
+    if ms < 0.0 || ms.fract() != 0.0 || ms > u64::MAX as f64 {
+        return Err(format!(
+            "{s:?} is not a whole number of milliseconds, 0 or more (e.g. 50, 50ms, 2s)"
+        ));
+    }
+    Ok(ms as u64)
 }
 
 /// A count of replies: 1 to [`MAX_REPLIES`].
@@ -724,4 +807,71 @@ pub fn url_path(s: &str) -> Result<String, String> {
 
 fn parse_url_path(s: &str) -> Result<String, String> {
     url_path(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bare_number_keeps_the_unit_each_flag_always_took() {
+        assert_eq!(parse_millis("600"), Ok(600.0));
+        assert_eq!(parse_millis("2.5"), Ok(2.5));
+        assert_eq!(parse_seconds("2.5"), Ok(Duration::from_millis(2500)));
+        assert_eq!(parse_seconds(" 10 "), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_whole_millis("50"), Ok(50));
+        assert_eq!(parse_whole_millis("0"), Ok(0));
+    }
+
+    #[test]
+    fn a_unit_is_read_whatever_the_flag_s_bare_unit() {
+        for v in ["600ms", "0.6s", "0.6 s", "600000us", "0.01m"] {
+            let ms = parse_millis(v).unwrap();
+            assert!((ms - 600.0).abs() < 1e-9, "{v}: {ms}");
+        }
+        assert_eq!(parse_millis("0.6s"), Ok(600.0));
+        assert_eq!(parse_seconds("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_seconds("2.5s"), Ok(Duration::from_millis(2500)));
+        assert_eq!(parse_seconds("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_seconds("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_seconds("1m 30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_whole_millis("2s"), Ok(2000));
+        assert_eq!(parse_whole_millis("50ms"), Ok(50));
+        assert_eq!(
+            parse_whole_millis("1500us"),
+            Err(
+                "\"1500us\" is not a whole number of milliseconds, 0 or more (e.g. 50, 50ms, 2s)"
+                    .to_string()
+            )
+        );
+    }
+
+    #[test]
+    fn bad_input_is_one_error_that_says_what_to_give() {
+        for v in [
+            "soon",
+            "",
+            "5 fortnights",
+            "-5ms",
+            "1.2.3s",
+            "ms",
+            "1e400ms",
+        ] {
+            let e = parse_millis(v).unwrap_err();
+            assert_eq!(
+                e,
+                format!(
+                    "{v:?} is not a duration: give a unit (500ms, 0.6s, 30s, 2m) or a bare number of milliseconds"
+                )
+            );
+            assert!(!e.contains('\n'), "{e}");
+            let e = parse_seconds(v).unwrap_err();
+            assert!(e.ends_with("or a bare number of seconds"), "{e}");
+            assert!(parse_whole_millis(v).is_err(), "{v}");
+        }
+        // The bounds stay each flag's own: seconds' range, the verdict's for first-token.
+        assert!(parse_seconds("0ms").unwrap_err().contains("out of range"));
+        assert!(parse_seconds("25h").unwrap_err().contains("out of range"));
+        assert!(parse_whole_millis("-1").is_err());
+    }
 }

@@ -13,14 +13,15 @@ pub struct StandInArgs {
     #[arg(long, default_value_t = 0)]
     pub port: u16,
     /// Milliseconds from receiving a request to sending its first token.
-    #[arg(long, default_value_t = 50, value_name = "MS")]
+    #[arg(long, default_value_t = 50, value_name = "MS", value_parser = crate::live::run_args::parse_whole_millis)]
     pub ttft_ms: u64,
     /// Milliseconds between chunks, cycled (e.g. 40,10).
     #[arg(
         long,
         default_value = "10",
         value_delimiter = ',',
-        value_name = "MS,..."
+        value_name = "MS,...",
+        value_parser = crate::live::run_args::parse_millis
     )]
     pub gaps_ms: Vec<f64>,
     /// Lengthen the gaps of later requests, step by step, as a throttling serve slows: the
@@ -95,7 +96,7 @@ pub struct StandInArgs {
     #[arg(long, value_name = "N")]
     pub bad_json_after: Option<usize>,
     /// Burn this much CPU before each chunk, as a serve's host work per token does.
-    #[arg(long, default_value_t = 0, value_name = "MS")]
+    #[arg(long, default_value_t = 0, value_name = "MS", value_parser = crate::live::run_args::parse_whole_millis)]
     pub work_ms: u64,
     /// Exit (status 3) after N tokens: a serve that dies mid-stream.
     #[arg(long, value_name = "N")]
@@ -111,7 +112,7 @@ pub struct StandInArgs {
     #[arg(long)]
     pub ignore_term: bool,
     /// Wait this long before listening.
-    #[arg(long, default_value_t = 0, value_name = "MS")]
+    #[arg(long, default_value_t = 0, value_name = "MS", value_parser = crate::live::run_args::parse_whole_millis)]
     pub startup_ms: u64,
     /// Listen, but answer GET /health with 503 forever.
     #[arg(long)]
@@ -172,7 +173,7 @@ pub struct StandInArgs {
     #[arg(long, value_name = "N", help_heading = "Faults in the stream")]
     pub usage_claims: Option<u64>,
     /// Fault: the answer's body is written one byte at a time, MS apart.
-    #[arg(long, value_name = "MS", help_heading = "Faults in the stream")]
+    #[arg(long, value_name = "MS", value_parser = crate::live::run_args::parse_whole_millis, help_heading = "Faults in the stream")]
     pub trickle_ms: Option<u64>,
     /// Fault: make the answer at its pace (first token and gaps as scripted), but hold every
     /// event back and send them all at the end, as a serve (or a proxy) that does not flush.

@@ -1,0 +1,155 @@
+//! The README as a front door and the docs behind it (issue 33): short, with the commands CI
+//! runs, a row for every line the gate can print, the timing lines as the verdict has them,
+//! and every link resolving; and the help saying what the code does.
+
+use std::path::{Path, PathBuf};
+
+use crate::util::*;
+use npu_serve_smoke::judging::verdict::TIMING_CHECKS;
+
+const REPO: &str = env!("CARGO_MANIFEST_DIR");
+
+fn read(rel: &str) -> String {
+    std::fs::read_to_string(Path::new(REPO).join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+/// The Markdown files a reader reaches from the README: it and docs/*.md.
+fn pages() -> Vec<PathBuf> {
+    let mut pages = vec![Path::new(REPO).join("README.md")];
+    for entry in std::fs::read_dir(Path::new(REPO).join("docs")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "md") {
+            pages.push(path);
+        }
+    }
+    pages.sort();
+    pages
+}
+
+/// A heading's anchor as GitHub makes it: lowercase, punctuation dropped, spaces to hyphens.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || *c == '-' || *c == '_' || *c == ' ')
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+#[test]
+fn the_readme_is_a_front_door_of_at_most_150_lines() {
+    let lines = read("README.md").lines().count();
+    assert!(
+        lines <= 150,
+        "README.md has {lines} lines; move detail to docs/"
+    );
+}
+
+#[test]
+fn the_readme_shows_the_commands_ci_runs() {
+    let ci = read(".ci/run");
+    let readme = read("README.md");
+    let test = ci
+        .lines()
+        .find(|l| l.contains("cargo test --locked"))
+        .expect(".ci/run runs the tests");
+    assert!(readme.contains(test.trim()), "README lacks {test:?}");
+    let run = ci
+        .lines()
+        .find(|l| l.contains("-- run --stand-in"))
+        .expect(".ci/run runs a gate");
+    // CI names its own directory; the README says DIR.
+    let run = run.trim().replace("\"$out\"", "DIR");
+    assert!(readme.contains(&run), "README lacks {run:?}");
+}
+
+#[test]
+fn every_line_the_gate_can_print_has_a_row_in_the_readme_and_in_docs_lines() {
+    let schema: serde_json::Value = serde_json::from_str(&read("docs/result-schema.json")).unwrap();
+    let checks = schema["$defs"]["line"]["properties"]["check"]["enum"]
+        .as_array()
+        .expect("result-schema.json lists the checks")
+        .clone();
+    assert!(checks.len() > 20, "{checks:?}");
+    let readme = read("README.md");
+    let lines = read("docs/lines.md");
+    for check in checks {
+        let check = check.as_str().unwrap();
+        assert!(
+            readme.contains(&format!("| `{check}` |")),
+            "README.md has no row for {check}"
+        );
+        let row = lines.lines().any(|l| {
+            l.starts_with("| `")
+                && l.split(" | ")
+                    .next()
+                    .unwrap()
+                    .contains(&format!("`{check}`"))
+        });
+        assert!(row, "docs/lines.md has no row for {check}");
+    }
+}
+
+#[test]
+fn the_timing_lines_are_named_as_the_verdict_has_them() {
+    // --busy-skip once said rate and first-token, while the verdict excused drift and
+    // aggregate too (issue 33).
+    let named = TIMING_CHECKS.map(|c| format!("`{c}`")).join(", ");
+    for page in ["README.md", "docs/lines.md", "docs/hw-gate.md"] {
+        let text = read(page).split_whitespace().collect::<Vec<_>>().join(" ");
+        let plain = text.replace('`', "");
+        let bare = TIMING_CHECKS.join(", ");
+        assert!(
+            text.contains(&named) || plain.contains(&bare),
+            "{page} does not name the timing lines {bare}"
+        );
+    }
+    let help = gate().args(["run", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(help.contains(&TIMING_CHECKS.join(", ")), "{help}");
+    assert!(
+        help.contains("host, cpu, memory, kernel, modules, firmware, tool"),
+        "--baseline-allow's help lists every difference it takes: {help}"
+    );
+}
+
+#[test]
+fn every_relative_link_in_the_readme_and_docs_resolves() {
+    let link = regex::Regex::new(r"\]\(([^)\s]+)\)").unwrap();
+    let heading = regex::Regex::new(r"(?m)^#+ (.*)$").unwrap();
+    let mut broken = Vec::new();
+    for page in pages() {
+        let text = std::fs::read_to_string(&page).unwrap();
+        let dir = page.parent().unwrap();
+        for m in link.captures_iter(&text) {
+            let target = &m[1];
+            if target.starts_with("http://") || target.starts_with("https://") {
+                continue;
+            }
+            let (path, fragment) = target.split_once('#').unwrap_or((target, ""));
+            let file = if path.is_empty() {
+                page.clone()
+            } else {
+                dir.join(path)
+            };
+            if !file.exists() {
+                broken.push(format!("{}: {target}", page.display()));
+                continue;
+            }
+            if !fragment.is_empty() && file.extension().is_some_and(|e| e == "md") {
+                let body = std::fs::read_to_string(&file).unwrap();
+                if !heading
+                    .captures_iter(&body)
+                    .any(|h| anchor(&h[1]) == fragment)
+                {
+                    broken.push(format!("{}: {target} (no such heading)", page.display()));
+                }
+            }
+        }
+    }
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}
