@@ -23,6 +23,7 @@ mod launch;
 mod layers;
 mod llama;
 mod logprobs;
+mod mutants_table;
 mod output;
 mod output_checks;
 mod profiles;

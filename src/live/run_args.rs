@@ -435,7 +435,7 @@ pub struct RunSettings {
     /// A regex the serve log must not match: the line that names the slow fallback.
     pub slow_route: Option<String>,
     /// Busy-box policy: a failure of the timing lines alone (rate, first-token, drift,
-    /// aggregate: `TIMING_CHECKS`), with the serve's CPU-wait fraction (or the load per CPU)
+    /// aggregate: `Check::TIMING`), with the serve's CPU-wait fraction (or the load per CPU)
     /// at or above this, is a SKIP instead of a FAIL.
     pub busy_skip: Option<f64>,
     /// Some process of the serve's tree must map a file whose path matches.

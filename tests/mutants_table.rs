@@ -1,0 +1,65 @@
+//! The mutant tables follow the code (issue 33, item 6): every self-test mutant in
+//! tools/mutants/mutants.json names a file that holds its exact text once, and every glob
+//! `.cargo/mutants.toml` gives cargo mutants matches a file. A move that left a mutant behind
+//! would make `tools/self-test-mutants.sh` break nothing, and a mutant that breaks nothing proves
+//! nothing.
+
+use std::path::Path;
+
+#[test]
+fn every_self_test_mutant_names_the_file_that_holds_its_text_once() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let table: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join("tools/mutants/mutants.json")).unwrap(),
+    )
+    .unwrap();
+    let mutants = table.as_array().expect("mutants.json is a list");
+    assert!(!mutants.is_empty());
+    let mut problems = Vec::new();
+    for m in mutants {
+        let name = m["name"].as_str().unwrap_or("?");
+        let (Some(file), Some(old)) = (m["file"].as_str(), m["old"].as_str()) else {
+            problems.push(format!("{name}: no file or old text"));
+            continue;
+        };
+        match std::fs::read_to_string(root.join(file)) {
+            Err(e) => problems.push(format!("{name}: {file}: {e}")),
+            Ok(text) => {
+                let n = text.matches(old).count();
+                if n != 1 {
+                    problems.push(format!(
+                        "{name}: its old text is in {file} {n} times, not once"
+                    ));
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn every_cargo_mutants_glob_matches_a_file() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let config = std::fs::read_to_string(root.join(".cargo/mutants.toml")).unwrap();
+    let line = config
+        .lines()
+        .find(|l| l.starts_with("examine_globs"))
+        .expect("examine_globs in .cargo/mutants.toml");
+    let globs: Vec<&str> = line.split('"').skip(1).step_by(2).collect();
+    assert!(!globs.is_empty(), "{line}");
+    for glob in globs {
+        let (dir, pattern) = glob.rsplit_once('/').unwrap();
+        let found = std::fs::read_dir(root.join(dir))
+            .map(|entries| {
+                entries.filter_map(Result::ok).any(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    match pattern.split_once('*') {
+                        Some((pre, post)) => name.starts_with(pre) && name.ends_with(post),
+                        None => name == pattern,
+                    }
+                })
+            })
+            .unwrap_or(false);
+        assert!(found, "{glob} in .cargo/mutants.toml matches no file");
+    }
+}
