@@ -732,7 +732,7 @@ pub(crate) mod tests {
     }
 
     /// Every element of the SVG with its attributes, the document read as XML (the other
-    /// SVG's tests, `compare_svg`, read theirs with it too).
+    /// SVG's tests, `compare::svg`, read theirs with it too).
     pub(crate) fn elements(svg: &str) -> Vec<(String, std::collections::HashMap<String, String>)> {
         let mut reader = quick_xml::Reader::from_str(svg);
         let mut all = Vec::new();
