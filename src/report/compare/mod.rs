@@ -11,9 +11,9 @@
 //! "compare over hundreds of runs"); a directory that cannot be read is a row saying why.
 //!
 //! A file a step, none importing this one: [`row`] the row of a run (a leaf the others read),
-//! [`read`] the run directories read into rows, [`table`] the rows in groups and as the table
-//! printed, [`csv`] and [`svg`] the other writers; each writer takes rows and returns text.
-//! Here, the arguments and `run`, which wires them.
+//! [`read`] the run directories read into rows, [`table`](mod@table) the rows in groups and as
+//! the table printed, [`csv`] and [`svg`] the other writers; each writer takes rows and returns
+//! text. Here, the arguments and `run`, which wires them.
 
 pub mod csv;
 pub mod read;
