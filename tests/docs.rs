@@ -164,3 +164,19 @@ fn every_relative_link_in_the_readme_and_docs_resolves() {
     }
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
 }
+
+#[test]
+fn every_source_file_the_docs_name_exists() {
+    // Code moves (issue 33); a page that names a file the code left sends a reader nowhere.
+    let path = regex::Regex::new(r"src/[A-Za-z0-9_/]+\.rs").unwrap();
+    let mut missing = Vec::new();
+    for page in pages() {
+        let text = std::fs::read_to_string(&page).unwrap();
+        for m in path.find_iter(&text) {
+            if !Path::new(REPO).join(m.as_str()).is_file() {
+                missing.push(format!("{}: {}", page.display(), m.as_str()));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "{}", missing.join("\n"));
+}

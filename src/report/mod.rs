@@ -1,13 +1,11 @@
 //! The report: the verdict as people and CI systems read it. It renders a verdict and decides
 //! nothing. Here the pure renderers: human lines, JUnit XML, a Markdown summary; in
 //! [`output`] where each output goes, in [`timeline`] timeline.svg, in [`compare`] runs side
-//! by side, drawn over time in [`compare_svg`] and as CSV in [`compare_csv`].
+//! by side, drawn over time in [`compare::svg`] and as CSV in [`compare::csv`].
 //!
 //! It uses the archive and judging; never live. `tests/layers.rs` checks this.
 
 pub mod compare;
-pub mod compare_csv;
-pub mod compare_svg;
 pub mod output;
 pub mod prom;
 pub mod timeline;

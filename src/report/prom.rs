@@ -64,6 +64,21 @@ pub fn exposition(v: &Verdict, run: &RunInfo<'_>) -> String {
         run_labels,
     };
 
+    info_family(&mut out, run);
+    result_family(&mut out, v);
+    check_status_family(&mut out, v);
+    median_families(&mut out, v);
+    determinism_families(&mut out, v);
+    reference_families(&mut out, v);
+    output_families(&mut out, v);
+    load_families(&mut out, v);
+    run_time_families(&mut out, run);
+    latency_summaries(&mut out, v);
+    out.text
+}
+
+/// `info`: the gate's version and the model, always 1.
+fn info_family(out: &mut Exposition, run: &RunInfo<'_>) {
     let mut info_labels = vec![("version", run.tool_version.to_string())];
     if let Some(model) = run.model {
         info_labels.push(("model", model.to_string()));
@@ -73,7 +88,10 @@ pub fn exposition(v: &Verdict, run: &RunInfo<'_>) -> String {
         "The gate's version and the model the requests named; always 1.",
         &[(info_labels, 1.0)],
     );
+}
 
+/// `result`: one series per possible RESULT, 1 for the run's.
+fn result_family(out: &mut Exposition, v: &Verdict) {
     let result = result_word(&v.outcome);
     let results: Vec<_> = RESULTS
         .iter()
@@ -84,7 +102,11 @@ pub fn exposition(v: &Verdict, run: &RunInfo<'_>) -> String {
         "The run's RESULT: 1 for the result it had, 0 for each other.",
         &results,
     );
+}
 
+/// `check_status`: one series per line of the verdict (the first of each check) and status, 1
+/// for the status it had.
+fn check_status_family(out: &mut Exposition, v: &Verdict) {
     let mut checks = Vec::new();
     for line in first_of_each_check(v) {
         for s in STATUSES {
@@ -102,7 +124,11 @@ pub fn exposition(v: &Verdict, run: &RunInfo<'_>) -> String {
         "Each line of the verdict: 1 for the status it had, 0 for each other.",
         &checks,
     );
+}
 
+/// The rate and first-token lines' medians, intervals and bounds, and how many replies each
+/// median rests on.
+fn median_families(out: &mut Exposition, v: &Verdict) {
     let rate = figures_of(v, Check::Rate).filter(|f| f.unit == Some(Unit::TokensPerSecond));
     let first_token =
         figures_of(v, Check::FirstToken).filter(|f| f.unit == Some(Unit::Milliseconds));
@@ -131,7 +157,10 @@ pub fn exposition(v: &Verdict, run: &RunInfo<'_>) -> String {
         "How many replies a line's median rests on.",
         &rests_on,
     );
+}
 
+/// The determinism line's figures (`--deterministic`).
+fn determinism_families(out: &mut Exposition, v: &Verdict) {
     let determinism = figures_of(v, Check::Determinism);
     out.gauge(
         "determinism_trials",
@@ -162,7 +191,10 @@ pub fn exposition(v: &Verdict, run: &RunInfo<'_>) -> String {
         "The smallest per-trial mismatch rate these trials would have shown with probability 0.95.",
         &one_sample(determinism, |f| f.detectable_rate),
     );
+}
 
+/// The reference line's figures (`--reference`).
+fn reference_families(out: &mut Exposition, v: &Verdict) {
     // The reference line's figures (`--reference`, docs/reference.md).
     let reference = figures_of(v, Check::Reference).and_then(|f| f.reference.as_ref());
     out.gauge(
@@ -200,7 +232,10 @@ pub fn exposition(v: &Verdict, run: &RunInfo<'_>) -> String {
         "The mean KL divergence from the reference over its top-K, renormalised (an underestimate).",
         &one_sample(reference, |f| f.kl_mean),
     );
+}
 
+/// The output line's figures.
+fn output_families(out: &mut Exposition, v: &Verdict) {
     // The output line's figures (docs/output.md).
     let output = figures_of(v, Check::Output).and_then(|f| f.output.as_ref());
     out.gauge(
@@ -233,7 +268,10 @@ pub fn exposition(v: &Verdict, run: &RunInfo<'_>) -> String {
         "The mean answer length over the reference's or baseline's.",
         &one_sample(output, |f| f.length_ratio),
     );
+}
 
+/// The load line's figures.
+fn load_families(out: &mut Exposition, v: &Verdict) {
     let load = figures_of(v, Check::Load);
     out.gauge(
         "load1",
@@ -255,7 +293,10 @@ pub fn exposition(v: &Verdict, run: &RunInfo<'_>) -> String {
         "The highest CPU pressure (some, avg10) during the replies, as a share.",
         &one_sample(load, |f| f.cpu_pressure_pct.map(|p| p / 100.0)),
     );
+}
 
+/// When the run started and ended, from run.json (never now).
+fn run_time_families(out: &mut Exposition, run: &RunInfo<'_>) {
     let at = |t: Option<&str>| -> Vec<Sample> {
         t.and_then(unix_seconds)
             .map(|s| vec![(Vec::new(), s)])
@@ -271,7 +312,10 @@ pub fn exposition(v: &Verdict, run: &RunInfo<'_>) -> String {
         "When the run ended, seconds since the Unix epoch (run.json's ended_utc).",
         &at(run.ended_utc),
     );
+}
 
+/// The latency line's percentiles, each a summary in seconds.
+fn latency_summaries(out: &mut Exposition, v: &Verdict) {
     let latency: [(&str, &str, PickPercentiles); 4] = [
         (
             "ttft_seconds",
@@ -303,7 +347,6 @@ pub fn exposition(v: &Verdict, run: &RunInfo<'_>) -> String {
             out.summary_ms(name, help, &p);
         }
     }
-    out.text
 }
 
 /// Which of a line's latency figures a summary is of.

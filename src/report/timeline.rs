@@ -20,7 +20,11 @@
 //! all rows together are held to [`DOTS_IN_ROWS`] (at most [`MAX_DOTS_PER_ROW`] a row), so a
 //! thousand replies of 200 tokens draw into about 0.6 MB.
 
+use std::ops::Range;
+
 use anyhow::{anyhow, Result};
+use plotters::chart::DualCoordChartContext;
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -240,6 +244,12 @@ pub fn svg(replies: &[ReplyRecord], context: &TimelineContext, title: &str) -> R
     Ok(out)
 }
 
+/// A plane of f64 by f64, as the rows and the rate panel (on both its y axes) draw on.
+type Plane = Cartesian2d<RangedCoordf64, RangedCoordf64>;
+
+/// The chart the rows are drawn on: x in ms since each request's send, a row a unit of y.
+type RowsChart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Plane>;
+
 /// The rows: the first-token bars, the arrival dots, each row's figures, the limit.
 fn draw_rows(
     area: &DrawingArea<SVGBackend, Shift>,
@@ -248,7 +258,6 @@ fn draw_rows(
     limit_ms: f64,
     title: &str,
 ) -> Result<()> {
-    let err = drawing_error;
     let n_rows = rows.len().max(1);
     let x_end = rows
         .iter()
@@ -260,6 +269,35 @@ fn draw_rows(
         .fold(limit_ms, f64::max);
     // Room on the right for each row's figures.
     let x_max = x_end * 1.45;
+    let mut chart = rows_chart(area, rows, x_max, title)?;
+    // Row 0 on top: row k is drawn at y = n_rows - k.
+    let y_of = |k: usize| (n_rows - k) as f64;
+    let max_dots = dots_per_row(rows.len());
+    let mut legend_done = false;
+    for (k, row) in rows.iter().enumerate() {
+        let y = y_of(k);
+        let d = match row {
+            Row::Reply(i) => &drawn[*i],
+            Row::LeftOut { from, to } => {
+                draw_left_out(&mut chart, *from, *to, y)?;
+                continue;
+            }
+        };
+        legend_done = draw_reply_row(&mut chart, d, y, x_end, limit_ms, max_dots, legend_done)?;
+    }
+    draw_limit(&mut chart, limit_ms, n_rows)
+}
+
+/// The rows' chart with its axes and each row's name; where no reply finished, a line saying
+/// so.
+fn rows_chart<'a, 'b>(
+    area: &'a DrawingArea<SVGBackend<'b>, Shift>,
+    rows: &[Row],
+    x_max: f64,
+    title: &str,
+) -> Result<RowsChart<'a, 'b>> {
+    let err = drawing_error;
+    let n_rows = rows.len().max(1);
     let mut chart = ChartBuilder::on(area)
         .caption(title, ("sans-serif", 16))
         .margin(12)
@@ -267,8 +305,6 @@ fn draw_rows(
         .y_label_area_size(64)
         .build_cartesian_2d(0f64..x_max, 0.5f64..(n_rows as f64 + 0.5))
         .map_err(err)?;
-    // Row 0 on top: row k is drawn at y = n_rows - k.
-    let y_of = |k: usize| (n_rows - k) as f64;
     let row_label = |y: &f64| {
         let k = (n_rows as f64 - y.round()).max(0.0) as usize;
         match rows.get(k) {
@@ -295,79 +331,100 @@ fn draw_rows(
             )))
             .map_err(err)?;
     }
-    let max_dots = dots_per_row(rows.len());
-    let mut legend_done = false;
-    for (k, row) in rows.iter().enumerate() {
-        let y = y_of(k);
-        let d = match row {
-            Row::Reply(i) => &drawn[*i],
-            Row::LeftOut { from, to } => {
-                let text = format!(
-                    "replies {} to {} not drawn here: each is a point in the rate panel below",
-                    from + 1,
-                    to + 1
-                );
-                chart
-                    .draw_series(std::iter::once(Text::new(
-                        text,
-                        (0.0, y + 0.1),
-                        ("sans-serif", 12).into_font().color(&BLACK.mix(0.6)),
-                    )))
-                    .map_err(err)?;
-                continue;
-            }
-        };
-        let r = d.reply;
-        if let Some(first) = d.first_token_ms {
-            let over = first > limit_ms;
-            let colour = if over { RED.mix(0.35) } else { BLUE.mix(0.25) };
-            let bar = chart
-                .draw_series(std::iter::once(Rectangle::new(
-                    [(0.0, y - 0.18), (first, y + 0.18)],
-                    colour.filled(),
-                )))
-                .map_err(err)?;
-            if !legend_done {
-                bar.label("bar: the wait for the first token")
-                    .legend(|(x, y)| {
-                        Rectangle::new([(x, y - 4), (x + 14, y + 4)], BLUE.mix(0.25).filled())
-                    });
-            }
-        }
-        let arrivals: Vec<f64> = r
-            .chunks
-            .iter()
-            .filter(|c| c.has_text())
-            .map(|c| ms(c.at_ns.saturating_sub(r.sent_ns)))
-            .collect();
-        let dots = thin(&arrivals, max_dots)
-            .into_iter()
-            .map(|x| Circle::new((x, y), 2, BLACK.filled()));
-        let dots = chart.draw_series(dots).map_err(err)?;
-        if !legend_done {
-            dots.label("dot: the arrival of a token")
-                .legend(|(x, y)| Circle::new((x + 7, y), 3, BLACK.filled()));
-            legend_done = true;
-        }
-        let first = d
-            .first_token_ms
-            .map_or("no first token".to_string(), |f| format!("{f:.0} ms"));
-        let rate = d
-            .rate_tok_s
-            .map_or("no rate".to_string(), |r| format!("{r:.1} tok/s"));
-        let (text, colour) = match &d.mark {
-            Some(mark) => (format!("{first}, {rate}; {mark}"), RED),
-            None => (format!("{first}, {rate}"), BLACK),
-        };
-        let text: String = text.chars().take(60).collect();
-        chart
-            .draw_series(std::iter::once(Text::new(
-                text,
-                (x_end * 1.02, y + 0.1),
-                ("sans-serif", 12).into_font().color(&colour),
+    Ok(chart)
+}
+
+/// The line standing for the replies `from` to `to` (from 0) left out of the rows.
+fn draw_left_out(chart: &mut RowsChart, from: usize, to: usize, y: f64) -> Result<()> {
+    let err = drawing_error;
+    let text = format!(
+        "replies {} to {} not drawn here: each is a point in the rate panel below",
+        from + 1,
+        to + 1
+    );
+    chart
+        .draw_series(std::iter::once(Text::new(
+            text,
+            (0.0, y + 0.1),
+            ("sans-serif", 12).into_font().color(&BLACK.mix(0.6)),
+        )))
+        .map_err(err)?;
+    Ok(())
+}
+
+/// One reply's row: the wait for its first token as a bar (red over the limit), a dot a
+/// token's arrival, its figures and mark beside them. The bar and the dot go in the legend
+/// once, with the first row: says whether they have, as `legend_done` said before it.
+fn draw_reply_row(
+    chart: &mut RowsChart,
+    d: &Drawn,
+    y: f64,
+    x_end: f64,
+    limit_ms: f64,
+    max_dots: usize,
+    mut legend_done: bool,
+) -> Result<bool> {
+    let err = drawing_error;
+    let r = d.reply;
+    if let Some(first) = d.first_token_ms {
+        let over = first > limit_ms;
+        let colour = if over { RED.mix(0.35) } else { BLUE.mix(0.25) };
+        let bar = chart
+            .draw_series(std::iter::once(Rectangle::new(
+                [(0.0, y - 0.18), (first, y + 0.18)],
+                colour.filled(),
             )))
             .map_err(err)?;
+        if !legend_done {
+            bar.label("bar: the wait for the first token")
+                .legend(|(x, y)| {
+                    Rectangle::new([(x, y - 4), (x + 14, y + 4)], BLUE.mix(0.25).filled())
+                });
+        }
     }
+    let arrivals: Vec<f64> = r
+        .chunks
+        .iter()
+        .filter(|c| c.has_text())
+        .map(|c| ms(c.at_ns.saturating_sub(r.sent_ns)))
+        .collect();
+    let dots = thin(&arrivals, max_dots)
+        .into_iter()
+        .map(|x| Circle::new((x, y), 2, BLACK.filled()));
+    let dots = chart.draw_series(dots).map_err(err)?;
+    if !legend_done {
+        dots.label("dot: the arrival of a token")
+            .legend(|(x, y)| Circle::new((x + 7, y), 3, BLACK.filled()));
+        legend_done = true;
+    }
+    let first = d
+        .first_token_ms
+        .map_or("no first token".to_string(), |f| format!("{f:.0} ms"));
+    let rate = d
+        .rate_tok_s
+        .map_or("no rate".to_string(), |r| format!("{r:.1} tok/s"));
+    let (text, colour) = match &d.mark {
+        Some(mark) => (format!("{first}, {rate}; {mark}"), RED),
+        None => (format!("{first}, {rate}"), BLACK),
+    };
+    let text: String = text.chars().take(60).collect();
+    chart
+        .draw_series(std::iter::once(Text::new(
+            text,
+            (x_end * 1.02, y + 0.1),
+            ("sans-serif", 12).into_font().color(&colour),
+        )))
+        .map_err(err)?;
+    Ok(legend_done)
+}
+
+/// The first-token limit as a red line across the rows, labelled at its top; and the legend.
+fn draw_limit<'a, 'b: 'a>(
+    chart: &mut RowsChart<'a, 'b>,
+    limit_ms: f64,
+    n_rows: usize,
+) -> Result<()> {
+    let err = drawing_error;
     chart
         .draw_series(LineSeries::new(
             [(limit_ms, 0.5), (limit_ms, n_rows as f64 + 0.5)],
@@ -400,7 +457,6 @@ fn sample_clock(during: &DuringReplies, origin_ns: u64) -> Option<impl Fn(f64) -
     Some(move |t_ms: f64| (started_ns as f64 - origin_ns as f64) / 1e9 + t_ms / 1e3)
 }
 
-/// The rate panel: a point a reply with a rate, the floor, throttle events, the clocks.
 /// The most points the rate panel draws: one a reply up to a soak of this many (about 90
 /// bytes each, so under 0.5 MB); past it, every n-th reply that did not fail, and every failed
 /// one (a soak's 20,000 replies stay a picture of a few hundred kilobytes).
@@ -419,12 +475,25 @@ fn panel_points(points: Vec<(f64, f64, RGBColor)>) -> Vec<(f64, f64, RGBColor)> 
     kept
 }
 
-fn draw_rate_panel(
-    area: &DrawingArea<SVGBackend, Shift>,
-    drawn: &[Drawn],
-    context: &TimelineContext,
-) -> Result<()> {
-    let err = drawing_error;
+/// What the rate panel draws, from the replies and the sampled conditions: a point a reply
+/// with a rate (x, rate, colour), the throttle rises and where they fall on the panel's clock
+/// (none where the run did not record when sampling began), the lines drawn for them, the
+/// clocks (x, MHz), and the axes' extents.
+struct PanelData {
+    points: Vec<(f64, f64, RGBColor)>,
+    rises: Vec<f64>,
+    throttles: Vec<f64>,
+    throttle_lines: Vec<f64>,
+    cpu_mhz: Vec<(f64, f64)>,
+    device_mhz: Vec<(f64, f64)>,
+    x_range: Range<f64>,
+    y_max: f64,
+    mhz_top: f64,
+}
+
+/// The rate panel's points, throttle events, clocks and ranges, on the clock of the first
+/// request's send.
+fn panel_data(drawn: &[Drawn], context: &TimelineContext) -> PanelData {
     let floor = context.rate_floor_tok_s;
     let origin_ns = drawn.iter().map(|d| d.reply.sent_ns).min().unwrap_or(0);
     let at_s = |ns: u64| ns.saturating_sub(origin_ns) as f64 / 1e9;
@@ -477,6 +546,41 @@ fn draw_rate_panel(
         .chain(&device_mhz)
         .map(|p| p.1)
         .fold(0f64, f64::max);
+    PanelData {
+        points,
+        rises,
+        throttles,
+        throttle_lines,
+        cpu_mhz,
+        device_mhz,
+        x_range,
+        y_max,
+        mhz_top,
+    }
+}
+
+/// The chart the rate panel is drawn on: tok/s on the left, MHz on the right.
+type PanelChart<'a, 'b> = DualCoordChartContext<'a, SVGBackend<'b>, Plane, Plane>;
+
+/// The rate panel: a point a reply with a rate, the floor, throttle events, the clocks.
+fn draw_rate_panel(
+    area: &DrawingArea<SVGBackend, Shift>,
+    drawn: &[Drawn],
+    context: &TimelineContext,
+) -> Result<()> {
+    let err = drawing_error;
+    let floor = context.rate_floor_tok_s;
+    let PanelData {
+        points,
+        rises,
+        throttles,
+        throttle_lines,
+        cpu_mhz,
+        device_mhz,
+        x_range,
+        y_max,
+        mhz_top,
+    } = panel_data(drawn, context);
 
     let mut chart = ChartBuilder::on(area)
         .caption("decode rate of each reply, at its end", ("sans-serif", 14))
@@ -496,29 +600,71 @@ fn draw_rate_panel(
         .draw()
         .map_err(err)?;
     if mhz_top > 0.0 {
-        chart
-            .configure_secondary_axes()
-            .y_desc("MHz")
-            .draw()
-            .map_err(err)?;
-        for (series, colour, what) in [
-            (&cpu_mhz, CPU_CLOCK, "grey line: the mean CPU clock, MHz"),
-            (
-                &device_mhz,
-                DEVICE_CLOCK,
-                "green line: the device clock, MHz",
-            ),
-        ] {
-            if series.is_empty() {
-                continue;
-            }
-            chart
-                .draw_secondary_series(LineSeries::new(series.iter().copied(), colour.mix(0.45)))
-                .map_err(err)?
-                .label(what)
-                .legend(move |(x, y)| PathElement::new([(x, y), (x + 14, y)], colour.mix(0.45)));
-        }
+        draw_clocks(&mut chart, &cpu_mhz, &device_mhz)?;
     }
+    draw_throttles(
+        &mut chart,
+        &throttle_lines,
+        &throttles,
+        &rises,
+        &x_range,
+        y_max,
+    )?;
+    draw_floor(&mut chart, floor, &x_range, y_max)?;
+    draw_points(&mut chart, &points, &x_range, y_max)?;
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.3))
+        .draw()
+        .map_err(err)?;
+    Ok(())
+}
+
+/// The clocks on the MHz axis, a faint line each where sampled.
+fn draw_clocks<'a, 'b: 'a>(
+    chart: &mut PanelChart<'a, 'b>,
+    cpu_mhz: &[(f64, f64)],
+    device_mhz: &[(f64, f64)],
+) -> Result<()> {
+    let err = drawing_error;
+    chart
+        .configure_secondary_axes()
+        .y_desc("MHz")
+        .draw()
+        .map_err(err)?;
+    for (series, colour, what) in [
+        (&cpu_mhz, CPU_CLOCK, "grey line: the mean CPU clock, MHz"),
+        (
+            &device_mhz,
+            DEVICE_CLOCK,
+            "green line: the device clock, MHz",
+        ),
+    ] {
+        if series.is_empty() {
+            continue;
+        }
+        chart
+            .draw_secondary_series(LineSeries::new(series.iter().copied(), colour.mix(0.45)))
+            .map_err(err)?
+            .label(what)
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 14, y)], colour.mix(0.45)));
+    }
+    Ok(())
+}
+
+/// A throttle event an orange line (events less than a pixel apart one line); where they
+/// could not be placed, a line saying how many there were.
+fn draw_throttles<'a, 'b: 'a>(
+    chart: &mut PanelChart<'a, 'b>,
+    throttle_lines: &[f64],
+    throttles: &[f64],
+    rises: &[f64],
+    x_range: &Range<f64>,
+    y_max: f64,
+) -> Result<()> {
+    let err = drawing_error;
     for (k, &t) in throttle_lines.iter().enumerate() {
         let marker = chart
             .draw_series(LineSeries::new(
@@ -544,6 +690,17 @@ fn draw_rate_panel(
             )))
             .map_err(err)?;
     }
+    Ok(())
+}
+
+/// The rate floor as a red line across the panel, labelled.
+fn draw_floor<'a, 'b: 'a>(
+    chart: &mut PanelChart<'a, 'b>,
+    floor: f64,
+    x_range: &Range<f64>,
+    y_max: f64,
+) -> Result<()> {
+    let err = drawing_error;
     chart
         .draw_series(LineSeries::new(
             [(x_range.start, floor), (x_range.end, floor)],
@@ -558,6 +715,18 @@ fn draw_rate_panel(
             ("sans-serif", 12).into_font().color(&RED),
         )))
         .map_err(err)?;
+    Ok(())
+}
+
+/// The replies' points by colour, a legend entry for each colour drawn; where no reply has a
+/// rate, a line saying so.
+fn draw_points<'a, 'b: 'a>(
+    chart: &mut PanelChart<'a, 'b>,
+    points: &[(f64, f64, RGBColor)],
+    x_range: &Range<f64>,
+    y_max: f64,
+) -> Result<()> {
+    let err = drawing_error;
     for (colour, what) in [
         (POINT_OK, "blue point: the decode rate of a reply"),
         (POINT_BURST, "purple point: a stream of a concurrent burst"),
@@ -582,13 +751,6 @@ fn draw_rate_panel(
             )))
             .map_err(err)?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.3))
-        .draw()
-        .map_err(err)?;
     Ok(())
 }
 
@@ -732,7 +894,7 @@ pub(crate) mod tests {
     }
 
     /// Every element of the SVG with its attributes, the document read as XML (the other
-    /// SVG's tests, `compare_svg`, read theirs with it too).
+    /// SVG's tests, `compare::svg`, read theirs with it too).
     pub(crate) fn elements(svg: &str) -> Vec<(String, std::collections::HashMap<String, String>)> {
         let mut reader = quick_xml::Reader::from_str(svg);
         let mut all = Vec::new();

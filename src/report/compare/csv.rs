@@ -5,8 +5,8 @@
 //! makes, the one rule that matters is the quoting (six lines, tested below), and a dependency
 //! would bring more than it saves (docs/performance.md says the same).
 
+use super::row::Row;
 use crate::archive::record::Percentiles;
-use crate::report::compare::Row;
 
 /// The latency figures' names, in the order of their columns.
 const LATENCY: [&str; 4] = ["ttft_ms", "itl_ms", "tpot_ms", "e2el_ms"];

@@ -15,7 +15,7 @@ use anyhow::{anyhow, Result};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::report::compare::{GroupKey, Row};
+use super::row::{GroupKey, Row};
 
 /// Hosts drawn at most: a band is 300 pixels high; a picture of a fleet larger than this is
 /// better read as the CSV.

@@ -1,0 +1,49 @@
+//! What a run records: the data the verdict is a function of, as it is kept in the run directory.
+//!
+//! Raw observations (arrival times, text, the serve's own reports) are the record; figures
+//! derived from them (`metrics`) are written beside them for readers but recomputed by the
+//! verdict, so a re-judged archive never trusts an older build's arithmetic.
+//!
+//! One file a concern, every item re-exported here, so `crate::archive::record::X` names it
+//! whichever file holds it:
+//! - `reply.rs`: one reply as received (replies.jsonl), its chunks, logprobs and measured
+//!   figures, and the re-anchors (reanchors.json);
+//! - `manifest.rs`: run.json, what was run, where and with which settings;
+//! - `floors.rs`: the floors, limits and patterns a run is judged against;
+//! - `lifecycle.rs`: how the serve came up and how it was stopped;
+//! - `hold.rs`: the device hold;
+//! - `provenance.rs`: what the run ran on and with;
+//! - `conditions.rs`: the box's load and what was sampled during the replies (load.json);
+//! - `route.rs`: the route evidence read from /proc (route.json);
+//! - `metrics.rs`: the serve's own metrics around the bursts (metrics.json);
+//! - `result.rs`: the verdict's lines, figures and outcome (result.json).
+//!
+//! The files import one another directly, never through this one, so there is no circle
+//! among them. The file formats' version, [`SCHEMA`], is here.
+
+mod conditions;
+mod floors;
+mod hold;
+mod lifecycle;
+mod manifest;
+mod metrics;
+mod provenance;
+mod reply;
+mod result;
+mod route;
+
+pub use crate::archive::check::{Check, Kind};
+pub use crate::archive::tags::{InterruptSignal, LogSource, Phase, Unit};
+pub use conditions::*;
+pub use floors::*;
+pub use hold::*;
+pub use lifecycle::*;
+pub use manifest::*;
+pub use metrics::*;
+pub use provenance::*;
+pub use reply::*;
+pub use result::*;
+pub use route::*;
+
+/// Version of the run directory's file formats. Bumped when a field changes meaning.
+pub const SCHEMA: u32 = 1;

@@ -1,0 +1,323 @@
+//! result.json: the verdict as recorded: its lines (a check, its status, its text), each line's
+//! figures as numbers, and the run's outcome.
+
+use crate::archive::check::Check;
+use crate::archive::tags::{InterruptSignal, Unit};
+use serde::{Deserialize, Serialize};
+
+/// How a line came out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Status {
+    /// The check passed.
+    #[serde(rename = "ok")]
+    Ok,
+    /// The check failed.
+    #[serde(rename = "FAIL")]
+    Fail,
+    /// Information only; never changes the result.
+    #[serde(rename = "info")]
+    Info,
+    /// The check could not decide (a comparison with a baseline whose interval straddles the
+    /// limits, or whose conditions differ): the result is INCONCLUSIVE unless something failed.
+    #[serde(rename = "inconclusive")]
+    Inconclusive,
+}
+
+/// One line of the verdict: a check, how it came out, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Line {
+    /// Which check (result.json has its name).
+    pub check: Check,
+    /// How it came out.
+    pub status: Status,
+    /// What a reader needs to know.
+    pub text: String,
+    /// The line's figures as numbers, for CI to read without parsing the text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub figures: Option<Figures>,
+}
+
+/// A line's figures as numbers (each only where the line has it), with their unit.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Figures {
+    /// The unit of `median`, `interval_95`, `floor` and `limit`: `tok/s` or `ms`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit: Option<Unit>,
+    /// The median over the replies that have the figure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub median: Option<f64>,
+    /// How many replies the median rests on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub values: Option<usize>,
+    /// How many replies were made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replies: Option<usize>,
+    /// The median's distribution-free 95% interval, low and high (from 6 values); on the
+    /// determinism line, the mismatch rate's exact (Clopper-Pearson) 95% interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval_95: Option<[f64; 2]>,
+    /// The floor the median is held to (rate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub floor: Option<f64>,
+    /// The limit the median is held to (first-token).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<f64>,
+    /// The box's 1-minute load average before the serve started (load).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load1: Option<f64>,
+    /// The box's CPUs (load).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ncpu: Option<usize>,
+    /// The share of the time it was ready to run that the serve waited for a CPU during the
+    /// replies, 0 to 1 (load).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serve_cpu_wait: Option<f64>,
+    /// The highest CPU pressure (some, avg10) during the replies, percent (load).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_pressure_pct: Option<f64>,
+    /// Against the baseline: the Hodges-Lehmann ratio, candidate / baseline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ratio: Option<f64>,
+    /// Against the baseline: the ratio's 90% interval (Mann-Whitney).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval_90: Option<[f64; 2]>,
+    /// Against the baseline: how many of the baseline's replies the comparison rests on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_values: Option<usize>,
+    /// The bursts' median aggregate rate over the single-stream median rate (aggregate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speedup: Option<f64>,
+    /// The speedup the aggregate is held to (`--min-speedup`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_speedup: Option<f64>,
+    /// The longest any burst's request took to be written after its release, ms: the gate's
+    /// own dispatch delay (aggregate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dispatch_ms: Option<f64>,
+    /// The most streams decoding at once in any burst (overlap).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_streams: Option<usize>,
+    /// The serve's own count of tokens generated over the bursts: its token counter after
+    /// them less before them (metrics).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serve_tokens: Option<f64>,
+    /// The tokens the gate counted over the bursts' streams (metrics).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate_tokens: Option<f64>,
+    /// The most requests the serve's metrics showed being processed at one scrape, summed over
+    /// their label sets (metrics).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_processing: Option<f64>,
+    /// The most requests the serve's metrics showed waiting (deferred, queued) at one scrape,
+    /// summed over their label sets (metrics).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_deferred: Option<f64>,
+    /// The change over the run by Sen's slope, as a share of the first reply's fitted figure:
+    /// -0.183 for a fall of 18.3% (drift, first-token-drift).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift: Option<f64>,
+    /// The Mann-Kendall one-sided p-value in the bad direction: for a fall of the rate (drift),
+    /// for a rise of the first-token time (first-token-drift).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift_p: Option<f64>,
+    /// How many blocks of consecutive replies the test ran on (drift, first-token-drift).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocks: Option<usize>,
+    /// How many replies a block holds (the shortest; a block may hold one more where the
+    /// replies do not divide evenly) (drift, first-token-drift).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_length: Option<usize>,
+    /// The largest fall over the run that passes (`--max-drift`), a share (drift).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_drift: Option<f64>,
+    /// Time to first token over the judged replies, ms (latency): TTFT, as vLLM's and
+    /// guidellm's reports name it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_ms: Option<Percentiles>,
+    /// Inter-token latency, ms (latency): every gap between consecutive text events of every
+    /// judged reply, pooled (ITL).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub itl_ms: Option<Percentiles>,
+    /// Time per output token after the first, ms (latency): per reply, (end - first token) /
+    /// (tokens - 1) (TPOT).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpot_ms: Option<Percentiles>,
+    /// End-to-end latency per reply, ms (latency): from the request's send to its last event
+    /// (E2EL).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub e2el_ms: Option<Percentiles>,
+    /// The trials compared (determinism: each reply after the first to its prompt, and each
+    /// burst's stream with a single-stream reply to its prompt; baseline-answers: the prompts
+    /// compared with the baseline's answers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trials: Option<usize>,
+    /// How many of them differed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mismatches: Option<usize>,
+    /// `mismatches / trials` (determinism); its exact 95% interval (Clopper-Pearson) is
+    /// `interval_95`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mismatch_rate: Option<f64>,
+    /// The smallest per-trial mismatch rate these trials would have shown at least once with
+    /// probability 0.95, `1 - 0.05^(1/trials)` (determinism).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detectable_rate: Option<f64>,
+    /// The reference line's figures (`--reference`, issue 31).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<ReferenceFigures>,
+    /// The output line's figures (issue 32).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<OutputFigures>,
+}
+
+/// What the output line found, rule by rule (docs/output.md).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputFigures {
+    /// Replies judged: those that did not fail and have content.
+    pub replies: usize,
+    /// Replies whose tail loops.
+    pub loops: usize,
+    /// The largest share of a reply a loop covered, where one was found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loop_share_max: Option<f64>,
+    /// Replies that stutter.
+    pub stutters: usize,
+    /// The longest run of one word (0 under the threshold).
+    pub stutter_run_max: usize,
+    /// Replies over the share of characters that are not text.
+    pub not_text: usize,
+    /// The largest share of a reply's characters that are not text.
+    pub not_text_share_max: f64,
+    /// Pairs of prompts answered alike.
+    pub same_answers: usize,
+    /// The largest similarity of two prompts' answers that should differ.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub same_answer_max: Option<f64>,
+    /// The share of judged replies that stopped by themselves (`finish_reason` `stop`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_share: Option<f64>,
+    /// The mean answer length over the reference's or baseline's, where held to one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub length_ratio: Option<f64>,
+}
+
+/// What the reference line rests on and found: the candidate's tokens against a trusted
+/// build's, judged past each divergence where re-anchored (docs/reference.md).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReferenceFigures {
+    /// Prompts whose first answers were compared.
+    pub prompts: usize,
+    /// Reference positions judged: every token of an identical answer, and of a diverging one
+    /// the tokens before the divergence and the divergence itself.
+    pub positions: usize,
+    /// Positions where both sides chose the same text.
+    pub agreed: usize,
+    /// `agreed / positions`; absent when no position was judged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agreement: Option<f64>,
+    /// Divergences within the tie margin on every side that could be read.
+    pub near_ties: usize,
+    /// Divergences past the tie margin, or to a token outside the other side's top-K.
+    pub hard_divergences: usize,
+    /// Divergences whose margin could not be read (the reference ended where the candidate
+    /// went on: no logprob is recorded for its end).
+    pub unmeasured: usize,
+    /// Re-anchors judged past a divergence (`--reference-reanchor`).
+    pub reanchored: usize,
+    /// Prompts left with a divergence unjudged past it: the re-anchor bound was spent, none
+    /// was recorded, or the serve did not continue the assistant message.
+    #[serde(default)]
+    pub stopped_short: usize,
+    /// The K the positions were judged on: the smaller of the two sides' top-K.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_k: Option<usize>,
+    /// The tie margin, nats (`--reference-tie`).
+    pub tie: f64,
+    /// The chosen tokens' |Δ logprob| (nats) at positions both sides tokenised alike, where
+    /// the candidate sent logprobs: how many, median, p90 (Hyndman & Fan definition 7) and max.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logprob_delta: Option<DeltaFigures>,
+    /// The mean KL divergence (nats) of the candidate from the reference over the reference's
+    /// top-K, renormalised: truncation to K understates it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kl_mean: Option<f64>,
+    /// `--min-agreement`, when given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_agreement: Option<f64>,
+    /// `--max-logprob-drift` (held to the p90 of |Δ logprob|), when given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_logprob_drift: Option<f64>,
+}
+
+/// A distribution of |Δ logprob|, nats.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeltaFigures {
+    /// How many positions.
+    pub count: usize,
+    /// The median.
+    pub median: f64,
+    /// The 90th percentile.
+    pub p90: f64,
+    /// The largest.
+    pub max: f64,
+}
+
+/// A distribution's figures as the peers' reports give them: vLLM's benchmark_serving prints
+/// mean, median and p99; guidellm p50, p90, p99. Percentiles by linear interpolation between
+/// order statistics (Hyndman & Fan 1996, definition 7: numpy's default, which vLLM uses).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Percentiles {
+    /// How many values.
+    pub count: usize,
+    /// Their mean.
+    pub mean: f64,
+    /// The 50th percentile (the median).
+    pub p50: f64,
+    /// The 90th percentile.
+    pub p90: f64,
+    /// The 99th percentile.
+    pub p99: f64,
+}
+
+/// The run's result. Interrupted is not failed: nobody judged the serve to the end.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "result", rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Outcome {
+    /// Every line that is not info is ok.
+    Pass,
+    /// At least one line failed.
+    Fail,
+    /// The gate decided not to judge.
+    Skip {
+        /// Why.
+        reason: String,
+        /// What to do about it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        advice: Option<String>,
+    },
+    /// A signal stopped the run.
+    Interrupted {
+        /// Which signal, e.g. `SIGTERM`.
+        signal: InterruptSignal,
+    },
+    /// Nothing failed, but a comparison with the baseline could not decide: never a PASS.
+    Inconclusive {
+        /// Why, from the inconclusive lines.
+        reason: String,
+    },
+}
+
+/// The lines and the result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    /// One line per check, in a fixed order.
+    pub lines: Vec<Line>,
+    /// The result.
+    #[serde(flatten)]
+    pub outcome: Outcome,
+}
