@@ -28,6 +28,7 @@ use crate::live::conditions;
 use crate::live::conditions::{Sampler, ServeTree};
 use crate::live::hold::{self, Hold, Taken};
 use crate::live::log_pipe::{self, Copied, LogPipe};
+use crate::live::progress_line::{figures_said, progress};
 use crate::live::reanchor::{reanchor, ReanchorWork};
 use crate::live::recorder::Recorder;
 use crate::live::route_probe;
@@ -1641,24 +1642,4 @@ fn soak_progress(replies: usize, median: Option<f64>, done_ns: u64, left_ns: u64
         whole_s(done_ns),
         whole_s(left_ns)
     )
-}
-
-fn progress(r: &ReplyRecord, m: &measure::ReplyMetrics, of: usize) -> String {
-    format!("reply {}/{of}: {}", r.index, figures_said(r, m))
-}
-
-/// A reply's figures for its progress line: `32 tokens, first token 51 ms, 98.0 tok/s`, and
-/// its error.
-pub(crate) fn figures_said(r: &ReplyRecord, m: &measure::ReplyMetrics) -> String {
-    let first = m.first_token_ms.map_or("no first token".to_string(), |f| {
-        format!("first token {f:.0} ms")
-    });
-    let rate = m
-        .rate_tok_s
-        .map_or("no rate".to_string(), |r| format!("{r:.1} tok/s"));
-    let err = r
-        .error
-        .as_deref()
-        .map_or(String::new(), |e| format!("; error: {e}"));
-    format!("{} tokens, {first}, {rate}{err}", m.tokens)
 }

@@ -13,10 +13,13 @@
 pub mod bursts;
 pub mod client;
 pub mod conditions;
+pub mod exec_path;
 pub mod gate;
 pub mod hold;
 pub mod log_pipe;
 pub mod output_args;
+pub mod proc_stat;
+pub mod progress_line;
 pub mod provenance;
 pub mod reanchor;
 pub mod recorder;
