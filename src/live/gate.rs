@@ -34,6 +34,7 @@ use crate::live::recorder::Recorder;
 use crate::live::route_probe;
 use crate::live::run_args::{self, RunSettings, DEFAULT_ROUNDS};
 use crate::live::serve::{self, ServeProcess};
+use crate::live::settings_record::settings_json;
 use crate::live::signals::Interrupts;
 use crate::live::throttle::{self, DeviceFiles};
 use crate::prompts::{self, Prompt};
@@ -105,67 +106,6 @@ struct Plan {
     soak: Option<Duration>,
     /// The device's clock and temperature files (`--device-freq`, `--device-temp`).
     device: DeviceFiles,
-}
-
-/// The settings as the run used them, for run.json.
-fn settings_json(args: &RunSettings) -> serde_json::Value {
-    serde_json::json!({
-        "profile": args.profile,
-        "out": args.out,
-        "floor": args.floor,
-        "first_token_ms": args.first_token_ms,
-        "fast_route": args.fast_route,
-        "slow_route": args.slow_route,
-        "busy_skip": args.busy_skip,
-        "route_lib": args.route_lib,
-        "no_route_lib": args.no_route_lib,
-        "route_device": args.route_device,
-        "device_busy": args.device_busy,
-        "baseline": args.baseline,
-        "baseline_noise": args.baseline_noise,
-        "max_regression": args.max_regression,
-        "baseline_allow": args.baseline_allow,
-        "concurrency": args.concurrency,
-        "rounds": args.rounds,
-        "metrics_url": args.metrics_url,
-        "aggregate_floor": args.aggregate_floor,
-        "min_speedup": args.min_speedup,
-        "soak": args.soak.map(|d| d.as_secs_f64()),
-        "max_drift": args.max_drift,
-        "temperature": args.temperature,
-        "seed": args.seed,
-        "deterministic": args.deterministic,
-        "baseline_answers": args.baseline_answers.map(|p| p.name()),
-        "url": args.url,
-        "ready_path": args.ready_path,
-        "api_base": args.api_base,
-        "serve_log": args.serve_log,
-        "stand_in": args.stand_in,
-        "prompts": args.prompts,
-        "replies": args.replies,
-        "warmup": args.warmup,
-        "max_tokens": args.max_tokens,
-        "extra_body": args.extra_body,
-        "logprobs": args.logprobs,
-        "continue_body": args.continue_body,
-        "reference": args.reference.reference,
-        "reference_tie": args.reference.reference_tie,
-        "min_agreement": args.reference.min_agreement,
-        "max_logprob_drift": args.reference.max_logprob_drift,
-        "reference_reanchor": args.reference.reference_reanchor,
-        "output": args.output_checks.over(Default::default()),
-        "model": args.model,
-        "hold": args.hold,
-        "hold_timeout": args.hold_timeout.as_secs_f64(),
-        "hold_cmd": args.hold_cmd,
-        "ready_timeout": args.ready_timeout.as_secs_f64(),
-        "grace": args.grace.as_secs_f64(),
-        "reply_timeout": args.reply_timeout.as_secs_f64(),
-        "reply_limit": args.reply_limit.map(|d| d.as_secs_f64()),
-        "device_freq": args.device_freq,
-        "device_temp": args.device_temp,
-        "serve": args.serve,
-    })
 }
 
 impl Plan {

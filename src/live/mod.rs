@@ -29,6 +29,7 @@ pub mod reference_args;
 pub mod route_probe;
 pub mod run_args;
 pub mod serve;
+pub mod settings_record;
 pub mod signals;
 pub mod stamped;
 pub mod stream_read;
