@@ -37,10 +37,6 @@
 //!   [`console`]: stdout and stderr, written without ever
 //!   failing the run (`say!`).
 
-// run.json's settings are one `serde_json::json!` of every flag, past the macro's default
-// recursion depth of 128.
-#![recursion_limit = "256"]
-
 pub mod archive;
 pub mod cli;
 pub mod clock;
