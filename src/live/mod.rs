@@ -11,6 +11,7 @@
 //! `tests/layers.rs` checks this.
 
 pub mod bursts;
+pub mod checked_args;
 pub mod client;
 pub mod conditions;
 pub mod exec_path;
@@ -19,7 +20,9 @@ pub mod gate;
 pub mod hold;
 pub mod http_link;
 pub mod log_pipe;
+pub mod measure_serve;
 pub mod output_args;
+pub mod plan;
 pub mod proc_stat;
 pub mod progress_line;
 pub mod provenance;
@@ -29,8 +32,11 @@ pub mod reference_args;
 pub mod route_probe;
 pub mod run_args;
 pub mod serve;
+pub mod serve_log_read;
 pub mod settings_record;
 pub mod signals;
+pub mod single_reply;
+pub mod soak;
 pub mod stamped;
 pub mod stream_read;
 pub mod supervise;
