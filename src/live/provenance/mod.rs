@@ -1,8 +1,8 @@
 //! Provenance (issue 18): what a run ran on and with, gathered once before run.json is first
-//! written. The files named in the serve's arguments are hashed ([`model_files`]), a large one
-//! once and then taken from a cache outside the run directory ([`hash_cache`]: a 4 GB model is
-//! not read again on every run); the workload is hashed ([`workload`]); the box's facts come
-//! from /proc and /sys ([`box_facts`]). Nothing here fails a run: whatever cannot be read is
+//! written. The files named in the serve's arguments are hashed (`model_files.rs`), a large one
+//! once and then taken from a cache outside the run directory (`hash_cache.rs`: a 4 GB model is
+//! not read again on every run); the workload is hashed (`workload.rs`); the box's facts come
+//! from /proc and /sys (`box_facts.rs`). Nothing here fails a run: whatever cannot be read is
 //! left out and named in `problems`.
 //!
 //! The parsing is pure and tested beside it; the reads around it are thin, and take their

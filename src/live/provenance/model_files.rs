@@ -1,6 +1,6 @@
 //! The files the serve's arguments name, hashed: a model's weights, a config, whatever a path
 //! among the arguments is (never the programs the launch runs), a large one once and then
-//! taken from the hash cache ([`super::hash_cache`]).
+//! taken from the hash cache (`hash_cache.rs`).
 
 use std::path::{Path, PathBuf};
 
