@@ -17,13 +17,19 @@
 //!   file per line family; [`judging::provenance`]: what differs between two runs'
 //!   provenance, and whether it makes them not comparable or runs on another box.
 //! - [`live`]: all the I/O of a run. [`live::gate`]: `run`, from settings to a judged, archived
-//!   run; [`live::serve`] and [`live::supervise`]: the serve's process and the supervisor that
-//!   stops its whole tree; [`live::hold`]: the device hold; [`live::signals`]: TERM, INT and
-//!   HUP; [`live::client`] and [`live::stamped`]: the HTTP client and the socket whose reads
-//!   carry their times; [`live::conditions`]: the box's load; [`live::route_probe`]: the
-//!   route evidence of the serve's process tree (maps, open files, the busy counter, into
-//!   route.json); [`live::provenance`]: the
-//!   run's provenance (files hashed, with their cache; the box's facts);
+//!   run; [`live::checked_args`] and [`live::plan`]: the plan in two steps, the settings
+//!   checked as pure functions, then made real against the system; [`live::settings_record`]:
+//!   run.json's settings; [`live::measure_serve`], [`live::single_reply`], [`live::soak`] and
+//!   [`live::serve_log_read`]: the measuring phase, its replies, the soak and the serve's log
+//!   read after it; [`live::serve`] and [`live::supervise`]: the serve's process and the
+//!   supervisor that stops its whole tree, with [`live::proc_stat`] (/proc's processes) and
+//!   [`live::exec_path`] (programs on PATH) under both; [`live::hold`]: the device hold;
+//!   [`live::signals`]: TERM, INT and HUP; [`live::client`], [`live::stream_read`],
+//!   [`live::http_link`] and [`live::stamped`]: the HTTP client, the streamed reply's reader,
+//!   the connection, and the socket whose reads carry their times; [`live::conditions`]: the
+//!   box's load; [`live::route_probe`]: the route evidence of the serve's process tree (maps,
+//!   open files, the busy counter, into route.json); [`live::provenance`]: the run's
+//!   provenance (files hashed, with their cache; the workload's hash; the box's facts);
 //!   [`live::run_args`]: `run`'s arguments (the clap struct), their bounds, and the plain
 //!   settings a profile fills in.
 //! - [`report`]: renders a verdict, decides nothing. Human lines, JUnit and Markdown in
@@ -36,10 +42,6 @@
 //!   codes; [`clock`]: CLOCK_MONOTONIC; [`inert`]: foreign text made safe for each output;
 //!   [`console`]: stdout and stderr, written without ever
 //!   failing the run (`say!`).
-
-// run.json's settings are one `serde_json::json!` of every flag, past the macro's default
-// recursion depth of 128.
-#![recursion_limit = "256"]
 
 pub mod archive;
 pub mod cli;

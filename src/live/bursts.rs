@@ -192,5 +192,8 @@ fn progress(r: &ReplyRecord, m: &measure::ReplyMetrics, plan: &ConcurrencyPlan) 
         ),
         None => format!("reply {}", r.index),
     };
-    format!("{place}: {}", crate::live::gate::figures_said(r, m))
+    format!(
+        "{place}: {}",
+        crate::live::progress_line::figures_said(r, m)
+    )
 }

@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::archive::safe_open;
 use crate::clock;
-use crate::live::supervise::{proc_stat, process_running};
+use crate::live::proc_stat::{proc_stat, process_running};
 
 /// What a run records of its hold; the archive owns the type.
 pub use crate::archive::record::HoldRecord;

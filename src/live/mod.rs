@@ -1,22 +1,41 @@
-//! Live: all the I/O of a run. Its orchestration ([`gate`]), the serve's process ([`serve`]),
-//! its supervisor ([`supervise`]) and the pipe its output is copied from ([`log_pipe`]), the device hold ([`hold`]), signals ([`signals`]), the
-//! HTTP client ([`client`]) and the stamped socket under it ([`stamped`]), and the sampler of
-//! the box's conditions ([`conditions`]), which also reads the route evidence of the serve's
-//! process tree ([`route_probe`]) and the throttling evidence of the CPUs and the device
-//! ([`throttle`]); the run's provenance, the files it was given hashed
-//! and the box's facts ([`provenance`]). [`run_args`]: `run`'s own arguments and their bounds
-//! (the command line composes them, a profile fills them in).
+//! Live: all the I/O of a run. Its orchestration ([`gate`]), the plan it runs, checked in two
+//! steps: the settings as pure functions ([`checked_args`]), then against the system
+//! ([`plan`]), with run.json's settings ([`settings_record`]); the measuring phase
+//! ([`measure_serve`]), its single-stream replies ([`single_reply`]), the soak ([`soak`]) and
+//! the progress lines ([`progress_line`]); the serve's log read after it ([`serve_log_read`]);
+//! the serve's process ([`serve`]), its supervisor ([`supervise`]), the /proc process reads
+//! and the PATH lookup they share ([`proc_stat`], [`exec_path`]) and the pipe its output is
+//! copied from ([`log_pipe`]), the device hold ([`hold`]), signals ([`signals`]), the HTTP
+//! client ([`client`]), the streamed reply's reader ([`stream_read`]), the connection
+//! ([`http_link`]), the count of a burst's first texts ([`first_text`]) and the stamped socket
+//! under them ([`stamped`]), and the sampler of the box's conditions ([`conditions`]), which
+//! also reads the route evidence of the serve's process tree ([`route_probe`]) and the
+//! throttling evidence of the CPUs and the device ([`throttle`]); the run's provenance, the
+//! files it was given hashed and the box's facts ([`provenance`]). [`run_args`]: `run`'s own
+//! arguments and their bounds (the command line composes them, a profile fills them in).
+//!
+//! The leaves ([`proc_stat`], [`exec_path`], [`progress_line`], [`first_text`],
+//! [`http_link`]) import nothing above them here: the files of live/ import each other
+//! without a circle (issue 33).
 //!
 //! It uses the wire, the archive, judging and report; none of them uses it.
 //! `tests/layers.rs` checks this.
 
 pub mod bursts;
+pub mod checked_args;
 pub mod client;
 pub mod conditions;
+pub mod exec_path;
+pub mod first_text;
 pub mod gate;
 pub mod hold;
+pub mod http_link;
 pub mod log_pipe;
+pub mod measure_serve;
 pub mod output_args;
+pub mod plan;
+pub mod proc_stat;
+pub mod progress_line;
 pub mod provenance;
 pub mod reanchor;
 pub mod recorder;
@@ -24,7 +43,12 @@ pub mod reference_args;
 pub mod route_probe;
 pub mod run_args;
 pub mod serve;
+pub mod serve_log_read;
+pub mod settings_record;
 pub mod signals;
+pub mod single_reply;
+pub mod soak;
 pub mod stamped;
+pub mod stream_read;
 pub mod supervise;
 pub mod throttle;

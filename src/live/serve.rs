@@ -23,7 +23,6 @@
 use std::fs::File;
 use std::io::Read;
 use std::os::fd::{AsFd, AsRawFd};
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -37,6 +36,8 @@ use nix::sys::signal::Signal;
 use sha2::{Digest, Sha256};
 
 use crate::archive::record::{BinaryInfo, StopRecord, SupervisorFault, SupervisorLost};
+pub(crate) use crate::live::exec_path::on_path;
+use crate::live::exec_path::{runnable, Unrunnable};
 use crate::live::hold::Hold;
 use crate::live::supervise::{self, Event};
 
@@ -60,49 +61,8 @@ impl Role {
     }
 }
 
-/// Why a path cannot be exec'd.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Unrunnable {
-    Missing,
-    Directory,
-    NotAFile,
-    NotExecutable,
-}
-
-impl Unrunnable {
-    fn says(self) -> &'static str {
-        match self {
-            Unrunnable::Missing => "was not found",
-            Unrunnable::Directory => "is a directory, not a program",
-            Unrunnable::NotAFile => "is not a regular file",
-            Unrunnable::NotExecutable => "is not executable",
-        }
-    }
-}
-
-fn runnable(path: &Path) -> std::result::Result<(), Unrunnable> {
-    let meta = std::fs::metadata(path).map_err(|_| Unrunnable::Missing)?;
-    if meta.is_dir() {
-        Err(Unrunnable::Directory)
-    } else if !meta.is_file() {
-        Err(Unrunnable::NotAFile)
-    } else if meta.permissions().mode() & 0o111 == 0 {
-        Err(Unrunnable::NotExecutable)
-    } else {
-        Ok(())
-    }
-}
-
 fn canonical(path: &Path) -> Result<PathBuf> {
     std::fs::canonicalize(path).with_context(|| format!("failed to resolve {}", path.display()))
-}
-
-/// The first executable file named `name` on PATH, as execvp would find it.
-pub(crate) fn on_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(name))
-        .find(|c| runnable(c).is_ok())
 }
 
 /// A program as exec would run it: its resolved path, and for a `#!` script the interpreter.
@@ -880,6 +840,7 @@ impl ServeProcess {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn port_placeholders_are_filled_everywhere() {
