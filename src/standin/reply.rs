@@ -14,63 +14,21 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::OwnedMutexGuard;
 
+use super::args::{AfterDone, EndBy, StandInArgs};
+use super::frames::{
+    chunk_envelope, chunk_frames, chunk_json, scored_chunk_frames, sse, sse_response, usage_json,
+    MODEL,
+};
 use super::route::Reply;
 use super::scored;
-use super::trace::{request_id, traced_number, ConnId};
-use super::words::{answer_stream, filler_text, Degenerate};
-use super::{
-    AfterDone, AlteredBy, EndBy, OtherChoiceIn, Script, ServeCounts, StandInArgs, TraceLine, MODEL,
-};
+use super::state::{Script, ServeCounts};
+use super::trace::{request_id, traced_number, AlteredBy, ConnId, TraceLine};
+use super::words::{answer_stream, changed_token, filler_text, Degenerate};
 use crate::clock;
 use crate::prompts::BUILT_IN;
 
-/// GET /metrics with `--metrics`: llama-server's names and shapes (tools/server/server.cpp,
-/// `handle_metrics`: `# HELP` and `# TYPE` lines, then `llamacpp:NAME value`).
-pub(super) async fn metrics(State(script): State<Arc<Script>>) -> Response {
-    let args = &script.args;
-    if args.metrics_garbage {
-        let page = "<html><body><h1>It works!</h1></body></html>\n";
-        return ([(header::CONTENT_TYPE, "text/html")], page).into_response();
-    }
-    let c = &script.counts;
-    let tokens = c.tokens.load(Ordering::Relaxed);
-    let mut text = String::new();
-    for (name, kind, help, value) in [
-        (
-            "tokens_predicted_total",
-            "counter",
-            "Number of generation tokens processed.",
-            tokens as i64,
-        ),
-        (
-            "requests_processing",
-            "gauge",
-            "Number of requests processing.",
-            script.under_way.load(Ordering::Relaxed) as i64,
-        ),
-        (
-            "requests_deferred",
-            "gauge",
-            "Number of requests deferred.",
-            c.deferred.load(Ordering::Relaxed),
-        ),
-    ] {
-        text.push_str(&format!(
-            "# HELP llamacpp:{name} {help}\n# TYPE llamacpp:{name} {kind}\nllamacpp:{name} {value}\n"
-        ));
-    }
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
-}
-
-pub(super) async fn models() -> Json<serde_json::Value> {
-    Json(json!({
-        "object": "list",
-        "data": [{"id": MODEL, "object": "model", "owned_by": "npu-serve-smoke"}],
-    }))
-}
-
 #[derive(Debug, Deserialize)]
-pub(super) struct ChatRequest {
+pub(crate) struct ChatRequest {
     #[serde(default)]
     messages: Vec<Message>,
     #[serde(default)]
@@ -89,7 +47,7 @@ pub(super) struct ChatRequest {
 }
 
 #[derive(Debug, Deserialize)]
-pub(super) struct Message {
+pub(crate) struct Message {
     #[serde(default)]
     role: String,
     #[serde(default)]
@@ -97,7 +55,7 @@ pub(super) struct Message {
 }
 
 #[derive(Debug, Deserialize)]
-pub(super) struct StreamOptions {
+pub(crate) struct StreamOptions {
     #[serde(default)]
     include_usage: bool,
 }
@@ -156,50 +114,6 @@ fn tokens_of(text: &str, n: usize) -> Vec<String> {
     answer_stream(text, text, Degenerate::default())
         .take(n)
         .collect()
-}
-
-/// `token` (an answer token: a word, with the space before it) changed into another word of
-/// the same kind, its whitespace kept, so a reply with it differs from the clean one by that
-/// word alone: its letters and digits reversed in place, its punctuation left where it was
-/// ("Paris." becomes "siraP."); when that is the same word (one letter, a palindrome, "4."),
-/// each ASCII letter and digit moved on by one within its kind and case ("a" becomes "b", "z"
-/// "a", "Z" "A", "9" "0"); when there is none to move ("+", "é"), the word twice ("++"). Each
-/// step leaves a word it cannot return unchanged, so the result always differs.
-pub(super) fn changed_token(token: &str) -> String {
-    let start = token.len() - token.trim_start().len();
-    let end = token.trim_end().len().max(start);
-    let (lead, word, tail) = (&token[..start], &token[start..end], &token[end..]);
-    let mut reversed: Vec<char> = word.chars().filter(|c| c.is_alphanumeric()).collect();
-    let changed: String = word
-        .chars()
-        .map(|c| {
-            if c.is_alphanumeric() {
-                reversed.pop().unwrap_or(c)
-            } else {
-                c
-            }
-        })
-        .collect();
-    let changed = if changed != word {
-        changed
-    } else if word.chars().any(|c| c.is_ascii_alphanumeric()) {
-        word.chars().map(moved_on).collect()
-    } else {
-        word.repeat(2)
-    };
-    format!("{lead}{changed}{tail}")
-}
-
-/// An ASCII letter or digit moved on by one within its kind and case, wrapping; any other
-/// character as it is.
-fn moved_on(c: char) -> char {
-    let (first, len) = match c {
-        'a'..='z' => (b'a', 26),
-        'A'..='Z' => (b'A', 26),
-        '0'..='9' => (b'0', 10),
-        _ => return c,
-    };
-    char::from(first + (c as u8 - first + 1) % len)
 }
 
 /// The answer words a reply changes, from 0, each with the fault that changes it: the one
@@ -264,71 +178,6 @@ fn reply_chunks(args: &StandInArgs, r: usize, answer: &[String]) -> Vec<Scripted
         });
     }
     chunks
-}
-
-fn sse(v: serde_json::Value) -> Bytes {
-    Bytes::from(format!("data: {v}\n\n"))
-}
-
-fn chunk_json(delta: serde_json::Value, finish: Option<&str>) -> serde_json::Value {
-    chunk_envelope(json!([choice_json(0, delta, finish)]))
-}
-
-fn choice_json(index: u64, delta: serde_json::Value, finish: Option<&str>) -> serde_json::Value {
-    json!({"index": index, "delta": delta, "finish_reason": finish})
-}
-
-/// One chunk of choice 0 (`delta`, `finish`) as frames: with --other-choice, choice 1's
-/// `other` delta goes beside it as --other-choice-in says, in the same chunk or in a second
-/// frame of its own (the second of the pair).
-fn chunk_frames(
-    args: &StandInArgs,
-    delta: serde_json::Value,
-    finish: Option<&str>,
-    other: Option<serde_json::Value>,
-) -> (Bytes, Option<Bytes>) {
-    scored_chunk_frames(args, delta, finish, other, None)
-}
-
-/// [`chunk_frames`], choice 0 with these `logprobs` when it has them.
-fn scored_chunk_frames(
-    args: &StandInArgs,
-    delta: serde_json::Value,
-    finish: Option<&str>,
-    other: Option<serde_json::Value>,
-    logprobs: Option<serde_json::Value>,
-) -> (Bytes, Option<Bytes>) {
-    let mut reply = choice_json(0, delta, finish);
-    if let Some(logprobs) = logprobs {
-        reply["logprobs"] = logprobs;
-    }
-    let Some(other) = other else {
-        return (sse(chunk_envelope(json!([reply]))), None);
-    };
-    let other = choice_json(1, other, finish);
-    match args.other_choice_in {
-        OtherChoiceIn::OwnChunk => (
-            sse(chunk_envelope(json!([reply]))),
-            Some(sse(chunk_envelope(json!([other])))),
-        ),
-        OtherChoiceIn::Before => (sse(chunk_envelope(json!([other, reply]))), None),
-        OtherChoiceIn::After => (sse(chunk_envelope(json!([reply, other]))), None),
-    }
-}
-
-/// A streamed chunk with these choices (none, for the usage chunk).
-fn chunk_envelope(choices: serde_json::Value) -> serde_json::Value {
-    json!({
-        "id": "chatcmpl-stand-in",
-        "object": "chat.completion.chunk",
-        "model": MODEL,
-        "choices": choices,
-    })
-}
-
-/// The usage of a reply of `n` tokens.
-fn usage_json(n: usize) -> serde_json::Value {
-    json!({"prompt_tokens": 1, "completion_tokens": n, "total_tokens": n + 1})
 }
 
 /// Spin on the CPU for `d` of wall time: scripted host work.
@@ -532,7 +381,7 @@ fn body_of(steps: Steps, work: Duration, trickle: Option<Duration>, reply: Servi
     Body::from_stream(trickled)
 }
 
-pub(super) async fn chat(
+pub(crate) async fn chat(
     State(script): State<Arc<Script>>,
     ConnectInfo(ConnId(conn)): ConnectInfo<ConnId>,
     headers: HeaderMap,
@@ -899,18 +748,6 @@ fn stream_answer(
     ))
 }
 
-fn sse_response(body: Body) -> Response {
-    (
-        StatusCode::OK,
-        [
-            (header::CONTENT_TYPE, "text/event-stream"),
-            (header::CACHE_CONTROL, "no-cache"),
-        ],
-        body,
-    )
-        .into_response()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -979,51 +816,6 @@ mod tests {
     }
 
     #[test]
-    fn a_changed_word_is_reversed_its_punctuation_and_whitespace_kept() {
-        assert_eq!(changed_token("Paris."), "siraP.");
-        // The letters reversed over the hyphen, which stays where it was.
-        assert_eq!(changed_token(" stand-in"), " nidna-ts");
-        assert_eq!(changed_token(" ok"), " ko");
-        assert_eq!(changed_token(" Cold."), " dloC.");
-        assert_eq!(changed_token(" serve."), " evres.");
-    }
-
-    #[test]
-    fn a_word_that_reverses_to_itself_is_moved_on_and_one_without_letters_doubled() {
-        // One letter, palindromes, digits: each ASCII letter and digit moved on by one.
-        assert_eq!(changed_token(" a"), " b");
-        assert_eq!(changed_token("I"), "J");
-        assert_eq!(changed_token(" z"), " a");
-        assert_eq!(changed_token(" Z"), " A");
-        assert_eq!(changed_token(" 9"), " 0");
-        assert_eq!(changed_token(" level"), " mfwfm");
-        assert_eq!(changed_token(" 4."), " 5.");
-        // Only the ASCII letters move: "é" has no next letter of its kind here.
-        assert_eq!(changed_token(" été"), " éué");
-        // Nothing to reverse or move: the word twice.
-        assert_eq!(changed_token(" +"), " ++");
-        assert_eq!(changed_token(" é"), " éé");
-        // Whatever the word, the change is never the word itself and keeps its whitespace.
-        for t in [
-            "x", " 2", " =", " ok", " 2 ", "\tab", " Ada", " é.é", " ...",
-        ] {
-            let c = changed_token(t);
-            assert_ne!(c, t);
-            assert_eq!(c.split_whitespace().count(), 1, "{t:?} -> {c:?}");
-            assert_eq!(
-                c.len() - c.trim_start().len(),
-                t.len() - t.trim_start().len(),
-                "{t:?} -> {c:?}"
-            );
-            assert_eq!(
-                c.len() - c.trim_end().len(),
-                t.len() - t.trim_end().len(),
-                "{t:?} -> {c:?}"
-            );
-        }
-    }
-
-    #[test]
     fn alterations_name_the_drawn_word_and_in_a_batch_the_last() {
         let a = args(&["--change-word", "1", "--seed", "5"]);
         let w = a.changed_word(3, 6).unwrap();
@@ -1047,44 +839,6 @@ mod tests {
         // --empty sends no content: no word to change.
         let empty = args(&["--change-word", "1", "--batch-variant", "--empty"]);
         assert_eq!(alterations(&empty, 3, 6, true), vec![]);
-    }
-
-    #[test]
-    fn another_choice_goes_where_other_choice_in_says() {
-        // The indexes of each frame's choices, in order, and what choice 0 says.
-        let frames = |given: &[&str]| {
-            let (first, own) = chunk_frames(
-                &args(given),
-                json!({"content": "London"}),
-                None,
-                given.first().map(|_| json!({"content": "Paris"})),
-            );
-            let mut out = Vec::new();
-            for frame in std::iter::once(first).chain(own) {
-                let data = frame.strip_prefix(b"data: ").unwrap().trim_ascii_end();
-                let v: serde_json::Value = serde_json::from_slice(data).unwrap();
-                let indexes: Vec<u64> = v["choices"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|c| c["index"].as_u64().unwrap())
-                    .collect();
-                let chunk = crate::wire::openai::Chunk::parse(data).unwrap();
-                out.push((indexes, chunk.content().to_string()));
-            }
-            out
-        };
-        let london = |i: Vec<u64>| (i, "London".to_string());
-        let nothing = |i: Vec<u64>| (i, String::new());
-        assert_eq!(frames(&[]), [london(vec![0])]);
-        assert_eq!(
-            frames(&["--other-choice", "Paris."]),
-            [london(vec![0]), nothing(vec![1])]
-        );
-        let before = ["--other-choice", "Paris.", "--other-choice-in", "before"];
-        assert_eq!(frames(&before), [london(vec![1, 0])]);
-        let after = ["--other-choice", "Paris.", "--other-choice-in", "after"];
-        assert_eq!(frames(&after), [london(vec![0, 1])]);
     }
 
     #[test]
