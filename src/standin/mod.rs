@@ -33,14 +33,15 @@
 //! This file assembles the stand-in and runs its server; its children hold the rest, and none
 //! reaches back into this file. `args.rs`: the script, as clap reads it, and its checks;
 //! `mix.rs`: the mixing function the script's seeded draws and the filler share; `state.rs`:
-//! what the handlers share; `reply.rs`: the chat handler and the body that sends a scripted
-//! reply on time; `frames.rs`: the chunks and SSE events a reply is sent in; `info.rs`: GET
+//! what the handlers share; `reply.rs`: the chat handler, which plans a scripted reply;
+//! `body.rs`: the body that sends it on time; `frames.rs`: the chunks and SSE events a reply is sent in; `info.rs`: GET
 //! /v1/models and /metrics; `words.rs`: an answer's words, the filler after them, the
 //! degenerate answers and a changed word; `scored.rs`: the scripted logprobs; `trace.rs`: the
 //! send trace and the socket that stamps it; `route.rs`: the route evidence; `wrap.rs`:
 //! `--wrap`.
 
 mod args;
+mod body;
 mod frames;
 mod info;
 mod mix;
