@@ -8,7 +8,8 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 
 use crate::archive::digest::Integrity;
-use crate::archive::rundir::{self, BaselineRun, ResultFile};
+use crate::archive::record::Floors;
+use crate::archive::rundir::{self, Archive, BaselineRun, ResultFile};
 use crate::archive::safe_open::Want;
 use crate::exit_codes;
 use crate::judging::archived::judge_archive;
@@ -81,203 +82,20 @@ pub fn run(args: JudgeArgs) -> Result<u8> {
         .as_deref()
         .map(|p| OutputFile::open(p, Writing::Replace, Want::Output).context("--svg"))
         .transpose()?;
-    // The archive is evidence: judging it never changes it (an --svg over its timeline.svg
-    // once redrew a passing run as FAIL; a --junit over its result.json replaced it).
-    let asked = [("--svg", args.svg.as_deref())]
-        .into_iter()
-        .chain(outputs.files().map(|(what, p)| (what, Some(p))));
-    for (what, path) in asked {
-        if let Some(path) = path.filter(|p| inside(p, &args.dir)) {
-            bail!(
-                "{what} {} is inside the run directory being judged, and judge writes nothing into {}: give a path outside it",
-                path.display(),
-                args.dir.display()
-            );
-        }
-    }
+    refuse_writing_into(&args.dir, args.svg.as_deref(), &outputs)?;
     let archive = rundir::load_archive(&args.dir)?;
-    if archive.integrity == Integrity::NotRecorded {
-        // Judged as before: there is nothing to hold its files to.
-        crate::say!(
-            "{} carries no digest of its files (a run from before digests, or one that never finished): its files are judged as they are, unchecked",
-            args.dir.display()
-        );
-    }
-    if let Some(problem) = &archive.load_problem {
-        crate::say!("{problem}; judging without a load line");
-    }
-    if let Some(problem) = &archive.replies_problem {
-        crate::say!("{problem}");
-    }
-    if archive.manifest.ended_utc.is_none() && archive.manifest.interrupted.is_none() {
-        // The last write of run.json says when the run ended; a run whose disk filled, or that
-        // was killed outright, never made it.
-        crate::say!(
-            "{} never recorded its end: the run was killed, or its last writes failed; its archive may be incomplete, and this judges what is there",
-            args.dir.display()
-        );
-    }
-    for missing in &archive.not_archived {
-        crate::say!(
-            "the archive is incomplete: the run could not write {missing}; judging what is there"
-        );
-    }
-    let mut floors = archive.manifest.floors.clone();
-    if let Some(f) = args.floor {
-        floors.floor = f;
-    }
-    if let Some(f) = args.first_token_ms {
-        floors.first_token_ms = f;
-    }
-    if let Some(p) = args.fast_route {
-        floors.fast_route = Some(p);
-    }
-    if let Some(p) = args.slow_route {
-        floors.slow_route = Some(p);
-    }
-    if let Some(t) = args.busy_skip {
-        floors.busy_skip = Some(t);
-    }
-    let BaselineArgs {
-        baseline: baseline_dir,
-        baseline_noise,
-        max_regression,
-        baseline_allow,
-    } = args.baseline;
-    if let Some(dir) = &baseline_dir {
-        floors.baseline = Some(dir.display().to_string());
-    }
-    if baseline_noise.is_some() {
-        floors.baseline_noise = baseline_noise;
-    }
-    if max_regression.is_some() {
-        floors.max_regression = max_regression;
-    }
-    if let Some(allow) = baseline_allow {
-        floors.baseline_allow = allow;
-    }
-    for (given, floor) in [
-        (args.route.route_lib, &mut floors.route_lib),
-        (args.route.no_route_lib, &mut floors.no_route_lib),
-        (args.route.route_device, &mut floors.route_device),
-        (args.route.device_busy, &mut floors.device_busy),
-    ] {
-        if given.is_some() {
-            *floor = given;
-        }
-    }
-    let BurstFloorArgs {
-        aggregate_floor,
-        min_speedup,
-    } = args.burst_floors;
-    if archive.manifest.concurrency.is_none() {
-        for (flag, given) in [
-            ("--aggregate-floor", aggregate_floor.is_some()),
-            ("--min-speedup", min_speedup.is_some()),
-        ] {
-            if given {
-                bail!(
-                    "{flag} judges concurrent bursts, and {} has none (it was run without --concurrency)",
-                    args.dir.display()
-                );
-            }
-        }
-    }
-    if aggregate_floor.is_some() {
-        floors.aggregate_floor = aggregate_floor;
-    }
-    if min_speedup.is_some() {
-        floors.min_speedup = min_speedup;
-    }
-    if args.drift.max_drift.is_some() {
-        floors.max_drift = args.drift.max_drift;
-    }
-    if args.determinism.deterministic {
-        floors.deterministic = true;
-    }
-    if args.determinism.baseline_answers.is_some() {
-        floors.baseline_answers = args.determinism.baseline_answers;
-    }
-    if floors.deterministic {
-        // Greedy answers can be held to each other; sampled ones cannot.
-        match archive.manifest.sampling().temperature {
-            Some(0.0) => {}
-            sent => bail!(
-                "--deterministic holds every answer to a prompt to the first, and {} sent temperature {}: its answers were sampled, not greedy",
-                args.dir.display(),
-                sent.map_or("that is not a number".to_string(), |t| t.to_string())
-            ),
-        }
-    }
-    if floors.baseline_answers.is_some() && !(floors.deterministic && floors.baseline.is_some()) {
-        bail!("--baseline-answers says what an answer that differs from the baseline's is: the run must be judged with --deterministic and a baseline (--baseline DIR, or the run's own)");
-    }
-    let ReferenceArgs {
-        reference: reference_dir,
-        reference_tie,
-        min_agreement,
-        max_logprob_drift,
-        reference_reanchor,
-    } = args.reference;
-    if let Some(dir) = &reference_dir {
-        floors.reference = Some(dir.display().to_string());
-    }
-    if reference_tie.is_some() {
-        floors.reference_tie = reference_tie;
-    }
-    if min_agreement.is_some() {
-        floors.min_agreement = min_agreement;
-    }
-    if max_logprob_drift.is_some() {
-        floors.max_logprob_drift = max_logprob_drift;
-    }
-    // Past what the run recorded, no re-anchor is there to judge: the line says so.
-    if reference_reanchor.is_some() {
-        floors.reference_reanchor = reference_reanchor;
-    }
-    floors.output = args.output_checks.over(floors.output);
-    let criteria = Criteria::new(floors)?;
-    let reference = match (&reference_dir, &criteria.floors().reference) {
-        // As the baseline: asked for now it must be a run; recorded and gone, the line says so.
-        (Some(dir), _) => {
-            let run = BaselineRun::load(dir);
-            if let Err(why) = &run.archive {
-                bail!("--reference {} is not a readable run: {why}", dir.display());
-            }
-            Some(run)
-        }
-        (None, Some(recorded)) => {
-            let mut run = BaselineRun::load(Path::new(recorded));
-            if let Err(why) = &run.archive {
-                run.archive = Err(format!(
-                    "the run's reference {recorded} cannot be read now ({why}); give --reference DIR"
-                ));
-            }
-            Some(run)
-        }
-        (None, None) => None,
-    };
-    let baseline = match (&baseline_dir, &criteria.floors().baseline) {
-        // Asked for now: it must be a run, or judge cannot do what it was asked.
-        (Some(dir), _) => {
-            let run = BaselineRun::load(dir);
-            if let Err(why) = &run.archive {
-                bail!("--baseline {} is not a readable run: {why}", dir.display());
-            }
-            Some(run)
-        }
-        // Recorded by the run: one that is gone since leaves the comparison inconclusive.
-        (None, Some(recorded)) => {
-            let mut run = BaselineRun::load(Path::new(recorded));
-            if let Err(why) = &run.archive {
-                run.archive = Err(format!(
-                    "the run's baseline {recorded} cannot be read now ({why}); give --baseline DIR"
-                ));
-            }
-            Some(run)
-        }
-        (None, None) => None,
-    };
+    say_what_the_archive_lacks(&archive, &args.dir);
+    let criteria = Criteria::new(floors_asked(&args, &archive)?)?;
+    let reference = compared_run(
+        "reference",
+        args.reference.reference.as_deref(),
+        criteria.floors().reference.as_deref(),
+    )?;
+    let baseline = compared_run(
+        "baseline",
+        args.baseline.baseline.as_deref(),
+        criteria.floors().baseline.as_deref(),
+    )?;
     let verdict = judge_archive(
         &archive,
         &criteria,
@@ -301,6 +119,228 @@ pub fn run(args: JudgeArgs) -> Result<u8> {
         &RunInfo::of_archive(&archive, &title),
     );
     Ok(exit_codes::for_outcome(&result.verdict.outcome))
+}
+
+/// Refuse an output asked for inside the run directory `dir`. The archive is evidence: judging
+/// it never changes it (an --svg over its timeline.svg once redrew a passing run as FAIL; a
+/// --junit over its result.json replaced it).
+fn refuse_writing_into(dir: &Path, svg: Option<&Path>, outputs: &Outputs) -> Result<()> {
+    let asked = [("--svg", svg)]
+        .into_iter()
+        .chain(outputs.files().map(|(what, p)| (what, Some(p))));
+    for (what, path) in asked {
+        if let Some(path) = path.filter(|p| inside(p, dir)) {
+            bail!(
+                "{what} {} is inside the run directory being judged, and judge writes nothing into {}: give a path outside it",
+                path.display(),
+                dir.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Say what the archive in `dir` lacks, and that judge judges what is there.
+fn say_what_the_archive_lacks(archive: &Archive, dir: &Path) {
+    if archive.integrity == Integrity::NotRecorded {
+        // Judged as before: there is nothing to hold its files to.
+        crate::say!(
+            "{} carries no digest of its files (a run from before digests, or one that never finished): its files are judged as they are, unchecked",
+            dir.display()
+        );
+    }
+    if let Some(problem) = &archive.load_problem {
+        crate::say!("{problem}; judging without a load line");
+    }
+    if let Some(problem) = &archive.replies_problem {
+        crate::say!("{problem}");
+    }
+    if archive.manifest.ended_utc.is_none() && archive.manifest.interrupted.is_none() {
+        // The last write of run.json says when the run ended; a run whose disk filled, or that
+        // was killed outright, never made it.
+        crate::say!(
+            "{} never recorded its end: the run was killed, or its last writes failed; its archive may be incomplete, and this judges what is there",
+            dir.display()
+        );
+    }
+    for missing in &archive.not_archived {
+        crate::say!(
+            "the archive is incomplete: the run could not write {missing}; judging what is there"
+        );
+    }
+}
+
+/// The floors the run recorded, with what the command line overrides; refused where the run
+/// cannot be judged as asked.
+fn floors_asked(args: &JudgeArgs, archive: &Archive) -> Result<Floors> {
+    let mut floors = archive.manifest.floors.clone();
+    override_limits(&mut floors, args);
+    override_baseline(&mut floors, &args.baseline);
+    for (given, floor) in [
+        (&args.route.route_lib, &mut floors.route_lib),
+        (&args.route.no_route_lib, &mut floors.no_route_lib),
+        (&args.route.route_device, &mut floors.route_device),
+        (&args.route.device_busy, &mut floors.device_busy),
+    ] {
+        if given.is_some() {
+            *floor = given.clone();
+        }
+    }
+    override_bursts(&mut floors, &args.burst_floors, archive, &args.dir)?;
+    override_drift_and_determinism(&mut floors, args, archive)?;
+    override_reference(&mut floors, &args.reference);
+    floors.output = args.output_checks.over(floors.output);
+    Ok(floors)
+}
+
+/// The rate floor, the first-token limit, the route patterns and the busy-box policy.
+fn override_limits(floors: &mut Floors, args: &JudgeArgs) {
+    if let Some(f) = args.floor {
+        floors.floor = f;
+    }
+    if let Some(f) = args.first_token_ms {
+        floors.first_token_ms = f;
+    }
+    if let Some(p) = &args.fast_route {
+        floors.fast_route = Some(p.clone());
+    }
+    if let Some(p) = &args.slow_route {
+        floors.slow_route = Some(p.clone());
+    }
+    if let Some(t) = args.busy_skip {
+        floors.busy_skip = Some(t);
+    }
+}
+
+/// The baseline and what it holds the run to.
+fn override_baseline(floors: &mut Floors, baseline: &BaselineArgs) {
+    if let Some(dir) = &baseline.baseline {
+        floors.baseline = Some(dir.display().to_string());
+    }
+    if baseline.baseline_noise.is_some() {
+        floors.baseline_noise = baseline.baseline_noise;
+    }
+    if baseline.max_regression.is_some() {
+        floors.max_regression = baseline.max_regression;
+    }
+    if let Some(allow) = &baseline.baseline_allow {
+        floors.baseline_allow = allow.clone();
+    }
+}
+
+/// What the concurrent bursts are held to; refused for a run (in `dir`) that had none.
+fn override_bursts(
+    floors: &mut Floors,
+    bursts: &BurstFloorArgs,
+    archive: &Archive,
+    dir: &Path,
+) -> Result<()> {
+    let BurstFloorArgs {
+        aggregate_floor,
+        min_speedup,
+    } = *bursts;
+    if archive.manifest.concurrency.is_none() {
+        for (flag, given) in [
+            ("--aggregate-floor", aggregate_floor.is_some()),
+            ("--min-speedup", min_speedup.is_some()),
+        ] {
+            if given {
+                bail!(
+                    "{flag} judges concurrent bursts, and {} has none (it was run without --concurrency)",
+                    dir.display()
+                );
+            }
+        }
+    }
+    if aggregate_floor.is_some() {
+        floors.aggregate_floor = aggregate_floor;
+    }
+    if min_speedup.is_some() {
+        floors.min_speedup = min_speedup;
+    }
+    Ok(())
+}
+
+/// The drift limit, --deterministic and --baseline-answers; refused for a run whose answers
+/// were sampled, or without the baseline --baseline-answers speaks of.
+fn override_drift_and_determinism(
+    floors: &mut Floors,
+    args: &JudgeArgs,
+    archive: &Archive,
+) -> Result<()> {
+    if args.drift.max_drift.is_some() {
+        floors.max_drift = args.drift.max_drift;
+    }
+    if args.determinism.deterministic {
+        floors.deterministic = true;
+    }
+    if args.determinism.baseline_answers.is_some() {
+        floors.baseline_answers = args.determinism.baseline_answers;
+    }
+    if floors.deterministic {
+        // Greedy answers can be held to each other; sampled ones cannot.
+        match archive.manifest.sampling().temperature {
+            Some(0.0) => {}
+            sent => bail!(
+                "--deterministic holds every answer to a prompt to the first, and {} sent temperature {}: its answers were sampled, not greedy",
+                args.dir.display(),
+                sent.map_or("that is not a number".to_string(), |t| t.to_string())
+            ),
+        }
+    }
+    if floors.baseline_answers.is_some() && !(floors.deterministic && floors.baseline.is_some()) {
+        bail!("--baseline-answers says what an answer that differs from the baseline's is: the run must be judged with --deterministic and a baseline (--baseline DIR, or the run's own)");
+    }
+    Ok(())
+}
+
+/// The reference and what its line holds the tokens to.
+fn override_reference(floors: &mut Floors, reference: &ReferenceArgs) {
+    if let Some(dir) = &reference.reference {
+        floors.reference = Some(dir.display().to_string());
+    }
+    if reference.reference_tie.is_some() {
+        floors.reference_tie = reference.reference_tie;
+    }
+    if reference.min_agreement.is_some() {
+        floors.min_agreement = reference.min_agreement;
+    }
+    if reference.max_logprob_drift.is_some() {
+        floors.max_logprob_drift = reference.max_logprob_drift;
+    }
+    // Past what the run recorded, no re-anchor is there to judge: the line says so.
+    if reference.reference_reanchor.is_some() {
+        floors.reference_reanchor = reference.reference_reanchor;
+    }
+}
+
+/// The run the `what` line ("baseline" or "reference") compares with. Asked for now
+/// (`asked`), it must be a readable run, or judge cannot do what it was asked; recorded by the
+/// run and gone since, the line says so (the comparison is inconclusive).
+fn compared_run(
+    what: &str,
+    asked: Option<&Path>,
+    recorded: Option<&str>,
+) -> Result<Option<BaselineRun>> {
+    match (asked, recorded) {
+        (Some(dir), _) => {
+            let run = BaselineRun::load(dir);
+            if let Err(why) = &run.archive {
+                bail!("--{what} {} is not a readable run: {why}", dir.display());
+            }
+            Ok(Some(run))
+        }
+        (None, Some(recorded)) => {
+            let mut run = BaselineRun::load(Path::new(recorded));
+            if let Err(why) = &run.archive {
+                run.archive = Err(format!(
+                    "the run's {what} {recorded} cannot be read now ({why}); give --{what} DIR"
+                ));
+            }
+            Ok(Some(run))
+        }
+        (None, None) => Ok(None),
+    }
 }
 
 /// Whether `path` (a file that may not exist yet) is inside `dir`, links resolved.

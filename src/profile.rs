@@ -141,268 +141,352 @@ fn toml_problem(text: &str, e: &toml::de::Error) -> String {
 /// `args` with every setting the command line left unset taken from `profile`.
 /// `given(flag)` says whether the command line set that flag (its id, e.g. `first_token_ms`).
 pub fn apply(
-    mut args: RunSettings,
+    args: RunSettings,
     profile: Profile,
     dir: &Path,
     given: impl Fn(&str) -> bool,
 ) -> Result<RunSettings> {
-    // The same bounds as the command line's, so a profile cannot ask for what a flag cannot
-    // (`grace = 1e30` once panicked converting to a Duration).
-    let seconds = |key: &str, v: f64| -> Result<Duration> {
-        run_args::seconds(v).map_err(|e| anyhow!("{key} in the profile: {e}"))
+    let mut a = Applying {
+        args,
+        profile,
+        dir,
+        given: &given,
     };
-    let count = |key: &str, v: i64, check: fn(i64) -> Result<u32, String>| -> Result<u32> {
-        check(v).map_err(|e| anyhow!("{key} in the profile: {e}"))
+    // The order decides which of two bad values a profile is refused for.
+    take_floors_and_counts(&mut a)?;
+    take_route_and_baseline_limits(&mut a);
+    take_bursts(&mut a)?;
+    take_drift_and_sampling(&mut a)?;
+    take_reference_bounds(&mut a)?;
+    take_output_checks(&mut a)?;
+    take_launch_and_time_limits(&mut a)?;
+    take_files(&mut a)?;
+    take_serve(&mut a)?;
+    Ok(a.args)
+}
+
+/// A profile being applied: the settings so far, the profile's keys not yet taken, its folder
+/// (what its relative paths are relative to) and which flags the command line set.
+struct Applying<'a> {
+    args: RunSettings,
+    profile: Profile,
+    dir: &'a Path,
+    given: &'a dyn Fn(&str) -> bool,
+}
+
+/// A duration key's seconds, within the same bounds as the command line's, so a profile cannot
+/// ask for what a flag cannot (`grace = 1e30` once panicked converting to a Duration).
+fn bounded_seconds(key: &str, v: f64) -> Result<Duration> {
+    run_args::seconds(v).map_err(|e| anyhow!("{key} in the profile: {e}"))
+}
+
+/// A count key's value, within the same bounds as the command line's (`check`).
+fn bounded_count(key: &str, v: i64, check: fn(i64) -> Result<u32, String>) -> Result<u32> {
+    check(v).map_err(|e| anyhow!("{key} in the profile: {e}"))
+}
+
+/// Take the key `$field` of the profile `$a` is applying, unless the command line set it: as
+/// it is, `optional` (an optional setting), `count`, `seconds` or `optional seconds`.
+macro_rules! take {
+    ($a:ident, $field:ident) => {
+        if !($a.given)(stringify!($field)) {
+            if let Some(v) = $a.profile.$field.take() {
+                $a.args.$field = v;
+            }
+        }
     };
-    macro_rules! take {
-        ($field:ident) => {
-            if !given(stringify!($field)) {
-                if let Some(v) = profile.$field {
-                    args.$field = v;
-                }
+    ($a:ident, $field:ident, optional) => {
+        if !($a.given)(stringify!($field)) && $a.profile.$field.is_some() {
+            $a.args.$field = $a.profile.$field.take();
+        }
+    };
+    ($a:ident, $field:ident, count) => {
+        if !($a.given)(stringify!($field)) {
+            if let Some(v) = $a.profile.$field {
+                $a.args.$field = bounded_count(stringify!($field), v, run_args::$field)?;
             }
-        };
-        ($field:ident, optional) => {
-            if !given(stringify!($field)) && profile.$field.is_some() {
-                args.$field = profile.$field;
+        }
+    };
+    ($a:ident, $field:ident, optional seconds) => {
+        if !($a.given)(stringify!($field)) {
+            if let Some(v) = $a.profile.$field {
+                $a.args.$field = Some(bounded_seconds(stringify!($field), v)?);
             }
-        };
-        ($field:ident, count) => {
-            if !given(stringify!($field)) {
-                if let Some(v) = profile.$field {
-                    args.$field = count(stringify!($field), v, run_args::$field)?;
-                }
+        }
+    };
+    ($a:ident, $field:ident, seconds) => {
+        if !($a.given)(stringify!($field)) {
+            if let Some(v) = $a.profile.$field {
+                $a.args.$field = bounded_seconds(stringify!($field), v)?;
             }
-        };
-        ($field:ident, optional seconds) => {
-            if !given(stringify!($field)) {
-                if let Some(v) = profile.$field {
-                    args.$field = Some(seconds(stringify!($field), v)?);
-                }
-            }
-        };
-        ($field:ident, seconds) => {
-            if !given(stringify!($field)) {
-                if let Some(v) = profile.$field {
-                    args.$field = seconds(stringify!($field), v)?;
-                }
-            }
-        };
-    }
-    take!(floor);
-    take!(first_token_ms);
-    take!(stand_in);
-    take!(replies, count);
-    take!(warmup, count);
-    take!(max_tokens, count);
-    if !given("logprobs") {
-        if let Some(k) = profile.logprobs {
-            args.logprobs = Some(count("logprobs", k, run_args::logprobs)?);
+        }
+    };
+}
+
+/// The floor, the first-token limit, --stand-in, and the counts of replies, tokens and
+/// logprobs.
+fn take_floors_and_counts(a: &mut Applying<'_>) -> Result<()> {
+    take!(a, floor);
+    take!(a, first_token_ms);
+    take!(a, stand_in);
+    take!(a, replies, count);
+    take!(a, warmup, count);
+    take!(a, max_tokens, count);
+    if !(a.given)("logprobs") {
+        if let Some(k) = a.profile.logprobs {
+            a.args.logprobs = Some(bounded_count("logprobs", k, run_args::logprobs)?);
         }
     }
-    take!(out, optional);
-    take!(fast_route, optional);
-    take!(slow_route, optional);
-    take!(busy_skip, optional);
-    take!(route_lib, optional);
-    take!(no_route_lib, optional);
-    take!(route_device, optional);
-    take!(device_busy, optional);
-    take!(baseline_noise, optional);
-    take!(max_regression, optional);
-    take!(baseline_allow);
-    take!(concurrency, count);
-    if !given("rounds") {
-        if let Some(v) = profile.rounds {
-            args.rounds = Some(count("rounds", v, run_args::rounds)?);
+    Ok(())
+}
+
+/// The output directory, the route patterns and evidence, the busy-box policy and the
+/// baseline's limits.
+fn take_route_and_baseline_limits(a: &mut Applying<'_>) {
+    take!(a, out, optional);
+    take!(a, fast_route, optional);
+    take!(a, slow_route, optional);
+    take!(a, busy_skip, optional);
+    take!(a, route_lib, optional);
+    take!(a, no_route_lib, optional);
+    take!(a, route_device, optional);
+    take!(a, device_busy, optional);
+    take!(a, baseline_noise, optional);
+    take!(a, max_regression, optional);
+    take!(a, baseline_allow);
+}
+
+/// The concurrent bursts and what they are held to.
+fn take_bursts(a: &mut Applying<'_>) -> Result<()> {
+    take!(a, concurrency, count);
+    if !(a.given)("rounds") {
+        if let Some(v) = a.profile.rounds {
+            a.args.rounds = Some(bounded_count("rounds", v, run_args::rounds)?);
         }
     }
-    take!(metrics_url, optional);
-    take!(aggregate_floor, optional);
-    take!(min_speedup, optional);
-    take!(max_drift, optional);
-    take!(deterministic);
-    if !given("temperature") {
-        if let Some(t) = profile.temperature {
-            args.temperature = Some(
+    take!(a, metrics_url, optional);
+    take!(a, aggregate_floor, optional);
+    take!(a, min_speedup, optional);
+    Ok(())
+}
+
+/// Drift, determinism, the sampling sent, the soak, and the baseline and reference runs (paths
+/// in the profile's folder).
+fn take_drift_and_sampling(a: &mut Applying<'_>) -> Result<()> {
+    take!(a, max_drift, optional);
+    take!(a, deterministic);
+    if !(a.given)("temperature") {
+        if let Some(t) = a.profile.temperature {
+            a.args.temperature = Some(
                 run_args::temperature(t).map_err(|e| anyhow!("temperature in the profile: {e}"))?,
             );
         }
     }
-    if !given("seed") {
-        if let Some(n) = profile.seed {
-            args.seed =
+    if !(a.given)("seed") {
+        if let Some(n) = a.profile.seed {
+            a.args.seed =
                 Some(run_args::seed(n.into()).map_err(|e| anyhow!("seed in the profile: {e}"))?);
         }
     }
-    if !given("baseline_answers") {
-        if let Some(p) = profile.baseline_answers {
-            args.baseline_answers = Some(
+    if !(a.given)("baseline_answers") {
+        if let Some(p) = a.profile.baseline_answers.take() {
+            a.args.baseline_answers = Some(
                 AnswerPolicy::parse(&p)
                     .map_err(|e| anyhow!("baseline_answers in the profile: {e}"))?,
             );
         }
     }
-    if !given("soak") {
-        if let Some(d) = profile.soak {
-            args.soak = Some(run_args::soak(&d).map_err(|e| anyhow!("soak in the profile: {e}"))?);
+    if !(a.given)("soak") {
+        if let Some(d) = a.profile.soak.take() {
+            a.args.soak =
+                Some(run_args::soak(&d).map_err(|e| anyhow!("soak in the profile: {e}"))?);
         }
     }
-    if !given("baseline") {
-        if let Some(p) = profile.baseline {
-            args.baseline = Some(dir.join(p));
+    if !(a.given)("baseline") {
+        if let Some(p) = a.profile.baseline.take() {
+            a.args.baseline = Some(a.dir.join(p));
         }
     }
-    if !given("reference") {
-        if let Some(p) = profile.reference {
-            args.reference.reference = Some(dir.join(p));
+    if !(a.given)("reference") {
+        if let Some(p) = a.profile.reference.take() {
+            a.args.reference.reference = Some(a.dir.join(p));
         }
     }
-    // The same bounds as the flags' (live::reference_args).
+    Ok(())
+}
+
+/// What the reference line holds the tokens to, within the same bounds as the flags'
+/// (live::reference_args).
+fn take_reference_bounds(a: &mut Applying<'_>) -> Result<()> {
     use crate::live::reference_args as reference;
     let bounded = |key: &str, v: Option<f64>, check: fn(f64) -> Result<f64, String>| {
         v.map(|v| check(v).map_err(|e| anyhow!("{key} in the profile: {e}")))
             .transpose()
     };
-    if !given("reference_tie") {
-        if let Some(v) = bounded("reference_tie", profile.reference_tie, reference::tie)? {
-            args.reference.reference_tie = Some(v);
+    if !(a.given)("reference_tie") {
+        if let Some(v) = bounded("reference_tie", a.profile.reference_tie, reference::tie)? {
+            a.args.reference.reference_tie = Some(v);
         }
     }
-    if !given("min_agreement") {
-        if let Some(v) = bounded("min_agreement", profile.min_agreement, reference::share)? {
-            args.reference.min_agreement = Some(v);
+    if !(a.given)("min_agreement") {
+        if let Some(v) = bounded("min_agreement", a.profile.min_agreement, reference::share)? {
+            a.args.reference.min_agreement = Some(v);
         }
     }
-    if !given("max_logprob_drift") {
+    if !(a.given)("max_logprob_drift") {
         if let Some(v) = bounded(
             "max_logprob_drift",
-            profile.max_logprob_drift,
+            a.profile.max_logprob_drift,
             reference::drift,
         )? {
-            args.reference.max_logprob_drift = Some(v);
+            a.args.reference.max_logprob_drift = Some(v);
         }
     }
-    if !given("reference_reanchor") {
-        if let Some(n) = profile.reference_reanchor {
-            args.reference.reference_reanchor = Some(
+    if !(a.given)("reference_reanchor") {
+        if let Some(n) = a.profile.reference_reanchor {
+            a.args.reference.reference_reanchor = Some(
                 reference::reanchor(n)
                     .map_err(|e| anyhow!("reference_reanchor in the profile: {e}"))?,
             );
         }
     }
-    {
-        use crate::live::output_args::{self as out, OutputChecks};
-        let o = &mut args.output_checks;
-        if !given("output_checks") {
-            o.output_checks = match profile.output_checks.as_deref() {
-                None => o.output_checks,
-                Some("on") => Some(OutputChecks::On),
-                Some("off") => Some(OutputChecks::Off),
-                Some(other) => {
-                    bail!("output_checks in the profile is \"on\" or \"off\" (got {other:?})")
-                }
-            };
-        }
-        let share = |key: &str, v: Option<f64>| {
-            v.map(|v| out::share(v).map_err(|e| anyhow!("{key} in the profile is {e}")))
-                .transpose()
-        };
-        let count = |key: &str, v: Option<i64>| {
-            v.map(|v| out::count(v).map_err(|e| anyhow!("{key} in the profile is {e}")))
-                .transpose()
-        };
-        for (key, slot, v) in [
-            ("loop_share", &mut o.loop_share, profile.loop_share),
-            (
-                "not_text_share",
-                &mut o.not_text_share,
-                profile.not_text_share,
-            ),
-            ("same_answer", &mut o.same_answer, profile.same_answer),
-            ("length_share", &mut o.length_share, profile.length_share),
-            ("stop_margin", &mut o.stop_margin, profile.stop_margin),
-        ] {
-            if !given(key) {
-                if let Some(x) = share(key, v)? {
-                    *slot = Some(x);
-                }
+    Ok(())
+}
+
+/// The output line's settings (issue 32): on or off, its shares and its counts.
+fn take_output_checks(a: &mut Applying<'_>) -> Result<()> {
+    use crate::live::output_args::{self as out, OutputChecks};
+    let given = a.given;
+    let profile = &a.profile;
+    let o = &mut a.args.output_checks;
+    if !given("output_checks") {
+        o.output_checks = match profile.output_checks.as_deref() {
+            None => o.output_checks,
+            Some("on") => Some(OutputChecks::On),
+            Some("off") => Some(OutputChecks::Off),
+            Some(other) => {
+                bail!("output_checks in the profile is \"on\" or \"off\" (got {other:?})")
             }
-        }
-        for (key, slot, v) in [
-            ("loop_repeats", &mut o.loop_repeats, profile.loop_repeats),
-            ("stutter_run", &mut o.stutter_run, profile.stutter_run),
-        ] {
-            if !given(key) {
-                if let Some(n) = count(key, v)? {
-                    *slot = Some(n);
-                }
+        };
+    }
+    let share = |key: &str, v: Option<f64>| {
+        v.map(|v| out::share(v).map_err(|e| anyhow!("{key} in the profile is {e}")))
+            .transpose()
+    };
+    let count = |key: &str, v: Option<i64>| {
+        v.map(|v| out::count(v).map_err(|e| anyhow!("{key} in the profile is {e}")))
+            .transpose()
+    };
+    for (key, slot, v) in [
+        ("loop_share", &mut o.loop_share, profile.loop_share),
+        (
+            "not_text_share",
+            &mut o.not_text_share,
+            profile.not_text_share,
+        ),
+        ("same_answer", &mut o.same_answer, profile.same_answer),
+        ("length_share", &mut o.length_share, profile.length_share),
+        ("stop_margin", &mut o.stop_margin, profile.stop_margin),
+    ] {
+        if !given(key) {
+            if let Some(x) = share(key, v)? {
+                *slot = Some(x);
             }
         }
     }
-    if !given("continue_body") {
-        if let Some(table) = profile.continue_body {
-            args.continue_body = Some(serde_json::to_string(&table)?);
+    for (key, slot, v) in [
+        ("loop_repeats", &mut o.loop_repeats, profile.loop_repeats),
+        ("stutter_run", &mut o.stutter_run, profile.stutter_run),
+    ] {
+        if !given(key) {
+            if let Some(n) = count(key, v)? {
+                *slot = Some(n);
+            }
         }
     }
-    take!(url, optional);
-    if !given("ready_path") {
-        if let Some(p) = profile.ready_path {
-            args.ready_path = Some(
+    Ok(())
+}
+
+/// The request's extras for a continuation, where the serve is and how it is asked, the
+/// model, the hold, and the time limits.
+fn take_launch_and_time_limits(a: &mut Applying<'_>) -> Result<()> {
+    if !(a.given)("continue_body") {
+        if let Some(table) = a.profile.continue_body.take() {
+            a.args.continue_body = Some(serde_json::to_string(&table)?);
+        }
+    }
+    take!(a, url, optional);
+    if !(a.given)("ready_path") {
+        if let Some(p) = a.profile.ready_path.take() {
+            a.args.ready_path = Some(
                 run_args::url_path(&p).map_err(|e| anyhow!("ready_path in the profile: {e}"))?,
             );
         }
     }
-    if !given("api_base") {
-        if let Some(p) = profile.api_base {
-            args.api_base =
+    if !(a.given)("api_base") {
+        if let Some(p) = a.profile.api_base.take() {
+            a.args.api_base =
                 run_args::url_path(&p).map_err(|e| anyhow!("api_base in the profile: {e}"))?;
         }
     }
-    take!(model, optional);
-    take!(hold, optional);
-    take!(hold_cmd, optional);
-    take!(hold_timeout, seconds);
-    take!(ready_timeout, seconds);
-    take!(grace, seconds);
-    take!(reply_timeout, seconds);
-    take!(reply_limit, optional seconds);
-    if !given("prompts") {
-        if let Some(p) = profile.prompts {
-            args.prompts = Some(dir.join(p));
+    take!(a, model, optional);
+    take!(a, hold, optional);
+    take!(a, hold_cmd, optional);
+    take!(a, hold_timeout, seconds);
+    take!(a, ready_timeout, seconds);
+    take!(a, grace, seconds);
+    take!(a, reply_timeout, seconds);
+    take!(a, reply_limit, optional seconds);
+    Ok(())
+}
+
+/// The files a profile ships with, relative to its folder (an absolute path, as sysfs's, stays
+/// as it is), and the request's extra body.
+fn take_files(a: &mut Applying<'_>) -> Result<()> {
+    if !(a.given)("prompts") {
+        if let Some(p) = a.profile.prompts.take() {
+            a.args.prompts = Some(a.dir.join(p));
         }
     }
-    if !given("serve_log") {
-        if let Some(p) = profile.serve_log {
-            args.serve_log = Some(dir.join(p));
+    if !(a.given)("serve_log") {
+        if let Some(p) = a.profile.serve_log.take() {
+            a.args.serve_log = Some(a.dir.join(p));
         }
     }
     // Absolute paths (sysfs) stay as they are; a relative one is the profile's folder's.
-    if !given("device_freq") {
-        if let Some(p) = profile.device_freq {
-            args.device_freq = Some(dir.join(p));
+    if !(a.given)("device_freq") {
+        if let Some(p) = a.profile.device_freq.take() {
+            a.args.device_freq = Some(a.dir.join(p));
         }
     }
-    if !given("device_temp") {
-        if let Some(p) = profile.device_temp {
-            args.device_temp = Some(dir.join(p));
+    if !(a.given)("device_temp") {
+        if let Some(p) = a.profile.device_temp.take() {
+            a.args.device_temp = Some(a.dir.join(p));
         }
     }
-    if !given("extra_body") {
-        if let Some(table) = profile.extra_body {
-            args.extra_body = Some(serde_json::to_string(&table)?);
+    if !(a.given)("extra_body") {
+        if let Some(table) = a.profile.extra_body.take() {
+            a.args.extra_body = Some(serde_json::to_string(&table)?);
         }
     }
-    if args.stand_in && profile.serve.is_some() && !given("serve") {
+    Ok(())
+}
+
+/// The serve command, its `${NAME}`s expanded; refused beside --stand-in.
+fn take_serve(a: &mut Applying<'_>) -> Result<()> {
+    if a.args.stand_in && a.profile.serve.is_some() && !(a.given)("serve") {
         // After --stand-in, the words of `serve` would be read as stand-in options.
         bail!("the profile names a serve command and --stand-in asks for the built-in serve: give one of them");
     }
-    if !given("serve") {
-        if let Some(serve) = profile.serve {
-            args.serve = serve.iter().map(|a| expand_env(a)).collect::<Result<_>>()?;
+    if !(a.given)("serve") {
+        if let Some(serve) = a.profile.serve.take() {
+            a.args.serve = serve
+                .iter()
+                .map(|arg| expand_env(arg))
+                .collect::<Result<_>>()?;
         }
     }
-    Ok(args)
+    Ok(())
 }
 
 /// `arg` with each `${NAME}` replaced by the environment variable NAME.

@@ -161,158 +161,157 @@ fn gate_run(
 /// A named check and how it came out.
 pub type Checked = (&'static str, Result<(), String>);
 
-/// The verdict runs: a pass, and one scripted fault per judged line.
+/// The verdict runs: a pass, and one scripted fault per judged line, run in this order.
 pub fn verdict_runs(exe: &Path, tmp: &Path) -> Vec<Checked> {
-    let with_floors = |extra: &[&'static str]| -> Vec<&'static str> {
-        let mut v = UNFLIPPABLE.to_vec();
-        v.extend_from_slice(extra);
-        v
-    };
-    let mut out: Vec<Checked> = Vec::new();
+    type Run = fn(&Path, &Path) -> Result<(), String>;
+    let runs: [(&'static str, Run); 10] = [
+        ("a passing run", passing_run),
+        ("the slow route fails route", slow_route_fails),
+        ("empty content fails content", empty_content_fails),
+        ("a wrong answer fails content, quoted", wrong_answer_fails),
+        ("a stand-in under the floor fails rate", under_the_floor_fails),
+        (
+            "route evidence is read from the child of a wrapper that does not exec",
+            route_evidence_run,
+        ),
+        (
+            "a library mapped only as data, a regular file named as the device and an idle counter fail route",
+            route_evidence_fails,
+        ),
+        (
+            "a candidate 20% slower than its baseline fails, and the baseline against itself is ok",
+            baseline_judged,
+        ),
+        (
+            "four streams at once overlap, and a serve that takes one at a time is said to run them one after another",
+            streams_overlap,
+        ),
+        (
+            "a serve that answers otherwise inside a batch fails determinism, as often as its trace says",
+            batch_variant_found,
+        ),
+    ];
+    runs.into_iter()
+        .map(|(name, run)| (name, run(exe, tmp)))
+        .collect()
+}
 
-    out.push((
-        "a passing run",
-        (|| {
-            let r = gate_run(exe, tmp, "pass", &with_floors(&[]), &["--tokens", "6"])?;
-            r.expect_code(0)?;
-            if r.result.as_ref().map(|x| &x.verdict.outcome) != Some(&Outcome::Pass) {
-                return Err(r.problem("expected RESULT: PASS"));
-            }
-            r.expect_line(
-                "content",
-                Status::Ok,
-                "3 replies, all with content and the expected answer",
-            )?;
-            if r.replies.len() != 3 {
-                return Err(r.problem(format!("expected 3 replies, found {}", r.replies.len())));
-            }
-            Ok(())
-        })(),
-    ));
+/// [`UNFLIPPABLE`] floors, then `extra`.
+fn with_floors(extra: &[&'static str]) -> Vec<&'static str> {
+    let mut v = UNFLIPPABLE.to_vec();
+    v.extend_from_slice(extra);
+    v
+}
 
-    out.push((
-        "the slow route fails route",
-        (|| {
-            let gate = with_floors(&[
-                "--replies",
-                "1",
-                "--fast-route",
-                "route: npu-fast",
-                "--slow-route",
-                "route: cpu-fallback",
-            ]);
-            let r = gate_run(
-                exe,
-                tmp,
-                "slow-route",
-                &gate,
-                &["--route-line", "route: cpu-fallback", "--tokens", "4"],
-            )?;
-            r.expect_code(1)?;
-            r.expect_line("route", Status::Fail, "names the slow route")?;
-            r.expect_line("content", Status::Ok, "with content")
-        })(),
-    ));
+/// A stand-in with no fault passes: exit 0, RESULT: PASS, three replies with the answer.
+fn passing_run(exe: &Path, tmp: &Path) -> Result<(), String> {
+    let r = gate_run(exe, tmp, "pass", &with_floors(&[]), &["--tokens", "6"])?;
+    r.expect_code(0)?;
+    if r.result.as_ref().map(|x| &x.verdict.outcome) != Some(&Outcome::Pass) {
+        return Err(r.problem("expected RESULT: PASS"));
+    }
+    r.expect_line(
+        "content",
+        Status::Ok,
+        "3 replies, all with content and the expected answer",
+    )?;
+    if r.replies.len() != 3 {
+        return Err(r.problem(format!("expected 3 replies, found {}", r.replies.len())));
+    }
+    Ok(())
+}
 
-    out.push((
-        "empty content fails content",
-        (|| {
-            let r = gate_run(
-                exe,
-                tmp,
-                "empty",
-                &with_floors(&["--replies", "1"]),
-                &["--empty", "--tokens", "4"],
-            )?;
-            r.expect_code(1)?;
-            r.expect_line("content", Status::Fail, "reply 1 has no content")
-        })(),
-    ));
+/// A stand-in whose log names the slow route fails route, and only route.
+fn slow_route_fails(exe: &Path, tmp: &Path) -> Result<(), String> {
+    let gate = with_floors(&[
+        "--replies",
+        "1",
+        "--fast-route",
+        "route: npu-fast",
+        "--slow-route",
+        "route: cpu-fallback",
+    ]);
+    let r = gate_run(
+        exe,
+        tmp,
+        "slow-route",
+        &gate,
+        &["--route-line", "route: cpu-fallback", "--tokens", "4"],
+    )?;
+    r.expect_code(1)?;
+    r.expect_line("route", Status::Fail, "names the slow route")?;
+    r.expect_line("content", Status::Ok, "with content")
+}
 
-    out.push((
-        "a wrong answer fails content, quoted",
-        (|| {
-            let r = gate_run(
-                exe,
-                tmp,
-                "wrong",
-                &with_floors(&["--replies", "1"]),
-                &["--answer", "London.", "--tokens", "3"],
-            )?;
-            r.expect_code(1)?;
-            r.expect_line(
-                "content",
-                Status::Fail,
-                "reply 1 said \"London. shoe sand\", which does not match /(?i)paris/",
-            )
-        })(),
-    ));
+/// A stand-in that sends empty content fails content.
+fn empty_content_fails(exe: &Path, tmp: &Path) -> Result<(), String> {
+    let r = gate_run(
+        exe,
+        tmp,
+        "empty",
+        &with_floors(&["--replies", "1"]),
+        &["--empty", "--tokens", "4"],
+    )?;
+    r.expect_code(1)?;
+    r.expect_line("content", Status::Fail, "reply 1 has no content")
+}
 
-    out.push((
-        "a stand-in under the floor fails rate",
-        (|| {
-            // 50 ms gaps: at most 20 tok/s against a floor of 200, a 10x margin.
-            let gate = [
-                "--replies",
-                "1",
-                "--floor",
-                "200",
-                "--first-token-ms",
-                "600000",
-            ];
-            let r = gate_run(
-                exe,
-                tmp,
-                "under-floor",
-                &gate,
-                &["--gaps-ms", "50", "--tokens", "5"],
-            )?;
-            r.expect_code(1)?;
-            r.expect_line("rate", Status::Fail, "(floor 200.0")?;
-            r.expect_line("content", Status::Ok, "with content")
-        })(),
-    ));
+/// A stand-in that answers "London." fails content, its answer quoted.
+fn wrong_answer_fails(exe: &Path, tmp: &Path) -> Result<(), String> {
+    let r = gate_run(
+        exe,
+        tmp,
+        "wrong",
+        &with_floors(&["--replies", "1"]),
+        &["--answer", "London.", "--tokens", "3"],
+    )?;
+    r.expect_code(1)?;
+    r.expect_line(
+        "content",
+        Status::Fail,
+        "reply 1 said \"London. shoe sand\", which does not match /(?i)paris/",
+    )
+}
 
-    out.push((
-        "route evidence is read from the child of a wrapper that does not exec",
-        route_evidence_run(exe, tmp),
-    ));
-    out.push((
-        "a library mapped only as data, a regular file named as the device and an idle counter fail route",
-        route_evidence_fails(exe, tmp),
-    ));
-    out.push((
-        "a candidate 20% slower than its baseline fails, and the baseline against itself is ok",
-        baseline_judged(exe, tmp),
-    ));
-    out.push((
-        "four streams at once overlap, and a serve that takes one at a time is said to run them one after another",
-        (|| {
-            let gate = with_floors(&["--replies", "1", "--concurrency", "4", "--rounds", "1"]);
-            let script = ["--tokens", "8", "--gaps-ms", "10"];
-            let r = gate_run(exe, tmp, "streams-together", &gate, &script)?;
-            r.expect_code(0)?;
-            r.expect_line(
-                "overlap",
-                Status::Ok,
-                "4 of 4 streams decoding at once",
-            )?;
-            let streams = r.replies.iter().filter(|x| x.burst.is_some()).count();
-            if streams != 4 {
-                return Err(r.problem(format!("expected 4 streams, found {streams}")));
-            }
-            let serial = [&script[..], &["--serial"]].concat();
-            let r = gate_run(exe, tmp, "streams-serial", &gate, &serial)?;
-            r.expect_code(1)?;
-            r.expect_line("overlap", Status::Fail, "one after another")?;
-            r.expect_line("content", Status::Ok, "5 replies, all with content")
-        })(),
-    ));
-    out.push((
-        "a serve that answers otherwise inside a batch fails determinism, as often as its trace says",
-        batch_variant_found(exe, tmp),
-    ));
-    out
+/// A stand-in ten times under the floor fails rate, and only rate.
+fn under_the_floor_fails(exe: &Path, tmp: &Path) -> Result<(), String> {
+    // 50 ms gaps: at most 20 tok/s against a floor of 200, a 10x margin.
+    let gate = [
+        "--replies",
+        "1",
+        "--floor",
+        "200",
+        "--first-token-ms",
+        "600000",
+    ];
+    let r = gate_run(
+        exe,
+        tmp,
+        "under-floor",
+        &gate,
+        &["--gaps-ms", "50", "--tokens", "5"],
+    )?;
+    r.expect_code(1)?;
+    r.expect_line("rate", Status::Fail, "(floor 200.0")?;
+    r.expect_line("content", Status::Ok, "with content")
+}
+
+/// Four streams at once overlap; a serve that takes one at a time fails overlap.
+fn streams_overlap(exe: &Path, tmp: &Path) -> Result<(), String> {
+    let gate = with_floors(&["--replies", "1", "--concurrency", "4", "--rounds", "1"]);
+    let script = ["--tokens", "8", "--gaps-ms", "10"];
+    let r = gate_run(exe, tmp, "streams-together", &gate, &script)?;
+    r.expect_code(0)?;
+    r.expect_line("overlap", Status::Ok, "4 of 4 streams decoding at once")?;
+    let streams = r.replies.iter().filter(|x| x.burst.is_some()).count();
+    if streams != 4 {
+        return Err(r.problem(format!("expected 4 streams, found {streams}")));
+    }
+    let serial = [&script[..], &["--serial"]].concat();
+    let r = gate_run(exe, tmp, "streams-serial", &gate, &serial)?;
+    r.expect_code(1)?;
+    r.expect_line("overlap", Status::Fail, "one after another")?;
+    r.expect_line("content", Status::Ok, "5 replies, all with content")
 }
 
 /// `--deterministic` against a stand-in whose replies made beside another end in another

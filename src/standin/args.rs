@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use super::mix::splitmix64;
 use super::words::Degenerate;
 
 /// The stand-in's script.
@@ -387,7 +388,7 @@ pub struct StandInArgs {
 
 impl StandInArgs {
     /// Refuse a script that cannot run, before anything is opened or started.
-    pub(super) fn check(&self) -> anyhow::Result<()> {
+    pub(crate) fn check(&self) -> anyhow::Result<()> {
         // A day at most: a larger gap would overflow the Duration it becomes (a panic, not a
         // scripted serve).
         if self
@@ -637,7 +638,7 @@ const CHANGE_WORD_STREAM: u64 = 0x6368_616e_6765_2d77; // "change-w"
 
 impl StandInArgs {
     /// How this script makes its replies' words degenerate.
-    pub(super) fn degenerate(&self) -> Degenerate {
+    pub(crate) fn degenerate(&self) -> Degenerate {
         Degenerate {
             loop_period: self.loop_period.map(|n| n as usize),
             stutter: self.stutter.map(|n| n as usize),
@@ -649,7 +650,7 @@ impl StandInArgs {
     /// (from 1) reply changes under --change-word; none when the draw spares it, without
     /// --change-word, or with no answer words to change. Pure of the seed and K: the same
     /// requests are changed whatever their timing.
-    pub(super) fn changed_word(&self, nth: u64, answer_words: usize) -> Option<usize> {
+    pub(crate) fn changed_word(&self, nth: u64, answer_words: usize) -> Option<usize> {
         let share = self.change_word?;
         if answer_words == 0 {
             return None;
@@ -664,16 +665,6 @@ impl StandInArgs {
         let place = splitmix64(base);
         Some(((place as u128 * answer_words as u128) >> 64) as usize)
     }
-}
-
-/// SplitMix64's output function (Steele, Lea & Flood 2014, "Fast splittable pseudorandom
-/// number generators", OOPSLA): a well-mixed 64-bit value of `x`, for --jitter's factors,
-/// --change-word's draws and the filler's words.
-pub(super) fn splitmix64(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 /// How `--end-after-replies` ends the stand-in.
@@ -707,7 +698,7 @@ pub enum AfterDone {
 
 #[cfg(test)]
 /// The script these arguments give, as `stand-in` would parse them.
-pub(super) fn parse(extra: &[&str]) -> StandInArgs {
+pub(crate) fn parse(extra: &[&str]) -> StandInArgs {
     use clap::Parser;
 
     #[derive(Parser)]

@@ -30,21 +30,30 @@
 //! gate launched. A bad path is refused (exit 2, one line) before it listens.
 //!
 //! # Layout
-//! `args.rs`: the script, as clap reads it, and its checks; `reply.rs`: the chat handler and
-//! the body that sends a scripted reply on time; `words.rs`: an answer's words, the filler
-//! after them and the degenerate answers; `scored.rs`: the scripted logprobs; `trace.rs`: the
+//! This file assembles the stand-in and runs its server; its children hold the rest, and none
+//! reaches back into this file. `args.rs`: the script, as clap reads it, and its checks;
+//! `mix.rs`: the mixing function the script's seeded draws and the filler share; `state.rs`:
+//! what the handlers share; `reply.rs`: the chat handler, which plans a scripted reply;
+//! `body.rs`: the body that sends it on time; `frames.rs`: the chunks and SSE events a reply is sent in; `info.rs`: GET
+//! /v1/models and /metrics; `words.rs`: an answer's words, the filler after them, the
+//! degenerate answers and a changed word; `scored.rs`: the scripted logprobs; `trace.rs`: the
 //! send trace and the socket that stamps it; `route.rs`: the route evidence; `wrap.rs`:
 //! `--wrap`.
 
 mod args;
+mod body;
+mod frames;
+mod info;
+mod mix;
 mod reply;
 mod route;
 mod scored;
+mod state;
 mod trace;
 mod words;
 mod wrap;
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -56,13 +65,13 @@ use serde_json::json;
 use tokio::net::TcpListener;
 
 pub use args::{AfterDone, EndBy, OtherChoiceIn, StandInArgs};
-use reply::{chat, metrics, models};
+pub use frames::MODEL;
+use info::{metrics, models};
+use reply::chat;
 use route::Route;
+use state::Script;
 pub use trace::{AlteredBy, TraceLine};
 use trace::{ConnId, Trace, TracedListener};
-
-/// The model id the stand-in lists.
-pub const MODEL: &str = "stand-in";
 
 /// Run the stand-in until it is killed; its exit code. With `--wrap`, run it as a child and
 /// return the child's exit code once it has exited.
@@ -180,48 +189,6 @@ async fn serve_with(listener: TcpListener, args: StandInArgs, route: Route) -> R
             let _ = crate::console::err_line("stand-in: SIGTERM, exiting");
             Ok(())
         }
-    }
-}
-
-struct Script {
-    args: StandInArgs,
-    /// `args` without its faults: the reply of every request `--fault-request` does not pick.
-    clean: StandInArgs,
-    /// Chat completion requests received so far, over all connections.
-    requests: AtomicU64,
-    /// Chat completion replies under way (each counted while its body lives): a stream
-    /// alone may spin out its sub-millisecond gaps, one beside others must not; /metrics
-    /// reports it as the requests processing.
-    under_way: Arc<AtomicUsize>,
-    /// With `--serial`, the one slot: the reply holding it is the one under way (tokio's lock,
-    /// owned, so its guard can live in the reply's body; it also queues waiters in turn).
-    serial: Option<Arc<tokio::sync::Mutex<()>>>,
-    /// What GET /metrics reports (`--metrics`).
-    counts: Arc<ServeCounts>,
-    trace: Option<Arc<Trace>>,
-    route: Arc<Route>,
-}
-
-/// The stand-in's own counts, as a serve's metrics give them.
-#[derive(Debug, Default)]
-struct ServeCounts {
-    /// Tokens streamed (and those of whole answers), over all replies.
-    tokens: AtomicU64,
-    /// Requests waiting for the `--serial` slot.
-    deferred: std::sync::atomic::AtomicI64,
-}
-
-impl Script {
-    /// The script of the chat completion request that has just arrived: counted now, so
-    /// requests are numbered in the order they reach the handler, whatever their connection.
-    /// Its number (from 1) comes with it, for the pacing that changes request by request.
-    fn next_request(&self) -> (&StandInArgs, u64) {
-        let nth = self.requests.fetch_add(1, Ordering::Relaxed) + 1;
-        let args = match self.args.fault_request {
-            Some(k) if k != nth => &self.clean,
-            _ => &self.args,
-        };
-        (args, nth)
     }
 }
 

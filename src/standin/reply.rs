@@ -1,76 +1,33 @@
 //! The scripted reply to a chat completion request: its tokens, its chunks, its faults, and
-//! the body that sends them on time.
+//! the steps of its body, which `body.rs` sends on time.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::{Body, Bytes};
+use axum::body::Bytes;
 use axum::extract::{ConnectInfo, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
 use serde_json::json;
-use tokio::sync::OwnedMutexGuard;
 
-use super::route::Reply;
-use super::scored;
-use super::trace::{request_id, traced_number, ConnId};
-use super::words::{answer_stream, filler_text, Degenerate};
-use super::{
-    AfterDone, AlteredBy, EndBy, OtherChoiceIn, Script, ServeCounts, StandInArgs, TraceLine, MODEL,
+use super::args::{AfterDone, StandInArgs};
+use super::body::{body_of, forever, hold_back, Serving, Step, Steps, UnderWay};
+use super::frames::{
+    chunk_envelope, chunk_frames, chunk_json, scored_chunk_frames, sse, sse_response, usage_json,
+    MODEL,
 };
+use super::scored;
+use super::state::Script;
+use super::trace::{request_id, traced_number, AlteredBy, ConnId, Trace, TraceLine};
+use super::words::{answer_stream, changed_token, filler_text, Degenerate};
 use crate::clock;
 use crate::prompts::BUILT_IN;
 
-/// GET /metrics with `--metrics`: llama-server's names and shapes (tools/server/server.cpp,
-/// `handle_metrics`: `# HELP` and `# TYPE` lines, then `llamacpp:NAME value`).
-pub(super) async fn metrics(State(script): State<Arc<Script>>) -> Response {
-    let args = &script.args;
-    if args.metrics_garbage {
-        let page = "<html><body><h1>It works!</h1></body></html>\n";
-        return ([(header::CONTENT_TYPE, "text/html")], page).into_response();
-    }
-    let c = &script.counts;
-    let tokens = c.tokens.load(Ordering::Relaxed);
-    let mut text = String::new();
-    for (name, kind, help, value) in [
-        (
-            "tokens_predicted_total",
-            "counter",
-            "Number of generation tokens processed.",
-            tokens as i64,
-        ),
-        (
-            "requests_processing",
-            "gauge",
-            "Number of requests processing.",
-            script.under_way.load(Ordering::Relaxed) as i64,
-        ),
-        (
-            "requests_deferred",
-            "gauge",
-            "Number of requests deferred.",
-            c.deferred.load(Ordering::Relaxed),
-        ),
-    ] {
-        text.push_str(&format!(
-            "# HELP llamacpp:{name} {help}\n# TYPE llamacpp:{name} {kind}\nllamacpp:{name} {value}\n"
-        ));
-    }
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
-}
-
-pub(super) async fn models() -> Json<serde_json::Value> {
-    Json(json!({
-        "object": "list",
-        "data": [{"id": MODEL, "object": "model", "owned_by": "npu-serve-smoke"}],
-    }))
-}
-
 #[derive(Debug, Deserialize)]
-pub(super) struct ChatRequest {
+pub(crate) struct ChatRequest {
     #[serde(default)]
     messages: Vec<Message>,
     #[serde(default)]
@@ -89,7 +46,7 @@ pub(super) struct ChatRequest {
 }
 
 #[derive(Debug, Deserialize)]
-pub(super) struct Message {
+pub(crate) struct Message {
     #[serde(default)]
     role: String,
     #[serde(default)]
@@ -97,7 +54,7 @@ pub(super) struct Message {
 }
 
 #[derive(Debug, Deserialize)]
-pub(super) struct StreamOptions {
+pub(crate) struct StreamOptions {
     #[serde(default)]
     include_usage: bool,
 }
@@ -156,50 +113,6 @@ fn tokens_of(text: &str, n: usize) -> Vec<String> {
     answer_stream(text, text, Degenerate::default())
         .take(n)
         .collect()
-}
-
-/// `token` (an answer token: a word, with the space before it) changed into another word of
-/// the same kind, its whitespace kept, so a reply with it differs from the clean one by that
-/// word alone: its letters and digits reversed in place, its punctuation left where it was
-/// ("Paris." becomes "siraP."); when that is the same word (one letter, a palindrome, "4."),
-/// each ASCII letter and digit moved on by one within its kind and case ("a" becomes "b", "z"
-/// "a", "Z" "A", "9" "0"); when there is none to move ("+", "é"), the word twice ("++"). Each
-/// step leaves a word it cannot return unchanged, so the result always differs.
-pub(super) fn changed_token(token: &str) -> String {
-    let start = token.len() - token.trim_start().len();
-    let end = token.trim_end().len().max(start);
-    let (lead, word, tail) = (&token[..start], &token[start..end], &token[end..]);
-    let mut reversed: Vec<char> = word.chars().filter(|c| c.is_alphanumeric()).collect();
-    let changed: String = word
-        .chars()
-        .map(|c| {
-            if c.is_alphanumeric() {
-                reversed.pop().unwrap_or(c)
-            } else {
-                c
-            }
-        })
-        .collect();
-    let changed = if changed != word {
-        changed
-    } else if word.chars().any(|c| c.is_ascii_alphanumeric()) {
-        word.chars().map(moved_on).collect()
-    } else {
-        word.repeat(2)
-    };
-    format!("{lead}{changed}{tail}")
-}
-
-/// An ASCII letter or digit moved on by one within its kind and case, wrapping; any other
-/// character as it is.
-fn moved_on(c: char) -> char {
-    let (first, len) = match c {
-        'a'..='z' => (b'a', 26),
-        'A'..='Z' => (b'A', 26),
-        '0'..='9' => (b'0', 10),
-        _ => return c,
-    };
-    char::from(first + (c as u8 - first + 1) % len)
 }
 
 /// The answer words a reply changes, from 0, each with the fault that changes it: the one
@@ -266,80 +179,6 @@ fn reply_chunks(args: &StandInArgs, r: usize, answer: &[String]) -> Vec<Scripted
     chunks
 }
 
-fn sse(v: serde_json::Value) -> Bytes {
-    Bytes::from(format!("data: {v}\n\n"))
-}
-
-fn chunk_json(delta: serde_json::Value, finish: Option<&str>) -> serde_json::Value {
-    chunk_envelope(json!([choice_json(0, delta, finish)]))
-}
-
-fn choice_json(index: u64, delta: serde_json::Value, finish: Option<&str>) -> serde_json::Value {
-    json!({"index": index, "delta": delta, "finish_reason": finish})
-}
-
-/// One chunk of choice 0 (`delta`, `finish`) as frames: with --other-choice, choice 1's
-/// `other` delta goes beside it as --other-choice-in says, in the same chunk or in a second
-/// frame of its own (the second of the pair).
-fn chunk_frames(
-    args: &StandInArgs,
-    delta: serde_json::Value,
-    finish: Option<&str>,
-    other: Option<serde_json::Value>,
-) -> (Bytes, Option<Bytes>) {
-    scored_chunk_frames(args, delta, finish, other, None)
-}
-
-/// [`chunk_frames`], choice 0 with these `logprobs` when it has them.
-fn scored_chunk_frames(
-    args: &StandInArgs,
-    delta: serde_json::Value,
-    finish: Option<&str>,
-    other: Option<serde_json::Value>,
-    logprobs: Option<serde_json::Value>,
-) -> (Bytes, Option<Bytes>) {
-    let mut reply = choice_json(0, delta, finish);
-    if let Some(logprobs) = logprobs {
-        reply["logprobs"] = logprobs;
-    }
-    let Some(other) = other else {
-        return (sse(chunk_envelope(json!([reply]))), None);
-    };
-    let other = choice_json(1, other, finish);
-    match args.other_choice_in {
-        OtherChoiceIn::OwnChunk => (
-            sse(chunk_envelope(json!([reply]))),
-            Some(sse(chunk_envelope(json!([other])))),
-        ),
-        OtherChoiceIn::Before => (sse(chunk_envelope(json!([other, reply]))), None),
-        OtherChoiceIn::After => (sse(chunk_envelope(json!([reply, other]))), None),
-    }
-}
-
-/// A streamed chunk with these choices (none, for the usage chunk).
-fn chunk_envelope(choices: serde_json::Value) -> serde_json::Value {
-    json!({
-        "id": "chatcmpl-stand-in",
-        "object": "chat.completion.chunk",
-        "model": MODEL,
-        "choices": choices,
-    })
-}
-
-/// The usage of a reply of `n` tokens.
-fn usage_json(n: usize) -> serde_json::Value {
-    json!({"prompt_tokens": 1, "completion_tokens": n, "total_tokens": n + 1})
-}
-
-/// Spin on the CPU for `d` of wall time: scripted host work.
-fn burn(d: Duration) {
-    let start = std::time::Instant::now();
-    let mut x = 0u64;
-    while start.elapsed() < d {
-        x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
-    }
-}
-
 /// The most alternatives a token is scored with: OpenAI's API takes `top_logprobs` 0 to 20.
 const MOST_TOP_LOGPROBS: usize = 20;
 
@@ -354,185 +193,9 @@ const ENDLESS_LINE_START: &[u8] = b"data: {\"choices\":[{\"delta\":{\"content\":
 /// A piece of a body without end.
 const ENDLESS_PIECE: usize = 64 << 10;
 
-/// What the body stream does next.
-enum Step {
-    /// Wait, then send these bytes.
-    Send(Duration, Bytes),
-    /// Wait, then send a chunk's bytes that carry this many tokens (the route evidence counts
-    /// them).
-    Token(Duration, Bytes, usize),
-    /// Wait, then drop the connection.
-    Die(Duration),
-    /// Give the last bytes time to leave, then end the process.
-    Crash,
-    /// Keep the connection open, sending nothing, until the client goes.
-    Hang,
-}
-
-/// The steps of a body, in order; without end for the endless faults.
-type Steps = Box<dyn Iterator<Item = Step> + Send>;
-
-/// `bytes` over and over, without end.
-fn forever(wait: Duration, bytes: Bytes) -> impl Iterator<Item = Step> + Send {
-    std::iter::repeat_with(move || Step::Send(wait, bytes.clone()))
-}
-
-/// A reply under way, and with `--serial` the turn it holds. Both live as long as the reply's
-/// body: the route evidence counts it busy, and the next request waits, until the body ends
-/// or its connection goes.
-struct Serving {
-    reply: Reply,
-    /// Before `_turn`, so dropped first: the next --serial reply, let in when the turn goes,
-    /// must not count this one as under way (--batch-variant would call it batched).
-    under_way: UnderWay,
-    _turn: Option<OwnedMutexGuard<()>>,
-    /// What /metrics reports: the tokens this reply streams are counted.
-    counts: Arc<ServeCounts>,
-    /// `--end-after-replies`: how the process ends once this reply's body has ended.
-    end_after: Option<EndBy>,
-}
-
-impl Drop for Serving {
-    /// The body has ended (or its connection gone): with `--end-after-replies`, the process
-    /// ends a moment later, once the last bytes have left.
-    fn drop(&mut self) {
-        let Some(end_by) = self.end_after else { return };
-        std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(50));
-            let _ = crate::console::err_line(&format!("stand-in: ending as scripted ({end_by:?})"));
-            match end_by {
-                EndBy::Exit => std::process::exit(0),
-                EndBy::Segv => {
-                    use nix::sys::signal::{raise, signal, SigHandler, Signal};
-                    // Rust's own SIGSEGV handler is for stack overflows: the default action
-                    // is the crash a broken serve has.
-                    // SAFETY: SIG_DFL installs no handler code.
-                    let _ = unsafe { signal(Signal::SIGSEGV, SigHandler::SigDfl) };
-                    let _ = raise(Signal::SIGSEGV);
-                    std::process::abort();
-                }
-            }
-        });
-    }
-}
-
-impl Serving {
-    fn tokens(&self, n: usize) {
-        self.reply.tokens(n);
-        self.counts.tokens.fetch_add(n as u64, Ordering::Relaxed);
-    }
-}
-
-/// One reply counted among those under way, for as long as this lives.
-struct UnderWay(Arc<AtomicUsize>);
-
-impl UnderWay {
-    /// Count one more reply in `count`.
-    fn enter(count: &Arc<AtomicUsize>) -> UnderWay {
-        count.fetch_add(1, Ordering::Relaxed);
-        UnderWay(Arc::clone(count))
-    }
-
-    /// No other reply is under way.
-    fn alone(&self) -> bool {
-        self.0.load(Ordering::Relaxed) <= 1
-    }
-}
-
-impl Drop for UnderWay {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-/// Wait `wait`, under tokio's 1 ms timer. Alone, the stand-in spins, which keeps a 20,000
-/// tok/s stream's gaps to the microsecond and costs only the stand-in. Beside other replies
-/// it yields to them between looks at the clock instead: the one thread serves every
-/// connection, and hyper polls a body again as soon as it gives a chunk, so a spinning stream
-/// sent its whole reply before any other got a turn (four streams at 0.2 ms gaps went one
-/// after another, at a quarter of the rate asked). Each stream's gap is kept as its own.
-///
-/// It yields once before anything else, alone or not: a stream spinning alone would keep the
-/// requests of a burst from being accepted at all, and so stay alone to its end.
-async fn short_wait(wait: Duration, under_way: &UnderWay) {
-    let until = std::time::Instant::now() + wait;
-    tokio::task::yield_now().await;
-    while std::time::Instant::now() < until {
-        if under_way.alone() {
-            std::hint::spin_loop();
-        } else {
-            tokio::task::yield_now().await;
-        }
-    }
-}
-
-/// The body of `steps`, each written after its wait (and, with `trickle`, a byte at a time).
-/// `reply` lives as long as the body.
-fn body_of(steps: Steps, work: Duration, trickle: Option<Duration>, reply: Serving) -> Body {
-    let stream =
-        futures_util::stream::unfold((steps, reply), move |(mut steps, reply)| async move {
-            let (wait, item, tokens) = match steps.next()? {
-                Step::Send(wait, bytes) => (wait, Ok(bytes), 0),
-                Step::Token(wait, bytes, tokens) => (wait, Ok(bytes), tokens),
-                Step::Die(wait) => (
-                    wait,
-                    Err(std::io::Error::other("the stand-in drops the connection")),
-                    0,
-                ),
-                Step::Crash => {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    let _ = crate::console::err_line("stand-in: crashing as scripted");
-                    std::process::exit(3);
-                }
-                Step::Hang => {
-                    futures_util::future::pending::<()>().await;
-                    return None;
-                }
-            };
-            if wait >= Duration::from_millis(1) {
-                tokio::time::sleep(wait).await;
-            } else if !wait.is_zero() {
-                // tokio's timer counts whole milliseconds.
-                short_wait(wait, &reply.under_way).await;
-            }
-            if !work.is_zero() {
-                burn(work);
-            }
-            if tokens > 0 {
-                reply.tokens(tokens);
-            }
-            let stop = item.is_err();
-            // After an error the stream ends: hyper aborts the connection mid-body.
-            let rest: Steps = if stop {
-                Box::new(std::iter::empty())
-            } else {
-                steps
-            };
-            Some((item, (rest, reply)))
-        });
-    let Some(gap) = trickle else {
-        return Body::from_stream(stream);
-    };
-    // A byte at a time: each item's bytes are held and let out one by one.
-    let trickled = futures_util::stream::unfold(
-        (Box::pin(stream), Bytes::new()),
-        move |(mut stream, mut held)| async move {
-            use futures_util::StreamExt;
-            while held.is_empty() {
-                match stream.next().await? {
-                    Ok(bytes) => held = bytes,
-                    Err(e) => return Some((Err(e), (stream, held))),
-                }
-            }
-            tokio::time::sleep(gap).await;
-            let byte = held.split_to(1);
-            Some((Ok(byte), (stream, held)))
-        },
-    );
-    Body::from_stream(trickled)
-}
-
-pub(super) async fn chat(
+/// POST /v1/chat/completions: the reply the script gives this request (its faults only when
+/// `--fault-request` picks it), sent on time.
+pub(crate) async fn chat(
     State(script): State<Arc<Script>>,
     ConnectInfo(ConnId(conn)): ConnectInfo<ConnId>,
     headers: HeaderMap,
@@ -540,14 +203,7 @@ pub(super) async fn chat(
 ) -> Response {
     let (args, nth) = script.next_request();
     let scale = args.gap_scale(nth);
-    let prompt = req
-        .messages
-        .iter()
-        .rev()
-        .find(|m| m.role == "user")
-        .and_then(|m| m.content.as_str())
-        .unwrap_or("")
-        .to_string();
+    let prompt = last_user_prompt(&req.messages);
     if let Some(trace) = &script.trace {
         trace.write(&TraceLine::Request {
             received_ns: clock::now_ns(),
@@ -558,9 +214,47 @@ pub(super) async fn chat(
             seed: req.seed.as_ref().map(traced_number),
         });
     }
-    // With --serial, wait for the reply under way to end. A serve without batching only
-    // starts a request when its slot is free: the first token, and the time the route
-    // evidence counts busy, run from then, not from the arrival.
+    let (reply, started) = start_reply(&script, nth).await;
+    let trickle = args.trickle_ms.map(Duration::from_millis);
+    if let Some(code) = args.http_status {
+        return scripted_status(args, code, trickle, reply);
+    }
+    let mut tokens = reply_tokens(args, &req, &prompt);
+    // Read now, after the --serial turn is taken: a serial stand-in starts none beside another.
+    let batched = !reply.under_way.alone();
+    let trace = script.trace.as_deref();
+    alter_words(args, &mut tokens.answer, nth, batched, trace, conn);
+    let planned = plan_chunks(args, &req, &prompt, tokens);
+    let ttft = Duration::from_millis(args.ttft_ms);
+    if !req.stream || args.not_sse {
+        return whole_answer(&planned, started + ttft, reply).await;
+    }
+    let include_usage = req.stream_options.is_some_and(|o| o.include_usage) && !args.no_usage;
+    let timing = Timing {
+        started,
+        ttft,
+        scale,
+        trickle,
+    };
+    streamed_answer(args, &prompt, &planned, include_usage, &timing, reply)
+}
+
+/// The text of the last user message: what the reply answers.
+fn last_user_prompt(messages: &[Message]) -> String {
+    messages
+        .iter()
+        .rev()
+        .find(|m| m.role == "user")
+        .and_then(|m| m.content.as_str())
+        .unwrap_or("")
+        .to_string()
+}
+
+/// The reply counted under way, and the time it started. With --serial, first wait for the
+/// reply under way to end: a serve without batching only starts a request when its slot is
+/// free, so the first token, and the time the route evidence counts busy, run from then, not
+/// from the arrival.
+async fn start_reply(script: &Script, nth: u64) -> (Serving, tokio::time::Instant) {
     let counts = Arc::clone(&script.counts);
     if let Some(extra) = script.args.metrics_extra_tokens {
         counts.tokens.fetch_add(extra, Ordering::Relaxed);
@@ -582,25 +276,51 @@ pub(super) async fn chat(
         under_way: UnderWay::enter(&script.under_way),
         end_after: (script.args.end_after_replies == Some(nth)).then_some(script.args.end_by),
     };
-    let trickle = args.trickle_ms.map(Duration::from_millis);
-    if let Some(code) = args.http_status {
-        let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let body = json!({"error": {"message": "scripted error from the stand-in", "code": code}});
-        if args.endless_body {
-            let mut text = body.to_string().into_bytes();
-            text.resize(ENDLESS_PIECE, b' ');
-            let steps = forever(Duration::ZERO, Bytes::from(text));
-            let body = body_of(Box::new(steps), Duration::ZERO, trickle, reply);
-            return (status, [(header::CONTENT_TYPE, "application/json")], body).into_response();
-        }
-        return (status, Json(body)).into_response();
+    (reply, started)
+}
+
+/// `--http-status`: the scripted error status with its JSON body; with `--endless-body`, that
+/// body padded and sent over and over without end.
+fn scripted_status(
+    args: &StandInArgs,
+    code: u16,
+    trickle: Option<Duration>,
+    reply: Serving,
+) -> Response {
+    let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let body = json!({"error": {"message": "scripted error from the stand-in", "code": code}});
+    if args.endless_body {
+        let mut text = body.to_string().into_bytes();
+        text.resize(ENDLESS_PIECE, b' ');
+        let steps = forever(Duration::ZERO, Bytes::from(text));
+        let body = body_of(Box::new(steps), Duration::ZERO, trickle, reply);
+        return (status, [(header::CONTENT_TYPE, "application/json")], body).into_response();
     }
+    (status, Json(body)).into_response()
+}
+
+/// How many tokens a reply makes, and its answer's.
+struct ReplyTokens<'a> {
+    /// The answer's tokens a continued assistant message already holds (0: not a continuation).
+    skip: usize,
+    /// The tokens the reply makes, reasoning included.
+    n: usize,
+    /// Its reasoning tokens, before the answer's.
+    r: usize,
+    /// Its finish_reason.
+    finish: &'a str,
+    /// The answer's tokens, as sent.
+    answer: Vec<String>,
+}
+
+/// The reply's tokens, as the script and the request say, before any word is changed.
+fn reply_tokens<'a>(args: &'a StandInArgs, req: &ChatRequest, prompt: &str) -> ReplyTokens<'a> {
     let max_tokens = req.max_tokens.unwrap_or(usize::MAX);
     // A final assistant message that is the start of the stand-in's answer, token for token:
     // it goes on from there, as llama-server continues one (unless --no-continue).
     let skip = match final_assistant(&req.messages) {
         Some(given) if !args.no_continue => {
-            tokens_through(&answer_tokens(args, &prompt, args.tokens), given)
+            tokens_through(&answer_tokens(args, prompt, args.tokens), given)
         }
         _ => 0,
     };
@@ -612,9 +332,26 @@ pub(super) async fn chat(
     } else {
         args.reasoning_tokens.min(n)
     };
-    let mut answer = answer_tokens(args, &prompt, skip + n - r).split_off(skip);
-    // Read now, after the --serial turn is taken: a serial stand-in starts none beside another.
-    let batched = !reply.under_way.alone();
+    let answer = answer_tokens(args, prompt, skip + n - r).split_off(skip);
+    ReplyTokens {
+        skip,
+        n,
+        r,
+        finish,
+        answer,
+    }
+}
+
+/// Change the words of `answer` that --change-word and --batch-variant pick for the `nth`
+/// request's reply, each change an `altered` line in the trace.
+fn alter_words(
+    args: &StandInArgs,
+    answer: &mut [String],
+    nth: u64,
+    batched: bool,
+    trace: Option<&Trace>,
+    conn: u64,
+) {
     // Each changed word's clean form, so a word both faults pick is changed once (twice
     // reversed would be the clean word again) and both lines name its clean form.
     let mut clean: Vec<(usize, String)> = Vec::new();
@@ -628,7 +365,7 @@ pub(super) async fn chat(
                 from
             }
         };
-        if let Some(trace) = &script.trace {
+        if let Some(trace) = trace {
             trace.write(&TraceLine::Altered {
                 conn,
                 nth,
@@ -639,6 +376,32 @@ pub(super) async fn chat(
             });
         }
     }
+}
+
+/// What a reply says, planned before its first byte: its tokens and the chunks they go in.
+struct Planned<'a> {
+    /// Its tokens; the answer's after --logprob-flip.
+    tokens: ReplyTokens<'a>,
+    /// The answer's tokens before --logprob-flip: the usual token at each position.
+    usual: Vec<String>,
+    /// --other-choice's text, a piece beside each of choice 0's answer chunks.
+    other: Vec<String>,
+    /// The alternatives each token is scored with, when logprobs are asked for and answered.
+    top_k: Option<usize>,
+    /// The reply's chunks.
+    chunks: Vec<ScriptedChunk>,
+}
+
+/// The chunks of a reply of `tokens`, with what goes beside them: --other-choice's text,
+/// --logprob-flip's runners-up and the logprobs asked for, --echo-prefix and --big-chunk.
+fn plan_chunks<'a>(
+    args: &StandInArgs,
+    req: &ChatRequest,
+    prompt: &str,
+    mut tokens: ReplyTokens<'a>,
+) -> Planned<'a> {
+    let answer = &mut tokens.answer;
+    let skip = tokens.skip;
     // --other-choice's text, a chunk of it beside each of choice 0's answer chunks.
     let other: Vec<String> = match &args.other_choice {
         Some(text) => tokens_of(text, answer.len())
@@ -661,7 +424,7 @@ pub(super) async fn chat(
         (Some(true), false) => Some(req.top_logprobs.unwrap_or(0).min(MOST_TOP_LOGPROBS)),
         _ => None,
     };
-    let mut chunks = reply_chunks(args, r, &answer);
+    let mut chunks = reply_chunks(args, tokens.r, answer);
     // --echo-prefix: the continued message sent back before the continuation, in the first
     // chunk's text (its logprobs stay the new tokens'), as llama-server sends it.
     if let (true, Some(given), Some(first)) = (
@@ -673,28 +436,68 @@ pub(super) async fn chat(
     }
     if let Some(extra) = args.big_chunk {
         // The filler's words past the reply's own, so the chunk is big, not a loop.
-        let pad = filler_text(answer_text(args, &prompt).1, skip + answer.len(), extra);
+        let pad = filler_text(answer_text(args, prompt).1, skip + answer.len(), extra);
         for chunk in chunks.iter_mut().take(args.big_chunks) {
             chunk.content.push_str(&pad);
         }
     }
-    let ttft = Duration::from_millis(args.ttft_ms);
-    if !req.stream || args.not_sse {
-        tokio::time::sleep_until(started + ttft).await;
-        // The whole answer goes at once; `reply`, and its turn, end when this returns.
-        reply.tokens(n);
-        let content: String = chunks.iter().map(|c| c.content.as_str()).collect();
-        let body = json!({
-            "id": "chatcmpl-stand-in",
-            "object": "chat.completion",
-            "model": MODEL,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}],
-            "usage": usage_json(n),
-        });
-        return Json(body).into_response();
+    Planned {
+        tokens,
+        usual,
+        other,
+        top_k,
+        chunks,
     }
-    let usage_tokens = args.usage_claims.map_or(n, |c| c as usize);
-    let include_usage = req.stream_options.is_some_and(|o| o.include_usage) && !args.no_usage;
+}
+
+/// The whole answer at once, as one JSON body, when its first token is due at `at`. The
+/// reply, and its turn, end when this returns.
+async fn whole_answer(p: &Planned<'_>, at: tokio::time::Instant, reply: Serving) -> Response {
+    tokio::time::sleep_until(at).await;
+    let n = p.tokens.n;
+    reply.tokens(n);
+    let content: String = p.chunks.iter().map(|c| c.content.as_str()).collect();
+    let body = json!({
+        "id": "chatcmpl-stand-in",
+        "object": "chat.completion",
+        "model": MODEL,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": p.tokens.finish}],
+        "usage": usage_json(n),
+    });
+    Json(body).into_response()
+}
+
+/// When a streamed reply's chunks are sent.
+struct Timing {
+    /// When the reply started (after its --serial turn): its first token is due `ttft` after.
+    started: tokio::time::Instant,
+    ttft: Duration,
+    /// The factor on --gaps-ms for this request (--slow-by, --jitter).
+    scale: f64,
+    /// --trickle-ms: the body a byte at a time, this far apart.
+    trickle: Option<Duration>,
+}
+
+/// How the chunks' stream ends early, after the chunk that reaches a fault's count.
+enum CutShort {
+    /// --error-event-after or --error-chunk-after: the error frame, then [DONE].
+    ErrorFrame,
+    /// --endless-line-after: a line that never ends.
+    EndlessLine,
+}
+
+/// The streamed reply: the role chunk, the chunks on time with the faults the script puts
+/// among them, the finish and usage chunks, [DONE] and what --after-done sends after it.
+fn streamed_answer(
+    args: &StandInArgs,
+    prompt: &str,
+    p: &Planned<'_>,
+    include_usage: bool,
+    timing: &Timing,
+    reply: Serving,
+) -> Response {
+    let (ttft, trickle) = (timing.ttft, timing.trickle);
+    let usage_tokens = args.usage_claims.map_or(p.tokens.n, |c| c as usize);
     let mut steps = Vec::new();
     if args.role_chunk {
         steps.push(Step::Send(
@@ -705,81 +508,17 @@ pub(super) async fn chat(
             )),
         ));
     }
-    let gap =
-        |i: usize| Duration::from_secs_f64(args.gaps_ms[i % args.gaps_ms.len()] * scale / 1e3);
     if args.error_event_after == Some(0) || args.error_chunk_after == Some(0) {
         // After 0 tokens: in place of the first, a stream of nothing but the error.
-        let wait = ttft.saturating_sub(started.elapsed());
+        let wait = ttft.saturating_sub(timing.started.elapsed());
         return stream_answer(steps, error_frame(args, wait), args, trickle, reply);
     }
-    for (i, c) in chunks.iter().enumerate() {
-        // The first token waits for ttft from the request's start, not from this point.
-        let wait = if i == 0 {
-            ttft.saturating_sub(started.elapsed())
-        } else {
-            gap(i - 1)
-        };
-        let mut delta = serde_json::Map::new();
-        if !c.reasoning.is_empty() {
-            delta.insert("reasoning_content".into(), json!(c.reasoning));
-        } else {
-            delta.insert("content".into(), json!(c.content));
+    match chunk_steps(args, p, timing, &mut steps) {
+        Some(CutShort::ErrorFrame) => {
+            let last = error_frame(args, Duration::ZERO);
+            return stream_answer(steps, last, args, trickle, reply);
         }
-        let before = if i == 0 {
-            0
-        } else {
-            chunks[i - 1].tokens_so_far
-        };
-        // Answer chunks follow the reasoning's, one for each group of chunk_tokens.
-        let answer_chunk = i.checked_sub(r.div_ceil(args.chunk_tokens as usize));
-        let beside = answer_chunk
-            .and_then(|k| other.get(k))
-            .map(|text| json!({"content": text}));
-        let ct = args.chunk_tokens as usize;
-        let logprobs = answer_chunk.zip(top_k).map(|(k, top)| {
-            let records: Vec<serde_json::Value> = (k * ct..((k + 1) * ct).min(answer.len()))
-                .map(|w| {
-                    scored::token_record(&answer[w], &usual[w], skip + w, top, args.flip_margin)
-                })
-                .collect();
-            json!({"content": records})
-        });
-        let (bytes, own) = scored_chunk_frames(args, delta.into(), None, beside, logprobs);
-        steps.push(Step::Token(wait, bytes, c.tokens_so_far - before));
-        if let Some(own) = own {
-            steps.push(Step::Send(Duration::ZERO, own));
-        }
-        // "After N tokens": right after the chunk that brings the count to N or past it.
-        let reaches =
-            |limit: Option<usize>| limit.is_some_and(|l| before < l && l <= c.tokens_so_far);
-        if reaches(args.garbage_after) {
-            steps.push(Step::Send(Duration::ZERO, Bytes::from_static(GARBAGE)));
-        }
-        if reaches(args.bad_json_after) {
-            steps.push(Step::Send(Duration::ZERO, Bytes::from_static(BAD_JSON)));
-        }
-        if reaches(args.wrong_shape_after) {
-            steps.push(Step::Send(Duration::ZERO, Bytes::from_static(WRONG_SHAPE)));
-        }
-        if let (true, Some(bytes)) = (reaches(args.inject_after), &args.inject) {
-            steps.push(Step::Send(Duration::ZERO, Bytes::from(bytes.clone())));
-        }
-        if reaches(args.crash_after) {
-            steps.push(Step::Crash);
-        }
-        if reaches(args.die_after) {
-            steps.push(Step::Die(Duration::ZERO));
-        }
-        if reaches(args.error_event_after) || reaches(args.error_chunk_after) {
-            return stream_answer(
-                steps,
-                error_frame(args, Duration::ZERO),
-                args,
-                trickle,
-                reply,
-            );
-        }
-        if reaches(args.endless_line_after) {
+        Some(CutShort::EndlessLine) => {
             let pieces = forever(Duration::ZERO, Bytes::from(vec![b'x'; ENDLESS_PIECE]));
             let line = std::iter::once(Step::Send(
                 Duration::ZERO,
@@ -788,38 +527,14 @@ pub(super) async fn chat(
             let steps: Steps = Box::new(steps.into_iter().chain(line).chain(pieces));
             return sse_response(body_of(steps, Duration::ZERO, trickle, reply));
         }
+        None => {}
     }
     if args.endless {
-        // Past the scripted tokens, the answer's stream goes on for ever, as from a serve
-        // that ignores max_tokens.
-        let gaps = args.gaps_ms.clone();
-        let (text, seed) = answer_text(args, &prompt);
-        let words = answer_stream(text, seed, args.degenerate()).skip(skip + answer.len());
-        let more = (chunks.len()..).zip(words).map(move |(i, word)| {
-            let gap = Duration::from_secs_f64(gaps[i % gaps.len()] / 1e3);
-            Step::Token(gap, sse(chunk_json(json!({"content": word}), None)), 1)
-        });
-        let steps: Steps = Box::new(steps.into_iter().chain(more));
-        return sse_response(body_of(
-            steps,
-            Duration::from_millis(args.work_ms),
-            trickle,
-            reply,
-        ));
+        return endless_answer(args, prompt, p, steps, trickle, reply);
     }
-    // After 0 tokens: in place of the first token.
-    let first = usize::from(args.role_chunk);
-    if args.garbage_after == Some(0) {
-        steps.insert(first, Step::Send(ttft, Bytes::from_static(GARBAGE)));
-    }
-    if let (Some(0), Some(bytes)) = (args.inject_after, &args.inject) {
-        steps.insert(first, Step::Send(ttft, Bytes::from(bytes.clone())));
-    }
-    if args.die_after == Some(0) {
-        steps.insert(first, Step::Die(ttft));
-    }
+    in_place_of_the_first_token(args, ttft, &mut steps);
     let beside = args.other_choice.as_ref().map(|_| json!({}));
-    let (last, own) = chunk_frames(args, json!({}), Some(finish), beside);
+    let (last, own) = chunk_frames(args, json!({}), Some(p.tokens.finish), beside);
     steps.push(Step::Send(Duration::ZERO, last));
     if let Some(own) = own {
         steps.push(Step::Send(Duration::ZERO, own));
@@ -832,6 +547,149 @@ pub(super) async fn chat(
     stream_answer(steps, None, args, trickle, reply)
 }
 
+/// Push the steps of the reply's chunks onto `steps`, each after its wait, with the faults
+/// the script puts right after the chunk that brings the count of tokens to theirs; stop at a
+/// fault that ends the stream, and say which.
+fn chunk_steps(
+    args: &StandInArgs,
+    p: &Planned<'_>,
+    timing: &Timing,
+    steps: &mut Vec<Step>,
+) -> Option<CutShort> {
+    let gap = |i: usize| {
+        Duration::from_secs_f64(args.gaps_ms[i % args.gaps_ms.len()] * timing.scale / 1e3)
+    };
+    for (i, c) in p.chunks.iter().enumerate() {
+        // The first token waits for ttft from the request's start, not from this point.
+        let wait = if i == 0 {
+            timing.ttft.saturating_sub(timing.started.elapsed())
+        } else {
+            gap(i - 1)
+        };
+        let before = if i == 0 {
+            0
+        } else {
+            p.chunks[i - 1].tokens_so_far
+        };
+        let (bytes, own) = chunk_bytes(args, p, i);
+        steps.push(Step::Token(wait, bytes, c.tokens_so_far - before));
+        if let Some(own) = own {
+            steps.push(Step::Send(Duration::ZERO, own));
+        }
+        if let Some(cut) = faults_after(args, before, c.tokens_so_far, steps) {
+            return Some(cut);
+        }
+    }
+    None
+}
+
+/// The frames of the reply's chunk `i`: its delta, --other-choice's piece beside it and its
+/// tokens' logprobs when asked for.
+fn chunk_bytes(args: &StandInArgs, p: &Planned<'_>, i: usize) -> (Bytes, Option<Bytes>) {
+    let c = &p.chunks[i];
+    let mut delta = serde_json::Map::new();
+    if !c.reasoning.is_empty() {
+        delta.insert("reasoning_content".into(), json!(c.reasoning));
+    } else {
+        delta.insert("content".into(), json!(c.content));
+    }
+    // Answer chunks follow the reasoning's, one for each group of chunk_tokens.
+    let answer_chunk = i.checked_sub(p.tokens.r.div_ceil(args.chunk_tokens as usize));
+    let beside = answer_chunk
+        .and_then(|k| p.other.get(k))
+        .map(|text| json!({"content": text}));
+    let ct = args.chunk_tokens as usize;
+    let answer = &p.tokens.answer;
+    let logprobs = answer_chunk.zip(p.top_k).map(|(k, top)| {
+        let records: Vec<serde_json::Value> = (k * ct..((k + 1) * ct).min(answer.len()))
+            .map(|w| {
+                let (sent, usual) = (&answer[w], &p.usual[w]);
+                scored::token_record(sent, usual, p.tokens.skip + w, top, args.flip_margin)
+            })
+            .collect();
+        json!({"content": records})
+    });
+    scored_chunk_frames(args, delta.into(), None, beside, logprobs)
+}
+
+/// The faults scripted "after N tokens", pushed right after the chunk that brings the count
+/// from `before` to `so_far` past N; the one that ends the stream, if any.
+fn faults_after(
+    args: &StandInArgs,
+    before: usize,
+    so_far: usize,
+    steps: &mut Vec<Step>,
+) -> Option<CutShort> {
+    let reaches = |limit: Option<usize>| limit.is_some_and(|l| before < l && l <= so_far);
+    if reaches(args.garbage_after) {
+        steps.push(Step::Send(Duration::ZERO, Bytes::from_static(GARBAGE)));
+    }
+    if reaches(args.bad_json_after) {
+        steps.push(Step::Send(Duration::ZERO, Bytes::from_static(BAD_JSON)));
+    }
+    if reaches(args.wrong_shape_after) {
+        steps.push(Step::Send(Duration::ZERO, Bytes::from_static(WRONG_SHAPE)));
+    }
+    if let (true, Some(bytes)) = (reaches(args.inject_after), &args.inject) {
+        steps.push(Step::Send(Duration::ZERO, Bytes::from(bytes.clone())));
+    }
+    if reaches(args.crash_after) {
+        steps.push(Step::Crash);
+    }
+    if reaches(args.die_after) {
+        steps.push(Step::Die(Duration::ZERO));
+    }
+    if reaches(args.error_event_after) || reaches(args.error_chunk_after) {
+        return Some(CutShort::ErrorFrame);
+    }
+    if reaches(args.endless_line_after) {
+        return Some(CutShort::EndlessLine);
+    }
+    None
+}
+
+/// `--endless`: past the scripted tokens, the answer's stream goes on for ever, as from a
+/// serve that ignores max_tokens.
+fn endless_answer(
+    args: &StandInArgs,
+    prompt: &str,
+    p: &Planned<'_>,
+    steps: Vec<Step>,
+    trickle: Option<Duration>,
+    reply: Serving,
+) -> Response {
+    let gaps = args.gaps_ms.clone();
+    let (text, seed) = answer_text(args, prompt);
+    let words =
+        answer_stream(text, seed, args.degenerate()).skip(p.tokens.skip + p.tokens.answer.len());
+    let more = (p.chunks.len()..).zip(words).map(move |(i, word)| {
+        let gap = Duration::from_secs_f64(gaps[i % gaps.len()] / 1e3);
+        Step::Token(gap, sse(chunk_json(json!({"content": word}), None)), 1)
+    });
+    let steps: Steps = Box::new(steps.into_iter().chain(more));
+    sse_response(body_of(
+        steps,
+        Duration::from_millis(args.work_ms),
+        trickle,
+        reply,
+    ))
+}
+
+/// The faults scripted after 0 tokens, put in place of the first token (after the role
+/// chunk), each after the first token's wait.
+fn in_place_of_the_first_token(args: &StandInArgs, ttft: Duration, steps: &mut Vec<Step>) {
+    let first = usize::from(args.role_chunk);
+    if args.garbage_after == Some(0) {
+        steps.insert(first, Step::Send(ttft, Bytes::from_static(GARBAGE)));
+    }
+    if let (Some(0), Some(bytes)) = (args.inject_after, &args.inject) {
+        steps.insert(first, Step::Send(ttft, Bytes::from(bytes.clone())));
+    }
+    if args.die_after == Some(0) {
+        steps.insert(first, Step::Die(ttft));
+    }
+}
+
 /// The scripted error, as --error-event-after or --error-chunk-after sends it, after `wait`.
 fn error_frame(args: &StandInArgs, wait: Duration) -> Option<Step> {
     let frame = if args.error_event_after.is_some() {
@@ -840,27 +698,6 @@ fn error_frame(args: &StandInArgs, wait: Duration) -> Option<Step> {
         format!("data: {}\n\n", args.error_data)
     };
     Some(Step::Send(wait, Bytes::from(frame)))
-}
-
-/// `--held-back`: the whole answer's time is spent before its first event, and the rest follow
-/// 0.1 ms apart (in a few reads, more than one), as from a serve that makes its tokens at their
-/// pace and does not flush.
-fn hold_back(steps: &mut [Step]) {
-    fn wait_of(s: &mut Step) -> Option<&mut Duration> {
-        match s {
-            Step::Send(w, _) | Step::Token(w, _, _) | Step::Die(w) => Some(w),
-            Step::Crash | Step::Hang => None,
-        }
-    }
-    let mut total = Duration::ZERO;
-    for s in steps.iter_mut() {
-        if let Some(w) = wait_of(s) {
-            total += std::mem::replace(w, Duration::from_micros(100));
-        }
-    }
-    if let Some(w) = steps.iter_mut().find_map(wait_of) {
-        *w = total;
-    }
 }
 
 /// The streamed answer: `steps`, then `last` (a scripted error frame), then [DONE], and what
@@ -897,18 +734,6 @@ fn stream_answer(
         trickle,
         reply,
     ))
-}
-
-fn sse_response(body: Body) -> Response {
-    (
-        StatusCode::OK,
-        [
-            (header::CONTENT_TYPE, "text/event-stream"),
-            (header::CACHE_CONTROL, "no-cache"),
-        ],
-        body,
-    )
-        .into_response()
 }
 
 #[cfg(test)]
@@ -979,51 +804,6 @@ mod tests {
     }
 
     #[test]
-    fn a_changed_word_is_reversed_its_punctuation_and_whitespace_kept() {
-        assert_eq!(changed_token("Paris."), "siraP.");
-        // The letters reversed over the hyphen, which stays where it was.
-        assert_eq!(changed_token(" stand-in"), " nidna-ts");
-        assert_eq!(changed_token(" ok"), " ko");
-        assert_eq!(changed_token(" Cold."), " dloC.");
-        assert_eq!(changed_token(" serve."), " evres.");
-    }
-
-    #[test]
-    fn a_word_that_reverses_to_itself_is_moved_on_and_one_without_letters_doubled() {
-        // One letter, palindromes, digits: each ASCII letter and digit moved on by one.
-        assert_eq!(changed_token(" a"), " b");
-        assert_eq!(changed_token("I"), "J");
-        assert_eq!(changed_token(" z"), " a");
-        assert_eq!(changed_token(" Z"), " A");
-        assert_eq!(changed_token(" 9"), " 0");
-        assert_eq!(changed_token(" level"), " mfwfm");
-        assert_eq!(changed_token(" 4."), " 5.");
-        // Only the ASCII letters move: "é" has no next letter of its kind here.
-        assert_eq!(changed_token(" été"), " éué");
-        // Nothing to reverse or move: the word twice.
-        assert_eq!(changed_token(" +"), " ++");
-        assert_eq!(changed_token(" é"), " éé");
-        // Whatever the word, the change is never the word itself and keeps its whitespace.
-        for t in [
-            "x", " 2", " =", " ok", " 2 ", "\tab", " Ada", " é.é", " ...",
-        ] {
-            let c = changed_token(t);
-            assert_ne!(c, t);
-            assert_eq!(c.split_whitespace().count(), 1, "{t:?} -> {c:?}");
-            assert_eq!(
-                c.len() - c.trim_start().len(),
-                t.len() - t.trim_start().len(),
-                "{t:?} -> {c:?}"
-            );
-            assert_eq!(
-                c.len() - c.trim_end().len(),
-                t.len() - t.trim_end().len(),
-                "{t:?} -> {c:?}"
-            );
-        }
-    }
-
-    #[test]
     fn alterations_name_the_drawn_word_and_in_a_batch_the_last() {
         let a = args(&["--change-word", "1", "--seed", "5"]);
         let w = a.changed_word(3, 6).unwrap();
@@ -1047,44 +827,6 @@ mod tests {
         // --empty sends no content: no word to change.
         let empty = args(&["--change-word", "1", "--batch-variant", "--empty"]);
         assert_eq!(alterations(&empty, 3, 6, true), vec![]);
-    }
-
-    #[test]
-    fn another_choice_goes_where_other_choice_in_says() {
-        // The indexes of each frame's choices, in order, and what choice 0 says.
-        let frames = |given: &[&str]| {
-            let (first, own) = chunk_frames(
-                &args(given),
-                json!({"content": "London"}),
-                None,
-                given.first().map(|_| json!({"content": "Paris"})),
-            );
-            let mut out = Vec::new();
-            for frame in std::iter::once(first).chain(own) {
-                let data = frame.strip_prefix(b"data: ").unwrap().trim_ascii_end();
-                let v: serde_json::Value = serde_json::from_slice(data).unwrap();
-                let indexes: Vec<u64> = v["choices"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|c| c["index"].as_u64().unwrap())
-                    .collect();
-                let chunk = crate::wire::openai::Chunk::parse(data).unwrap();
-                out.push((indexes, chunk.content().to_string()));
-            }
-            out
-        };
-        let london = |i: Vec<u64>| (i, "London".to_string());
-        let nothing = |i: Vec<u64>| (i, String::new());
-        assert_eq!(frames(&[]), [london(vec![0])]);
-        assert_eq!(
-            frames(&["--other-choice", "Paris."]),
-            [london(vec![0]), nothing(vec![1])]
-        );
-        let before = ["--other-choice", "Paris.", "--other-choice-in", "before"];
-        assert_eq!(frames(&before), [london(vec![1, 0])]);
-        let after = ["--other-choice", "Paris.", "--other-choice-in", "after"];
-        assert_eq!(frames(&after), [london(vec![0, 1])]);
     }
 
     #[test]

@@ -21,13 +21,13 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use nix::sys::mman::{mmap, munmap, MapFlags, ProtFlags};
 
-use super::StandInArgs;
+use super::args::StandInArgs;
 
 /// A file mapped read-only (or read and execute) for as long as this lives. Nothing ever reads
 /// through the mapping: it exists to be listed in /proc/PID/maps, as a serve's mapped model or
 /// device library is.
 #[derive(Debug)]
-pub(super) struct Mapped {
+pub(crate) struct Mapped {
     addr: NonNull<c_void>,
     len: NonZeroUsize,
 }
@@ -43,7 +43,7 @@ impl Drop for Mapped {
 /// (PROT_READ | PROT_EXEC: the gate counts only code as a library, issue 30). An empty file
 /// cannot be mapped (mmap of length 0 is EINVAL), so it is refused with a message that says
 /// so.
-pub(super) fn map_files(paths: &[PathBuf], exec: bool) -> Result<Vec<Mapped>> {
+pub(crate) fn map_files(paths: &[PathBuf], exec: bool) -> Result<Vec<Mapped>> {
     paths.iter().map(|p| map_file(p, exec)).collect()
 }
 
@@ -75,7 +75,7 @@ fn map_file(path: &Path, exec: bool) -> Result<Mapped> {
 
 /// What every reply advances: the held files and the busy counter. Shared by all requests.
 #[derive(Debug)]
-pub(super) struct Route {
+pub(crate) struct Route {
     /// The `--hold-open` files, opened read-only (and close-on-exec, as std always opens).
     held: Vec<File>,
     /// Bytes each held file's position moves on per token streamed (0: it stays put).
@@ -121,7 +121,7 @@ impl Busy {
 impl Route {
     /// Open the `--hold-open` files and the `--busy-counter` (writing its starting value, so a
     /// directory that cannot be written is refused now, not mid-reply).
-    pub(super) fn open(args: &StandInArgs) -> Result<Route> {
+    pub(crate) fn open(args: &StandInArgs) -> Result<Route> {
         let mut held = Vec::new();
         for path in &args.hold_open {
             let mut file = File::open(path)
@@ -149,7 +149,7 @@ impl Route {
     }
 
     /// A reply whose request arrived `received`; it counts as busy until the value is dropped.
-    pub(super) fn reply(self: &Arc<Self>, received: Instant) -> Reply {
+    pub(crate) fn reply(self: &Arc<Self>, received: Instant) -> Reply {
         let id = self.busy.as_ref().map(|b| {
             let mut b = b.lock().unwrap_or_else(|e| e.into_inner());
             let id = b.next_id;
@@ -216,7 +216,7 @@ fn open_busy(path: &Path) -> Result<Busy> {
 /// counter; dropping it (the reply ended, or its connection went) adds its time to the
 /// counter for good.
 #[derive(Debug)]
-pub(super) struct Reply {
+pub(crate) struct Reply {
     route: Arc<Route>,
     /// Its place in the busy counter's replies under way, when there is a counter.
     id: Option<u64>,
@@ -225,7 +225,7 @@ pub(super) struct Reply {
 impl Reply {
     /// `n` tokens are about to be written. Called before their bytes go, so a reader that has
     /// seen a token already sees the counters moved for it.
-    pub(super) fn tokens(&self, n: usize) {
+    pub(crate) fn tokens(&self, n: usize) {
         let route = &*self.route;
         if route.pos_per_token != 0 && n > 0 {
             let step = i64::try_from(n)

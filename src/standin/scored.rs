@@ -10,7 +10,7 @@
 
 use serde_json::{json, Value};
 
-use super::reply::changed_token;
+use super::words::changed_token;
 
 /// Words after the runner-up in a token's list, each with the token's leading whitespace.
 const COMMON: [&str; 20] = [
@@ -20,7 +20,7 @@ const COMMON: [&str; 20] = [
 
 /// The usual token's scripted logprob at `pos`: from -0.01 to -0.30 nats, from its text and
 /// position (FNV-1a), so a reader can tell positions apart and a rerun gives the same.
-pub(super) fn usual_logprob(token: &str, pos: usize) -> f64 {
+pub(crate) fn usual_logprob(token: &str, pos: usize) -> f64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ pos as u64;
     for b in token.bytes() {
         h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
@@ -29,7 +29,7 @@ pub(super) fn usual_logprob(token: &str, pos: usize) -> f64 {
 }
 
 /// The token --logprob-flip sends in place of `usual`.
-pub(super) fn runner_up(usual: &str) -> String {
+pub(crate) fn runner_up(usual: &str) -> String {
     changed_token(usual)
 }
 
@@ -53,7 +53,7 @@ fn top_list(usual: &str, pos: usize, k: usize, margin: f64) -> Vec<(String, f64)
 
 /// One token record: `sent` (the text the chunk carries) at `pos`, whose usual token is
 /// `usual` (the same unless the stand-in flipped it there), with `k` alternatives.
-pub(super) fn token_record(sent: &str, usual: &str, pos: usize, k: usize, margin: f64) -> Value {
+pub(crate) fn token_record(sent: &str, usual: &str, pos: usize, k: usize, margin: f64) -> Value {
     let lp = usual_logprob(usual, pos);
     let own = if sent == usual { lp } else { lp - margin };
     let top: Vec<Value> = top_list(usual, pos, k, margin)

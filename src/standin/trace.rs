@@ -98,7 +98,7 @@ pub enum AlteredBy {
 /// A request field the trace keeps as it came when it is a number (a `temperature`, a
 /// `seed`), and otherwise only as what it was: a client's string or object must not make the
 /// trace's lines as long as it likes.
-pub(super) fn traced_number(v: &serde_json::Value) -> serde_json::Value {
+pub(crate) fn traced_number(v: &serde_json::Value) -> serde_json::Value {
     use serde_json::Value;
     let kind = match v {
         Value::Number(_) => return v.clone(),
@@ -117,7 +117,7 @@ pub const REQUEST_ID_MAX: usize = 200;
 
 /// A request's `x-request-id`, cut to at most [`REQUEST_ID_MAX`] bytes on a character
 /// boundary (bytes that are not UTF-8 are replaced, not refused: the trace records what came).
-pub(super) fn request_id(headers: &HeaderMap) -> Option<String> {
+pub(crate) fn request_id(headers: &HeaderMap) -> Option<String> {
     let value = headers.get("x-request-id")?;
     let mut id = String::from_utf8_lossy(value.as_bytes()).into_owned();
     let mut end = id.len().min(REQUEST_ID_MAX);
@@ -131,10 +131,10 @@ pub(super) fn request_id(headers: &HeaderMap) -> Option<String> {
 /// Where trace lines go. Each line is written as it happens: the stand-in is usually ended
 /// by a signal, and a buffered trace would be lost.
 #[derive(Debug)]
-pub(super) struct Trace(pub(super) Mutex<File>);
+pub(crate) struct Trace(pub(crate) Mutex<File>);
 
 impl Trace {
-    pub(super) fn write(&self, line: &TraceLine) {
+    pub(crate) fn write(&self, line: &TraceLine) {
         if let (Ok(mut f), Ok(mut text)) = (self.0.lock(), serde_json::to_vec(line)) {
             text.push(b'\n');
             let _ = f.write_all(&text);
@@ -183,7 +183,7 @@ impl Trace {
 /// handler's connect info, so a request's trace line names the connection its events are
 /// written on: with concurrent streams the events of several replies interleave in the trace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct ConnId(pub(super) u64);
+pub(crate) struct ConnId(pub(crate) u64);
 
 impl axum::extract::connect_info::Connected<IncomingStream<'_, TracedListener>> for ConnId {
     fn connect_info(stream: IncomingStream<'_, TracedListener>) -> ConnId {
@@ -192,7 +192,7 @@ impl axum::extract::connect_info::Connected<IncomingStream<'_, TracedListener>> 
 }
 
 /// Accepts connections whose writes are traced.
-pub(super) struct TracedListener {
+pub(crate) struct TracedListener {
     inner: TcpListener,
     trace: Option<Arc<Trace>>,
     /// Connections accepted so far.
@@ -200,7 +200,7 @@ pub(super) struct TracedListener {
 }
 
 impl TracedListener {
-    pub(super) fn new(inner: TcpListener, trace: Option<Arc<Trace>>) -> TracedListener {
+    pub(crate) fn new(inner: TcpListener, trace: Option<Arc<Trace>>) -> TracedListener {
         TracedListener {
             inner,
             trace,
@@ -239,7 +239,7 @@ impl axum::serve::Listener for TracedListener {
 }
 
 /// A connection that stamps each SSE event when the write holding its last byte returns.
-pub(super) struct TracedStream {
+pub(crate) struct TracedStream {
     inner: TcpStream,
     /// Its number, as [`ConnId`] gives it to the handler.
     conn: u64,

@@ -10,7 +10,7 @@
 //! different answers get different filler, so the replies to different prompts are not
 //! near-identical either.
 
-use super::args::splitmix64;
+use super::mix::splitmix64;
 
 /// The filler's words: at even positions from the first list, at odd ones from the second, so
 /// no word follows itself. Common nouns, none a palindrome (a word --change-word reverses
@@ -32,7 +32,7 @@ const WORDS: [[&str; 32]; 2] = [
 
 /// The replacement tokens of --not-text, taken in turn: U+FFFD replacement characters, as a
 /// detokenizer gives for bytes that are not UTF-8, and control characters.
-pub(super) const NOT_TEXT: [&str; 2] = ["\u{fffd}\u{fffd}", "\u{1}\u{7}"];
+pub(crate) const NOT_TEXT: [&str; 2] = ["\u{fffd}\u{fffd}", "\u{1}\u{7}"];
 
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
 const FNV_PRIME: u64 = 0x0100_0000_01b3;
@@ -56,7 +56,7 @@ fn filler_index(key: u64, pos: usize) -> (usize, usize) {
 
 /// How a reply's words are made degenerate (none by default).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub(super) struct Degenerate {
+pub(crate) struct Degenerate {
     /// --loop-period: the filler is its first N words over and over.
     pub loop_period: Option<usize>,
     /// --stutter: each word said N times back to back.
@@ -68,7 +68,7 @@ pub(super) struct Degenerate {
 /// A reply's tokens, without end: `text`'s words (each but the first with the space before
 /// it), then the filler that follows from `seed` (the answer's text, or what else tells its
 /// replies apart), shaped as `d` says. Take as many as the reply has.
-pub(super) fn answer_stream(
+pub(crate) fn answer_stream(
     text: &str,
     seed: &str,
     d: Degenerate,
@@ -118,7 +118,7 @@ pub(super) fn answer_stream(
 
 /// `bytes` of filler text (each word with the space before it), from position `from` of the
 /// filler that follows from `seed`: the padding of --big-chunk.
-pub(super) fn filler_text(seed: &str, from: usize, bytes: usize) -> String {
+pub(crate) fn filler_text(seed: &str, from: usize, bytes: usize) -> String {
     let key = fnv1a(FNV_OFFSET, seed.as_bytes());
     let mut pad = String::with_capacity(bytes + 8);
     let mut pos = from;
@@ -131,6 +131,50 @@ pub(super) fn filler_text(seed: &str, from: usize, bytes: usize) -> String {
     // The words are ASCII: any byte is a character's edge.
     pad.truncate(bytes);
     pad
+}
+
+/// `token` (an answer token: a word, with the space before it) changed into another word of
+/// the same kind, its whitespace kept, so a reply with it differs from the clean one by that
+/// word alone: its letters and digits reversed in place, its punctuation left where it was
+/// ("Paris." becomes "siraP."); when that is the same word (one letter, a palindrome, "4."),
+/// each ASCII letter and digit moved on by one within its kind and case ("a" becomes "b", "z"
+/// "a", "Z" "A", "9" "0"); when there is none to move ("+", "é"), the word twice ("++"). Each
+/// step leaves a word it cannot return unchanged, so the result always differs.
+pub(crate) fn changed_token(token: &str) -> String {
+    let start = token.len() - token.trim_start().len();
+    let end = token.trim_end().len().max(start);
+    let (lead, word, tail) = (&token[..start], &token[start..end], &token[end..]);
+    let mut reversed: Vec<char> = word.chars().filter(|c| c.is_alphanumeric()).collect();
+    let changed: String = word
+        .chars()
+        .map(|c| {
+            if c.is_alphanumeric() {
+                reversed.pop().unwrap_or(c)
+            } else {
+                c
+            }
+        })
+        .collect();
+    let changed = if changed != word {
+        changed
+    } else if word.chars().any(|c| c.is_ascii_alphanumeric()) {
+        word.chars().map(moved_on).collect()
+    } else {
+        word.repeat(2)
+    };
+    format!("{lead}{changed}{tail}")
+}
+
+/// An ASCII letter or digit moved on by one within its kind and case, wrapping; any other
+/// character as it is.
+fn moved_on(c: char) -> char {
+    let (first, len) = match c {
+        'a'..='z' => (b'a', 26),
+        'A'..='Z' => (b'A', 26),
+        '0'..='9' => (b'0', 10),
+        _ => return c,
+    };
+    char::from(first + (c as u8 - first + 1) % len)
 }
 
 #[cfg(test)]
@@ -323,5 +367,50 @@ mod tests {
             tokens("Paris.", d(0.0), 9),
             tokens("Paris.", Degenerate::default(), 9)
         );
+    }
+
+    #[test]
+    fn a_changed_word_is_reversed_its_punctuation_and_whitespace_kept() {
+        assert_eq!(changed_token("Paris."), "siraP.");
+        // The letters reversed over the hyphen, which stays where it was.
+        assert_eq!(changed_token(" stand-in"), " nidna-ts");
+        assert_eq!(changed_token(" ok"), " ko");
+        assert_eq!(changed_token(" Cold."), " dloC.");
+        assert_eq!(changed_token(" serve."), " evres.");
+    }
+
+    #[test]
+    fn a_word_that_reverses_to_itself_is_moved_on_and_one_without_letters_doubled() {
+        // One letter, palindromes, digits: each ASCII letter and digit moved on by one.
+        assert_eq!(changed_token(" a"), " b");
+        assert_eq!(changed_token("I"), "J");
+        assert_eq!(changed_token(" z"), " a");
+        assert_eq!(changed_token(" Z"), " A");
+        assert_eq!(changed_token(" 9"), " 0");
+        assert_eq!(changed_token(" level"), " mfwfm");
+        assert_eq!(changed_token(" 4."), " 5.");
+        // Only the ASCII letters move: "é" has no next letter of its kind here.
+        assert_eq!(changed_token(" été"), " éué");
+        // Nothing to reverse or move: the word twice.
+        assert_eq!(changed_token(" +"), " ++");
+        assert_eq!(changed_token(" é"), " éé");
+        // Whatever the word, the change is never the word itself and keeps its whitespace.
+        for t in [
+            "x", " 2", " =", " ok", " 2 ", "\tab", " Ada", " é.é", " ...",
+        ] {
+            let c = changed_token(t);
+            assert_ne!(c, t);
+            assert_eq!(c.split_whitespace().count(), 1, "{t:?} -> {c:?}");
+            assert_eq!(
+                c.len() - c.trim_start().len(),
+                t.len() - t.trim_start().len(),
+                "{t:?} -> {c:?}"
+            );
+            assert_eq!(
+                c.len() - c.trim_end().len(),
+                t.len() - t.trim_end().len(),
+                "{t:?} -> {c:?}"
+            );
+        }
     }
 }

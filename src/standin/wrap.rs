@@ -23,7 +23,7 @@ const FORWARDED: [Signal; 3] = [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP]
 
 /// Start this stand-in again without `--wrap` as a child, pass the forwarded signals on to it,
 /// and return its exit code once it has exited (and been reaped).
-pub(super) fn run() -> Result<u8> {
+pub(crate) fn run() -> Result<u8> {
     let exe = std::env::current_exe().context("failed to find this program to start its copy")?;
     let mut set = SigSet::empty();
     for s in FORWARDED {

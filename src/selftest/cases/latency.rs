@@ -1,0 +1,65 @@
+//! The latency line's percentiles, and warm-up replies.
+
+use crate::archive::record::ReplyRecord;
+use crate::judging::verdict::{Outcome, Status};
+
+use super::case::Case;
+use super::parts::{base, numbered, reply};
+
+/// The latency line, and the warm-up reply.
+pub(crate) fn cases() -> Vec<Case> {
+    use Status::{Fail, Info};
+    let mut cases = Vec::new();
+    let mut c = base("the latency line gives the peers' percentiles");
+    // First tokens at 100, 200 and 300 ms, then 10 tokens 10 ms apart: by definition 7 the
+    // TTFT p90 is 280 (h = 2 x 0.9 = 1.8), where a nearest-rank p90 would be 300.
+    let spread: Vec<ReplyRecord> = [100, 200, 300]
+        .iter()
+        .map(|&first| reply(&(0..11).map(|i| first + 10 * i).collect::<Vec<_>>(), "a"))
+        .collect();
+    c.replies = numbered(spread);
+    c.expect = vec![(
+        "latency",
+        Info,
+        "TTFT p50 200 ms, p90 280, p99 298; ITL p50 10.0 ms, p90 10.0, p99 10.0; \
+         TPOT mean 10.0 ms, p50 10.0, p90 10.0, p99 10.0; E2EL p50 300 ms, p90 380, p99 398; \
+         over 3 replies",
+    )];
+    cases.push(c);
+
+    let mut c = base("a warm-up reply is recorded and not judged");
+    // A cold first reply (first token at 2 s, 10 tok/s) flagged as a warm-up, before the
+    // base case's three: every judged line is of the three alone.
+    let cold: Vec<u64> = (0..11).map(|i| 2000 + 100 * i).collect();
+    let mut warm_up = reply(&cold, "Paris");
+    warm_up.warmup = true;
+    let mut replies = vec![warm_up];
+    replies.extend(c.replies.clone());
+    c.replies = numbered(replies);
+    c.planned = Some(3);
+    c.expect.push((
+        "latency",
+        Info,
+        "TTFT p50 200 ms, p90 200, p99 200; ITL p50 10.0 ms",
+    ));
+    c.refuse = vec![("rate", "10.0"), ("latency", "2000")];
+    cases.push(c);
+
+    let mut c = base("a failed warm-up reply fails content");
+    let mut warm_up = reply(&[], "");
+    warm_up.warmup = true;
+    warm_up.error = Some("the serve answered 503".into());
+    let mut replies = vec![warm_up];
+    replies.extend(c.replies.clone());
+    c.replies = numbered(replies);
+    c.planned = Some(3);
+    c.expect = vec![(
+        "content",
+        Fail,
+        "the warm-up reply 1 failed: the serve answered 503; 3 replies, all with content",
+    )];
+    c.outcome = Outcome::Fail;
+    cases.push(c);
+
+    cases
+}

@@ -1,0 +1,86 @@
+//! The reference line (issue 31): the candidate's tokens against a trusted build's, near-ties
+//! and hard divergences, and a re-anchor past a near-tie.
+
+use crate::archive::record::ReanchorRecord;
+use crate::judging::verdict::{Outcome, Status};
+
+use super::case::Case;
+use super::parts::{against_reference, scored};
+
+/// The reference line (issue 31): the candidate's tokens against a trusted build's.
+pub(crate) fn cases() -> Vec<Case> {
+    use Status::{Fail, Ok};
+    let mut cases = Vec::new();
+    // The reference line (issue 31): the candidate's tokens against a trusted build's.
+    let margins = [3.0, 2.9, 0.25];
+    let mut c = against_reference(
+        "an answer token for token the reference's is identical",
+        margins,
+        scored(margins, None),
+        true,
+    );
+    c.expect = vec![(
+        "reference",
+        Ok,
+        "top-1 agreement 100.0%; 0 near-ties, 0 hard",
+    )];
+    cases.push(c);
+    let mut c = against_reference(
+        "a token the reference nearly chose (0.25 nats) is a near-tie, not a failure",
+        margins,
+        scored(margins, Some(2)),
+        true,
+    );
+    c.expect = vec![("reference", Ok, "1 near-tie (margins 0.25 nats), 0 hard")];
+    cases.push(c);
+    let mut c = against_reference(
+        "a token the reference ruled out (2.9 nats) is a hard divergence",
+        margins,
+        scored(margins, Some(1)),
+        true,
+    );
+    c.expect = vec![("reference", Fail, "the reference's margin 2.90 nats")];
+    c.outcome = Outcome::Fail;
+    cases.push(c);
+    // Re-anchored past a near-tie at "Par" (0.25 nats), the candidate goes on "ys": a token
+    // the reference ruled out by 2.9 nats, which judging up to the first divergence never
+    // sees.
+    let torn = [0.25, 2.9, 3.0];
+    let mut c = against_reference(
+        "re-anchored past a near-tie, the hard divergence behind it fails",
+        torn,
+        scored(torn, Some(0)),
+        true,
+    );
+    if let Some(r) = c.reference.as_mut() {
+        let mut rest = scored(torn, Some(1));
+        rest.remove(0);
+        r.reanchors = vec![ReanchorRecord {
+            prompt: c.replies[0].prompt.clone(),
+            at_token: 0,
+            prefix: "Par".into(),
+            content: rest.iter().map(|t| t.token.as_str()).collect(),
+            logprobs: Some(rest),
+            finish_reason: Some("stop".into()),
+            error: None,
+        }];
+    }
+    c.expect = vec![(
+        "reference",
+        Fail,
+        "at token 1 (byte 3, after 1 re-anchor): \"ys\" here, \"is\" at the reference; the reference's margin 2.90 nats",
+    )];
+    c.outcome = Outcome::Fail;
+    cases.push(c);
+    let mut c = against_reference(
+        "a reference without logprobs cannot be compared",
+        margins,
+        scored(margins, None),
+        false,
+    );
+    c.expect = vec![("reference", Fail, "logprobs")];
+    c.outcome = Outcome::Fail;
+    cases.push(c);
+
+    cases
+}

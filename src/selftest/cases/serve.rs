@@ -1,0 +1,175 @@
+//! The serve's life: its startup, how it and the run ended, an interrupted run.
+
+use crate::archive::record::InterruptSignal;
+use crate::archive::record::{Startup, StopRecord};
+use crate::judging::verdict::{Outcome, Status};
+
+use super::case::Case;
+use super::parts::{base, good, numbered};
+
+/// A serve that exited before ready, or was never ready, and what its FAIL says.
+pub(crate) fn startup() -> Vec<Case> {
+    use Status::Fail;
+    let mut cases = Vec::new();
+    let mut c = base("a serve that exited before ready fails, quoting its log");
+    c.replies = vec![];
+    c.planned = Some(3);
+    c.startup = Startup::Exited {
+        status: "exit status: 3".into(),
+    };
+    c.log = Some("route: npu-fast\nerror: no device\n");
+    c.expect = vec![("serve", Fail, "\"error: no device\"")];
+    c.absent = vec!["rate", "first-token", "content"];
+    c.outcome = Outcome::Fail;
+    cases.push(c);
+
+    let mut c = base("a serve never ready fails");
+    c.replies = vec![];
+    c.planned = Some(3);
+    c.startup = Startup::NotReady {
+        timeout_s: 120.0,
+        url: None,
+        not_ready_answers: None,
+        last_probe: None,
+    };
+    c.expect = vec![("serve", Fail, "not ready after 120 s")];
+    c.absent = vec!["rate"];
+    c.outcome = Outcome::Fail;
+    cases.push(c);
+
+    let mut c = base("a never-ready FAIL names the URL it polled and the answers it got");
+    c.replies = vec![];
+    c.planned = Some(3);
+    c.startup = Startup::NotReady {
+        timeout_s: 5.0,
+        url: Some("http://127.0.0.1:8123/".into()),
+        not_ready_answers: Some(48),
+        last_probe: None,
+    };
+    c.expect = vec![(
+        "serve",
+        Fail,
+        "not ready after 5 s (neither http://127.0.0.1:8123/health nor http://127.0.0.1:8123/v1/models answered 200; it gave 48 not-ready answers)",
+    )];
+    c.absent = vec!["rate"];
+    c.outcome = Outcome::Fail;
+    cases.push(c);
+
+    let mut c = base(
+        "an attached serve that never answered says what the probe got, not that a log is empty",
+    );
+    c.replies = vec![];
+    c.planned = Some(3);
+    c.log = None;
+    c.startup = Startup::NotReady {
+        timeout_s: 2.0,
+        url: Some("http://127.0.0.1:9".into()),
+        not_ready_answers: Some(0),
+        last_probe: Some(
+            "the request failed: connecting to 127.0.0.1:9: Connection refused (os error 111)"
+                .into(),
+        ),
+    };
+    c.expect = vec![(
+        "serve",
+        Fail,
+        "not ready after 2 s (neither http://127.0.0.1:9/health nor http://127.0.0.1:9/v1/models answered 200; it gave no HTTP answer: the request failed: connecting to 127.0.0.1:9: Connection refused (os error 111))",
+    )];
+    c.refuse = vec![("serve", "log")];
+    c.absent = vec!["rate"];
+    c.outcome = Outcome::Fail;
+    cases.push(c);
+
+    cases
+}
+
+/// How the serve and the run ended: died during the replies, killed after its grace, processes
+/// that left its group, a clean stop; a hold not acquired.
+pub(crate) fn ending() -> Vec<Case> {
+    use Status::{Fail, Info};
+    let mut cases = Vec::new();
+    let mut c = base("a serve that died during the replies fails content, saying so");
+    c.replies = numbered(vec![good()]);
+    c.planned = Some(3);
+    c.serve_died = Some("the serve exited (exit status: 3) during reply 2");
+    c.expect = vec![(
+        "content",
+        Fail,
+        "the serve exited (exit status: 3) during reply 2; only 1 of 3 replies were made",
+    )];
+    c.outcome = Outcome::Fail;
+    cases.push(c);
+
+    let mut c = base("a serve killed after its grace is noted, not failed");
+    c.stop = Some(StopRecord {
+        killed: true,
+        cut_short: false,
+        escaped_killed: 0,
+        exit_status: Some("signal: 9 (SIGKILL)".into()),
+        ..StopRecord::default()
+    });
+    c.expect = vec![(
+        "stop",
+        Info,
+        "did not exit within the 10 s grace after SIGTERM",
+    )];
+    cases.push(c);
+
+    let mut c = base("processes that left the serve's group are stopped and noted");
+    c.stop = Some(StopRecord {
+        killed: false,
+        cut_short: false,
+        escaped_killed: 1,
+        exit_status: Some("exit status: 0".into()),
+        ..StopRecord::default()
+    });
+    c.expect = vec![(
+        "stop",
+        Info,
+        "1 process(es) had left the serve's process group and were killed after it stopped",
+    )];
+    c.refuse = vec![("stop", "grace")];
+    cases.push(c);
+
+    let mut c = base("a clean stop adds no line");
+    c.stop = Some(StopRecord {
+        killed: false,
+        cut_short: false,
+        escaped_killed: 0,
+        exit_status: Some("exit status: 0".into()),
+        ..StopRecord::default()
+    });
+    c.expect = vec![];
+    c.absent = vec!["stop", "serve"];
+    cases.push(c);
+
+    let mut c = base("a hold not acquired is SKIP, never PASS or FAIL");
+    c.replies = vec![];
+    c.hold_not_acquired = Some("hold not acquired in 600 s; held by PID 4242");
+    c.expect = vec![
+        ("hold", Info, "held by PID 4242"),
+        ("load", Info, "on 32 CPUs"),
+    ];
+    c.absent = vec!["rate", "route", "content"];
+    c.outcome = Outcome::Skip {
+        reason: "hold not acquired in 600 s; held by PID 4242".into(),
+        advice: None,
+    };
+    cases.push(c);
+
+    cases
+}
+
+/// An interrupted run.
+pub(crate) fn interrupted() -> Vec<Case> {
+    let mut cases = Vec::new();
+    let mut c = base("an interrupted run is INTERRUPTED, never PASS");
+    c.interrupted = Some(InterruptSignal::TERM);
+    c.expect = vec![];
+    c.outcome = Outcome::Interrupted {
+        signal: InterruptSignal::TERM,
+    };
+    cases.push(c);
+
+    cases
+}
