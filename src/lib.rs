@@ -2,9 +2,13 @@
 //!
 //! # Layout
 //! The crate is in layers; each folder opens with what it is and what it may use, and
-//! `tests/layers.rs` checks that the imports keep to it.
+//! `tests/layers.rs` checks that the imports keep to it; `tests/house.rs` that no two files
+//! import each other, round any circle, and that no function or file outgrows a reader.
 //! - [`archive`] (the bottom): the run's data. [`archive::record`]: every type a run directory
-//!   holds, with the schema version; [`archive::rundir`]: the run directory, written
+//!   holds, with the schema version, one file a concern; [`archive::check`]: the checks the
+//!   verdict's lines are named by (judged or info, the timing set); [`archive::tags`]: the
+//!   small closed sets an archive names by a word (a unit, a scrape's phase, serve.log's
+//!   source, the interrupting signal); [`archive::rundir`]: the run directory, written
 //!   atomically, read back, loaded leniently.
 //! - [`wire`]: the bytes of a streamed reply, pure. [`wire::sse`]: the SSE parser;
 //!   [`wire::openai`]: the chunk fields the gate needs; [`wire::chunk_scan`]: the fast path
@@ -34,9 +38,11 @@
 //!   settings a profile fills in.
 //! - [`report`]: renders a verdict, decides nothing. Human lines, JUnit and Markdown in
 //!   [`report`] itself; [`report::output`]: where each goes; [`report::timeline`]:
-//!   timeline.svg; [`report::compare`]: runs side by side; [`report::prom`]: Prometheus metrics.
+//!   timeline.svg; [`report::compare`]: runs side by side (read into rows; the table, CSV and
+//!   SVG writers take rows and return text); [`report::prom`]: Prometheus metrics.
 //! - [`standin`]: the scripted stand-in serve, the other side of the wire; [`selftest`]:
-//!   `self-test`, judging cases and runs against the stand-in.
+//!   `self-test`, judging cases (a file a family under `selftest/cases/`) and runs against the
+//!   stand-in.
 //! - At the top: [`cli`]: the command line and the dispatch to each command; [`profile`]: gate
 //!   profiles; [`judge`]: `judge DIR`; [`prompts`]: the fixed prompts; [`exit_codes`]: the exit
 //!   codes; [`clock`]: CLOCK_MONOTONIC; [`inert`]: foreign text made safe for each output;
