@@ -840,9 +840,10 @@ proptest! {
 
     /// The overlap and aggregate lines are there exactly when bursts were recorded; an
     /// aggregate FAIL never lets the run PASS; bursts whose streams all ran one after another
-    /// FAIL overlap. Catches (not tried): the aggregate line given only with `--aggregate-floor` or
-    /// `--min-speedup`, an aggregate FAIL left out of the outcome, or overlap read from the
-    /// streams' release (`sent_ns`, the same for every stream) rather than their text.
+    /// FAIL overlap. Catches (tried): overlap read from the streams' release rather than their
+    /// text (`windows.push((r.sent_ns, last))` in verdict/bursts.rs: every stream of a burst
+    /// shares its release); also (not tried) the aggregate line given only with
+    /// `--aggregate-floor` or `--min-speedup`, or an aggregate FAIL left out of the outcome.
     #[test]
     fn the_burst_lines_are_there_with_bursts_and_hold_back_a_pass(run in arb_run()) {
         let v = verdict_of(&run, &run.floors, &run.replies);
