@@ -354,7 +354,10 @@ fn an_archived_signal_gives_its_exit_code_and_an_unknown_one_is_refused_by_name(
     let o = with_signal("SIGINT");
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(130), "{stdout}");
-    assert!(stdout.contains("RESULT: INTERRUPTED (by SIGINT)"), "{stdout}");
+    assert!(
+        stdout.contains("RESULT: INTERRUPTED (by SIGINT)"),
+        "{stdout}"
+    );
 
     let o = with_signal("SIGFOO");
     let stderr = String::from_utf8_lossy(&o.stderr);

@@ -44,6 +44,7 @@ pub mod route;
 pub mod serve;
 
 use crate::inert::one_line;
+use crate::prompts::regex_problem;
 use conditions::{busy_note, Contention};
 pub use conditions::{BUSY_LOAD_PER_CPU, BUSY_WAIT_FRACTION};
 use content::content_line;
@@ -71,19 +72,6 @@ pub struct Criteria {
     no_route_lib: Option<Regex>,
     route_device: Option<Regex>,
     device_busy: Option<BusySource>,
-}
-
-/// What is wrong with a pattern, on one line: the regex crate's message is a drawing of the
-/// pattern with a caret under the fault, over several lines.
-pub(crate) fn regex_problem(e: &regex::Error) -> String {
-    let text = e.to_string();
-    text.lines()
-        .rev()
-        .find_map(|l| l.trim().strip_prefix("error: "))
-        .map_or_else(
-            || text.split_whitespace().collect::<Vec<_>>().join(" "),
-            str::to_string,
-        )
 }
 
 /// Where `--device-busy` reads the device's busy counter.
