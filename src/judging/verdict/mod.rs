@@ -29,7 +29,6 @@ use crate::archive::record::{
 use crate::judging::drift;
 use crate::judging::measure::{measure, median, median_ci95, ReplyMetrics};
 use crate::judging::serve_log::LogScan;
-use crate::judging::serve_metrics;
 
 pub mod baseline;
 pub mod bursts;
@@ -37,6 +36,7 @@ pub mod conditions;
 pub mod content;
 pub mod determinism;
 pub mod latency;
+pub mod metrics;
 pub mod output;
 pub mod rate;
 pub mod reference;
@@ -499,33 +499,6 @@ impl fmt::Display for Verdict {
     }
 }
 
-/// The metrics line: the serve's own metrics against what the gate counted over the bursts'
-/// streams.
-fn serve_metrics_line(metrics: Result<&MetricsRecord, &str>, replies: &[ReplyRecord]) -> Line {
-    let record = match metrics {
-        Ok(record) => record,
-        Err(problem) => {
-            return Line::new(
-                Check::Metrics,
-                Status::Info,
-                format!(
-                "the serve's metrics could not be read ({problem}); the gate's own figures stand"
-            ),
-            )
-        }
-    };
-    let streams: Vec<&ReplyRecord> = replies.iter().filter(|r| r.burst.is_some()).collect();
-    let gate = serve_metrics::GateCount {
-        tokens: streams.iter().map(|r| measure(r).tokens).sum(),
-        stopped: streams
-            .iter()
-            .filter(|r| r.finish_reason.as_deref() == Some("stop"))
-            .count(),
-        streams: streams.len(),
-    };
-    serve_metrics::metrics_line(record, &gate)
-}
-
 /// The replies a verdict judges: all but the warm-ups. A live run makes its warm-ups first,
 /// so they are a prefix and the rest is a slice of the same replies; an archive edited to
 /// interleave them is still judged right, by a copy.
@@ -639,7 +612,7 @@ pub fn judge(e: &Evidence<'_>, c: &Criteria) -> Verdict {
                     c.floors.min_speedup,
                 ));
                 if let Some(metrics) = e.serve_metrics {
-                    lines.push(serve_metrics_line(metrics, e.replies));
+                    lines.push(metrics::serve_metrics_line(metrics, e.replies));
                 }
             }
             if c.floors.deterministic {
