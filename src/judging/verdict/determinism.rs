@@ -12,8 +12,10 @@
 use crate::archive::check::Check;
 use std::collections::{HashMap, HashSet};
 
-use super::{Baseline, BaselineEvidence, Evidence, Figures, Line, Status};
+use super::evidence::{Baseline, BaselineEvidence, Evidence};
 use crate::archive::record::{AnswerPolicy, ReplyRecord, RunManifest};
+use crate::archive::record::{Figures, Line, Status};
+use crate::inert::quote;
 use crate::judging::proportion::{clopper_pearson, detectable_rate};
 use crate::judging::verdict::content::{push_escape, push_quoted};
 
@@ -124,7 +126,7 @@ struct Mismatch<'a> {
 /// A trial's reply in a line: `reply 5 (trial 2 of "What is…")`, or for a burst's stream
 /// `burst 1 stream 3 (reply 12; trial 4 of "What is…", in a batch)`.
 fn trial_name(m: &Mismatch<'_>) -> String {
-    let prompt = super::quote(&m.reply.prompt, 40);
+    let prompt = quote(&m.reply.prompt, 40);
     match m.reply.burst {
         None => format!("reply {} (trial {} of {prompt})", m.reply.index, m.trial),
         Some(b) => format!(
@@ -155,7 +157,7 @@ fn percent(x: f64) -> String {
 }
 
 /// The determinism line over the judged replies.
-pub(super) fn determinism_line(replies: &[ReplyRecord]) -> Line {
+pub(crate) fn determinism_line(replies: &[ReplyRecord]) -> Line {
     // Single-stream replies first, then the bursts' streams, each in the order made. The
     // first single-stream reply to a prompt is its reference; a burst's stream is held to it
     // and to nothing else (held to another stream, a serve that answers otherwise in every
@@ -318,7 +320,7 @@ pub(super) fn determinism_line(replies: &[ReplyRecord]) -> Line {
     for (prompt, later) in odd.iter().take(NAMED) {
         text.push_str(&format!(
             "; the first reply to {} is the odd one out: its {later} later replies all agree with each other (a cold first reply? --warmup makes replies before the judged ones)",
-            super::quote(prompt, 40)
+            quote(prompt, 40)
         ));
     }
     if odd.len() > NAMED {
@@ -430,7 +432,7 @@ fn answers_incomparable(candidate: &RunManifest, baseline: &RunManifest) -> Opti
     }) {
         why.push(format!(
             "max_tokens of {} {} here, {} at the baseline",
-            super::quote(&p.prompt, 40),
+            quote(&p.prompt, 40),
             show_max(max_tokens(candidate, &p.prompt)),
             show_max(max_tokens(baseline, &p.prompt))
         ));
@@ -470,7 +472,7 @@ fn answers_incomparable(candidate: &RunManifest, baseline: &RunManifest) -> Opti
 
 /// The baseline-answers line, when a baseline was asked for: each prompt's first answer
 /// against the baseline's first answer to it.
-pub(super) fn baseline_answers_line(e: &Evidence<'_>, policy: AnswerPolicy) -> Option<Line> {
+pub(crate) fn baseline_answers_line(e: &Evidence<'_>, policy: AnswerPolicy) -> Option<Line> {
     let exact = policy == AnswerPolicy::Exact;
     let said = |s: Status| if exact { s } else { Status::Info };
     let hint = if exact {
@@ -567,7 +569,7 @@ pub(super) fn baseline_answers_line(e: &Evidence<'_>, policy: AnswerPolicy) -> O
         .map(|(r, d)| {
             format!(
                 "{} ({}) diverges from the baseline at character {} of the {}: {} here, {} at the baseline",
-                super::quote(&r.prompt, 40),
+                quote(&r.prompt, 40),
                 r.name(),
                 d.at,
                 d.part,

@@ -7,7 +7,7 @@ use crate::archive::record::{Figures, Line, Percentiles, ReplyRecord, Status};
 use crate::judging::latency::{latency_figures, LatencyFigures};
 
 /// The `latency` line over `replies` (the judged ones: no warm-ups).
-pub(super) fn latency_line(replies: &[ReplyRecord]) -> Line {
+pub(crate) fn latency_line(replies: &[ReplyRecord]) -> Line {
     let f = latency_figures(replies);
     Line::new(Check::Latency, Status::Info, latency_text(&f)).with(Figures {
         ttft_ms: f.ttft_ms,

@@ -410,7 +410,7 @@ fn plural<'a>(x: f64, one: &'a str, many: &'a str) -> &'a str {
 
 /// The metrics line: the serve's own metrics against what the gate counted over the bursts'
 /// streams.
-pub(super) fn serve_metrics_line(
+pub(crate) fn serve_metrics_line(
     metrics: Result<&MetricsRecord, &str>,
     replies: &[ReplyRecord],
 ) -> Line {

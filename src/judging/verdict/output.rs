@@ -28,7 +28,7 @@ use crate::archive::check::Check;
 use std::collections::{HashMap, HashSet};
 
 use super::determinism::first_answers_where;
-use super::plural;
+use super::words::plural;
 use crate::archive::record::{
     Figures, Line, OutputFigures, OutputFloors, ReplyRecord, RunManifest, Status,
 };

@@ -30,11 +30,13 @@ use crate::archive::check::Check;
 use std::collections::HashMap;
 
 use super::determinism::first_answers;
-use super::{plural, Baseline, Evidence, Figures, Line, Status};
+use super::evidence::{Evidence, ReferenceEvidence};
+use super::words::plural;
 use crate::archive::record::{
     DeltaFigures, ReanchorRecord, ReferenceFigures, ReplyRecord, RunManifest, TokenLogprob,
     TopLogprob,
 };
+use crate::archive::record::{Figures, Line, Status};
 use crate::inert::{one_line, quote};
 use crate::judging::latency::percentile;
 
@@ -52,22 +54,6 @@ const CONTEXT: usize = 24;
 
 /// The most hard divergences a FAIL names.
 const NAMED: usize = 3;
-
-/// The reference a run is compared with.
-#[derive(Debug, Clone, Copy)]
-pub enum ReferenceEvidence<'a> {
-    /// No reference was asked for: no reference line.
-    NotAsked,
-    /// The candidate's run.json, and the reference run (read as a baseline is).
-    Recorded {
-        /// The candidate's run.json.
-        candidate: &'a RunManifest,
-        /// The reference run.
-        reference: Baseline<'a>,
-    },
-    /// A reference was asked for but cannot be read now: why.
-    Missing(&'a str),
-}
 
 /// One side's answer as the comparison reads it.
 #[derive(Debug, Clone, Copy)]
@@ -799,7 +785,7 @@ fn describe(prompt: &str, d: &Divergence, k: usize, tie: f64) -> String {
 }
 
 /// The reference line, when a reference was asked for.
-pub(super) fn reference_line(
+pub(crate) fn reference_line(
     e: &Evidence<'_>,
     reference_evidence: ReferenceEvidence<'_>,
     tie: f64,
@@ -1091,6 +1077,7 @@ mod tests {
     //! item 5 asks that no survivor go unexplained).
     use super::*;
     use crate::archive::record::{Sampling, Startup};
+    use crate::judging::verdict::evidence::Baseline;
 
     const TIE: f64 = DEFAULT_TIE;
 
