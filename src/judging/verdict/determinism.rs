@@ -13,6 +13,7 @@ use crate::archive::check::Check;
 use std::collections::{HashMap, HashSet};
 
 use super::evidence::{Baseline, BaselineEvidence, Evidence};
+use super::words::{noun, trimmed};
 use crate::archive::record::{AnswerPolicy, ReplyRecord, RunManifest};
 use crate::archive::record::{Figures, Line, Status};
 use crate::inert::quote;
@@ -143,8 +144,7 @@ fn share(x: f64) -> String {
         return "0".to_string();
     }
     let decimals = (3.0f64).max(1.0 - x.log10().floor()) as usize;
-    let s = format!("{x:.decimals$}");
-    s.trim_end_matches('0').trim_end_matches('.').to_string()
+    trimmed(x, decimals)
 }
 
 /// A rate as a percentage with two figures where it is small: 26%, 9.5%, 3.0%.
@@ -201,13 +201,14 @@ pub(crate) fn determinism_line(replies: &[ReplyRecord]) -> Line {
     if failed > 0 {
         not_compared.push_str(&format!(
             "; {failed} failed {} not compared",
-            plural(failed, "reply")
+            // Sic: the line has always said "replys"; this refactoring (issue 33) changes no line.
+            noun(failed, "reply", "replys")
         ));
     }
     if unheld > 0 {
         not_compared.push_str(&format!(
             "; {unheld} burst {} not compared: {} prompt had no single-stream reply to hold {} to (give --replies at least the number of prompts)",
-            plural(unheld, "stream"),
+            noun(unheld, "stream", "streams"),
             if unheld == 1 { "its" } else { "their" },
             if unheld == 1 { "it" } else { "them" }
         ));
@@ -218,7 +219,7 @@ pub(crate) fn determinism_line(replies: &[ReplyRecord]) -> Line {
             Status::Inconclusive,
             format!(
                 "no prompt was answered twice, so there was nothing to compare ({prompts} {} answered once{not_compared}): give --replies above the number of prompts",
-                plural(prompts, "prompt")
+                noun(prompts, "prompt", "prompts")
             ),
         )
         .with(Figures {
@@ -249,16 +250,16 @@ pub(crate) fn determinism_line(replies: &[ReplyRecord]) -> Line {
     let kinds = if batched == 0 {
         format!(
             "{trials} {} of {repeated} {}{once}",
-            plural(trials, "repeat"),
-            plural(repeated, "prompt")
+            noun(trials, "repeat", "repeats"),
+            noun(repeated, "prompt", "prompts")
         )
     } else {
         format!(
             "{} {} and {batched} {} in bursts, over {repeated} {}{once}",
             trials - batched,
-            plural(trials - batched, "repeat"),
-            plural(batched, "stream"),
-            plural(repeated, "prompt")
+            noun(trials - batched, "repeat", "repeats"),
+            noun(batched, "stream", "streams"),
+            noun(repeated, "prompt", "prompts")
         )
     };
     if mismatches.is_empty() {
@@ -273,7 +274,7 @@ pub(crate) fn determinism_line(replies: &[ReplyRecord]) -> Line {
             Status::Ok,
             format!(
                 "{trials} {} ({kinds}), all identical to the first reply to their prompt: 0 differed, q = 0{interval_text}{caught}{not_compared}",
-                plural(trials, "trial")
+                noun(trials, "trial", "trials")
             ),
         )
         .with(figures);
@@ -327,7 +328,7 @@ pub(crate) fn determinism_line(replies: &[ReplyRecord]) -> Line {
         text.push_str(&format!(
             "; so is the first reply to {} more {}",
             odd.len() - NAMED,
-            plural(odd.len() - NAMED, "prompt")
+            noun(odd.len() - NAMED, "prompt", "prompts")
         ));
     }
     text.push_str(&not_compared);
@@ -361,14 +362,6 @@ fn odd_first_replies<'a>(
         .collect();
     odd.sort_by_key(|&(_, _, first)| first);
     odd.into_iter().map(|(p, n, _)| (p, n)).collect()
-}
-
-fn plural(n: usize, word: &str) -> String {
-    if n == 1 {
-        word.to_string()
-    } else {
-        format!("{word}s")
-    }
 }
 
 /// The first single-stream reply to each prompt that did not fail (warm-ups left out), in
@@ -527,7 +520,7 @@ pub(crate) fn baseline_answers_line(e: &Evidence<'_>, policy: AnswerPolicy) -> O
     } else {
         format!(
             "; {missing} {} the baseline did not answer",
-            plural(missing, "prompt")
+            noun(missing, "prompt", "prompts")
         )
     };
     let figures = Figures {
@@ -555,7 +548,7 @@ pub(crate) fn baseline_answers_line(e: &Evidence<'_>, policy: AnswerPolicy) -> O
                 said(Status::Ok),
                 format!(
                     "{compared} {} answered exactly as the baseline {} answered {}{missing_text}",
-                    plural(compared, "prompt"),
+                    noun(compared, "prompt", "prompts"),
                     baseline.name,
                     if compared == 1 { "it" } else { "them" }
                 ),
@@ -590,7 +583,7 @@ pub(crate) fn baseline_answers_line(e: &Evidence<'_>, policy: AnswerPolicy) -> O
             format!(
                 "{} of {compared} {} diverge from the baseline {}'s answers: {}{more}{missing_text}{hint}",
                 diverged.len(),
-                plural(compared, "prompt"),
+                noun(compared, "prompt", "prompts"),
                 baseline.name,
                 described.join("; ")
             ),

@@ -2,6 +2,7 @@
 //! as they name them (TTFT, ITL, TPOT, E2EL), so a number can be compared across tools. Always
 //! information: the gate's own limits are the rate and first-token lines'.
 
+use super::words::plural;
 use crate::archive::check::Check;
 use crate::archive::record::{Figures, Line, Percentiles, ReplyRecord, Status};
 use crate::judging::latency::{latency_figures, LatencyFigures};
@@ -58,9 +59,8 @@ fn latency_text(f: &LatencyFigures) -> String {
             "no reply that finished without error had anything to time".to_string()
         };
     }
-    let plural = |n: usize| if n == 1 { "reply" } else { "replies" };
     let over = if f.timed == f.replies {
-        format!("over {} {}", f.timed, plural(f.timed))
+        format!("over {}", plural(f.timed, "reply", "replies"))
     } else {
         format!(
             "over {} of {} replies (a failed reply is not timed)",

@@ -29,6 +29,7 @@
 
 use std::fmt::Write as _;
 
+use super::words::{noun, trimmed};
 use crate::archive::check::Check;
 use crate::archive::record::{
     Figures, Line, MetricsRecord, MetricsScrape, Phase, ReplyRecord, Status, METRICS_BODY_KEPT,
@@ -364,7 +365,7 @@ fn compare(rec: &MetricsRecord, r: &Read, gate: &GateCount) -> Line {
             format!(
                 ", and {} end-of-generation {} never streamed",
                 count(unstreamed),
-                plural(unstreamed, "token", "tokens")
+                noun(unstreamed, "token", "tokens")
             )
         } else {
             String::new()
@@ -391,21 +392,12 @@ fn compare(rec: &MetricsRecord, r: &Read, gate: &GateCount) -> Line {
 
 /// `x` as a count: whole numbers without decimals, others to at most 2.
 fn count(x: f64) -> String {
-    let s = format!("{x:.2}");
-    s.trim_end_matches('0').trim_end_matches('.').to_string()
+    trimmed(x, 2)
 }
 
 /// `x requests` (or `1 request`).
 fn requests(x: f64) -> String {
-    format!("{} {}", count(x), plural(x, "request", "requests"))
-}
-
-fn plural<'a>(x: f64, one: &'a str, many: &'a str) -> &'a str {
-    if x == 1.0 {
-        one
-    } else {
-        many
-    }
+    format!("{} {}", count(x), noun(x, "request", "requests"))
 }
 
 /// The metrics line: the serve's own metrics against what the gate counted over the bursts'

@@ -250,8 +250,10 @@ pub(crate) struct Trust {
     notes: String,
 }
 
-/// Fewer timed replies than this make a figure too thin to lean on.
-pub(crate) const THIN_BELOW: usize = 3;
+/// Fewer timed replies than this make a median too thin to lean on (the line's "thin" note).
+/// Not the baseline's [`FEWEST_REPLIES_A_SIDE`](crate::judging::baseline::FEWEST_REPLIES_A_SIDE),
+/// the replies a side a comparison with a baseline needs to decide.
+const THIN_MEDIAN_BELOW: usize = 3;
 
 /// The interval of the median of `values` and how `bound` (a floor or a limit) sits in it.
 /// The verdict still follows the median; a bound inside the interval means a re-run may flip
@@ -274,9 +276,9 @@ pub(crate) fn what_it_rests_on(
         }
         None => String::new(),
     };
-    if values.len() < THIN_BELOW {
+    if values.len() < THIN_MEDIAN_BELOW {
         notes.push_str(&format!(
-            "; thin: fewer than {THIN_BELOW} timed replies, use --replies {CI_MIN_VALUES} or more for an interval"
+            "; thin: fewer than {THIN_MEDIAN_BELOW} timed replies, use --replies {CI_MIN_VALUES} or more for an interval"
         ));
     }
     Trust { interval, notes }
