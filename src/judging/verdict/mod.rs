@@ -17,7 +17,7 @@
 use std::borrow::Cow;
 
 use crate::archive::record::ReplyRecord;
-use crate::judging::drift;
+use crate::judging::drift::DEFAULT_MAX_DRIFT;
 use crate::judging::measure::{measure, ReplyMetrics};
 
 pub mod baseline;
@@ -26,6 +26,7 @@ pub mod conditions;
 pub mod content;
 pub mod criteria;
 pub mod determinism;
+pub mod drift;
 pub mod evidence;
 pub mod latency;
 pub mod line;
@@ -127,7 +128,7 @@ pub fn judge(e: &Evidence<'_>, c: &Criteria) -> Verdict {
                 e.replies,
             ));
             lines.push(latency_line(e.replies));
-            let max_drift = c.floors().max_drift.unwrap_or(drift::DEFAULT_MAX_DRIFT);
+            let max_drift = c.floors().max_drift.unwrap_or(DEFAULT_MAX_DRIFT);
             lines.extend(drift::drift_lines(e.replies, max_drift));
             // Beside the drift: what the box's clocks and temperatures did meanwhile.
             if let Some(line) = e
