@@ -16,7 +16,7 @@
 
 use std::borrow::Cow;
 
-use crate::archive::record::ReplyRecord;
+use crate::archive::record::{LoadSnapshot, ReplyRecord};
 use crate::judging::drift::DEFAULT_MAX_DRIFT;
 use crate::judging::measure::{measure, ReplyMetrics};
 
@@ -120,68 +120,7 @@ pub fn judge(e: &Evidence<'_>, c: &Criteria) -> Verdict {
             e.interrupted.is_some(),
         ));
         if e.startup.is_ready() {
-            let metrics: Vec<ReplyMetrics> = e.replies.iter().map(measure).collect();
-            lines.push(rate_line(&metrics, c.floors().floor, e.replies));
-            lines.push(first_token_line(
-                &metrics,
-                c.floors().first_token_ms,
-                e.replies,
-            ));
-            lines.push(latency_line(e.replies));
-            let max_drift = c.floors().max_drift.unwrap_or(DEFAULT_MAX_DRIFT);
-            lines.extend(drift::drift_lines(e.replies, max_drift));
-            // Beside the drift: what the box's clocks and temperatures did meanwhile.
-            if let Some(line) = e
-                .load
-                .and_then(|l| l.during.as_ref())
-                .and_then(conditions::throttle_line)
-            {
-                lines.push(line);
-            }
-            let mut content = content_line(e.replies, e.replies_planned, e.serve_died);
-            if !warmup_failed.is_empty() {
-                content.text = format!("{}; {}", warmup_failed.join("; "), content.text);
-                content.status = Status::Fail;
-            }
-            lines.push(content);
-            lines.push(output::output_line(
-                e.replies,
-                e.manifest,
-                output_against(e),
-                &c.floors().output,
-            ));
-            if let Some(plan) = e.concurrency {
-                let figures = bursts::burst_figures(e.replies);
-                lines.push(bursts::overlap_line(&figures, plan));
-                lines.push(bursts::aggregate_line(
-                    &figures,
-                    e.replies,
-                    plan,
-                    c.floors().aggregate_floor,
-                    c.floors().min_speedup,
-                ));
-                if let Some(metrics) = e.serve_metrics {
-                    lines.push(metrics::serve_metrics_line(metrics, e.replies));
-                }
-            }
-            if c.floors().deterministic {
-                lines.push(determinism::determinism_line(e.replies));
-            }
-            lines.extend(baseline::baseline_lines(e, c));
-            if c.floors().deterministic {
-                let policy = c.floors().baseline_answers.unwrap_or_default();
-                lines.extend(determinism::baseline_answers_line(e, policy));
-            }
-            lines.extend(reference::reference_line(
-                e,
-                e.reference,
-                c.floors().reference_tie.unwrap_or(reference::DEFAULT_TIE),
-                c.floors().min_agreement,
-                c.floors().max_logprob_drift,
-                c.floors()
-                    .reference_reanchor
-                    .unwrap_or(reference::DEFAULT_REANCHOR),
-            ));
+            lines.extend(reply_lines(e, c, &warmup_failed));
         }
         if let Some(line) = stop_line(e.stop) {
             lines.push(line);
@@ -194,33 +133,12 @@ pub fn judge(e: &Evidence<'_>, c: &Criteria) -> Verdict {
     let timing_only = timing_failed && lines.iter().all(|l| l.status != Status::Fail || timing(l));
     let contention = e.load.and_then(Contention::of);
     if let Some(load) = e.load {
-        let mut text = format!(
-            "1-minute load average {:.1} on {} CPUs",
-            load.load1, load.ncpu
-        );
-        if let Some(d) = &load.during {
-            if let Some(w) = d.wait_fraction {
-                text.push_str(&format!(
-                    "; during the replies the serve waited for a CPU {:.0}% of the time it was ready to run",
-                    w * 100.0
-                ));
-            } else if let Some(p) = d.cpu_some_avg10_max {
-                text.push_str(&format!(
-                    "; during the replies CPU pressure (some, avg10) peaked at {p:.1}%"
-                ));
-            }
-        }
-        if let (true, Some(busy)) = (timing_only, &contention) {
-            text.push_str(&busy_note(busy, load, c.floors().busy_skip));
-        }
-        let during = load.during.as_ref();
-        lines.push(Line::new(Check::Load, Status::Info, text).with(Figures {
-            load1: Some(load.load1),
-            ncpu: Some(load.ncpu),
-            serve_cpu_wait: during.and_then(|d| d.wait_fraction),
-            cpu_pressure_pct: during.and_then(|d| d.cpu_some_avg10_max),
-            ..Figures::default()
-        }));
+        lines.push(load_line(
+            load,
+            timing_only,
+            &contention,
+            c.floors().busy_skip,
+        ));
     }
     let busy_skip = match (timing_only, &contention, c.floors().busy_skip) {
         // Only a box busy with others' work excuses: the serve's own processes never do.
@@ -231,7 +149,122 @@ pub fn judge(e: &Evidence<'_>, c: &Criteria) -> Verdict {
         }
         _ => None,
     };
-    let outcome = if let Some(signal) = e.interrupted {
+    let outcome = outcome(e, &lines, busy_skip);
+    Verdict { lines, outcome }
+}
+
+/// The lines of a run whose serve came up: its replies' timing, content and output, the
+/// bursts, determinism, and the baseline and reference they are held to. A warm-up that failed
+/// (`warmup_failed`) fails content.
+fn reply_lines(e: &Evidence<'_>, c: &Criteria, warmup_failed: &[String]) -> Vec<Line> {
+    let mut lines = Vec::new();
+    let metrics: Vec<ReplyMetrics> = e.replies.iter().map(measure).collect();
+    lines.push(rate_line(&metrics, c.floors().floor, e.replies));
+    lines.push(first_token_line(
+        &metrics,
+        c.floors().first_token_ms,
+        e.replies,
+    ));
+    lines.push(latency_line(e.replies));
+    let max_drift = c.floors().max_drift.unwrap_or(DEFAULT_MAX_DRIFT);
+    lines.extend(drift::drift_lines(e.replies, max_drift));
+    // Beside the drift: what the box's clocks and temperatures did meanwhile.
+    if let Some(line) = e
+        .load
+        .and_then(|l| l.during.as_ref())
+        .and_then(conditions::throttle_line)
+    {
+        lines.push(line);
+    }
+    let mut content = content_line(e.replies, e.replies_planned, e.serve_died);
+    if !warmup_failed.is_empty() {
+        content.text = format!("{}; {}", warmup_failed.join("; "), content.text);
+        content.status = Status::Fail;
+    }
+    lines.push(content);
+    lines.push(output::output_line(
+        e.replies,
+        e.manifest,
+        output_against(e),
+        &c.floors().output,
+    ));
+    if let Some(plan) = e.concurrency {
+        let figures = bursts::burst_figures(e.replies);
+        lines.push(bursts::overlap_line(&figures, plan));
+        lines.push(bursts::aggregate_line(
+            &figures,
+            e.replies,
+            plan,
+            c.floors().aggregate_floor,
+            c.floors().min_speedup,
+        ));
+        if let Some(metrics) = e.serve_metrics {
+            lines.push(metrics::serve_metrics_line(metrics, e.replies));
+        }
+    }
+    if c.floors().deterministic {
+        lines.push(determinism::determinism_line(e.replies));
+    }
+    lines.extend(baseline::baseline_lines(e, c));
+    if c.floors().deterministic {
+        let policy = c.floors().baseline_answers.unwrap_or_default();
+        lines.extend(determinism::baseline_answers_line(e, policy));
+    }
+    lines.extend(reference::reference_line(
+        e,
+        e.reference,
+        c.floors().reference_tie.unwrap_or(reference::DEFAULT_TIE),
+        c.floors().min_agreement,
+        c.floors().max_logprob_drift,
+        c.floors()
+            .reference_reanchor
+            .unwrap_or(reference::DEFAULT_REANCHOR),
+    ));
+    lines
+}
+
+/// The load line: the box's load before the run and what the serve waited for a CPU during it;
+/// when a failure is of timing alone (`timing_only`) and the box was busy, the note that says
+/// so.
+fn load_line(
+    load: &LoadSnapshot,
+    timing_only: bool,
+    contention: &Option<Contention>,
+    busy_skip: Option<f64>,
+) -> Line {
+    let mut text = format!(
+        "1-minute load average {:.1} on {} CPUs",
+        load.load1, load.ncpu
+    );
+    if let Some(d) = &load.during {
+        if let Some(w) = d.wait_fraction {
+            text.push_str(&format!(
+                "; during the replies the serve waited for a CPU {:.0}% of the time it was ready to run",
+                w * 100.0
+            ));
+        } else if let Some(p) = d.cpu_some_avg10_max {
+            text.push_str(&format!(
+                "; during the replies CPU pressure (some, avg10) peaked at {p:.1}%"
+            ));
+        }
+    }
+    if let (true, Some(busy)) = (timing_only, &contention) {
+        text.push_str(&busy_note(busy, load, busy_skip));
+    }
+    let during = load.during.as_ref();
+    Line::new(Check::Load, Status::Info, text).with(Figures {
+        load1: Some(load.load1),
+        ncpu: Some(load.ncpu),
+        serve_cpu_wait: during.and_then(|d| d.wait_fraction),
+        cpu_pressure_pct: during.and_then(|d| d.cpu_some_avg10_max),
+        ..Figures::default()
+    })
+}
+
+/// RESULT: interrupted, a hold not acquired, a busy box that excuses a timing failure
+/// (`busy_skip`), FAIL, INCONCLUSIVE, else PASS.
+fn outcome(e: &Evidence<'_>, lines: &[Line], busy_skip: Option<&Contention>) -> Outcome {
+    if let Some(signal) = e.interrupted {
         Outcome::Interrupted { signal }
     } else if let Some(reason) = e.hold_not_acquired {
         Outcome::Skip {
@@ -251,8 +284,7 @@ pub fn judge(e: &Evidence<'_>, c: &Criteria) -> Verdict {
         }
     } else {
         Outcome::Pass
-    };
-    Verdict { lines, outcome }
+    }
 }
 
 #[cfg(test)]
