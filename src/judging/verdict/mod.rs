@@ -3,13 +3,18 @@
 //! No I/O here. `run` calls [`judge`] on what it just recorded; `judge DIR` calls it on what an
 //! archive holds; both print the same lines for the same evidence and floors.
 //!
-//! Here the criteria, the evidence, and [`judge`], which puts the lines together and decides
-//! RESULT. Each line family's rules are in a file of its own: [`route`]; [`rate`] (rate and
-//! first-token); [`latency`] (the peers' TTFT, ITL, TPOT and E2EL, information); [`content`];
-//! [`conditions`] (the box's conditions and the busy-box note); [`serve`] (serve and stop; a
-//! hold not acquired is judged here); [`determinism`] (`--deterministic`: the same prompt's
+//! Here [`judge`], which puts the lines together and decides RESULT. Each line family's rules
+//! are in a file of its own: [`route`]; [`rate`] (rate and first-token); [`latency`] (the
+//! peers' TTFT, ITL, TPOT and E2EL, information); [`content`]; [`conditions`] (the box's
+//! conditions and the busy-box note); [`serve`] (serve and stop; a hold not acquired is judged
+//! here); [`determinism`] (`--deterministic`: the same prompt's
 //! answers against each other, and against the baseline's); [`reference`] (`--reference`: the
-//! candidate's tokens against a trusted build's, with its logprobs).
+//! candidate's tokens against a trusted build's, with its logprobs; one answer compared in
+//! [`reference_compare`], walked past its re-anchors in [`reference_walk`]); [`drift`];
+//! [`metrics`] (the serve's own metrics over the bursts).
+//!
+//! What the families share is in leaves they and this file both import, never this file:
+//! [`criteria`], [`evidence`], [`line`] (how a line is made and printed) and [`words`].
 //!
 //! Warm-up replies (`--warmup`) are left out once, at the top of [`judge`]: every line sees
 //! only the judged replies. A warm-up that failed still fails content.
@@ -34,6 +39,8 @@ pub mod metrics;
 pub mod output;
 pub mod rate;
 pub mod reference;
+pub mod reference_compare;
+pub mod reference_walk;
 pub mod route;
 pub mod serve;
 pub mod words;
