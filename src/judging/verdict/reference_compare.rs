@@ -224,6 +224,108 @@ fn kl_top(r: &TokenLogprob, c: &TokenLogprob, k: usize) -> Option<f64> {
     kl.is_finite().then_some(kl.max(0.0))
 }
 
+/// Pairs of tokens tokenised alike (the same span) wholly before `end`: where both sides
+/// chose the same token, and their logprobs can be set side by side: each pair's |Δ logprob|
+/// and KL over the reference's top-`k`. None without the candidate's tokens and spans.
+fn paired(
+    reference: &[TokenLogprob],
+    rspans: &[(usize, usize)],
+    candidate: Option<&[TokenLogprob]>,
+    cspans: Option<&[(usize, usize)]>,
+    k: usize,
+    end: usize,
+) -> (Vec<f64>, Vec<f64>) {
+    let (Some(ctoks), Some(cspans)) = (candidate, cspans) else {
+        return (Vec::new(), Vec::new());
+    };
+    let by_span: HashMap<(usize, usize), usize> =
+        cspans.iter().enumerate().map(|(j, s)| (*s, j)).collect();
+    let mut deltas = Vec::new();
+    let mut kls = Vec::new();
+    for (i, span) in rspans.iter().enumerate() {
+        if span.1 > end || span.0 == span.1 {
+            continue;
+        }
+        if let Some(&j) = by_span.get(span) {
+            let (r, c) = (&reference[i], &ctoks[j]);
+            let delta = (c.logprob - r.logprob).abs();
+            if delta.is_finite() {
+                deltas.push(delta);
+            }
+            kls.extend(kl_top(r, c, k));
+        }
+    }
+    (deltas, kls)
+}
+
+/// Where the texts part at byte `d` and both sides sent tokens: the reference's token and the
+/// candidate's that start at the last byte at or before `d` where both sides start one.
+fn parting_read(
+    rspans: &[(usize, usize)],
+    cspans: &[(usize, usize)],
+    rtext: &str,
+    ctext: &str,
+    d: usize,
+) -> (Option<usize>, Theirs) {
+    let starts = |spans: &[(usize, usize)], at: usize| spans.iter().position(|s| s.0 == at);
+    let b = if d == rtext.len() && starts(cspans, d).is_some()
+        || d == ctext.len() && starts(rspans, d).is_some()
+    {
+        d
+    } else {
+        rspans
+            .iter()
+            .map(|s| s.0)
+            .filter(|&x| x <= d && starts(cspans, x).is_some())
+            .max()
+            .unwrap_or(0)
+    };
+    (starts(rspans, b), Theirs::Read(starts(cspans, b)))
+}
+
+/// Where the texts part at byte `d` and the candidate sent no tokens: the reference's token
+/// there and the candidate's, inferred from the reference's top-`k`.
+fn parting_inferred(
+    reference: &[TokenLogprob],
+    rspans: &[(usize, usize)],
+    ctext: &str,
+    k: usize,
+    d: usize,
+) -> (Option<usize>, Theirs) {
+    // No logprobs: the candidate's token is the longest of the reference's
+    // alternatives at the reference's token holding `d` that the candidate's text goes
+    // on with and that reaches `d`; else, where that token starts at `d`, the longest
+    // at the token before it that the text goes on with past `d` (" attributed" where
+    // the reference said " a", " classic").
+    let guess_at = |i: usize, reach: usize| {
+        let (r, s) = (&reference[i], rspans[i].0);
+        top(r, k)
+            .iter()
+            .filter(|a| a.token != r.token && s + a.token.len() >= reach)
+            .filter(|a| ctext.as_bytes()[s..].starts_with(a.token.as_bytes()))
+            .max_by_key(|a| a.token.len())
+            .map(|a| a.token.clone())
+    };
+    let held = holding(rspans, d);
+    let found = held
+        .and_then(|i| guess_at(i, d).map(|g| (i, g)))
+        .or_else(|| {
+            held.filter(|&i| i > 0 && rspans[i].0 == d)
+                .and_then(|i| guess_at(i - 1, d + 1).map(|g| (i - 1, g)))
+        });
+    match found {
+        Some((i, g)) => (Some(i), Theirs::Inferred(g)),
+        None => {
+            // Not among the alternatives: the candidate's text there, for the reader.
+            let shown = (d < ctext.len()).then(|| {
+                let s = floor_boundary(ctext, held.map_or(d, |i| rspans[i].0));
+                ctext[s..].chars().take(8).collect::<String>()
+            });
+            (held, Theirs::Unlisted(shown))
+        }
+    }
+}
+
 /// Compare the candidate's answer with the reference's tokens (`reference_cut`: its answer
 /// was cut by max_tokens), judging on top-`k` alternatives with the tie margin `tie`.
 pub fn compare(
@@ -246,30 +348,15 @@ pub fn compare(
         .zip(ctext.bytes())
         .take_while(|(a, b)| a == b)
         .count();
-    // Pairs of tokens tokenised alike (the same span) wholly before `end`: where both sides
-    // chose the same token, and their logprobs can be set side by side.
-    let paired = |end: usize| -> (Vec<f64>, Vec<f64>) {
-        let (Some(ctoks), Some(cspans)) = (candidate.logprobs, cspans.as_ref()) else {
-            return (Vec::new(), Vec::new());
-        };
-        let by_span: HashMap<(usize, usize), usize> =
-            cspans.iter().enumerate().map(|(j, s)| (*s, j)).collect();
-        let mut deltas = Vec::new();
-        let mut kls = Vec::new();
-        for (i, span) in rspans.iter().enumerate() {
-            if span.1 > end || span.0 == span.1 {
-                continue;
-            }
-            if let Some(&j) = by_span.get(span) {
-                let (r, c) = (&reference[i], &ctoks[j]);
-                let delta = (c.logprob - r.logprob).abs();
-                if delta.is_finite() {
-                    deltas.push(delta);
-                }
-                kls.extend(kl_top(r, c, k));
-            }
-        }
-        (deltas, kls)
+    let paired = |end: usize| {
+        paired(
+            reference,
+            &rspans,
+            candidate.logprobs,
+            cspans.as_deref(),
+            k,
+            end,
+        )
     };
     let before = |end: usize| rspans.iter().filter(|s| s.1 <= end).count();
     let shorter_cut = if d == rtext.len() && d < ctext.len() {
@@ -297,57 +384,11 @@ pub fn compare(
     // the end of its answer). A near-tie onto a token that is the start of the other side's
     // (" a" where the reference said " attributed") parts the texts a byte past that token,
     // inside the next one: the token holding `d` would compare " classic" with " attributed".
-    let (ri, theirs) = match (candidate.logprobs, cspans.as_ref()) {
-        (Some(_), Some(cspans)) => {
-            let starts = |spans: &[(usize, usize)], at: usize| spans.iter().position(|s| s.0 == at);
-            let b = if d == rtext.len() && starts(cspans, d).is_some()
-                || d == ctext.len() && starts(&rspans, d).is_some()
-            {
-                d
-            } else {
-                rspans
-                    .iter()
-                    .map(|s| s.0)
-                    .filter(|&x| x <= d && starts(cspans, x).is_some())
-                    .max()
-                    .unwrap_or(0)
-            };
-            (starts(&rspans, b), Theirs::Read(starts(cspans, b)))
+    let (ri, theirs) = match cspans.as_deref() {
+        Some(cspans) if candidate.logprobs.is_some() => {
+            parting_read(&rspans, cspans, &rtext, &ctext, d)
         }
-        _ => {
-            // No logprobs: the candidate's token is the longest of the reference's
-            // alternatives at the reference's token holding `d` that the candidate's text goes
-            // on with and that reaches `d`; else, where that token starts at `d`, the longest
-            // at the token before it that the text goes on with past `d` (" attributed" where
-            // the reference said " a", " classic").
-            let guess_at = |i: usize, reach: usize| {
-                let (r, s) = (&reference[i], rspans[i].0);
-                top(r, k)
-                    .iter()
-                    .filter(|a| a.token != r.token && s + a.token.len() >= reach)
-                    .filter(|a| ctext.as_bytes()[s..].starts_with(a.token.as_bytes()))
-                    .max_by_key(|a| a.token.len())
-                    .map(|a| a.token.clone())
-            };
-            let held = holding(&rspans, d);
-            let found = held
-                .and_then(|i| guess_at(i, d).map(|g| (i, g)))
-                .or_else(|| {
-                    held.filter(|&i| i > 0 && rspans[i].0 == d)
-                        .and_then(|i| guess_at(i - 1, d + 1).map(|g| (i - 1, g)))
-                });
-            match found {
-                Some((i, g)) => (Some(i), Theirs::Inferred(g)),
-                None => {
-                    // Not among the alternatives: the candidate's text there, for the reader.
-                    let shown = (d < ctext.len()).then(|| {
-                        let s = floor_boundary(&ctext, held.map_or(d, |i| rspans[i].0));
-                        ctext[s..].chars().take(8).collect::<String>()
-                    });
-                    (held, Theirs::Unlisted(shown))
-                }
-            }
-        }
+        _ => parting_inferred(reference, &rspans, &ctext, k, d),
     };
     let rtok = ri.map(|i| &reference[i]);
     let ctoks = candidate.logprobs.unwrap_or(&[]);
