@@ -156,12 +156,28 @@ fn percent(x: f64) -> String {
     }
 }
 
-/// The determinism line over the judged replies.
-pub(crate) fn determinism_line(replies: &[ReplyRecord]) -> Line {
-    // Single-stream replies first, then the bursts' streams, each in the order made. The
-    // first single-stream reply to a prompt is its reference; a burst's stream is held to it
-    // and to nothing else (held to another stream, a serve that answers otherwise in every
-    // batch, the same way each time, would pass).
+/// Each judged reply held to the first single-stream reply to its prompt, as
+/// [`determinism_line`] counts them.
+struct Trials<'a> {
+    /// Each prompt's first single-stream reply, and how many replies were held to it.
+    references: HashMap<&'a str, (&'a ReplyRecord, usize)>,
+    /// Replies held to a first reply.
+    trials: usize,
+    /// Of them, burst streams.
+    batched: usize,
+    /// Failed replies: no trial.
+    failed: usize,
+    /// Burst streams whose prompt had no single-stream reply to hold them to.
+    unheld: usize,
+    /// The trials that differed, in order.
+    mismatches: Vec<Mismatch<'a>>,
+    /// Of them, burst streams.
+    batched_mismatches: usize,
+}
+
+/// The trials of `replies`: single-stream replies first, then the bursts' streams, each in the
+/// order made, each held to the first single-stream reply to its prompt.
+fn hold_to_first_replies(replies: &[ReplyRecord]) -> Trials<'_> {
     let mut order: Vec<&ReplyRecord> = replies.iter().collect();
     order.sort_by_key(|r| (r.burst.is_some(), r.index));
     let mut references: HashMap<&str, (&ReplyRecord, usize)> = HashMap::new();
@@ -195,8 +211,19 @@ pub(crate) fn determinism_line(replies: &[ReplyRecord]) -> Line {
             });
         }
     }
-    let prompts = references.len();
-    let repeated = references.values().filter(|(_, seen)| *seen > 0).count();
+    Trials {
+        references,
+        trials,
+        batched,
+        failed,
+        unheld,
+        mismatches,
+        batched_mismatches,
+    }
+}
+
+/// What was not compared, as the line's tail: `failed` replies and `unheld` burst streams.
+fn not_compared(failed: usize, unheld: usize) -> String {
     let mut not_compared = String::new();
     if failed > 0 {
         not_compared.push_str(&format!(
@@ -213,6 +240,27 @@ pub(crate) fn determinism_line(replies: &[ReplyRecord]) -> Line {
             if unheld == 1 { "it" } else { "them" }
         ));
     }
+    not_compared
+}
+
+/// The determinism line over the judged replies.
+pub(crate) fn determinism_line(replies: &[ReplyRecord]) -> Line {
+    // Single-stream replies first, then the bursts' streams, each in the order made. The
+    // first single-stream reply to a prompt is its reference; a burst's stream is held to it
+    // and to nothing else (held to another stream, a serve that answers otherwise in every
+    // batch, the same way each time, would pass).
+    let Trials {
+        references,
+        trials,
+        batched,
+        failed,
+        unheld,
+        mismatches,
+        batched_mismatches,
+    } = hold_to_first_replies(replies);
+    let prompts = references.len();
+    let repeated = references.values().filter(|(_, seen)| *seen > 0).count();
+    let not_compared = not_compared(failed, unheld);
     if trials == 0 {
         return Line::new(
             Check::Determinism,
