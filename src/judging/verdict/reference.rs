@@ -211,6 +211,252 @@ fn describe(prompt: &str, d: &Divergence, k: usize, tie: f64) -> String {
 }
 
 /// The reference line, when a reference was asked for.
+/// What the walks of every prompt found, as the line counts and names it.
+struct Tally {
+    /// |Δ logprob| at positions tokenised alike.
+    deltas: Vec<f64>,
+    /// The KL over the reference's top-K at those positions.
+    kls: Vec<f64>,
+    /// Prompts the reference did not answer.
+    unanswered: usize,
+    /// Prompts whose reference answer has no logprobs.
+    without: usize,
+    /// Prompts judged up to the shorter answer, cut by max_tokens.
+    cut: usize,
+    /// Answers without logprobs here: checked one way.
+    one_way: usize,
+    /// Each hard divergence, described.
+    hard: Vec<String>,
+    /// Each near-tie's margin.
+    ties: Vec<String>,
+    /// The prompts of the divergences no margin measures.
+    unmeasured: Vec<String>,
+    /// Prompts left with a divergence past the bound of re-anchors.
+    bound: usize,
+    /// Prompts left at a divergence no re-anchor was recorded for.
+    unrecorded: usize,
+    /// Prompts whose serve did not continue the message it was given, and how it showed.
+    not_continued: Vec<(String, String)>,
+}
+
+/// Walk each of `ours` (the first answers here) along the reference's answer to its prompt
+/// (`theirs`), judged on top-`k` with the tie margin `tie` and up to `most` re-anchors; the
+/// positions, agreement and re-anchors go into `figures`.
+fn walk_prompts(
+    e: &Evidence<'_>,
+    ours: &[&ReplyRecord],
+    theirs: &HashMap<&str, &ReplyRecord>,
+    k: usize,
+    tie: f64,
+    most: usize,
+    figures: &mut ReferenceFigures,
+) -> Tally {
+    let (mut deltas, mut kls) = (Vec::new(), Vec::new());
+    let (mut unanswered, mut without, mut cut, mut one_way) = (0, 0, 0, 0);
+    let mut hard: Vec<String> = Vec::new();
+    let mut ties: Vec<String> = Vec::new();
+    let mut unmeasured: Vec<String> = Vec::new();
+    // Prompts left with a divergence unjudged past it, by why.
+    let (mut bound, mut unrecorded) = (0, 0);
+    let mut not_continued: Vec<(String, String)> = Vec::new();
+    for r in ours {
+        let Some(base) = theirs.get(r.prompt.as_str()) else {
+            unanswered += 1;
+            continue;
+        };
+        let Some(tokens) = base.logprobs.as_deref() else {
+            without += 1;
+            continue;
+        };
+        let answer = Answer::of(r);
+        if answer.logprobs.is_none() {
+            one_way += 1;
+        }
+        let recorded: Vec<&ReanchorRecord> = e
+            .reanchors
+            .iter()
+            .filter(|a| a.prompt == r.prompt)
+            .collect();
+        let w = walk(
+            answer,
+            tokens,
+            base.finish_reason.as_deref() == Some("length"),
+            k,
+            tie,
+            most,
+            &recorded,
+        );
+        figures.prompts += 1;
+        figures.positions += w.positions;
+        figures.agreed += w.agreed;
+        figures.reanchored += w.reanchored;
+        cut += usize::from(w.cut_short);
+        deltas.extend(w.deltas);
+        kls.extend(w.kls);
+        for d in &w.divergences {
+            match d.kind {
+                Kind::Hard => hard.push(describe(&r.prompt, d, k, tie)),
+                Kind::NearTie => {
+                    ties.push(d.margin.map_or("?".into(), |m| format!("{:.2}", m.nats)))
+                }
+                Kind::Unmeasured => unmeasured.push(quote(&r.prompt, 40)),
+            }
+        }
+        match w.end {
+            WalkEnd::Whole => {}
+            WalkEnd::Bound => bound += 1,
+            WalkEnd::Unrecorded { .. } => unrecorded += 1,
+            WalkEnd::NotContinued(why) => not_continued.push((r.prompt.clone(), why)),
+        }
+    }
+    Tally {
+        deltas,
+        kls,
+        unanswered,
+        without,
+        cut,
+        one_way,
+        hard,
+        ties,
+        unmeasured,
+        bound,
+        unrecorded,
+        not_continued,
+    }
+}
+
+impl Tally {
+    /// What the line says beside its figures: the K judged on, what was checked one way or
+    /// not at all, and which prompts stopped short of the reference's whole answer, and why.
+    fn notes(
+        &self,
+        e: &Evidence<'_>,
+        k: usize,
+        k_here: Option<usize>,
+        k_ref: usize,
+        most: usize,
+    ) -> Vec<String> {
+        let mut notes = Vec::new();
+        if k_here.is_some_and(|h| h != k_ref) {
+            notes.push(format!(
+                "judged on the smaller top-K, {k} (top-{} here, top-{k_ref} at the reference)",
+                k_here.unwrap_or(0)
+            ));
+        }
+        if self.one_way > 0 {
+            notes.push(format!(
+                "{} sent no logprobs here: checked one way, from the reference's top-{k}, the candidate's token inferred",
+                plural(self.one_way, "answer", "answers")
+            ));
+        }
+        if self.cut > 0 {
+            notes.push(format!(
+                "{} judged up to the shorter answer, cut by max_tokens",
+                plural(self.cut, "prompt", "prompts")
+            ));
+        }
+        if self.unanswered > 0 {
+            notes.push(format!(
+                "{} the reference did not answer",
+                plural(self.unanswered, "prompt", "prompts")
+            ));
+        }
+        if self.without > 0 {
+            notes.push(format!(
+                "{} whose reference answer has no logprobs",
+                plural(self.without, "prompt", "prompts")
+            ));
+        }
+        if !self.unmeasured.is_empty() {
+            notes.push(format!(
+                "{} where the reference ended and the candidate went on, a margin no logprob shows ({})",
+                plural(self.unmeasured.len(), "divergence", "divergences"),
+                self.unmeasured.join(", ")
+            ));
+        }
+        if let Some(why) = e.reanchors_problem {
+            notes.push(format!("re-anchors not read: {}", one_line(why)));
+        }
+        if self.bound > 0 {
+            notes.push(format!(
+                "{} left with a divergence past --reference-reanchor {most}, judged up to it",
+                plural(self.bound, "prompt", "prompts")
+            ));
+        }
+        if let Some((prompt, why)) = self.not_continued.first() {
+            notes.push(format!(
+                "the serve did not continue the assistant message it was given ({}: {why}): {} judged up to the divergence where it was asked; if it can continue one, give --continue-body the fields it needs (vLLM's: {{\"continue_final_message\": true, \"add_generation_prompt\": false}})",
+                quote(prompt, 40),
+                plural(self.not_continued.len() + self.unrecorded, "prompt", "prompts")
+            ));
+        } else if self.unrecorded > 0 {
+            notes.push(format!(
+                "{} judged up to a divergence no re-anchor was recorded for ({})",
+                plural(self.unrecorded, "prompt", "prompts"),
+                if e.reanchors.is_empty() {
+                    "the run made none: it ran with --reference-reanchor 0, against another reference, or before re-anchoring"
+                } else {
+                    "the run's re-anchors were made against another reference, or it stopped re-anchoring"
+                }
+            ));
+        }
+        notes
+    }
+}
+
+/// What fails the line: its hard divergences, and the agreement and the |Δ logprob| held to
+/// `--min-agreement` and `--max-logprob-drift` where given.
+fn reference_fails(
+    hard: &[String],
+    f: &ReferenceFigures,
+    min_agreement: Option<f64>,
+    max_drift: Option<f64>,
+) -> Vec<String> {
+    let mut fails = Vec::new();
+    if !hard.is_empty() {
+        let more = hard.len().saturating_sub(NAMED);
+        fails.push(format!(
+            "hard {}: {}{}",
+            if hard.len() == 1 {
+                "divergence"
+            } else {
+                "divergences"
+            },
+            hard.iter()
+                .take(NAMED)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("; "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            }
+        ));
+    }
+    if let Some(min) = min_agreement {
+        match f.agreement {
+            Some(a) if a >= min => {}
+            Some(a) => fails.push(format!(
+                "top-1 agreement {:.1}% under --min-agreement {:.1}%",
+                a * 100.0,
+                min * 100.0
+            )),
+            None => fails.push("no position judged to hold to --min-agreement".to_string()),
+        }
+    }
+    if let Some(max) = max_drift {
+        match &f.logprob_delta {
+            Some(d) if d.p90 <= max => {}
+            Some(d) => fails.push(format!("|Δ logprob| p90 {:.3} nats over --max-logprob-drift {max}", d.p90)),
+            None => fails.push(
+                "--max-logprob-drift needs the candidate's logprobs at positions tokenised alike, and there are none".to_string(),
+            ),
+        }
+    }
+    fails
+}
+
 pub(crate) fn reference_line(
     e: &Evidence<'_>,
     reference_evidence: ReferenceEvidence<'_>,
@@ -264,7 +510,6 @@ pub(crate) fn reference_line(
     let k = k_here.map_or(k_ref, |h| h.min(k_ref));
     let theirs: HashMap<&str, &ReplyRecord> =
         theirs_all.iter().map(|r| (r.prompt.as_str(), *r)).collect();
-    let mut notes = Vec::new();
     let mut figures = ReferenceFigures {
         top_k: Some(k),
         tie,
@@ -272,64 +517,19 @@ pub(crate) fn reference_line(
         max_logprob_drift: max_drift,
         ..ReferenceFigures::default()
     };
-    let (mut deltas, mut kls) = (Vec::new(), Vec::new());
-    let (mut unanswered, mut without, mut cut, mut one_way) = (0, 0, 0, 0);
-    let mut hard: Vec<String> = Vec::new();
-    let mut ties: Vec<String> = Vec::new();
-    let mut unmeasured: Vec<String> = Vec::new();
-    // Prompts left with a divergence unjudged past it, by why.
-    let (mut bound, mut unrecorded) = (0, 0);
-    let mut not_continued: Vec<(String, String)> = Vec::new();
-    for r in &ours {
-        let Some(base) = theirs.get(r.prompt.as_str()) else {
-            unanswered += 1;
-            continue;
-        };
-        let Some(tokens) = base.logprobs.as_deref() else {
-            without += 1;
-            continue;
-        };
-        let answer = Answer::of(r);
-        if answer.logprobs.is_none() {
-            one_way += 1;
-        }
-        let recorded: Vec<&ReanchorRecord> = e
-            .reanchors
-            .iter()
-            .filter(|a| a.prompt == r.prompt)
-            .collect();
-        let w = walk(
-            answer,
-            tokens,
-            base.finish_reason.as_deref() == Some("length"),
-            k,
-            tie,
-            most,
-            &recorded,
-        );
-        figures.prompts += 1;
-        figures.positions += w.positions;
-        figures.agreed += w.agreed;
-        figures.reanchored += w.reanchored;
-        cut += usize::from(w.cut_short);
-        deltas.extend(w.deltas);
-        kls.extend(w.kls);
-        for d in &w.divergences {
-            match d.kind {
-                Kind::Hard => hard.push(describe(&r.prompt, d, k, tie)),
-                Kind::NearTie => {
-                    ties.push(d.margin.map_or("?".into(), |m| format!("{:.2}", m.nats)))
-                }
-                Kind::Unmeasured => unmeasured.push(quote(&r.prompt, 40)),
-            }
-        }
-        match w.end {
-            WalkEnd::Whole => {}
-            WalkEnd::Bound => bound += 1,
-            WalkEnd::Unrecorded { .. } => unrecorded += 1,
-            WalkEnd::NotContinued(why) => not_continued.push((r.prompt.clone(), why)),
-        }
-    }
+    let tally = walk_prompts(e, &ours, &theirs, k, tie, most, &mut figures);
+    let notes = tally.notes(e, k, k_here, k_ref, most);
+    let Tally {
+        deltas,
+        kls,
+        hard,
+        ties,
+        unmeasured,
+        bound,
+        unrecorded,
+        not_continued,
+        ..
+    } = tally;
     figures.stopped_short = bound + unrecorded + not_continued.len();
     figures.near_ties = ties.len();
     figures.hard_divergences = hard.len();
@@ -338,69 +538,6 @@ pub(crate) fn reference_line(
         (figures.positions > 0).then(|| figures.agreed as f64 / figures.positions as f64);
     figures.logprob_delta = delta_figures(&deltas);
     figures.kl_mean = (!kls.is_empty()).then(|| kls.iter().sum::<f64>() / kls.len() as f64);
-    if k_here.is_some_and(|h| h != k_ref) {
-        notes.push(format!(
-            "judged on the smaller top-K, {k} (top-{} here, top-{k_ref} at the reference)",
-            k_here.unwrap_or(0)
-        ));
-    }
-    if one_way > 0 {
-        notes.push(format!(
-            "{} sent no logprobs here: checked one way, from the reference's top-{k}, the candidate's token inferred",
-            plural(one_way, "answer", "answers")
-        ));
-    }
-    if cut > 0 {
-        notes.push(format!(
-            "{} judged up to the shorter answer, cut by max_tokens",
-            plural(cut, "prompt", "prompts")
-        ));
-    }
-    if unanswered > 0 {
-        notes.push(format!(
-            "{} the reference did not answer",
-            plural(unanswered, "prompt", "prompts")
-        ));
-    }
-    if without > 0 {
-        notes.push(format!(
-            "{} whose reference answer has no logprobs",
-            plural(without, "prompt", "prompts")
-        ));
-    }
-    if !unmeasured.is_empty() {
-        notes.push(format!(
-            "{} where the reference ended and the candidate went on, a margin no logprob shows ({})",
-            plural(unmeasured.len(), "divergence", "divergences"),
-            unmeasured.join(", ")
-        ));
-    }
-    if let Some(why) = e.reanchors_problem {
-        notes.push(format!("re-anchors not read: {}", one_line(why)));
-    }
-    if bound > 0 {
-        notes.push(format!(
-            "{} left with a divergence past --reference-reanchor {most}, judged up to it",
-            plural(bound, "prompt", "prompts")
-        ));
-    }
-    if let Some((prompt, why)) = not_continued.first() {
-        notes.push(format!(
-            "the serve did not continue the assistant message it was given ({}: {why}): {} judged up to the divergence where it was asked; if it can continue one, give --continue-body the fields it needs (vLLM's: {{\"continue_final_message\": true, \"add_generation_prompt\": false}})",
-            quote(prompt, 40),
-            plural(not_continued.len() + unrecorded, "prompt", "prompts")
-        ));
-    } else if unrecorded > 0 {
-        notes.push(format!(
-            "{} judged up to a divergence no re-anchor was recorded for ({})",
-            plural(unrecorded, "prompt", "prompts"),
-            if e.reanchors.is_empty() {
-                "the run made none: it ran with --reference-reanchor 0, against another reference, or before re-anchoring"
-            } else {
-                "the run's re-anchors were made against another reference, or it stopped re-anchoring"
-            }
-        ));
-    }
     let f = &figures;
     let mut text = format!(
         "against {sides}: {}, {} judged, {}",
@@ -437,48 +574,7 @@ pub(crate) fn reference_line(
     for n in &notes {
         text.push_str(&format!("; {n}"));
     }
-    let mut fails = Vec::new();
-    if !hard.is_empty() {
-        let more = hard.len().saturating_sub(NAMED);
-        fails.push(format!(
-            "hard {}: {}{}",
-            if hard.len() == 1 {
-                "divergence"
-            } else {
-                "divergences"
-            },
-            hard.iter()
-                .take(NAMED)
-                .cloned()
-                .collect::<Vec<_>>()
-                .join("; "),
-            if more > 0 {
-                format!(" and {more} more")
-            } else {
-                String::new()
-            }
-        ));
-    }
-    if let Some(min) = min_agreement {
-        match f.agreement {
-            Some(a) if a >= min => {}
-            Some(a) => fails.push(format!(
-                "top-1 agreement {:.1}% under --min-agreement {:.1}%",
-                a * 100.0,
-                min * 100.0
-            )),
-            None => fails.push("no position judged to hold to --min-agreement".to_string()),
-        }
-    }
-    if let Some(max) = max_drift {
-        match &f.logprob_delta {
-            Some(d) if d.p90 <= max => {}
-            Some(d) => fails.push(format!("|Δ logprob| p90 {:.3} nats over --max-logprob-drift {max}", d.p90)),
-            None => fails.push(
-                "--max-logprob-drift needs the candidate's logprobs at positions tokenised alike, and there are none".to_string(),
-            ),
-        }
-    }
+    let fails = reference_fails(&hard, f, min_agreement, max_drift);
     let status = if !fails.is_empty() {
         text = format!("{}; {text}", fails.join("; "));
         Status::Fail
