@@ -12,13 +12,15 @@
 //!   atomically, read back, loaded leniently.
 //! - [`wire`]: the bytes of a streamed reply, pure. [`wire::sse`]: the SSE parser;
 //!   [`wire::openai`]: the chunk fields the gate needs; [`wire::chunk_scan`]: the fast path
-//!   that reads the usual chunk without serde.
+//!   that reads the usual chunk without serde; [`wire::prom_text`]: a serve's Prometheus
+//!   metrics read as text.
 //! - [`judging`]: pure, over archive types. [`judging::measure`]: tokens, first-token time,
 //!   decode rate and the median with its interval; [`judging::drift`]: whether the rate or
-//!   first-token time drifted over the run (Mann-Kendall on blocks, Sen's slope), and the
-//!   drift lines; [`judging::serve_log`]: the serve's log
+//!   first-token time drifted over the run (Mann-Kendall on blocks, Sen's slope); the drift
+//!   lines are the verdict's; [`judging::serve_log`]: the serve's log
 //!   scanned as a stream; [`judging::verdict`]: recorded run + floors -> lines and RESULT, one
-//!   file per line family; [`judging::provenance`]: what differs between two runs'
+//!   file per line family, what they share in leaves (criteria, evidence, line, words) that
+//!   the families and `judge` both import; [`judging::provenance`]: what differs between two runs'
 //!   provenance, and whether it makes them not comparable or runs on another box.
 //! - [`live`]: all the I/O of a run. [`live::gate`]: `run`, from settings to a judged, archived
 //!   run; [`live::checked_args`] and [`live::plan`]: the plan in two steps, the settings

@@ -1,4 +1,7 @@
-//! The fixed prompts a gate sends, built in or from a JSONL file.
+//! The fixed prompts a gate sends, built in or from a JSONL file; and [`regex_problem`], a bad
+//! pattern's fault on one line, for a prompt's `expect` and the verdict's route patterns alike.
+//! It is here, below both the archive (which records prompts) and judging, so that neither
+//! reaches the other through it.
 
 use std::path::Path;
 
@@ -105,7 +108,7 @@ pub fn parse(text: &str) -> Result<Vec<Prompt>> {
                 bail!(
                     "line {}: the expect pattern {e:?} is not a valid regex: {}",
                     i + 1,
-                    crate::judging::verdict::regex_problem(&err)
+                    regex_problem(&err)
                 );
             }
         }
@@ -118,6 +121,19 @@ pub fn parse(text: &str) -> Result<Vec<Prompt>> {
         bail!("no prompts");
     }
     Ok(prompts)
+}
+
+/// What is wrong with a pattern, on one line: the regex crate's message is a drawing of the
+/// pattern with a caret under the fault, over several lines.
+pub(crate) fn regex_problem(e: &regex::Error) -> String {
+    let text = e.to_string();
+    text.lines()
+        .rev()
+        .find_map(|l| l.trim().strip_prefix("error: "))
+        .map_or_else(
+            || text.split_whitespace().collect::<Vec<_>>().join(" "),
+            str::to_string,
+        )
 }
 
 #[cfg(test)]

@@ -32,7 +32,7 @@ pub const MAX_REPLIES: usize = 2_000;
 /// Under this many replies on either side the comparison is thin and only inconclusive: at 3 a
 /// side the Mann-Whitney test rejects only when every candidate reply is below every baseline
 /// one, so one lucky reply decides it. Go's benchstat draws the same line ("need >= 6 samples").
-pub const THIN_BELOW: usize = 6;
+pub const FEWEST_REPLIES_A_SIDE: usize = 6;
 /// [`replies_needed`] says [`RepliesNeeded::OverCap`] rather than a number above this: a
 /// spread that needs more replies than this is a noisy box, not a count to ask for.
 pub const REPLIES_NEEDED_CAP: usize = 10_000;
@@ -137,7 +137,7 @@ pub struct Shift {
 /// About how many replies a side would likely decide an inconclusive comparison.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RepliesNeeded {
-    /// About this many a side (never fewer than [`THIN_BELOW`]).
+    /// About this many a side (never fewer than [`FEWEST_REPLIES_A_SIDE`]).
     About(usize),
     /// More than [`REPLIES_NEEDED_CAP`] a side: the spread is too wide for more replies to help.
     OverCap,
@@ -150,8 +150,8 @@ pub struct Judged {
     pub shift: Shift,
     /// FAIL, OK or inconclusive by [`decide`].
     pub decision: Decision,
-    /// Fewer than [`THIN_BELOW`] replies on a side: the decision is inconclusive whatever the
-    /// interval says.
+    /// Fewer than [`FEWEST_REPLIES_A_SIDE`] replies on a side: the decision is inconclusive
+    /// whatever the interval says.
     pub thin: bool,
     /// For an inconclusive decision, about how many replies a side would likely decide it
     /// ([`replies_needed`]); `None` when decided, or when there is no spread to plan from.
@@ -240,8 +240,8 @@ pub fn hodges_lehmann(
 /// regression < 0.5; defaults [`DEFAULT_NOISE`] and [`DEFAULT_MAX_REGRESSION`]).
 ///
 /// The interval is at [`DEFAULT_CONFIDENCE`]; the decision is [`decide`]'s; a thin comparison
-/// (under [`THIN_BELOW`] a side) is inconclusive; an inconclusive one says about how many
-/// replies a side would likely decide it ([`replies_needed`]).
+/// (under [`FEWEST_REPLIES_A_SIDE`] a side) is inconclusive; an inconclusive one says about how
+/// many replies a side would likely decide it ([`replies_needed`]).
 pub fn judge_shift(
     candidate: &[f64],
     baseline: &[f64],
@@ -251,7 +251,7 @@ pub fn judge_shift(
 ) -> Result<Judged, ShiftError> {
     check_thresholds(noise, max_regression)?;
     let shift = hodges_lehmann(candidate, baseline, DEFAULT_CONFIDENCE)?;
-    let thin = shift.candidate < THIN_BELOW || shift.baseline < THIN_BELOW;
+    let thin = shift.candidate < FEWEST_REPLIES_A_SIDE || shift.baseline < FEWEST_REPLIES_A_SIDE;
     let decision = decide(shift.interval.as_ref(), worse, noise, max_regression, thin);
     let replies_needed = match decision {
         Decision::Inconclusive => shift
@@ -320,7 +320,7 @@ pub fn decide(
 /// probability about 0.8, and symmetrically a true eps regression passes (its lower end stays at
 /// or above 1 - R) with about 0.8.
 ///
-/// Rounded up, never under [`THIN_BELOW`]; over [`REPLIES_NEEDED_CAP`] it says
+/// Rounded up, never under [`FEWEST_REPLIES_A_SIDE`]; over [`REPLIES_NEEDED_CAP`] it says
 /// [`RepliesNeeded::OverCap`]. A likely count, not a promise: the interval may still straddle
 /// the band at that count (one time in five, at the boundary hypotheses).
 pub fn replies_needed(
@@ -339,7 +339,7 @@ pub fn replies_needed(
     if !(n.is_finite() && n >= 0.0 && delta > 0.0) || n > REPLIES_NEEDED_CAP as f64 {
         return RepliesNeeded::OverCap;
     }
-    RepliesNeeded::About((n.ceil() as usize).max(THIN_BELOW))
+    RepliesNeeded::About((n.ceil() as usize).max(FEWEST_REPLIES_A_SIDE))
 }
 
 /// The exact lower critical value of the Mann-Whitney U for sides of `m` and `n` at one-sided
@@ -829,7 +829,10 @@ mod tests {
         assert!(j.thin);
         assert!(j.shift.interval.is_some());
         assert_eq!(j.decision, Decision::Inconclusive);
-        assert_eq!(j.replies_needed, Some(RepliesNeeded::About(THIN_BELOW)));
+        assert_eq!(
+            j.replies_needed,
+            Some(RepliesNeeded::About(FEWEST_REPLIES_A_SIDE))
+        );
         let j = judge(&[100.0; 3], &[100.0; 3], Worse::Higher);
         assert_eq!((j.thin, j.decision), (true, Decision::Inconclusive));
         // Six a side on one side and five on the other is still thin.
@@ -899,7 +902,7 @@ mod tests {
         // 3% spread needs 2.08, but never under the thin line.
         assert_eq!(
             replies_needed(0.03, Worse::Lower, 0.03, 0.10),
-            RepliesNeeded::About(THIN_BELOW)
+            RepliesNeeded::About(FEWEST_REPLIES_A_SIDE)
         );
         assert_eq!(
             replies_needed(0.0, Worse::Lower, 0.03, 0.10),

@@ -6,8 +6,9 @@
 //! with its exact interval (Clopper-Pearson) in [`proportion`]; the serve's log
 //! scanned as a stream in [`serve_log`]; the verdict in [`verdict`], one file per line family;
 //! an archived run judged in [`archived`]; what differs between two runs' provenance in
-//! [`provenance`]; the serve's own Prometheus metrics, read and set against what the gate
-//! counted over the concurrent bursts, in [`serve_metrics`].
+//! [`provenance`]; the serve's own Prometheus metrics set against what the gate counted over
+//! the concurrent bursts in [`verdict::metrics`] (the text read by
+//! [`crate::wire::prom_text`]).
 //!
 //! Pure: it reads archive types and returns values. No tokio, `std::fs`, `std::net`,
 //! `std::process` or nix; never live or report. `tests/layers.rs` checks this.
@@ -20,5 +21,4 @@ pub mod measure;
 pub mod proportion;
 pub mod provenance;
 pub mod serve_log;
-pub mod serve_metrics;
 pub mod verdict;

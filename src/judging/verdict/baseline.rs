@@ -10,8 +10,10 @@
 //! an ok on a quieter one, is inconclusive. Never the other way round.
 
 use super::conditions::Contention;
-use super::{BaselineEvidence, Criteria, Evidence, Figures, Line, Status};
+use super::criteria::Criteria;
+use super::evidence::{BaselineEvidence, Evidence};
 use crate::archive::check::Check;
+use crate::archive::record::{Figures, Line, Status};
 use crate::archive::record::{ReplyRecord, RunManifest};
 use crate::judging::baseline::{
     judge_shift, Decision, Judged, RepliesNeeded, Worse, DEFAULT_MAX_REGRESSION, DEFAULT_NOISE,
@@ -20,7 +22,7 @@ use crate::judging::measure::measure;
 use crate::judging::provenance::{differences, same_binary, without_port};
 
 /// The two baseline lines, or none when no baseline was asked for.
-pub(super) fn baseline_lines(e: &Evidence<'_>, c: &Criteria) -> Vec<Line> {
+pub(crate) fn baseline_lines(e: &Evidence<'_>, c: &Criteria) -> Vec<Line> {
     let floors = c.floors();
     let noise = floors.baseline_noise.unwrap_or(DEFAULT_NOISE);
     let max = floors.max_regression.unwrap_or(DEFAULT_MAX_REGRESSION);

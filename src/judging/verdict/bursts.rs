@@ -109,7 +109,7 @@ pub fn peak_at_once(windows: &[(u64, u64)]) -> usize {
 
 /// The overlap line: FAIL when a burst's streams ran one after another, or when no burst had
 /// two streams to tell by.
-pub(super) fn overlap_line(bursts: &[BurstFigures], plan: &ConcurrencyPlan) -> Line {
+pub(crate) fn overlap_line(bursts: &[BurstFigures], plan: &ConcurrencyPlan) -> Line {
     let judged: Vec<&BurstFigures> = bursts.iter().filter(|b| b.windows >= 2).collect();
     let figures = Figures {
         values: Some(judged.len()),
@@ -179,7 +179,7 @@ pub(super) fn overlap_line(bursts: &[BurstFigures], plan: &ConcurrencyPlan) -> L
 /// The aggregate line: the bursts' median aggregate rate, and its speedup over the
 /// single-stream median rate. FAIL below `floor` or `min_speedup` where given; ok where given
 /// and met; info where neither is given.
-pub(super) fn aggregate_line(
+pub(crate) fn aggregate_line(
     bursts: &[BurstFigures],
     replies: &[ReplyRecord],
     plan: &ConcurrencyPlan,

@@ -3,7 +3,7 @@
 //! built in [`super::judge`]. And the throttle line: what the samples showed of the CPUs' and
 //! the device's throttling, which explains a drift but never excuses or fails anything.
 
-use super::trim_float;
+use super::words::trimmed;
 use crate::archive::check::Check;
 use crate::archive::record::{DuringReplies, Line, LoadSnapshot, Sample, Status, ThrottleSummary};
 
@@ -23,7 +23,7 @@ pub fn outsiders_busy_pct(ncpu: usize) -> f64 {
 /// The CPU the processes outside the serve's tree (and the gate) used over the replies, percent
 /// of one CPU: as recorded, or for a run from before it was, the sum of its top users (a lower
 /// bound). `None` when the run sampled nothing during the replies.
-pub(super) fn outsiders_pct(load: &LoadSnapshot) -> Option<f64> {
+pub(crate) fn outsiders_pct(load: &LoadSnapshot) -> Option<f64> {
     let d = load.during.as_ref()?;
     Some(
         d.others_cpu_pct
@@ -34,13 +34,13 @@ pub(super) fn outsiders_pct(load: &LoadSnapshot) -> Option<f64> {
 /// Whether processes outside the serve's tree took enough CPU to blame the box: only then may
 /// a busy box excuse a timing failure. A run that sampled nothing during the replies (one from
 /// before the samples) is judged by its load alone, as it always was.
-pub(super) fn outsiders_took_it(load: &LoadSnapshot) -> bool {
+pub(crate) fn outsiders_took_it(load: &LoadSnapshot) -> bool {
     outsiders_pct(load).is_none_or(|pct| pct >= outsiders_busy_pct(load.ncpu))
 }
 
 /// How contended the box was, by the best measure the run has.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(super) enum Contention {
+pub(crate) enum Contention {
     /// The serve's CPU-wait fraction during the replies.
     Wait(f64),
     /// The highest 1-minute load per CPU, before or during the replies.
@@ -48,7 +48,7 @@ pub(super) enum Contention {
 }
 
 impl Contention {
-    pub(super) fn of(load: &LoadSnapshot) -> Option<Contention> {
+    pub(crate) fn of(load: &LoadSnapshot) -> Option<Contention> {
         if let Some(w) = load.during.as_ref().and_then(|d| d.wait_fraction) {
             return Some(Contention::Wait(w));
         }
@@ -62,7 +62,7 @@ impl Contention {
         Some(Contention::LoadPerCpu(peak / load.ncpu as f64))
     }
 
-    pub(super) fn value(&self) -> f64 {
+    pub(crate) fn value(&self) -> f64 {
         match *self {
             Contention::Wait(v) | Contention::LoadPerCpu(v) => v,
         }
@@ -71,7 +71,7 @@ impl Contention {
     /// The level at or above which this measure counts as busy: the `--busy-skip` threshold
     /// when one is given (one threshold decides both the note and the SKIP), else the
     /// default for the measure.
-    pub(super) fn busy_level(&self, busy_skip: Option<f64>) -> f64 {
+    pub(crate) fn busy_level(&self, busy_skip: Option<f64>) -> f64 {
         match (busy_skip, self) {
             (Some(t), _) => t,
             (None, Contention::Wait(_)) => BUSY_WAIT_FRACTION,
@@ -79,11 +79,11 @@ impl Contention {
         }
     }
 
-    pub(super) fn busy(&self, busy_skip: Option<f64>) -> bool {
+    pub(crate) fn busy(&self, busy_skip: Option<f64>) -> bool {
         self.value() >= self.busy_level(busy_skip)
     }
 
-    pub(super) fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match *self {
             Contention::Wait(w) => format!(
                 "the serve waited for a CPU {:.0}% of the time it was ready to run",
@@ -93,17 +93,17 @@ impl Contention {
         }
     }
 
-    pub(super) fn level(&self, busy_skip: Option<f64>) -> String {
+    pub(crate) fn level(&self, busy_skip: Option<f64>) -> String {
         let level = self.busy_level(busy_skip);
         match self {
-            Contention::Wait(_) => format!("{}%", trim_float(level * 100.0)),
+            Contention::Wait(_) => format!("{}%", trimmed(level * 100.0, 2)),
             Contention::LoadPerCpu(_) => format!("{level:.1} per CPU"),
         }
     }
 }
 
 /// What the load line adds when only timing failed: whether the box or the serve is to blame.
-pub(super) fn busy_note(c: &Contention, load: &LoadSnapshot, busy_skip: Option<f64>) -> String {
+pub(crate) fn busy_note(c: &Contention, load: &LoadSnapshot, busy_skip: Option<f64>) -> String {
     // The wait fraction is already on the line; the load fallback is not.
     let measure = match c {
         Contention::Wait(_) => String::new(),

@@ -6,7 +6,7 @@ use regex::Regex;
 
 use crate::archive::record::{Line, ReplyRecord, Status};
 
-pub(super) fn content_line(
+pub(crate) fn content_line(
     replies: &[ReplyRecord],
     planned: usize,
     serve_died: Option<&str>,
@@ -49,7 +49,7 @@ pub(super) fn content_line(
 }
 
 /// One reply as the content line judges it.
-pub(super) enum ReplyCheck {
+pub(crate) enum ReplyCheck {
     /// Nothing is wrong; `expected` when its prompt said what the answer must match.
     Good { expected: bool },
     /// Something is: in a few words (for the timeline's mark) and in a sentence.
@@ -59,7 +59,7 @@ pub(super) enum ReplyCheck {
 /// Judge one reply's content: it failed, it streamed a choice the gate did not ask for, it has
 /// none, or its answer does not match what its prompt expects. A reply cut at max_tokens says
 /// so, where that is the likely reason.
-pub(super) fn check_reply(r: &ReplyRecord) -> ReplyCheck {
+pub(crate) fn check_reply(r: &ReplyRecord) -> ReplyCheck {
     let said = quote(&r.content, 80);
     let cut = if r.finish_reason.as_deref() == Some("length") {
         " (it was cut at max_tokens: finish_reason \"length\")"

@@ -12,8 +12,11 @@
 use crate::archive::check::Check;
 use std::collections::{HashMap, HashSet};
 
-use super::{Baseline, BaselineEvidence, Evidence, Figures, Line, Status};
+use super::evidence::{Baseline, BaselineEvidence, Evidence};
+use super::words::{noun, trimmed};
 use crate::archive::record::{AnswerPolicy, ReplyRecord, RunManifest};
+use crate::archive::record::{Figures, Line, Status};
+use crate::inert::quote;
 use crate::judging::proportion::{clopper_pearson, detectable_rate};
 use crate::judging::verdict::content::{push_escape, push_quoted};
 
@@ -124,7 +127,7 @@ struct Mismatch<'a> {
 /// A trial's reply in a line: `reply 5 (trial 2 of "What is…")`, or for a burst's stream
 /// `burst 1 stream 3 (reply 12; trial 4 of "What is…", in a batch)`.
 fn trial_name(m: &Mismatch<'_>) -> String {
-    let prompt = super::quote(&m.reply.prompt, 40);
+    let prompt = quote(&m.reply.prompt, 40);
     match m.reply.burst {
         None => format!("reply {} (trial {} of {prompt})", m.reply.index, m.trial),
         Some(b) => format!(
@@ -141,8 +144,7 @@ fn share(x: f64) -> String {
         return "0".to_string();
     }
     let decimals = (3.0f64).max(1.0 - x.log10().floor()) as usize;
-    let s = format!("{x:.decimals$}");
-    s.trim_end_matches('0').trim_end_matches('.').to_string()
+    trimmed(x, decimals)
 }
 
 /// A rate as a percentage with two figures where it is small: 26%, 9.5%, 3.0%.
@@ -154,12 +156,28 @@ fn percent(x: f64) -> String {
     }
 }
 
-/// The determinism line over the judged replies.
-pub(super) fn determinism_line(replies: &[ReplyRecord]) -> Line {
-    // Single-stream replies first, then the bursts' streams, each in the order made. The
-    // first single-stream reply to a prompt is its reference; a burst's stream is held to it
-    // and to nothing else (held to another stream, a serve that answers otherwise in every
-    // batch, the same way each time, would pass).
+/// Each judged reply held to the first single-stream reply to its prompt, as
+/// [`determinism_line`] counts them.
+struct Trials<'a> {
+    /// Each prompt's first single-stream reply, and how many replies were held to it.
+    references: HashMap<&'a str, (&'a ReplyRecord, usize)>,
+    /// Replies held to a first reply.
+    trials: usize,
+    /// Of them, burst streams.
+    batched: usize,
+    /// Failed replies: no trial.
+    failed: usize,
+    /// Burst streams whose prompt had no single-stream reply to hold them to.
+    unheld: usize,
+    /// The trials that differed, in order.
+    mismatches: Vec<Mismatch<'a>>,
+    /// Of them, burst streams.
+    batched_mismatches: usize,
+}
+
+/// The trials of `replies`: single-stream replies first, then the bursts' streams, each in the
+/// order made, each held to the first single-stream reply to its prompt.
+fn hold_to_first_replies(replies: &[ReplyRecord]) -> Trials<'_> {
     let mut order: Vec<&ReplyRecord> = replies.iter().collect();
     order.sort_by_key(|r| (r.burst.is_some(), r.index));
     let mut references: HashMap<&str, (&ReplyRecord, usize)> = HashMap::new();
@@ -193,30 +211,63 @@ pub(super) fn determinism_line(replies: &[ReplyRecord]) -> Line {
             });
         }
     }
-    let prompts = references.len();
-    let repeated = references.values().filter(|(_, seen)| *seen > 0).count();
+    Trials {
+        references,
+        trials,
+        batched,
+        failed,
+        unheld,
+        mismatches,
+        batched_mismatches,
+    }
+}
+
+/// What was not compared, as the line's tail: `failed` replies and `unheld` burst streams.
+fn not_compared(failed: usize, unheld: usize) -> String {
     let mut not_compared = String::new();
     if failed > 0 {
         not_compared.push_str(&format!(
             "; {failed} failed {} not compared",
-            plural(failed, "reply")
+            // Sic: the line has always said "replys"; this refactoring (issue 33) changes no line.
+            noun(failed, "reply", "replys")
         ));
     }
     if unheld > 0 {
         not_compared.push_str(&format!(
             "; {unheld} burst {} not compared: {} prompt had no single-stream reply to hold {} to (give --replies at least the number of prompts)",
-            plural(unheld, "stream"),
+            noun(unheld, "stream", "streams"),
             if unheld == 1 { "its" } else { "their" },
             if unheld == 1 { "it" } else { "them" }
         ));
     }
+    not_compared
+}
+
+/// The determinism line over the judged replies.
+pub(crate) fn determinism_line(replies: &[ReplyRecord]) -> Line {
+    // Single-stream replies first, then the bursts' streams, each in the order made. The
+    // first single-stream reply to a prompt is its reference; a burst's stream is held to it
+    // and to nothing else (held to another stream, a serve that answers otherwise in every
+    // batch, the same way each time, would pass).
+    let Trials {
+        references,
+        trials,
+        batched,
+        failed,
+        unheld,
+        mismatches,
+        batched_mismatches,
+    } = hold_to_first_replies(replies);
+    let prompts = references.len();
+    let repeated = references.values().filter(|(_, seen)| *seen > 0).count();
+    let not_compared = not_compared(failed, unheld);
     if trials == 0 {
         return Line::new(
             Check::Determinism,
             Status::Inconclusive,
             format!(
                 "no prompt was answered twice, so there was nothing to compare ({prompts} {} answered once{not_compared}): give --replies above the number of prompts",
-                plural(prompts, "prompt")
+                noun(prompts, "prompt", "prompts")
             ),
         )
         .with(Figures {
@@ -247,16 +298,16 @@ pub(super) fn determinism_line(replies: &[ReplyRecord]) -> Line {
     let kinds = if batched == 0 {
         format!(
             "{trials} {} of {repeated} {}{once}",
-            plural(trials, "repeat"),
-            plural(repeated, "prompt")
+            noun(trials, "repeat", "repeats"),
+            noun(repeated, "prompt", "prompts")
         )
     } else {
         format!(
             "{} {} and {batched} {} in bursts, over {repeated} {}{once}",
             trials - batched,
-            plural(trials - batched, "repeat"),
-            plural(batched, "stream"),
-            plural(repeated, "prompt")
+            noun(trials - batched, "repeat", "repeats"),
+            noun(batched, "stream", "streams"),
+            noun(repeated, "prompt", "prompts")
         )
     };
     if mismatches.is_empty() {
@@ -271,7 +322,7 @@ pub(super) fn determinism_line(replies: &[ReplyRecord]) -> Line {
             Status::Ok,
             format!(
                 "{trials} {} ({kinds}), all identical to the first reply to their prompt: 0 differed, q = 0{interval_text}{caught}{not_compared}",
-                plural(trials, "trial")
+                noun(trials, "trial", "trials")
             ),
         )
         .with(figures);
@@ -318,14 +369,14 @@ pub(super) fn determinism_line(replies: &[ReplyRecord]) -> Line {
     for (prompt, later) in odd.iter().take(NAMED) {
         text.push_str(&format!(
             "; the first reply to {} is the odd one out: its {later} later replies all agree with each other (a cold first reply? --warmup makes replies before the judged ones)",
-            super::quote(prompt, 40)
+            quote(prompt, 40)
         ));
     }
     if odd.len() > NAMED {
         text.push_str(&format!(
             "; so is the first reply to {} more {}",
             odd.len() - NAMED,
-            plural(odd.len() - NAMED, "prompt")
+            noun(odd.len() - NAMED, "prompt", "prompts")
         ));
     }
     text.push_str(&not_compared);
@@ -359,14 +410,6 @@ fn odd_first_replies<'a>(
         .collect();
     odd.sort_by_key(|&(_, _, first)| first);
     odd.into_iter().map(|(p, n, _)| (p, n)).collect()
-}
-
-fn plural(n: usize, word: &str) -> String {
-    if n == 1 {
-        word.to_string()
-    } else {
-        format!("{word}s")
-    }
 }
 
 /// The first single-stream reply to each prompt that did not fail (warm-ups left out), in
@@ -430,7 +473,7 @@ fn answers_incomparable(candidate: &RunManifest, baseline: &RunManifest) -> Opti
     }) {
         why.push(format!(
             "max_tokens of {} {} here, {} at the baseline",
-            super::quote(&p.prompt, 40),
+            quote(&p.prompt, 40),
             show_max(max_tokens(candidate, &p.prompt)),
             show_max(max_tokens(baseline, &p.prompt))
         ));
@@ -470,7 +513,7 @@ fn answers_incomparable(candidate: &RunManifest, baseline: &RunManifest) -> Opti
 
 /// The baseline-answers line, when a baseline was asked for: each prompt's first answer
 /// against the baseline's first answer to it.
-pub(super) fn baseline_answers_line(e: &Evidence<'_>, policy: AnswerPolicy) -> Option<Line> {
+pub(crate) fn baseline_answers_line(e: &Evidence<'_>, policy: AnswerPolicy) -> Option<Line> {
     let exact = policy == AnswerPolicy::Exact;
     let said = |s: Status| if exact { s } else { Status::Info };
     let hint = if exact {
@@ -525,7 +568,7 @@ pub(super) fn baseline_answers_line(e: &Evidence<'_>, policy: AnswerPolicy) -> O
     } else {
         format!(
             "; {missing} {} the baseline did not answer",
-            plural(missing, "prompt")
+            noun(missing, "prompt", "prompts")
         )
     };
     let figures = Figures {
@@ -553,7 +596,7 @@ pub(super) fn baseline_answers_line(e: &Evidence<'_>, policy: AnswerPolicy) -> O
                 said(Status::Ok),
                 format!(
                     "{compared} {} answered exactly as the baseline {} answered {}{missing_text}",
-                    plural(compared, "prompt"),
+                    noun(compared, "prompt", "prompts"),
                     baseline.name,
                     if compared == 1 { "it" } else { "them" }
                 ),
@@ -567,7 +610,7 @@ pub(super) fn baseline_answers_line(e: &Evidence<'_>, policy: AnswerPolicy) -> O
         .map(|(r, d)| {
             format!(
                 "{} ({}) diverges from the baseline at character {} of the {}: {} here, {} at the baseline",
-                super::quote(&r.prompt, 40),
+                quote(&r.prompt, 40),
                 r.name(),
                 d.at,
                 d.part,
@@ -588,7 +631,7 @@ pub(super) fn baseline_answers_line(e: &Evidence<'_>, policy: AnswerPolicy) -> O
             format!(
                 "{} of {compared} {} diverge from the baseline {}'s answers: {}{more}{missing_text}{hint}",
                 diverged.len(),
-                plural(compared, "prompt"),
+                noun(compared, "prompt", "prompts"),
                 baseline.name,
                 described.join("; ")
             ),

@@ -2,12 +2,13 @@
 //! as they name them (TTFT, ITL, TPOT, E2EL), so a number can be compared across tools. Always
 //! information: the gate's own limits are the rate and first-token lines'.
 
+use super::words::plural;
 use crate::archive::check::Check;
 use crate::archive::record::{Figures, Line, Percentiles, ReplyRecord, Status};
 use crate::judging::latency::{latency_figures, LatencyFigures};
 
 /// The `latency` line over `replies` (the judged ones: no warm-ups).
-pub(super) fn latency_line(replies: &[ReplyRecord]) -> Line {
+pub(crate) fn latency_line(replies: &[ReplyRecord]) -> Line {
     let f = latency_figures(replies);
     Line::new(Check::Latency, Status::Info, latency_text(&f)).with(Figures {
         ttft_ms: f.ttft_ms,
@@ -58,9 +59,8 @@ fn latency_text(f: &LatencyFigures) -> String {
             "no reply that finished without error had anything to time".to_string()
         };
     }
-    let plural = |n: usize| if n == 1 { "reply" } else { "replies" };
     let over = if f.timed == f.replies {
-        format!("over {} {}", f.timed, plural(f.timed))
+        format!("over {}", plural(f.timed, "reply", "replies"))
     } else {
         format!(
             "over {} of {} replies (a failed reply is not timed)",

@@ -3,540 +3,62 @@
 //! No I/O here. `run` calls [`judge`] on what it just recorded; `judge DIR` calls it on what an
 //! archive holds; both print the same lines for the same evidence and floors.
 //!
-//! Here the criteria, the evidence, and [`judge`], which puts the lines together and decides
-//! RESULT. Each line family's rules are in a file of its own: [`route`]; [`rate`] (rate and
-//! first-token); [`latency`] (the peers' TTFT, ITL, TPOT and E2EL, information); [`content`];
-//! [`conditions`] (the box's conditions and the busy-box note); [`serve`] (serve and stop; a
-//! hold not acquired is judged here); [`determinism`] (`--deterministic`: the same prompt's
+//! Here [`judge`], which puts the lines together and decides RESULT. Each line family's rules
+//! are in a file of its own: [`route`]; [`rate`] (rate and first-token); [`latency`] (the
+//! peers' TTFT, ITL, TPOT and E2EL, information); [`content`]; [`conditions`] (the box's
+//! conditions and the busy-box note); [`serve`] (serve and stop; a hold not acquired is judged
+//! here); [`determinism`] (`--deterministic`: the same prompt's
 //! answers against each other, and against the baseline's); [`reference`] (`--reference`: the
-//! candidate's tokens against a trusted build's, with its logprobs).
+//! candidate's tokens against a trusted build's, with its logprobs; one answer compared in
+//! [`reference_compare`], walked past its re-anchors in [`reference_walk`]); [`drift`];
+//! [`metrics`] (the serve's own metrics over the bursts).
+//!
+//! What the families share is in leaves they and this file both import, never this file:
+//! [`criteria`], [`evidence`], [`line`] (how a line is made and printed) and [`words`].
 //!
 //! Warm-up replies (`--warmup`) are left out once, at the top of [`judge`]: every line sees
 //! only the judged replies. A warm-up that failed still fails content.
 
-use crate::archive::record::InterruptSignal;
-use crate::archive::record::Unit;
 use std::borrow::Cow;
-use std::fmt;
 
-use anyhow::{bail, Result};
-use regex::Regex;
-
-use crate::archive::record::{
-    ConcurrencyPlan, HoldRecord, LoadSnapshot, MetricsRecord, ReanchorRecord, ReplyRecord,
-    RouteRecord, RunManifest, Startup, StopRecord,
-};
-use crate::judging::drift;
-use crate::judging::measure::{measure, median, median_ci95, ReplyMetrics};
-use crate::judging::serve_log::LogScan;
-use crate::judging::serve_metrics;
+use crate::archive::record::{LoadSnapshot, ReplyRecord};
+use crate::judging::drift::DEFAULT_MAX_DRIFT;
+use crate::judging::measure::{measure, ReplyMetrics};
 
 pub mod baseline;
 pub mod bursts;
 pub mod conditions;
 pub mod content;
+pub mod criteria;
 pub mod determinism;
+pub mod drift;
+pub mod evidence;
 pub mod latency;
+pub mod line;
+pub mod metrics;
 pub mod output;
 pub mod rate;
 pub mod reference;
+pub mod reference_compare;
+pub mod reference_walk;
 pub mod route;
 pub mod serve;
+pub mod words;
 
-use crate::inert::one_line;
 use conditions::{busy_note, Contention};
 pub use conditions::{BUSY_LOAD_PER_CPU, BUSY_WAIT_FRACTION};
 use content::content_line;
 pub use content::{push_escape, push_visible, quote, reply_problem, visible};
+pub use criteria::{BusySource, Criteria, MAX_SPEEDUP};
+pub use evidence::{Baseline, BaselineEvidence, Evidence, ProcessEvidence, ReferenceEvidence};
 use latency::latency_line;
 use rate::{first_token_line, rate_line};
-pub use reference::ReferenceEvidence;
 use route::route_line;
 pub use route::route_matches;
 use serve::{hold_line, serve_line, stop_line};
 
 /// The floors as a run records them; the archive owns the type.
 pub use crate::archive::record::{Check, Figures, Floors, Line, Outcome, Status, Verdict};
-
-/// The largest `--min-speedup`: a burst has at most 1,024 streams.
-pub const MAX_SPEEDUP: f64 = 1024.0;
-
-/// [`Floors`], checked and with the route patterns compiled.
-#[derive(Debug, Clone)]
-pub struct Criteria {
-    floors: Floors,
-    fast: Option<Regex>,
-    slow: Option<Regex>,
-    route_lib: Option<Regex>,
-    no_route_lib: Option<Regex>,
-    route_device: Option<Regex>,
-    device_busy: Option<BusySource>,
-}
-
-/// What is wrong with a pattern, on one line: the regex crate's message is a drawing of the
-/// pattern with a caret under the fault, over several lines.
-pub(crate) fn regex_problem(e: &regex::Error) -> String {
-    let text = e.to_string();
-    text.lines()
-        .rev()
-        .find_map(|l| l.trim().strip_prefix("error: "))
-        .map_or_else(
-            || text.split_whitespace().collect::<Vec<_>>().join(" "),
-            str::to_string,
-        )
-}
-
-/// Where `--device-busy` reads the device's busy counter.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum BusySource {
-    /// A file holding a number, e.g. intel_vpu's `npu_busy_time_us` in sysfs.
-    File(String),
-    /// `fdinfo:KEY`: the number after `KEY:` in /proc/PID/fdinfo/FD of each file
-    /// `--route-device` matched, summed (DRM's `drm-engine-<name>: N ns`).
-    Fdinfo(String),
-}
-
-/// As `--device-busy` takes it, and as route.json's `counter.source` records it: the path, or
-/// `fdinfo:KEY`.
-impl fmt::Display for BusySource {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            BusySource::File(path) => f.write_str(path),
-            BusySource::Fdinfo(key) => write!(f, "fdinfo:{key}"),
-        }
-    }
-}
-
-impl BusySource {
-    /// Read `--device-busy SOURCE`.
-    pub fn parse(source: &str) -> Result<BusySource> {
-        match source.strip_prefix("fdinfo:") {
-            Some(key) => {
-                let key = key.trim();
-                if key.is_empty() || key.contains(char::is_whitespace) || key.contains(':') {
-                    bail!("--device-busy fdinfo:KEY needs the key of an fdinfo line, e.g. fdinfo:drm-engine-npu (got {source:?})");
-                }
-                Ok(BusySource::Fdinfo(key.to_string()))
-            }
-            None if source.trim().is_empty() => {
-                bail!("--device-busy needs a counter file or fdinfo:KEY (got an empty value)")
-            }
-            None => Ok(BusySource::File(source.to_string())),
-        }
-    }
-}
-
-impl Criteria {
-    /// Check the floors make sense and compile the route patterns.
-    pub fn new(floors: Floors) -> Result<Self> {
-        if !floors.floor.is_finite() || floors.floor < 0.0 {
-            bail!(
-                "--floor must be a number of tok/s, 0 or more (got {})",
-                floors.floor
-            );
-        }
-        if !floors.first_token_ms.is_finite() || floors.first_token_ms <= 0.0 {
-            bail!(
-                "--first-token-ms must be a number of ms above 0 (got {})",
-                floors.first_token_ms
-            );
-        }
-        if let Some(t) = floors.busy_skip {
-            if !t.is_finite() || !(0.0..=1.0).contains(&t) {
-                bail!(
-                    "--busy-skip is a share from 0 to 1 (got {t}): 0.2 means 20% of the time the serve was ready to run"
-                );
-            }
-        }
-        if let (Some(fast), Some(slow)) = (&floors.fast_route, &floors.slow_route) {
-            if fast == slow {
-                bail!("--fast-route and --slow-route are the same pattern /{fast}/: no log could pass the route");
-            }
-        }
-        if let Some(x) = floors.aggregate_floor {
-            if !x.is_finite() || x <= 0.0 {
-                bail!("--aggregate-floor must be a number of tok/s above 0 (got {x})");
-            }
-        }
-        if let Some(x) = floors.min_speedup {
-            if !x.is_finite() || x <= 0.0 || x > MAX_SPEEDUP {
-                bail!("--min-speedup is how many times the single-stream rate the bursts must reach, above 0 and at most {MAX_SPEEDUP} (got {x})");
-            }
-        }
-        if let Some(x) = floors.max_drift {
-            if !(x > 0.0 && x < 1.0) {
-                bail!("--max-drift is a share above 0 and below 1, e.g. 0.10 for a fall of 10% over the run (got {x})");
-            }
-        }
-        let noise = floors
-            .baseline_noise
-            .unwrap_or(crate::judging::baseline::DEFAULT_NOISE);
-        let max = floors
-            .max_regression
-            .unwrap_or(crate::judging::baseline::DEFAULT_MAX_REGRESSION);
-        for (flag, x) in [("--baseline-noise", noise), ("--max-regression", max)] {
-            if !(x > 0.0 && x < 0.5) {
-                bail!("{flag} is a share above 0 and below 0.5, e.g. 0.03 for 3% (got {x})");
-            }
-        }
-        if noise >= max {
-            bail!("--baseline-noise {noise} must be below --max-regression {max}: a change beyond noise is what a regression is measured from");
-        }
-        if let Some(bad) = floors
-            .baseline_allow
-            .iter()
-            .find(|a| crate::judging::provenance::BoxFact::from_name(a).is_none())
-        {
-            bail!(
-                "--baseline-allow {bad:?} is not a difference the gate knows; give some of {}",
-                crate::judging::provenance::BoxFact::ALL
-                    .map(|f| f.name())
-                    .join(", ")
-            );
-        }
-        // Bounds as the flags hold them (live::reference_args), for a profile's or an archive's.
-        if let Some(x) = floors.reference_tie {
-            if !(x.is_finite() && x >= 0.0) {
-                bail!("--reference-tie is a margin in nats, 0 or more, e.g. 0.5 (got {x})");
-            }
-        }
-        if let Some(x) = floors.min_agreement {
-            if !(0.0..=1.0).contains(&x) {
-                bail!("--min-agreement is a share from 0 to 1, e.g. 0.95 (got {x})");
-            }
-        }
-        if let Err(why) = output::check(&floors.output) {
-            bail!("{why}");
-        }
-        if let Some(n) = floors.reference_reanchor {
-            if n > reference::MOST_REANCHOR {
-                bail!(
-                    "--reference-reanchor is a count of re-anchors a prompt, 0 to {} (got {n})",
-                    reference::MOST_REANCHOR
-                );
-            }
-        }
-        if let Some(x) = floors.max_logprob_drift {
-            if !(x.is_finite() && x >= 0.0) {
-                bail!("--max-logprob-drift is a p90 of |Δ logprob| in nats, 0 or more (got {x})");
-            }
-        }
-        if let (Some(lib), Some(no_lib)) = (&floors.route_lib, &floors.no_route_lib) {
-            if lib == no_lib {
-                bail!("--route-lib and --no-route-lib are the same pattern /{lib}/: no serve could pass the route");
-            }
-        }
-        let compile = |flag: &str, p: &Option<String>| -> Result<Option<Regex>> {
-            p.as_deref()
-                .map(|p| {
-                    Regex::new(p).map_err(|e| {
-                        anyhow::anyhow!("{flag} {p:?} is not a valid regex: {}", regex_problem(&e))
-                    })
-                })
-                .transpose()
-        };
-        let device_busy = floors
-            .device_busy
-            .as_deref()
-            .map(BusySource::parse)
-            .transpose()?;
-        if let (Some(BusySource::Fdinfo(key)), None) = (&device_busy, &floors.route_device) {
-            bail!("--device-busy fdinfo:{key} reads the fdinfo of the device file the serve holds open: give --route-device REGEX to say which file");
-        }
-        Ok(Criteria {
-            fast: compile("--fast-route", &floors.fast_route)?,
-            slow: compile("--slow-route", &floors.slow_route)?,
-            route_lib: compile("--route-lib", &floors.route_lib)?,
-            no_route_lib: compile("--no-route-lib", &floors.no_route_lib)?,
-            route_device: compile("--route-device", &floors.route_device)?,
-            device_busy,
-            floors,
-        })
-    }
-
-    /// The floors these criteria were built from.
-    pub fn floors(&self) -> &Floors {
-        &self.floors
-    }
-
-    /// The pattern a file held open must match to be the device (`--route-device`).
-    pub fn route_device(&self) -> Option<&Regex> {
-        self.route_device.as_ref()
-    }
-
-    /// The patterns the route evidence is matched against (`--route-lib`, `--no-route-lib`,
-    /// `--route-device`): names that match are kept first in what a process is seen to hold.
-    pub fn route_patterns(&self) -> Vec<Regex> {
-        [&self.route_lib, &self.no_route_lib, &self.route_device]
-            .into_iter()
-            .flatten()
-            .cloned()
-            .collect()
-    }
-
-    /// Where the device's busy counter is read (`--device-busy`).
-    pub fn device_busy(&self) -> Option<&BusySource> {
-        self.device_busy.as_ref()
-    }
-
-    /// Whether any route evidence is asked of the serve's processes.
-    pub fn wants_process_evidence(&self) -> bool {
-        self.route_lib.is_some()
-            || self.no_route_lib.is_some()
-            || self.route_device.is_some()
-            || self.device_busy.is_some()
-    }
-
-    /// Scan a serve log for these criteria's route patterns, as a stream.
-    pub fn scan_log(&self, log: impl std::io::Read) -> std::io::Result<LogScan> {
-        LogScan::read(log, self.fast.as_ref(), self.slow.as_ref())
-    }
-
-    /// Scan a serve log already in memory (hand-made runs).
-    pub fn scan_log_text(&self, log: &str) -> LogScan {
-        LogScan::of_text(log, self.fast.as_ref(), self.slow.as_ref())
-    }
-}
-
-/// Everything a verdict is a function of, besides the criteria.
-#[derive(Debug, Clone, Copy)]
-pub struct Evidence<'a> {
-    /// The replies made, in order, warm-ups (`--warmup`) included: [`judge`] leaves them out.
-    pub replies: &'a [ReplyRecord],
-    /// How many judged replies were to be made (warm-ups not counted).
-    pub replies_planned: usize,
-    /// How the serve came up.
-    pub startup: &'a Startup,
-    /// What the serve's log says, scanned with these criteria's patterns; `None` when there is
-    /// no log to judge (attached without `--serve-log`).
-    pub serve_log: Option<&'a LogScan>,
-    /// The box's load before the serve started; `None` when not recorded.
-    pub load: Option<&'a LoadSnapshot>,
-    /// The signal that interrupted the run, e.g. `SIGTERM`.
-    pub interrupted: Option<InterruptSignal>,
-    /// Why the device hold was not acquired (the run is then a SKIP).
-    pub hold_not_acquired: Option<&'a str>,
-    /// How the serve was stopped, and the grace it had (s).
-    pub stop: Option<(&'a StopRecord, f64)>,
-    /// The device hold the run took, with what the gate found each time it looked whether
-    /// the hold was still there; `None` without `--hold`.
-    pub hold: Option<&'a HoldRecord>,
-    /// The serve's exit during the replies.
-    pub serve_died: Option<&'a str>,
-    /// What the serve's processes showed of the route (route.json).
-    pub processes: ProcessEvidence<'a>,
-    /// The accepted baseline to compare with, when one was asked for.
-    pub baseline: BaselineEvidence<'a>,
-    /// The trusted build's run the candidate's tokens are held to, when one was asked for.
-    pub reference: ReferenceEvidence<'a>,
-    /// The run's run.json, where judging has it (its prompts' `stops`); `None` for a hand-made
-    /// run.
-    pub manifest: Option<&'a RunManifest>,
-    /// The re-anchors made past divergences from the reference (reanchors.json).
-    pub reanchors: &'a [ReanchorRecord],
-    /// Why reanchors.json could not be read, when it is there and could not.
-    pub reanchors_problem: Option<&'a str>,
-    /// The concurrent bursts the run planned after its single-stream replies; `None` for a run
-    /// of one stream at a time (no burst lines).
-    pub concurrency: Option<&'a ConcurrencyPlan>,
-    /// The serve's metrics scraped around the bursts (metrics.json), or why they cannot be
-    /// read; `None` when none were scraped.
-    pub serve_metrics: Option<Result<&'a MetricsRecord, &'a str>>,
-}
-
-/// An accepted baseline run, as its archive holds it.
-#[derive(Debug, Clone, Copy)]
-pub struct Baseline<'a> {
-    /// How to name it: its directory, as given.
-    pub name: &'a str,
-    /// Its run.json.
-    pub manifest: &'a RunManifest,
-    /// Its replies.
-    pub replies: &'a [ReplyRecord],
-    /// Its load.json.
-    pub load: Option<&'a LoadSnapshot>,
-}
-
-/// The baseline a run is compared with.
-#[derive(Debug, Clone, Copy)]
-pub enum BaselineEvidence<'a> {
-    /// No baseline was asked for: no baseline lines.
-    NotAsked,
-    /// The candidate's run.json, and the baseline.
-    Recorded {
-        /// The candidate's run.json (its provenance and settings).
-        candidate: &'a RunManifest,
-        /// The baseline.
-        baseline: Baseline<'a>,
-    },
-    /// A baseline was asked for but cannot be read now (a recorded one that is gone): why.
-    Missing(&'a str),
-}
-
-impl<'a> Evidence<'a> {
-    /// A run that made `replies` (all it planned) after `startup`, with nothing else recorded:
-    /// no serve log, load, interruption, hold, stop, process evidence or baseline. Hand-made
-    /// runs (tests, the self-test's cases, properties) start from it and set what they need.
-    pub fn of(replies: &'a [ReplyRecord], startup: &'a Startup) -> Self {
-        Evidence {
-            replies,
-            replies_planned: replies.iter().filter(|r| !r.warmup).count(),
-            startup,
-            serve_log: None,
-            load: None,
-            interrupted: None,
-            hold_not_acquired: None,
-            stop: None,
-            hold: None,
-            serve_died: None,
-            processes: ProcessEvidence::Missing("no route.json: a hand-made run"),
-            baseline: BaselineEvidence::NotAsked,
-            reference: ReferenceEvidence::NotAsked,
-            manifest: None,
-            reanchors: &[],
-            reanchors_problem: None,
-            concurrency: None,
-            serve_metrics: None,
-        }
-    }
-}
-
-/// The route evidence of the serve's own processes, or why the run has none.
-#[derive(Debug, Clone, Copy)]
-pub enum ProcessEvidence<'a> {
-    /// route.json, as recorded.
-    Recorded(&'a RouteRecord),
-    /// Why there is none, e.g. `no route.json: the run is from before route evidence`.
-    Missing(&'a str),
-}
-
-impl fmt::Display for Status {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.pad(match self {
-            Status::Ok => "ok",
-            Status::Fail => "FAIL",
-            Status::Info => "info",
-            Status::Inconclusive => "inconclusive",
-        })
-    }
-}
-
-impl Figures {
-    /// A median's figures: over `values` of `replies`, held to `floor` or `limit`.
-    fn median(unit: Unit, values: &[f64], replies: usize) -> Figures {
-        Figures {
-            unit: Some(unit),
-            median: median(values),
-            values: Some(values.len()),
-            replies: Some(replies),
-            interval_95: median_ci95(values).map(|(lo, hi)| [lo, hi]),
-            ..Figures::default()
-        }
-    }
-}
-
-impl Line {
-    /// A line with no figures. `pub(crate)` for the line families outside this module
-    /// (`judging::serve_metrics`).
-    pub(crate) fn new(check: Check, status: Status, text: impl Into<String>) -> Self {
-        Line {
-            check,
-            status,
-            text: text.into(),
-            figures: None,
-        }
-    }
-
-    /// The line with these figures.
-    pub(crate) fn with(mut self, figures: Figures) -> Self {
-        self.figures = Some(figures);
-        self
-    }
-}
-
-impl fmt::Display for Line {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // A line can carry the serve's words: its control characters are shown, not sent to
-        // the terminal.
-        write!(
-            f,
-            "{:<12} {:<5} {}",
-            self.check,
-            self.status,
-            visible(&self.text)
-        )
-    }
-}
-
-impl Outcome {
-    /// The result in one word, as result.json's `result` has it: `PASS`, `FAIL`, `SKIP`,
-    /// `INTERRUPTED`.
-    pub fn word(&self) -> &'static str {
-        match self {
-            Outcome::Pass => "PASS",
-            Outcome::Fail => "FAIL",
-            Outcome::Skip { .. } => "SKIP",
-            Outcome::Interrupted { .. } => "INTERRUPTED",
-            Outcome::Inconclusive { .. } => "INCONCLUSIVE",
-        }
-    }
-}
-
-impl fmt::Display for Outcome {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Outcome::Pass => f.write_str("PASS"),
-            Outcome::Fail => f.write_str("FAIL"),
-            // A reason can name a holder or quote a serve: shown, never acted on.
-            Outcome::Skip {
-                reason,
-                advice: None,
-            } => write!(f, "SKIP ({})", one_line(reason)),
-            Outcome::Skip {
-                reason,
-                advice: Some(advice),
-            } => write!(f, "SKIP ({}); {}", one_line(reason), one_line(advice)),
-            Outcome::Interrupted { signal } => write!(f, "INTERRUPTED (by {signal})"),
-            Outcome::Inconclusive { reason } => write!(f, "INCONCLUSIVE ({})", one_line(reason)),
-        }
-    }
-}
-
-impl fmt::Display for Verdict {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for line in &self.lines {
-            writeln!(f, "{line}")?;
-        }
-        writeln!(f, "RESULT: {}", self.outcome)
-    }
-}
-
-/// The metrics line: the serve's own metrics against what the gate counted over the bursts'
-/// streams.
-fn serve_metrics_line(metrics: Result<&MetricsRecord, &str>, replies: &[ReplyRecord]) -> Line {
-    let record = match metrics {
-        Ok(record) => record,
-        Err(problem) => {
-            return Line::new(
-                Check::Metrics,
-                Status::Info,
-                format!(
-                "the serve's metrics could not be read ({problem}); the gate's own figures stand"
-            ),
-            )
-        }
-    };
-    let streams: Vec<&ReplyRecord> = replies.iter().filter(|r| r.burst.is_some()).collect();
-    let gate = serve_metrics::GateCount {
-        tokens: streams.iter().map(|r| measure(r).tokens).sum(),
-        stopped: streams
-            .iter()
-            .filter(|r| r.finish_reason.as_deref() == Some("stop"))
-            .count(),
-        streams: streams.len(),
-    };
-    serve_metrics::metrics_line(record, &gate)
-}
 
 /// The replies a verdict judges: all but the warm-ups. A live run makes its warm-ups first,
 /// so they are a prefix and the rest is a slice of the same replies; an archive edited to
@@ -563,11 +85,6 @@ fn warmup_problems(replies: &[ReplyRecord]) -> Vec<String> {
                 .map(|e| format!("the warm-up reply {} failed: {e}", r.index))
         })
         .collect()
-}
-
-/// `n` and the word for it: "1 prompt", "3 prompts".
-pub(super) fn plural(n: usize, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// What the output line holds the answers' lengths to: the reference's, else the baseline's.
@@ -610,68 +127,7 @@ pub fn judge(e: &Evidence<'_>, c: &Criteria) -> Verdict {
             e.interrupted.is_some(),
         ));
         if e.startup.is_ready() {
-            let metrics: Vec<ReplyMetrics> = e.replies.iter().map(measure).collect();
-            lines.push(rate_line(&metrics, c.floors.floor, e.replies));
-            lines.push(first_token_line(
-                &metrics,
-                c.floors.first_token_ms,
-                e.replies,
-            ));
-            lines.push(latency_line(e.replies));
-            let max_drift = c.floors.max_drift.unwrap_or(drift::DEFAULT_MAX_DRIFT);
-            lines.extend(drift::drift_lines(e.replies, max_drift));
-            // Beside the drift: what the box's clocks and temperatures did meanwhile.
-            if let Some(line) = e
-                .load
-                .and_then(|l| l.during.as_ref())
-                .and_then(conditions::throttle_line)
-            {
-                lines.push(line);
-            }
-            let mut content = content_line(e.replies, e.replies_planned, e.serve_died);
-            if !warmup_failed.is_empty() {
-                content.text = format!("{}; {}", warmup_failed.join("; "), content.text);
-                content.status = Status::Fail;
-            }
-            lines.push(content);
-            lines.push(output::output_line(
-                e.replies,
-                e.manifest,
-                output_against(e),
-                &c.floors.output,
-            ));
-            if let Some(plan) = e.concurrency {
-                let figures = bursts::burst_figures(e.replies);
-                lines.push(bursts::overlap_line(&figures, plan));
-                lines.push(bursts::aggregate_line(
-                    &figures,
-                    e.replies,
-                    plan,
-                    c.floors.aggregate_floor,
-                    c.floors.min_speedup,
-                ));
-                if let Some(metrics) = e.serve_metrics {
-                    lines.push(serve_metrics_line(metrics, e.replies));
-                }
-            }
-            if c.floors.deterministic {
-                lines.push(determinism::determinism_line(e.replies));
-            }
-            lines.extend(baseline::baseline_lines(e, c));
-            if c.floors.deterministic {
-                let policy = c.floors.baseline_answers.unwrap_or_default();
-                lines.extend(determinism::baseline_answers_line(e, policy));
-            }
-            lines.extend(reference::reference_line(
-                e,
-                e.reference,
-                c.floors.reference_tie.unwrap_or(reference::DEFAULT_TIE),
-                c.floors.min_agreement,
-                c.floors.max_logprob_drift,
-                c.floors
-                    .reference_reanchor
-                    .unwrap_or(reference::DEFAULT_REANCHOR),
-            ));
+            lines.extend(reply_lines(e, c, &warmup_failed));
         }
         if let Some(line) = stop_line(e.stop) {
             lines.push(line);
@@ -684,35 +140,14 @@ pub fn judge(e: &Evidence<'_>, c: &Criteria) -> Verdict {
     let timing_only = timing_failed && lines.iter().all(|l| l.status != Status::Fail || timing(l));
     let contention = e.load.and_then(Contention::of);
     if let Some(load) = e.load {
-        let mut text = format!(
-            "1-minute load average {:.1} on {} CPUs",
-            load.load1, load.ncpu
-        );
-        if let Some(d) = &load.during {
-            if let Some(w) = d.wait_fraction {
-                text.push_str(&format!(
-                    "; during the replies the serve waited for a CPU {:.0}% of the time it was ready to run",
-                    w * 100.0
-                ));
-            } else if let Some(p) = d.cpu_some_avg10_max {
-                text.push_str(&format!(
-                    "; during the replies CPU pressure (some, avg10) peaked at {p:.1}%"
-                ));
-            }
-        }
-        if let (true, Some(busy)) = (timing_only, &contention) {
-            text.push_str(&busy_note(busy, load, c.floors.busy_skip));
-        }
-        let during = load.during.as_ref();
-        lines.push(Line::new(Check::Load, Status::Info, text).with(Figures {
-            load1: Some(load.load1),
-            ncpu: Some(load.ncpu),
-            serve_cpu_wait: during.and_then(|d| d.wait_fraction),
-            cpu_pressure_pct: during.and_then(|d| d.cpu_some_avg10_max),
-            ..Figures::default()
-        }));
+        lines.push(load_line(
+            load,
+            timing_only,
+            &contention,
+            c.floors().busy_skip,
+        ));
     }
-    let busy_skip = match (timing_only, &contention, c.floors.busy_skip) {
+    let busy_skip = match (timing_only, &contention, c.floors().busy_skip) {
         // Only a box busy with others' work excuses: the serve's own processes never do.
         (true, Some(c), Some(threshold))
             if c.value() >= threshold && e.load.is_some_and(conditions::outsiders_took_it) =>
@@ -721,7 +156,122 @@ pub fn judge(e: &Evidence<'_>, c: &Criteria) -> Verdict {
         }
         _ => None,
     };
-    let outcome = if let Some(signal) = e.interrupted {
+    let outcome = outcome(e, &lines, busy_skip);
+    Verdict { lines, outcome }
+}
+
+/// The lines of a run whose serve came up: its replies' timing, content and output, the
+/// bursts, determinism, and the baseline and reference they are held to. A warm-up that failed
+/// (`warmup_failed`) fails content.
+fn reply_lines(e: &Evidence<'_>, c: &Criteria, warmup_failed: &[String]) -> Vec<Line> {
+    let mut lines = Vec::new();
+    let metrics: Vec<ReplyMetrics> = e.replies.iter().map(measure).collect();
+    lines.push(rate_line(&metrics, c.floors().floor, e.replies));
+    lines.push(first_token_line(
+        &metrics,
+        c.floors().first_token_ms,
+        e.replies,
+    ));
+    lines.push(latency_line(e.replies));
+    let max_drift = c.floors().max_drift.unwrap_or(DEFAULT_MAX_DRIFT);
+    lines.extend(drift::drift_lines(e.replies, max_drift));
+    // Beside the drift: what the box's clocks and temperatures did meanwhile.
+    if let Some(line) = e
+        .load
+        .and_then(|l| l.during.as_ref())
+        .and_then(conditions::throttle_line)
+    {
+        lines.push(line);
+    }
+    let mut content = content_line(e.replies, e.replies_planned, e.serve_died);
+    if !warmup_failed.is_empty() {
+        content.text = format!("{}; {}", warmup_failed.join("; "), content.text);
+        content.status = Status::Fail;
+    }
+    lines.push(content);
+    lines.push(output::output_line(
+        e.replies,
+        e.manifest,
+        output_against(e),
+        &c.floors().output,
+    ));
+    if let Some(plan) = e.concurrency {
+        let figures = bursts::burst_figures(e.replies);
+        lines.push(bursts::overlap_line(&figures, plan));
+        lines.push(bursts::aggregate_line(
+            &figures,
+            e.replies,
+            plan,
+            c.floors().aggregate_floor,
+            c.floors().min_speedup,
+        ));
+        if let Some(metrics) = e.serve_metrics {
+            lines.push(metrics::serve_metrics_line(metrics, e.replies));
+        }
+    }
+    if c.floors().deterministic {
+        lines.push(determinism::determinism_line(e.replies));
+    }
+    lines.extend(baseline::baseline_lines(e, c));
+    if c.floors().deterministic {
+        let policy = c.floors().baseline_answers.unwrap_or_default();
+        lines.extend(determinism::baseline_answers_line(e, policy));
+    }
+    lines.extend(reference::reference_line(
+        e,
+        e.reference,
+        c.floors().reference_tie.unwrap_or(reference::DEFAULT_TIE),
+        c.floors().min_agreement,
+        c.floors().max_logprob_drift,
+        c.floors()
+            .reference_reanchor
+            .unwrap_or(reference::DEFAULT_REANCHOR),
+    ));
+    lines
+}
+
+/// The load line: the box's load before the run and what the serve waited for a CPU during it;
+/// when a failure is of timing alone (`timing_only`) and the box was busy, the note that says
+/// so.
+fn load_line(
+    load: &LoadSnapshot,
+    timing_only: bool,
+    contention: &Option<Contention>,
+    busy_skip: Option<f64>,
+) -> Line {
+    let mut text = format!(
+        "1-minute load average {:.1} on {} CPUs",
+        load.load1, load.ncpu
+    );
+    if let Some(d) = &load.during {
+        if let Some(w) = d.wait_fraction {
+            text.push_str(&format!(
+                "; during the replies the serve waited for a CPU {:.0}% of the time it was ready to run",
+                w * 100.0
+            ));
+        } else if let Some(p) = d.cpu_some_avg10_max {
+            text.push_str(&format!(
+                "; during the replies CPU pressure (some, avg10) peaked at {p:.1}%"
+            ));
+        }
+    }
+    if let (true, Some(busy)) = (timing_only, &contention) {
+        text.push_str(&busy_note(busy, load, busy_skip));
+    }
+    let during = load.during.as_ref();
+    Line::new(Check::Load, Status::Info, text).with(Figures {
+        load1: Some(load.load1),
+        ncpu: Some(load.ncpu),
+        serve_cpu_wait: during.and_then(|d| d.wait_fraction),
+        cpu_pressure_pct: during.and_then(|d| d.cpu_some_avg10_max),
+        ..Figures::default()
+    })
+}
+
+/// RESULT: interrupted, a hold not acquired, a busy box that excuses a timing failure
+/// (`busy_skip`), FAIL, INCONCLUSIVE, else PASS.
+fn outcome(e: &Evidence<'_>, lines: &[Line], busy_skip: Option<&Contention>) -> Outcome {
+    if let Some(signal) = e.interrupted {
         Outcome::Interrupted { signal }
     } else if let Some(reason) = e.hold_not_acquired {
         Outcome::Skip {
@@ -741,23 +291,18 @@ pub fn judge(e: &Evidence<'_>, c: &Criteria) -> Verdict {
         }
     } else {
         Outcome::Pass
-    };
-    Verdict { lines, outcome }
-}
-
-/// `x` with at most 2 decimals and no trailing zeros: 10, 2, 2.5.
-fn trim_float(x: f64) -> String {
-    let s = format!("{x:.2}");
-    s.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::archive::record::{
-        HoldCheck, HoldCheckAt, HoldFound, SupervisorFault, SupervisorLost, UnaskedEnd, UnaskedWhen,
+        HoldCheck, HoldCheckAt, HoldFound, HoldRecord, LoadSnapshot, Startup, StopRecord,
+        SupervisorFault, SupervisorLost, UnaskedEnd, UnaskedWhen,
     };
     use crate::judging::measure::tests::reply_at;
+    use crate::judging::serve_log::LogScan;
 
     static READY: Startup = Startup::Ready {
         after_ms: 1.0,

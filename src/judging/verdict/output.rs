@@ -28,7 +28,7 @@ use crate::archive::check::Check;
 use std::collections::{HashMap, HashSet};
 
 use super::determinism::first_answers_where;
-use super::plural;
+use super::words::plural;
 use crate::archive::record::{
     Figures, Line, OutputFigures, OutputFloors, ReplyRecord, RunManifest, Status,
 };
@@ -265,23 +265,17 @@ fn readable(replies: &[ReplyRecord]) -> impl Iterator<Item = &ReplyRecord> {
 }
 
 /// The output line over `replies` (the judged ones), the run's `manifest` (its prompts'
-/// expectations and `stops`), held to `against` where given. `enabled` false: said as info.
-pub fn output_line(
-    replies: &[ReplyRecord],
-    manifest: Option<&RunManifest>,
-    against: Option<Against<'_>>,
-    floors: &OutputFloors,
-) -> Line {
-    let t = Thresholds::of(floors);
-    let mut fails: Vec<String> = Vec::new();
-    let mut notes: Vec<String> = Vec::new();
-    let mut figures = OutputFigures::default();
-    let judged: Vec<&ReplyRecord> = readable(replies).collect();
-    figures.replies = judged.len();
-
+/// The rules read in each reply alone: a loop, a stutter, text that is not text; a FAIL for
+/// each rule some reply breaks.
+fn reply_rules(
+    judged: &[&ReplyRecord],
+    t: &Thresholds,
+    figures: &mut OutputFigures,
+    fails: &mut Vec<String>,
+) {
     let (mut loops, mut stutters, mut garbled) = (Vec::new(), Vec::new(), Vec::new());
-    for r in &judged {
-        if let Some(l) = loop_in(&r.content, &t) {
+    for r in judged {
+        if let Some(l) = loop_in(&r.content, t) {
             figures.loop_share_max = Some(figures.loop_share_max.unwrap_or(0.0).max(l.share));
             loops.push(named(
                 r,
@@ -295,7 +289,7 @@ pub fn output_line(
                 ),
             ));
         }
-        if let Some(s) = stutter_in(&r.content, &r.prompt, &t) {
+        if let Some(s) = stutter_in(&r.content, &r.prompt, t) {
             figures.stutter_run_max = figures.stutter_run_max.max(s.run);
             stutters.push(named(
                 r,
@@ -355,8 +349,16 @@ pub fn output_line(
             ));
         }
     }
+}
 
-    // One answer to different questions.
+/// One answer to different questions: the first answers with content to two prompts that
+/// should differ, alike at [`Thresholds::same_answer`] or more.
+fn same_answers(
+    replies: &[ReplyRecord],
+    t: &Thresholds,
+    figures: &mut OutputFigures,
+    fails: &mut Vec<String>,
+) {
     // The first answer with content to each prompt.
     let firsts = first_answers_where(replies, |r| !r.content.is_empty());
     let shapes: Vec<Shape> = firsts.iter().map(|r| Shape::of(&r.content)).collect();
@@ -403,8 +405,17 @@ pub fn output_line(
             more(same.len())
         ));
     }
+}
 
-    // Never stops.
+/// Never stops: every reply to the prompts marked to stop cut at max_tokens (a FAIL); some of
+/// them (a note). The share of replies that stopped by themselves, in the figures.
+fn never_stops(
+    judged: &[&ReplyRecord],
+    manifest: Option<&RunManifest>,
+    figures: &mut OutputFigures,
+    fails: &mut Vec<String>,
+    notes: &mut Vec<String>,
+) {
     let stops: HashSet<&str> = manifest
         .map(|m| {
             m.prompts
@@ -440,6 +451,27 @@ pub fn output_line(
             ));
         }
     }
+}
+
+/// expectations and `stops`), held to `against` where given. `enabled` false: said as info.
+pub fn output_line(
+    replies: &[ReplyRecord],
+    manifest: Option<&RunManifest>,
+    against: Option<Against<'_>>,
+    floors: &OutputFloors,
+) -> Line {
+    let t = Thresholds::of(floors);
+    let mut fails: Vec<String> = Vec::new();
+    let mut notes: Vec<String> = Vec::new();
+    let mut figures = OutputFigures::default();
+    let judged: Vec<&ReplyRecord> = readable(replies).collect();
+    figures.replies = judged.len();
+
+    reply_rules(&judged, &t, &mut figures, &mut fails);
+
+    same_answers(replies, &t, &mut figures, &mut fails);
+
+    never_stops(&judged, manifest, &mut figures, &mut fails, &mut notes);
 
     // Against the reference's or the baseline's answers.
     if let Some(a) = against {

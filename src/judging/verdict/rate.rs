@@ -6,12 +6,26 @@ use crate::archive::record::Unit;
 use crate::archive::record::{Figures, Line, ReplyRecord, Status};
 use crate::judging::measure::{median, median_ci95, ReplyMetrics, CI_MIN_VALUES};
 
+impl Figures {
+    /// A median's figures: over `values` of `replies`, held to `floor` or `limit`.
+    fn median(unit: Unit, values: &[f64], replies: usize) -> Figures {
+        Figures {
+            unit: Some(unit),
+            median: median(values),
+            values: Some(values.len()),
+            replies: Some(replies),
+            interval_95: median_ci95(values).map(|(lo, hi)| [lo, hi]),
+            ..Figures::default()
+        }
+    }
+}
+
 /// The most replies' rates the rate line lists one by one; the rest are counted.
-pub(super) const EACH_SHOWN: usize = 64;
+pub(crate) const EACH_SHOWN: usize = 64;
 
 /// The rate line. `replies` are the replies `metrics` were measured from, in the same order:
 /// a reply is named by its index.
-pub(super) fn rate_line(metrics: &[ReplyMetrics], floor: f64, replies: &[ReplyRecord]) -> Line {
+pub(crate) fn rate_line(metrics: &[ReplyMetrics], floor: f64, replies: &[ReplyRecord]) -> Line {
     let rates: Vec<Option<f64>> = metrics.iter().map(|m| m.rate_tok_s).collect();
     let have: Vec<f64> = rates.iter().flatten().copied().collect();
     let mut each: Vec<String> = rates
@@ -121,12 +135,12 @@ fn bunched_note(metrics: &[ReplyMetrics], replies: &[ReplyRecord]) -> String {
 }
 
 /// Fewer gaps between a reply's text events than this make its rate a figure of little weight.
-pub(super) const FEW_GAPS: usize = 10;
+pub(crate) const FEW_GAPS: usize = 10;
 
 /// "; few tokens: ..." when the replies with a rate have a median of under [`FEW_GAPS`] gaps
 /// between their text events: a rate from 6 gaps (SmolLM2's 7-token answers) moves with one
 /// late token, and the reader should know what it rests on.
-pub(super) fn few_gaps(metrics: &[ReplyMetrics]) -> String {
+pub(crate) fn few_gaps(metrics: &[ReplyMetrics]) -> String {
     let gaps: Vec<f64> = metrics
         .iter()
         .filter(|m| m.rate_tok_s.is_some())
@@ -143,7 +157,7 @@ pub(super) fn few_gaps(metrics: &[ReplyMetrics]) -> String {
 /// "; usage not believed for reply N: ..." for each reply whose usage count claimed more
 /// tokens than its streamed text could hold: the reader should know the rate is not the one
 /// the serve claimed, and why.
-pub(super) fn usage_not_believed(metrics: &[ReplyMetrics], replies: &[ReplyRecord]) -> String {
+pub(crate) fn usage_not_believed(metrics: &[ReplyMetrics], replies: &[ReplyRecord]) -> String {
     metrics
         .iter()
         .enumerate()
@@ -161,7 +175,7 @@ pub(super) fn usage_not_believed(metrics: &[ReplyMetrics], replies: &[ReplyRecor
         .collect()
 }
 
-pub(super) fn first_token_line(
+pub(crate) fn first_token_line(
     metrics: &[ReplyMetrics],
     limit_ms: f64,
     replies: &[ReplyRecord],
@@ -205,7 +219,7 @@ pub(super) fn first_token_line(
 
 /// Which first token was measured: a cached prompt's skips prompt processing (llama-server:
 /// about 145 ms down to 10 ms). Said only where the serve reports it.
-pub(super) fn prompt_cache_note(replies: &[ReplyRecord]) -> String {
+pub(crate) fn prompt_cache_note(replies: &[ReplyRecord]) -> String {
     let reported: Vec<u64> = replies
         .iter()
         .filter_map(|r| r.cached_prompt_tokens)
@@ -220,7 +234,7 @@ pub(super) fn prompt_cache_note(replies: &[ReplyRecord]) -> String {
 }
 
 /// " over N replies", or " over N of M replies" when some replies have no figure.
-pub(super) fn over_replies(have: usize, of: usize) -> String {
+pub(crate) fn over_replies(have: usize, of: usize) -> String {
     match (have, of) {
         (1, 1) => " over 1 reply".to_string(),
         (h, o) if h == o => format!(" over {o} replies"),
@@ -229,20 +243,22 @@ pub(super) fn over_replies(have: usize, of: usize) -> String {
 }
 
 /// What a median rests on: its 95% interval, and the notes a reader needs before trusting it.
-pub(super) struct Trust {
+pub(crate) struct Trust {
     /// ", 95% interval LO to HI", where there are enough values.
     interval: String,
     /// "; marginal: ..." and/or "; thin: ...".
     notes: String,
 }
 
-/// Fewer timed replies than this make a figure too thin to lean on.
-pub(super) const THIN_BELOW: usize = 3;
+/// Fewer timed replies than this make a median too thin to lean on (the line's "thin" note).
+/// Not the baseline's [`FEWEST_REPLIES_A_SIDE`](crate::judging::baseline::FEWEST_REPLIES_A_SIDE),
+/// the replies a side a comparison with a baseline needs to decide.
+const THIN_MEDIAN_BELOW: usize = 3;
 
 /// The interval of the median of `values` and how `bound` (a floor or a limit) sits in it.
 /// The verdict still follows the median; a bound inside the interval means a re-run may flip
 /// it, and the reader should know.
-pub(super) fn what_it_rests_on(
+pub(crate) fn what_it_rests_on(
     values: &[f64],
     bound: f64,
     bound_name: &str,
@@ -260,9 +276,9 @@ pub(super) fn what_it_rests_on(
         }
         None => String::new(),
     };
-    if values.len() < THIN_BELOW {
+    if values.len() < THIN_MEDIAN_BELOW {
         notes.push_str(&format!(
-            "; thin: fewer than {THIN_BELOW} timed replies, use --replies {CI_MIN_VALUES} or more for an interval"
+            "; thin: fewer than {THIN_MEDIAN_BELOW} timed replies, use --replies {CI_MIN_VALUES} or more for an interval"
         ));
     }
     Trust { interval, notes }
@@ -270,7 +286,7 @@ pub(super) fn what_it_rests_on(
 
 /// `value` and `bound` formatted with `decimals`, or with more where rounding would show them
 /// equal though they differ: "median 60.0 tok/s (floor 60.0)" on a FAIL would read as a bug.
-pub(super) fn distinct(value: f64, bound: f64, decimals: usize) -> (String, String) {
+pub(crate) fn distinct(value: f64, bound: f64, decimals: usize) -> (String, String) {
     let show = |d: usize| (format!("{value:.d$}"), format!("{bound:.d$}"));
     if value == bound {
         return show(decimals);

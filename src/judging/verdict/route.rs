@@ -11,7 +11,8 @@ use crate::archive::check::Check;
 use regex::Regex;
 
 use super::content::quote;
-use super::{BusySource, Criteria, ProcessEvidence};
+use super::criteria::{BusySource, Criteria};
+use super::evidence::ProcessEvidence;
 use crate::archive::record::{
     CounterRecord, FileKind, Header, Line, ProcessRecord, RouteMatch, RouteRecord, Status,
 };
@@ -20,7 +21,7 @@ use crate::judging::serve_log::LogScan;
 /// "; last log lines: ..." for a FAIL line: the log's last non-blank lines, quoted. Nothing
 /// for a run with no log (a serve already running, attached without `--serve-log`): there is
 /// no log to call empty.
-pub(super) fn log_tail(log: Option<&LogScan>) -> String {
+pub(crate) fn log_tail(log: Option<&LogScan>) -> String {
     let Some(log) = log else {
         return String::new();
     };
@@ -31,7 +32,7 @@ pub(super) fn log_tail(log: Option<&LogScan>) -> String {
     format!("; last log lines: {}", quoted.join(" | "))
 }
 
-pub(super) fn route_line(
+pub(crate) fn route_line(
     log: Option<&LogScan>,
     processes: ProcessEvidence<'_>,
     c: &Criteria,
@@ -56,7 +57,7 @@ pub(super) fn route_line(
             }
         }
     }
-    if c.fast.is_some() || c.slow.is_some() {
+    if c.fast().is_some() || c.slow().is_some() {
         let log = log_line(log, c, interrupted);
         match log.status {
             Status::Ok => passed.push("log ok".to_string()),
@@ -85,9 +86,9 @@ fn process_checks(r: &RouteRecord, c: &Criteria) -> Vec<(bool, String)> {
     if r.root_pid.is_none() {
         // Attached to a serve already running: there is no tree, only a counter file to read.
         let asked = [
-            ("--route-lib", &c.route_lib),
-            ("--no-route-lib", &c.no_route_lib),
-            ("--route-device", &c.route_device),
+            ("--route-lib", c.route_lib()),
+            ("--no-route-lib", c.no_route_lib()),
+            ("--route-device", c.route_device()),
         ];
         for (flag, re) in asked {
             if let Some(re) = re {
@@ -100,13 +101,13 @@ fn process_checks(r: &RouteRecord, c: &Criteria) -> Vec<(bool, String)> {
                 ));
             }
         }
-        if let Some(source) = &c.device_busy {
+        if let Some(source) = c.device_busy() {
             out.push(counter_check(r.counter.as_ref(), source));
         }
         return out;
     }
     let unread = unread_note(r);
-    if let Some(re) = &c.route_lib {
+    if let Some(re) = c.route_lib() {
         out.push(match find(r, re, |p| &p.maps, library) {
             Found::Evidence(p, path, counts) => (
                 true,
@@ -138,7 +139,7 @@ fn process_checks(r: &RouteRecord, c: &Criteria) -> Vec<(bool, String)> {
             ),
         });
     }
-    if let Some(re) = &c.no_route_lib {
+    if let Some(re) = c.no_route_lib() {
         // Conservative, as a release gate must be: a forbidden library mapped in any way (as
         // data, or a file that only bears its name) still fails, with what it was (issue 30).
         out.push(match first_match(r, re, |p| &p.maps) {
@@ -176,7 +177,7 @@ fn process_checks(r: &RouteRecord, c: &Criteria) -> Vec<(bool, String)> {
             ),
         });
     }
-    if let Some(re) = &c.route_device {
+    if let Some(re) = c.route_device() {
         out.push(match find(r, re, |p| &p.open, device) {
             Found::Evidence(p, path, counts) => (
                 true,
@@ -208,7 +209,7 @@ fn process_checks(r: &RouteRecord, c: &Criteria) -> Vec<(bool, String)> {
             ),
         });
     }
-    if let Some(source) = &c.device_busy {
+    if let Some(source) = c.device_busy() {
         out.push(counter_check(r.counter.as_ref(), source));
     }
     out
@@ -426,9 +427,9 @@ fn first_match<'a>(
 /// Which patterns matched what, for route.json's readers (judging recomputes it).
 pub fn route_matches(r: &RouteRecord, c: &Criteria) -> Vec<RouteMatch> {
     let checks = [
-        ("route-lib", &c.route_lib, false),
-        ("no-route-lib", &c.no_route_lib, false),
-        ("route-device", &c.route_device, true),
+        ("route-lib", c.route_lib(), false),
+        ("no-route-lib", c.no_route_lib(), false),
+        ("route-device", c.route_device(), true),
     ];
     checks
         .into_iter()
@@ -588,7 +589,7 @@ fn shown(names: Vec<String>, none: &str) -> String {
 
 /// The route by the serve log alone: the line as it was before process evidence.
 fn log_line(log: Option<&LogScan>, c: &Criteria, interrupted: bool) -> Line {
-    if c.fast.is_none() && c.slow.is_none() {
+    if c.fast().is_none() && c.slow().is_none() {
         return Line::new(
             Check::Route,
             Status::Info,
@@ -613,7 +614,7 @@ fn log_line(log: Option<&LogScan>, c: &Criteria, interrupted: bool) -> Line {
         return Line::new(Check::Route, status, format!("not judged: {why}"));
     }
     let mut problems = Vec::new();
-    if let Some(fast) = &c.fast {
+    if let Some(fast) = c.fast() {
         if !log.fast_matched {
             problems.push(format!(
                 "the serve log does not name the fast route /{}/",
@@ -621,7 +622,7 @@ fn log_line(log: Option<&LogScan>, c: &Criteria, interrupted: bool) -> Line {
             ));
         }
     }
-    if let (Some(slow), Some(line)) = (&c.slow, &log.slow_line) {
+    if let (Some(slow), Some(line)) = (c.slow(), &log.slow_line) {
         problems.push(format!(
             "the serve log names the slow route /{}/: {}",
             slow.as_str(),
@@ -631,7 +632,7 @@ fn log_line(log: Option<&LogScan>, c: &Criteria, interrupted: bool) -> Line {
     if !problems.is_empty() {
         return Line::new(Check::Route, Status::Fail, problems.join("; "));
     }
-    let text = match (&c.fast, &c.slow) {
+    let text = match (c.fast(), c.slow()) {
         (Some(_), Some(_)) => "the serve log names the fast route, not the slow one",
         (Some(_), None) => "the serve log names the fast route",
         _ => "the serve log does not name the slow route",

@@ -1,7 +1,7 @@
 //! The serve's own lines: whether it came up and stayed up (`serve`), and how it stopped
 //! (`stop`). A hold not acquired is judged in [`super::judge`].
 
-use super::Evidence;
+use super::evidence::Evidence;
 use crate::archive::check::Check;
 use crate::archive::record::{
     HoldCheckAt, HoldFound, HoldRecord, Line, Startup, Status, StopRecord, SupervisorFault,
@@ -12,7 +12,7 @@ use super::route::log_tail;
 
 /// An info line when the serve had to be killed: a serve that ignores SIGTERM holds the
 /// device past its stop, and the reader should know.
-pub(super) fn stop_line(stop: Option<(&StopRecord, f64)>) -> Option<Line> {
+pub(crate) fn stop_line(stop: Option<(&StopRecord, f64)>) -> Option<Line> {
     let (s, grace_s) = stop?;
     if s.supervisor_lost.is_some() {
         // The gate killed the tree itself, without a grace: the serve line says so; only
@@ -101,7 +101,7 @@ fn supervisor_lost(s: &StopRecord) -> Option<String> {
 /// The `hold` line when the hold was pulled away while the gate had it: the hold file removed
 /// or replaced, so a second gate could take "the same" hold and share the device. A FAIL:
 /// the run did not have the device to itself, whatever its replies say.
-pub(super) fn hold_line(hold: Option<&HoldRecord>) -> Option<Line> {
+pub(crate) fn hold_line(hold: Option<&HoldRecord>) -> Option<Line> {
     let hold = hold?;
     let check = hold.checks.iter().find(|c| !c.held())?;
     let what = match check.found {
@@ -129,7 +129,7 @@ pub(super) fn hold_line(hold: Option<&HoldRecord>) -> Option<Line> {
 /// it ended without the gate asking: a serve that exits or crashes right after its last reply
 /// is not a release, whatever its replies said. A death during the replies is the content
 /// line's (it names the reply).
-pub(super) fn serve_line(e: &Evidence<'_>) -> Option<Line> {
+pub(crate) fn serve_line(e: &Evidence<'_>) -> Option<Line> {
     let Some(lost) = e.stop.and_then(|(s, _)| supervisor_lost(s)) else {
         return startup_or_end_line(e);
     };
