@@ -15,6 +15,7 @@ mod digests;
 mod docs;
 mod faults;
 mod hold;
+mod house;
 mod inputs;
 mod install;
 mod judge;
