@@ -84,7 +84,9 @@ fn blank_literals(text: &str) -> String {
                 .chain(std::iter::repeat_n('#', hashes))
                 .collect();
             let rest: String = b[j + 1..].iter().collect();
-            let len = rest.find(&closing).map_or(rest.len(), |at| at + closing.len());
+            let len = rest
+                .find(&closing)
+                .map_or(rest.len(), |at| at + closing.len());
             let end = j + 1 + rest[..len].chars().count();
             for &ch in &b[i..end.min(b.len())] {
                 out.push(blank(ch));
@@ -108,7 +110,9 @@ fn blank_literals(text: &str) -> String {
         } else if c == '\'' {
             // A character ('x', '\n', '\u{..}') or a lifetime ('a).
             if next == Some('\\') {
-                let close = (i + 2..b.len()).find(|&k| b[k] == '\'').unwrap_or(b.len() - 1);
+                let close = (i + 2..b.len())
+                    .find(|&k| b[k] == '\'')
+                    .unwrap_or(b.len() - 1);
                 out.extend(std::iter::repeat_n(' ', close - i + 1));
                 i = close + 1;
             } else if b.get(i + 2) == Some(&'\'') {
@@ -185,7 +189,10 @@ fn named_paths(code: &str, me: &[String]) -> Vec<Vec<String>> {
                 base.pop();
                 rest = r;
             }
-            let path: String = rest.chars().take_while(|c| ident(*c) || *c == ':').collect();
+            let path: String = rest
+                .chars()
+                .take_while(|c| ident(*c) || *c == ':')
+                .collect();
             let segs = |p: &str| -> Vec<String> {
                 let mut s = base.clone();
                 s.extend(p.split("::").filter(|x| !x.is_empty()).map(str::to_string));
@@ -451,7 +458,10 @@ fn a_circle_and_an_oversize_are_each_named() {
     let src = dir.path();
     std::fs::create_dir_all(src.join("verdict")).unwrap();
     let write = |rel: &str, text: &str| std::fs::write(src.join(rel), text).unwrap();
-    write("lib.rs", "pub mod verdict;\npub mod prompts;\npub mod leaf;\n");
+    write(
+        "lib.rs",
+        "pub mod verdict;\npub mod prompts;\npub mod leaf;\n",
+    );
     // A parent calling its child while the child imports the parent: a circle.
     write(
         "verdict/mod.rs",

@@ -528,6 +528,7 @@ fn pooled_sd(a: &[f64], b: &[f64]) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::judging::test_rng::SplitMix;
 
     /// P(U <= c) exactly, for the convention checks.
     fn cdf(m: usize, n: usize, c: usize) -> f64 {
@@ -924,30 +925,6 @@ mod tests {
             panic!("{j:?}");
         };
         assert!((60..200).contains(&n), "{n}");
-    }
-
-    /// splitmix64 (Steele, Lea & Flood, OOPSLA 2014): a seeded, deterministic stream.
-    struct SplitMix(u64);
-
-    impl SplitMix {
-        fn next(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^ (z >> 31)
-        }
-
-        /// Uniform on (0, 1]: never 0, so its log is finite.
-        fn uniform(&mut self) -> f64 {
-            ((self.next() >> 11) as f64 + 1.0) / (1u64 << 53) as f64
-        }
-
-        /// A standard normal draw by Box-Muller (one of the pair).
-        fn normal(&mut self) -> f64 {
-            let (u1, u2) = (self.uniform(), self.uniform());
-            (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
-        }
     }
 
     /// The share of `trials` judgements of 6 log-normal replies a side (log spread `sd`), the

@@ -21,4 +21,6 @@ pub mod measure;
 pub mod proportion;
 pub mod provenance;
 pub mod serve_log;
+#[cfg(test)]
+pub(crate) mod test_rng;
 pub mod verdict;

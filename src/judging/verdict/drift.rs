@@ -196,9 +196,9 @@ fn duration(ns: u64) -> String {
 mod tests {
     use super::*;
     use crate::archive::record::{BurstSlot, ChunkArrival};
-    use crate::judging::drift::tests::SplitMix;
     use crate::judging::drift::DEFAULT_MAX_DRIFT;
     use crate::judging::measure::tests::reply_at;
+    use crate::judging::test_rng::SplitMix;
 
     const MS: f64 = 1e6;
 
