@@ -228,8 +228,7 @@ fn not_compared(failed: usize, unheld: usize) -> String {
     if failed > 0 {
         not_compared.push_str(&format!(
             "; {failed} failed {} not compared",
-            // Sic: the line has always said "replys"; this refactoring (issue 33) changes no line.
-            noun(failed, "reply", "replys")
+            noun(failed, "reply", "replies")
         ));
     }
     if unheld > 0 {
@@ -900,6 +899,14 @@ mod tests {
         // 1 of 2,500 trials is not 0.
         assert_eq!(share(1.0 / 2500.0), "0.0004");
         assert_eq!(share(1.0 / 3000.0), "0.00033");
+    }
+
+    #[test]
+    fn failed_replies_not_compared_are_counted_in_english() {
+        // Once "2 failed replys" (issue 33's review).
+        assert_eq!(not_compared(1, 0), "; 1 failed reply not compared");
+        assert!(not_compared(2, 0).starts_with("; 2 failed replies not compared"));
+        assert_eq!(not_compared(0, 0), "");
     }
 
     #[test]
