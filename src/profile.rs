@@ -329,7 +329,11 @@ fn take_reference_bounds(a: &mut Applying<'_>) -> Result<()> {
         }
     }
     if !(a.given)("min_agreement") {
-        if let Some(v) = bounded("min_agreement", a.profile.min_agreement, reference::share)? {
+        if let Some(v) = bounded(
+            "min_agreement",
+            a.profile.min_agreement,
+            reference::agreement_in_bounds,
+        )? {
             a.args.reference.min_agreement = Some(v);
         }
     }
@@ -370,7 +374,7 @@ fn take_output_checks(a: &mut Applying<'_>) -> Result<()> {
         };
     }
     let share = |key: &str, v: Option<f64>| {
-        v.map(|v| out::share(v).map_err(|e| anyhow!("{key} in the profile is {e}")))
+        v.map(|v| out::share_in_bounds(v).map_err(|e| anyhow!("{key} in the profile is {e}")))
             .transpose()
     };
     let count = |key: &str, v: Option<i64>| {

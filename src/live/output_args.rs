@@ -80,7 +80,7 @@ impl OutputCheckArgs {
 }
 
 /// A share from 0 to 1.
-pub fn share(x: f64) -> Result<f64, String> {
+pub fn share_in_bounds(x: f64) -> Result<f64, String> {
     if (0.0..=1.0).contains(&x) {
         Ok(x)
     } else {
@@ -101,7 +101,7 @@ fn parse_share(s: &str) -> Result<f64, String> {
         .trim()
         .parse::<f64>()
         .map_err(|_| format!("{s:?} is not a number"))?;
-    share(x)
+    share_in_bounds(x)
 }
 
 fn parse_count(s: &str) -> Result<usize, String> {

@@ -55,7 +55,7 @@ pub fn tie(x: f64) -> Result<f64, String> {
 }
 
 /// `--min-agreement`: a share from 0 to 1.
-pub fn share(x: f64) -> Result<f64, String> {
+pub fn agreement_in_bounds(x: f64) -> Result<f64, String> {
     if (0.0..=1.0).contains(&x) {
         Ok(x)
     } else {
@@ -95,7 +95,7 @@ fn parse_tie(s: &str) -> Result<f64, String> {
 }
 
 fn parse_share(s: &str) -> Result<f64, String> {
-    share(number(s)?)
+    agreement_in_bounds(number(s)?)
 }
 
 fn parse_drift(s: &str) -> Result<f64, String> {

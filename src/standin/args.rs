@@ -41,7 +41,7 @@ pub struct StandInArgs {
     #[arg(long, value_name = "N", requires = "slow_by", help_heading = "Pacing")]
     pub slow_over: Option<u64>,
     /// Scale each request's gaps by a factor drawn uniformly from 1 - SHARE to 1 + SHARE, from
-    /// --seed and the request's number: the same run of factors for the same seed, whatever
+    /// --jitter-seed and the request's number: the same run of factors for the same seed, whatever
     /// the requests' timing.
     #[arg(
         long,
@@ -263,7 +263,7 @@ pub struct StandInArgs {
     /// letters and digits reversed in place ("Paris." becomes "siraP."); when that is the same
     /// word (one letter, a palindrome), each ASCII letter and digit moved on by one ("a" becomes
     /// "b", "z" "a", "9" "0"); with nothing to move ("+", "é"), the word twice ("++").
-    /// Whitespace is kept, so the reply differs by that word alone. Both draws come from --seed
+    /// Whitespace is kept, so the reply differs by that word alone. Both draws come from --jitter-seed
     /// and the request's number, on a stream of their own (not --jitter's): the same requests
     /// are changed for the same seed, whatever their timing. A nondeterministic serve.
     #[arg(
@@ -632,7 +632,7 @@ impl StandInArgs {
 /// --flip-margin: over the 0.5 a reference's tie margin defaults to, so a flip of it is hard.
 pub const DEFAULT_FLIP_MARGIN: f64 = 2.5;
 
-/// Mixed into --seed for --change-word's draws, so they are a stream of their own: with the
+/// Mixed into --jitter-seed for --change-word's draws, so they are a stream of their own: with the
 /// same seed, which requests --jitter slows and which --change-word changes are unrelated.
 const CHANGE_WORD_STREAM: u64 = 0x6368_616e_6765_2d77; // "change-w"
 

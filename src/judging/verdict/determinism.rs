@@ -139,7 +139,7 @@ fn trial_name(m: &Mismatch<'_>) -> String {
 
 /// A share as a short decimal, with at least two significant figures where it is small and
 /// never 0 unless it is: 0.05, 0.1, 0.0004, 0.
-fn share(x: f64) -> String {
+fn decimal_share(x: f64) -> String {
     if x <= 0.0 {
         return "0".to_string();
     }
@@ -330,7 +330,7 @@ pub(crate) fn determinism_line(replies: &[ReplyRecord]) -> Line {
     let d = &first.divergence;
     let mut text = format!(
         "{k} of {trials} trials ({kinds}) differed from the first reply to their prompt: q = {}{interval_text}",
-        share(rate)
+        decimal_share(rate)
     );
     if batched > 0 {
         text.push_str(&format!(
@@ -892,13 +892,13 @@ mod tests {
 
     #[test]
     fn small_rates_keep_their_figures() {
-        assert_eq!(share(0.05), "0.05");
-        assert_eq!(share(0.25), "0.25");
-        assert_eq!(share(1.0), "1");
-        assert_eq!(share(0.0), "0");
+        assert_eq!(decimal_share(0.05), "0.05");
+        assert_eq!(decimal_share(0.25), "0.25");
+        assert_eq!(decimal_share(1.0), "1");
+        assert_eq!(decimal_share(0.0), "0");
         // 1 of 2,500 trials is not 0.
-        assert_eq!(share(1.0 / 2500.0), "0.0004");
-        assert_eq!(share(1.0 / 3000.0), "0.00033");
+        assert_eq!(decimal_share(1.0 / 2500.0), "0.0004");
+        assert_eq!(decimal_share(1.0 / 3000.0), "0.00033");
     }
 
     #[test]

@@ -87,7 +87,7 @@ fn drift_line(
     };
     let change = t.change;
     let size = format!("{:.1}%", change.abs() * 100.0);
-    let limit = share(max_drift);
+    let limit = percent(max_drift);
     let (check, bad_p, status, text) = match figure {
         Figure::Rate => {
             let (down, up) = (t.test.p_decrease, t.test.p_increase);
@@ -171,7 +171,7 @@ fn signed(change: f64) -> String {
 }
 
 /// A share as a percentage, without a needless decimal: `10%`, `12.5%`.
-fn share(x: f64) -> String {
+fn percent(x: f64) -> String {
     let pct = x * 100.0;
     if (pct - pct.round()).abs() < 1e-9 {
         format!("{pct:.0}%")
@@ -422,8 +422,8 @@ mod tests {
         assert_eq!(p_text(0.032), "p = 0.032");
         assert_eq!(p_text(0.0004), "p = 0.0004");
         assert_eq!(p_text(0.00001), "p < 0.0001");
-        assert_eq!(share(0.10), "10%");
-        assert_eq!(share(0.125), "12.5%");
+        assert_eq!(percent(0.10), "10%");
+        assert_eq!(percent(0.125), "12.5%");
         assert_eq!(signed(-0.012), "-1.2%");
         assert_eq!(signed(0.004), "+0.4%");
         assert_eq!(duration(45_000_000_000), "45 s");
