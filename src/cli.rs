@@ -71,10 +71,41 @@ pub enum Command {
     Supervise(SuperviseArgs),
 }
 
+/// The command line. `judge` shares its floors' and checks' flags with `run`, whose help shows
+/// run's defaults; judge takes the run's recorded value first, and says so.
+pub fn command() -> clap::Command {
+    Cli::command().mut_subcommand("judge", |judge| judge.mut_args(recorded_default))
+}
+
+/// A judge flag's `[default: X]` as `[default: the run's recorded value, else X]`.
+fn recorded_default(arg: clap::Arg) -> clap::Arg {
+    let rewrite = |s: &clap::builder::StyledStr| -> Option<String> {
+        let text = s.to_string();
+        let at = text.rfind("[default: ")?;
+        let value = text[at + "[default: ".len()..].strip_suffix(']')?;
+        Some(format!(
+            "{}[default: the run's recorded value, else {value}]",
+            &text[..at]
+        ))
+    };
+    let (help, long) = (
+        arg.get_help().and_then(rewrite),
+        arg.get_long_help().and_then(rewrite),
+    );
+    let mut arg = arg;
+    if let Some(h) = help {
+        arg = arg.help(h);
+    }
+    if let Some(h) = long {
+        arg = arg.long_help(h);
+    }
+    arg
+}
+
 /// Parse the command line: the commands, and which `run` flags were given on it (a profile
 /// fills in only the others).
 pub fn parse() -> (Cli, Vec<String>) {
-    let matches = Cli::command().get_matches();
+    let matches = command().get_matches();
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(e) => e.exit(),
@@ -123,7 +154,7 @@ pub fn dispatch(cli: Cli, given: &[String]) -> Result<u8> {
             // Into a buffer first: clap_complete panics when its writer fails (a closed
             // stdout), and a shell's completion script is small.
             let mut script = Vec::new();
-            clap_complete::generate(shell, &mut Cli::command(), BIN_NAME, &mut script);
+            clap_complete::generate(shell, &mut command(), BIN_NAME, &mut script);
             let mut script = String::from_utf8_lossy(&script).into_owned();
             if shell == clap_complete::Shell::Bash {
                 script = mend_bash_completion(&script, BIN_NAME);
@@ -152,7 +183,7 @@ mod tests {
 
     #[test]
     fn the_cli_is_well_formed() {
-        Cli::command().debug_assert();
+        command().debug_assert();
     }
 
     #[test]
@@ -284,9 +315,28 @@ mod tests {
         assert!(args(&["--gaps-ms", "40,soon"]).is_err());
     }
 
+    #[test]
+    fn judge_says_its_defaults_are_the_runs_recorded_ones() {
+        // judge shares these flags with run; a flag not given takes what the run recorded.
+        let of = |sub: &str, id: &str| helps(sub).into_iter().find(|(i, _, _)| i == id).unwrap().1;
+        for id in [
+            "max_drift",
+            "output_checks",
+            "reference_reanchor",
+            "baseline_noise",
+        ] {
+            let judge = of("judge", id);
+            assert!(
+                judge.ends_with("]") && judge.contains("[default: the run's recorded value, else "),
+                "judge --{id}: {judge}"
+            );
+            assert!(!of("run", id).contains("recorded value"), "run --{id}");
+        }
+    }
+
     /// Each flag's help of a subcommand: (id, short help, long help).
     fn helps(sub: &str) -> Vec<(String, String, String)> {
-        let cmd = Cli::command();
+        let cmd = command();
         let sub = cmd.find_subcommand(sub).unwrap();
         sub.get_arguments()
             .map(|a| {
@@ -306,10 +356,6 @@ mod tests {
         // read as two conventions (issue 33, item 3).
         for sub in ["run", "judge", "stand-in"] {
             for (id, short, long) in helps(sub) {
-                // A flag pair (--usage / --no-usage), on by default: no value to show.
-                if (sub, id.as_str()) == ("stand-in", "usage") {
-                    continue;
-                }
                 for text in [&short, &long] {
                     // The bracket ends the help; before it, only llama.cpp's constant's name.
                     let before = text.split("[default: ").next().unwrap_or_default();

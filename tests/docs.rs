@@ -180,3 +180,24 @@ fn every_source_file_the_docs_name_exists() {
     }
     assert!(missing.is_empty(), "{}", missing.join("\n"));
 }
+
+#[test]
+fn the_readme_says_info_exactly_for_the_checks_that_are_only_info() {
+    // A row that opens "info:" names a line that is never anything else (Check::kind); a
+    // judged line's row never does (the `hold` row once said info while it can FAIL).
+    use npu_serve_smoke::archive::check::Kind;
+    let readme = read("README.md");
+    for check in Check::ALL {
+        let row = readme
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{check}` |")))
+            .unwrap_or_else(|| panic!("README.md has no row for {check}"));
+        let meaning = row.split(" | ").nth(1).unwrap_or("");
+        assert_eq!(
+            meaning.starts_with("info:"),
+            check.kind() == Kind::Info,
+            "README.md's {check} row against Check::kind ({:?}): {row}",
+            check.kind()
+        );
+    }
+}

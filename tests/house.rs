@@ -200,18 +200,68 @@ fn named_paths(code: &str, me: &[String]) -> Vec<Vec<String>> {
             };
             match rest[path.len()..].strip_prefix('{') {
                 Some(group) if path.is_empty() || path.ends_with("::") => {
-                    let end = group.find('}').unwrap_or(group.len());
-                    for item in group[..end].split(',') {
-                        let item: String = item
-                            .trim()
-                            .chars()
-                            .take_while(|c| ident(*c) || *c == ':')
-                            .collect();
+                    for item in group_items(group) {
                         out.push(segs(&format!("{path}{item}")));
                     }
                 }
                 _ => out.push(segs(&path)),
             }
+        }
+    }
+    out
+}
+
+/// The paths a `{...}` group names (its text after the `{`), nested groups spelled out:
+/// `b::{c, d}, e}` gives `b::c`, `b::d`, `e`.
+fn group_items(group: &str) -> Vec<String> {
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    // The group's own text, up to its matching `}`.
+    let mut depth = 0usize;
+    let end = group
+        .char_indices()
+        .find(|&(_, c)| match c {
+            '{' => {
+                depth += 1;
+                false
+            }
+            '}' if depth == 0 => true,
+            '}' => {
+                depth -= 1;
+                false
+            }
+            _ => false,
+        })
+        .map_or(group.len(), |(i, _)| i);
+    let inner = &group[..end];
+    // Its items, split at the commas outside nested groups.
+    let (mut items, mut from, mut depth) = (Vec::new(), 0, 0usize);
+    for (i, c) in inner.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => {
+                items.push(&inner[from..i]);
+                from = i + 1;
+            }
+            _ => {}
+        }
+    }
+    items.push(&inner[from..]);
+    let mut out = Vec::new();
+    for item in items {
+        let item = item.trim();
+        let path: String = item
+            .chars()
+            .take_while(|c| ident(*c) || *c == ':')
+            .collect();
+        match item[path.len()..].strip_prefix('{') {
+            Some(nested) => out.extend(
+                group_items(nested)
+                    .into_iter()
+                    .map(|inner| format!("{path}{inner}")),
+            ),
+            None if !path.is_empty() => out.push(path),
+            None => {}
         }
     }
     out
@@ -381,6 +431,8 @@ fn size_breaks(src: &Path) -> Vec<String> {
         for (start, line) in lines.iter().enumerate() {
             let Some(name) = fn_name(line) else { continue };
             let mut depth = 0usize;
+            // Brackets and parentheses of the signature: `-> [u8; 32]` holds a `;`.
+            let mut nesting = 0usize;
             let mut opened = false;
             let mut end = None;
             'scan: for (k, l) in lines.iter().enumerate().skip(start) {
@@ -402,7 +454,9 @@ fn size_breaks(src: &Path) -> Vec<String> {
                                 break 'scan;
                             }
                         }
-                        ';' if !opened => break 'scan,
+                        '(' | '[' if !opened => nesting += 1,
+                        ')' | ']' if !opened => nesting = nesting.saturating_sub(1),
+                        ';' if !opened && nesting == 0 => break 'scan,
                         _ => {}
                     }
                 }
@@ -460,7 +514,7 @@ fn a_circle_and_an_oversize_are_each_named() {
     let write = |rel: &str, text: &str| std::fs::write(src.join(rel), text).unwrap();
     write(
         "lib.rs",
-        "pub mod verdict;\npub mod prompts;\npub mod leaf;\n",
+        "pub mod verdict;\npub mod prompts;\npub mod leaf;\npub mod a;\npub mod c;\n",
     );
     // A parent calling its child while the child imports the parent: a circle.
     write(
@@ -471,8 +525,19 @@ fn a_circle_and_an_oversize_are_each_named() {
         "verdict/rate.rs",
         "use super::Line;\n// crate::leaf in a comment is no import\npub fn line() {}\n",
     );
-    // Two files through `crate::` and a group.
-    write("prompts.rs", "use crate::{leaf::X, verdict::Line};\n");
+    // Two files through `crate::` and a nested group.
+    write(
+        "prompts.rs",
+        "use crate::{leaf::X, verdict::{Line, judge}};\n",
+    );
+    // A circle seen only past a nested group: a -> c after `b::{..}`, and c -> a.
+    write("a.rs", "use crate::{leaf::{X, Y}, c::Z};\npub struct A;\n");
+    // A long function whose signature holds a `;` (an array's length).
+    let body = "    let _ = 1;\n".repeat(MOST_FUNCTION_LINES);
+    write(
+        "c.rs",
+        &format!("use crate::a::A;\npub struct Z;\nfn key() -> [u8; 32] {{\n{body}}}\n"),
+    );
     // A leaf that names others only in strings and its tests.
     let body = "    let _ = 1;\n".repeat(MOST_FUNCTION_LINES);
     write(
@@ -483,19 +548,27 @@ fn a_circle_and_an_oversize_are_each_named() {
         ),
     );
     let circles = circle_breaks(src);
-    assert_eq!(circles.len(), 1, "{circles:#?}");
+    assert_eq!(circles.len(), 2, "{circles:#?}");
+    let verdict = circles.iter().find(|c| c.contains("verdict")).unwrap();
     assert!(
-        circles[0].contains("src/verdict/mod.rs -> src/verdict/rate.rs")
-            && circles[0].contains("src/verdict/rate.rs -> src/verdict/mod.rs"),
+        verdict.contains("src/verdict/mod.rs -> src/verdict/rate.rs")
+            && verdict.contains("src/verdict/rate.rs -> src/verdict/mod.rs"),
         "{circles:#?}"
     );
-    assert!(!circles[0].contains("leaf"), "{circles:#?}");
+    assert!(
+        circles
+            .iter()
+            .any(|c| c.contains("src/a.rs -> src/c.rs") && c.contains("src/c.rs -> src/a.rs")),
+        "{circles:#?}"
+    );
+    assert!(!circles.iter().any(|c| c.contains("leaf")), "{circles:#?}");
     let sizes = size_breaks(src);
+    let over = MOST_FUNCTION_LINES + 2;
     assert_eq!(
         sizes,
-        vec![format!(
-            "src/leaf.rs:3: fn long is {} lines, more than {MOST_FUNCTION_LINES}",
-            MOST_FUNCTION_LINES + 2
-        )]
+        vec![
+            format!("src/c.rs:3: fn key is {over} lines, more than {MOST_FUNCTION_LINES}"),
+            format!("src/leaf.rs:3: fn long is {over} lines, more than {MOST_FUNCTION_LINES}"),
+        ]
     );
 }

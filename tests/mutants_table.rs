@@ -25,10 +25,12 @@ fn every_self_test_mutant_names_the_file_that_holds_its_text_once() {
         match std::fs::read_to_string(root.join(file)) {
             Err(e) => problems.push(format!("{name}: {file}: {e}")),
             Ok(text) => {
-                let n = text.matches(old).count();
+                // Only the shipped code: a mutant of a file's tests breaks nothing it gates.
+                let shipped = text.split("\n#[cfg(test)]\nmod ").next().unwrap_or("");
+                let n = shipped.matches(old).count();
                 if n != 1 {
                     problems.push(format!(
-                        "{name}: its old text is in {file} {n} times, not once"
+                        "{name}: its old text is in {file}'s shipped code {n} times, not once"
                     ));
                 }
             }
@@ -62,4 +64,9 @@ fn every_cargo_mutants_glob_matches_a_file() {
             .unwrap_or(false);
         assert!(found, "{glob} in .cargo/mutants.toml matches no file");
     }
+    // The busy-box set moved out of the verdict once (issue 33): where it lives is examined.
+    assert!(
+        line.contains("\"src/archive/check.rs\"") || line.contains("\"src/archive/*.rs\""),
+        "archive/check.rs (Check::TIMING) is not examined: {line}"
+    );
 }

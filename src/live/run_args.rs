@@ -286,8 +286,8 @@ pub struct DriftArgs {
 /// `sampling`.
 #[derive(Debug, Clone, Default, Args)]
 pub struct SamplingArgs {
-    /// The temperature every request asks for, 0 to 2. With --deterministic it must be 0:
-    /// greedy decoding, the one reproducible answer [default: 0]
+    /// The temperature every request asks for, 0 to 2. With --deterministic it must be given,
+    /// as 0: greedy decoding, the one reproducible answer [default: 0]
     #[arg(long, value_name = "T", value_parser = parse_temperature, allow_negative_numbers = true)]
     pub temperature: Option<f64>,
     /// The seed every request sends (`seed` in its body), 0 to 4294967294: llama.cpp reads
@@ -303,7 +303,7 @@ pub struct DeterminismArgs {
     /// The serve must answer the same prompt identically every time at temperature 0: every
     /// reply is compared with the first reply to its prompt, and each burst's streams with it
     /// (batch invariance). Any trial that differs FAILs the determinism line; none is
-    /// retried. Needs --temperature 0.
+    /// retried. Needs a run made with --temperature 0.
     #[arg(long)]
     pub deterministic: bool,
     /// With --deterministic and --baseline: what an answer that differs from the baseline's

@@ -75,7 +75,7 @@ pub struct StandInArgs {
     /// Send an immediate first chunk with the role and empty content, as some servers do.
     #[arg(long)]
     pub role_chunk: bool,
-    /// Send a final usage chunk when the request asks for it (the default).
+    /// Send a final usage chunk when the request asks for it [default: sent; --no-usage never]
     #[arg(long, overrides_with = "no_usage")]
     pub usage: bool,
     /// Never send a usage chunk.
