@@ -236,6 +236,26 @@ mod tests {
     }
 
     #[test]
+    fn the_lines_that_are_only_information_are_five() {
+        // The figures peers report, the first-token drift, the box's load, its throttling and
+        // how the serve stopped: said, never judged (docs/lines.md). Every other line can fail.
+        let info: Vec<Check> = Check::ALL
+            .into_iter()
+            .filter(|c| c.kind() == Kind::Info)
+            .collect();
+        assert_eq!(
+            info,
+            [
+                Check::Latency,
+                Check::FirstTokenDrift,
+                Check::Load,
+                Check::Throttle,
+                Check::Stop
+            ]
+        );
+    }
+
+    #[test]
     fn a_name_pads_like_a_string() {
         assert_eq!(format!("{:<12}|", Check::Rate), "rate        |");
     }
