@@ -9,26 +9,13 @@
 //! need belongs in a leaf.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use crate::util::rust_files;
 
 /// The longest a function may be, in lines, and a file before its tests.
 const MOST_FUNCTION_LINES: usize = 150;
 const MOST_FILE_LINES: usize = 1000;
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let mut entries: Vec<_> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("failed to read {}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .collect();
-    entries.sort();
-    for path in entries {
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|x| x == "rs") {
-            out.push(path);
-        }
-    }
-}
 
 /// The text with comments, strings and characters blanked to spaces (newlines kept), so that
 /// braces and paths are only the code's.

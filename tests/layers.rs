@@ -6,7 +6,9 @@
 //! (at its end, as in every file here) may borrow judging cases from the self-test.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use crate::util::rust_files;
 
 /// The folders that are layers, and the crates and std modules the pure ones may not touch.
 const PURE: [&str; 2] = ["wire", "judging"];
@@ -77,21 +79,6 @@ struct Use {
     line: usize,
     text: String,
     target: String,
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let mut entries: Vec<_> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("failed to read {}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .collect();
-    entries.sort();
-    for path in entries {
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|x| x == "rs") {
-            out.push(path);
-        }
-    }
 }
 
 /// The layer a file under src/ belongs to: its folder, or `top`.

@@ -529,3 +529,19 @@ pub fn forget_digests(dir: &Path) {
         .expect("a run.json the gate sealed holds digests");
     std::fs::write(&path, manifest.to_string()).unwrap();
 }
+
+/// Every `.rs` file under `dir`, in name order (tests/layers.rs and tests/house.rs read src/).
+pub fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("failed to read {}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|x| x == "rs") {
+            out.push(path);
+        }
+    }
+}

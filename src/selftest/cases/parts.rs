@@ -94,12 +94,7 @@ pub(crate) fn against_reference(
 /// A reply sent at 0 whose text events arrive at `at_ms`, saying `content`.
 pub(crate) fn reply(at_ms: &[u64], content: &str) -> ReplyRecord {
     ReplyRecord {
-        index: 1,
-        prompt: "p".into(),
-        expect: None,
         content: content.into(),
-        reasoning: String::new(),
-        sent_ns: 0,
         end_ns: at_ms.last().copied().unwrap_or(0) * MS,
         chunks: at_ms
             .iter()
@@ -110,18 +105,8 @@ pub(crate) fn reply(at_ms: &[u64], content: &str) -> ReplyRecord {
                 tokens: 0.0,
             })
             .collect(),
-        usage_completion_tokens: None,
         finish_reason: Some("stop".into()),
-        server_timings: None,
-        cached_prompt_tokens: None,
-        error: None,
-        text_cut: None,
-        metrics: None,
-        burst: None,
-        written_ns: None,
-        warmup: false,
-        unrequested_choice: None,
-        logprobs: None,
+        ..ReplyRecord::new(1, "p", None)
     }
 }
 
