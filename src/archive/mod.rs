@@ -9,6 +9,7 @@
 //! It may use the wire's types and the top-level prompts, clock and console; never judging,
 //! live or report, which all import it. `tests/layers.rs` checks this.
 
+pub mod byte_size;
 pub mod check;
 pub mod digest;
 pub mod record;
