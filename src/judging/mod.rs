@@ -2,8 +2,9 @@
 //! (median and its interval) in [`measure`]; the peers' latency figures (TTFT, ITL, TPOT,
 //! E2EL percentiles) in [`latency`]; a candidate against an accepted baseline (the
 //! Hodges-Lehmann shift, its interval and the decision) in [`baseline`]; whether a figure
-//! drifted over the run (Mann-Kendall, Sen's slope, blocks) in [`drift`]; a rate of trials
-//! with its exact interval (Clopper-Pearson) in [`proportion`]; the serve's log
+//! drifted over the run (Mann-Kendall, Sen's slope, blocks) in [`drift`]; how fast a
+//! figure grows per reply (Sen's slope with its interval, for a leak) in [`growth`]; a rate
+//! of trials with its exact interval (Clopper-Pearson) in [`proportion`]; the serve's log
 //! scanned as a stream in [`serve_log`]; the verdict in [`verdict`], one file per line family;
 //! an archived run judged in [`archived`]; what differs between two runs' provenance in
 //! [`provenance`]; the serve's own Prometheus metrics set against what the gate counted over
@@ -16,6 +17,7 @@
 pub mod archived;
 pub mod baseline;
 pub mod drift;
+pub mod growth;
 pub mod latency;
 pub mod measure;
 pub mod proportion;
