@@ -63,6 +63,9 @@ pub struct JudgeArgs {
     /// The output line's settings, instead of what the run recorded.
     #[command(flatten, next_help_heading = "Determinism and output checks")]
     pub output_checks: crate::live::output_args::OutputCheckArgs,
+    /// What the footprint lines are held to, instead of what the run recorded.
+    #[command(flatten, next_help_heading = "Footprint")]
+    pub footprint: crate::live::footprint_args::FootprintArgs,
     /// Override the recorded busy-box SKIP policy (see run --busy-skip).
     #[arg(long, value_name = "THRESHOLD", help_heading = "Floors and limits")]
     pub busy_skip: Option<f64>,
@@ -190,6 +193,7 @@ fn floors_asked(args: &JudgeArgs, archive: &Archive) -> Result<Floors> {
     override_drift_and_determinism(&mut floors, args, archive)?;
     override_reference(&mut floors, &args.reference);
     floors.output = args.output_checks.over(floors.output);
+    floors.footprint = args.footprint.over(std::mem::take(&mut floors.footprint));
     Ok(floors)
 }
 

@@ -90,6 +90,13 @@ pub struct Profile {
     reply_limit: Option<f64>,
     device_freq: Option<PathBuf>,
     device_temp: Option<PathBuf>,
+    // The footprint's (issue 34): sizes and durations as the flags write them ("1MiB",
+    // "10s"), the counter file a path.
+    max_memory_growth: Option<String>,
+    max_serve_memory: Option<String>,
+    ready_limit: Option<String>,
+    idle_probe: Option<String>,
+    device_memory: Option<PathBuf>,
     serve: Option<Vec<String>>,
 }
 
@@ -159,6 +166,7 @@ pub fn apply(
     take_drift_and_sampling(&mut a)?;
     take_reference_bounds(&mut a)?;
     take_output_checks(&mut a)?;
+    take_footprint(&mut a)?;
     take_launch_and_time_limits(&mut a)?;
     take_files(&mut a)?;
     take_serve(&mut a)?;
@@ -358,6 +366,50 @@ fn take_reference_bounds(a: &mut Applying<'_>) -> Result<()> {
 }
 
 /// The output line's settings (issue 32): on or off, its shares and its counts.
+/// The footprint's keys, held to the flags' own parsers.
+fn take_footprint(a: &mut Applying<'_>) -> Result<()> {
+    use crate::archive::byte_size::parse_bytes;
+    let key = |k: &str, e: String| anyhow!("{k} in the profile: {e}");
+    let f = &mut a.args.footprint;
+    if !(a.given)("max_memory_growth") {
+        if let Some(v) = a.profile.max_memory_growth.take() {
+            f.max_memory_growth = Some(parse_bytes(&v).map_err(|e| key("max_memory_growth", e))?);
+        }
+    }
+    if !(a.given)("max_serve_memory") {
+        if let Some(v) = a.profile.max_serve_memory.take() {
+            f.max_serve_memory = Some(parse_bytes(&v).map_err(|e| key("max_serve_memory", e))?);
+        }
+    }
+    if !(a.given)("ready_limit") {
+        if let Some(v) = a.profile.ready_limit.take() {
+            let ms = run_args::parse_millis(&v).map_err(|e| key("ready_limit", e))?;
+            if !(ms.is_finite() && ms > 0.0) {
+                bail!("ready_limit in the profile: {v:?} is not a duration above 0 (e.g. 90s)");
+            }
+            f.ready_limit = Some(ms);
+        }
+    }
+    let r = &mut a.args.footprint_run;
+    if !(a.given)("idle_probe") {
+        if let Some(v) = a.profile.idle_probe.take() {
+            let s = run_args::duration_in(&v, run_args::BareUnit::Seconds)
+                .map_err(|e| key("idle_probe", e))?;
+            r.idle_probe = Some(
+                crate::live::footprint_args::idle_probe_in_bounds(&v, s)
+                    .map_err(|e| key("idle_probe", e))?,
+            );
+        }
+    }
+    // Absolute paths (sysfs) stay as they are; a relative one is the profile's folder's.
+    if !(a.given)("device_memory") {
+        if let Some(p) = a.profile.device_memory.take() {
+            r.device_memory = Some(a.dir.join(p));
+        }
+    }
+    Ok(())
+}
+
 fn take_output_checks(a: &mut Applying<'_>) -> Result<()> {
     use crate::live::output_args::{self as out, OutputChecks};
     let given = a.given;
@@ -669,6 +721,57 @@ mod tests {
             0,
             "no warm-ups unless asked"
         );
+    }
+
+    #[test]
+    fn the_footprint_keys_are_held_to_the_flags_parsers() {
+        let profile: Profile = toml::from_str(
+            "idle_probe = \"10s\"\nmax_memory_growth = \"2MiB\"\nready_limit = \"90s\"\ndevice_memory = \"/sys/class/accel/accel0/device/npu_memory_utilization\"\n",
+        )
+        .unwrap();
+        let merged = apply(
+            run_args(&["x", "run"]),
+            profile,
+            Path::new("/etc/gates"),
+            |_| false,
+        )
+        .unwrap();
+        assert_eq!(
+            merged.footprint_run.idle_probe,
+            Some(Duration::from_secs(10))
+        );
+        assert_eq!(
+            merged.footprint.max_memory_growth,
+            Some(2.0 * 1024.0 * 1024.0)
+        );
+        assert_eq!(merged.footprint.ready_limit, Some(90_000.0));
+        assert_eq!(
+            merged.footprint_run.device_memory,
+            Some(PathBuf::from(
+                "/sys/class/accel/accel0/device/npu_memory_utilization"
+            ))
+        );
+        for (text, says) in [
+            (
+                "idle_probe = \"2d\"\n",
+                "idle_probe in the profile: \"2d\" is over a day",
+            ),
+            (
+                "max_memory_growth = \"1\"\n",
+                "max_memory_growth in the profile: \"1\" is not a size",
+            ),
+            (
+                "max_memory_growth = \"-1MiB\"\n",
+                "max_memory_growth in the profile",
+            ),
+            ("ready_limit = \"0s\"\n", "ready_limit in the profile"),
+        ] {
+            let profile: Profile = toml::from_str(text).unwrap();
+            let e = apply(run_args(&["x", "run"]), profile, Path::new("/"), |_| false)
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with(says), "{text}: {e}");
+        }
     }
 
     #[test]

@@ -63,13 +63,25 @@ pub enum Check {
     Load,
     /// CPU throttling seen during the replies.
     Throttle,
+    /// The serve's memory: its growth a reply after a warm baseline, and its peak.
+    Memory,
+    /// The device's memory, where the box exposes it: growth and peak.
+    DeviceMemory,
+    /// Against a baseline: the serve's peak memory and growth side by side.
+    BaselineMemory,
+    /// The time from launch to ready, against a limit and the baseline's.
+    Startup,
+    /// The first reply's first token (the cold reply) beside the warm median.
+    ColdReply,
+    /// With `--idle-probe`: the first token of a reply after an idle wait.
+    Idle,
     /// The serve had to be killed, or left processes behind.
     Stop,
 }
 
 impl Check {
     /// Every check.
-    pub const ALL: [Check; 22] = [
+    pub const ALL: [Check; 28] = [
         Check::Archive,
         Check::Hold,
         Check::Serve,
@@ -89,6 +101,12 @@ impl Check {
         Check::Determinism,
         Check::BaselineAnswers,
         Check::Metrics,
+        Check::Startup,
+        Check::ColdReply,
+        Check::Idle,
+        Check::Memory,
+        Check::DeviceMemory,
+        Check::BaselineMemory,
         Check::Load,
         Check::Throttle,
         Check::Stop,
@@ -96,11 +114,14 @@ impl Check {
 
     /// The checks that are timing alone: a busy box may explain their failure, and with
     /// `--busy-skip` excuse it. Route, content and every other check are never excused.
-    pub const TIMING: [Check; 4] = [
+    pub const TIMING: [Check; 7] = [
         Check::Rate,
         Check::FirstToken,
         Check::Drift,
         Check::Aggregate,
+        Check::Startup,
+        Check::ColdReply,
+        Check::Idle,
     ];
 
     /// The check's name, as the lines, result.json, JUnit and `--prom` show it.
@@ -127,6 +148,12 @@ impl Check {
             Check::Metrics => "metrics",
             Check::Load => "load",
             Check::Throttle => "throttle",
+            Check::Memory => "memory",
+            Check::DeviceMemory => "device-memory",
+            Check::BaselineMemory => "baseline-memory",
+            Check::Startup => "startup",
+            Check::ColdReply => "cold-reply",
+            Check::Idle => "idle",
             Check::Stop => "stop",
         }
     }
@@ -216,7 +243,15 @@ mod tests {
     fn the_timing_checks_are_four_and_judged() {
         assert_eq!(
             Check::TIMING.map(Check::name),
-            ["rate", "first-token", "drift", "aggregate"]
+            [
+                "rate",
+                "first-token",
+                "drift",
+                "aggregate",
+                "startup",
+                "cold-reply",
+                "idle"
+            ]
         );
         for c in Check::TIMING {
             assert_eq!(c.kind(), Kind::Judged, "{c}");

@@ -23,8 +23,10 @@ use crate::archive::rundir;
 use crate::clock;
 use crate::judging::measure;
 use crate::live::client::{Client, FirstText, ReplyRequest};
+use crate::live::footprint::DeviceMemoryFile;
 use crate::live::recorder::Recorder;
 use crate::live::serve::ServeProcess;
+use crate::live::single_reply::memory_now;
 use crate::prompts::Prompt;
 
 /// What the bursts are made of.
@@ -48,6 +50,8 @@ pub struct BurstWork<'a> {
     pub limit: Option<Duration>,
     /// A client for the serve's metrics, when they are scraped.
     pub metrics: Option<&'a Client>,
+    /// `--device-memory`'s counter, read with the serve's memory at each reply's end.
+    pub device_memory: Option<&'a DeviceMemoryFile>,
 }
 
 /// The longest a scrape of the serve's metrics may take.
@@ -129,6 +133,9 @@ pub async fn make_bursts(
                     crate::say!("{}", progress(&reply, &m, work.plan));
                     failed |= reply.error.is_some();
                     first_text.wake();
+                    // A few small /proc reads while the other streams wait to be polled: the
+                    // sampler makes the same every 250 ms.
+                    reply.memory = memory_now(serve, work.device_memory);
                     rec.reply(&reply);
                     reply.keep_judged(replies);
                     replies.push(reply);

@@ -110,6 +110,7 @@ fn floors(args: &RunSettings) -> Result<Floors> {
         max_logprob_drift: args.reference.max_logprob_drift,
         reference_reanchor: args.reference.reference_reanchor,
         output: args.output_checks.over(Default::default()),
+        footprint: args.footprint.over(Default::default()),
     };
     Criteria::new(floors.clone())?;
     Ok(floors)

@@ -22,6 +22,7 @@ use sysinfo::{CpuRefreshKind, ProcessRefreshKind, ProcessesToUpdate, RefreshKind
 use crate::archive::record::{LoadSnapshot, RouteRecord};
 use crate::judging::verdict::conditions::throttle_summary;
 use crate::judging::verdict::Criteria;
+use crate::live::footprint::{self, DeviceMemoryFile};
 use crate::live::route_probe::RouteProbe;
 use crate::live::throttle::{self, BoxSources, DeviceFiles};
 
@@ -99,18 +100,24 @@ pub struct Sampler {
     box_sources: BoxSources,
     /// The device's clock and temperature files, where given.
     device: DeviceFiles,
+    /// Whether a serve was launched: its memory is read on each sample (issue 34).
+    launched: bool,
+    /// `--device-memory`'s counter, where given.
+    device_memory: Option<DeviceMemoryFile>,
 }
 
 impl Sampler {
     /// Start sampling: walk the serve's process tree (if a serve was launched), read its route
     /// evidence, and take the baseline of every process's CPU time. `base_ns` is the run's
     /// clock base; `criteria` say which device file and busy counter to read; `device`, which
-    /// files hold the device's clock and temperature.
+    /// files hold the device's clock and temperature; `device_memory`, the device's memory
+    /// counter.
     pub fn start(
         serve: Option<ServeTree>,
         base_ns: u64,
         criteria: &Criteria,
         device: &DeviceFiles,
+        device_memory: Option<&DeviceMemoryFile>,
     ) -> Sampler {
         let route = RouteProbe::start(
             serve.map(|s| s.root),
@@ -135,6 +142,8 @@ impl Sampler {
             started_ns: crate::clock::now_ns().saturating_sub(base_ns),
             box_sources: BoxSources::discover(std::path::Path::new("/")),
             device: device.clone(),
+            launched: serve.is_some(),
+            device_memory: device_memory.cloned(),
         };
         s.read_threads();
         s
@@ -214,6 +223,13 @@ impl Sampler {
                 temp_c: throttling.temp_c,
                 device_mhz,
                 device_temp_c,
+                // The tree as the route evidence walked it last: never a pid seen once and
+                // since gone, whose number another process may have taken.
+                memory: if self.launched {
+                    footprint::read_processes(self.route.tree(), self.device_memory.as_ref())
+                } else {
+                    None
+                },
             },
             last,
         );
@@ -469,7 +485,7 @@ mod tests {
             ..Default::default()
         })
         .unwrap();
-        let mut s = Sampler::start(Some(me), 0, &criteria, &DeviceFiles::default());
+        let mut s = Sampler::start(Some(me), 0, &criteria, &DeviceFiles::default(), None);
         let mut x = 0u64;
         for i in 0..20_000_000u64 {
             x = x.wrapping_mul(31).wrapping_add(i);
@@ -478,6 +494,11 @@ mod tests {
         s.sample();
         let d = s.finish();
         assert_eq!(d.samples.len(), 2);
+        // A launched serve's memory is read on each sample: this process's.
+        for sample in &d.samples {
+            let m = sample.memory.as_ref().expect("memory read");
+            assert!(m.processes >= 1 && m.rss_anon > 0, "{m:?}");
+        }
         if std::path::Path::new("/proc/self/schedstat").exists() {
             assert!(d.serve_cpu_s.unwrap() > 0.0, "{d:?}");
             assert!(d.wait_fraction.is_some());
@@ -500,7 +521,7 @@ mod tests {
             freq: Some(freq.clone()),
             temp: Some(temp.clone()),
         };
-        let mut s = Sampler::start(None, 0, &criteria, &device);
+        let mut s = Sampler::start(None, 0, &criteria, &device, None);
         s.sample();
         // The NPU slows and heats between looks; the last look sees it.
         std::fs::write(&freq, "300000000\n").unwrap();

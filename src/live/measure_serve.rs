@@ -18,10 +18,11 @@ use crate::live::conditions::{self, Sampler, ServeTree};
 use crate::live::hold::{self, Hold, Taken};
 use crate::live::log_pipe::LogPipe;
 use crate::live::plan::{Launch, Plan};
+use crate::live::progress_line::figures_said;
 use crate::live::reanchor::{reanchor, ReanchorWork};
 use crate::live::recorder::Recorder;
 use crate::live::serve::{self, ServeProcess};
-use crate::live::single_reply::make_replies;
+use crate::live::single_reply::{keep_reply, make_replies, one_reply};
 use crate::live::soak::Soak;
 
 /// What the measuring phase has that run.json does not hold.
@@ -106,10 +107,13 @@ pub(crate) async fn measure_serve(
         root: p.pid(),
         subreaper: Some(p.supervisor_pid()),
     });
-    let sampler =
-        progress
-            .sampler
-            .insert(Sampler::start(tree, base_ns, &plan.criteria, &plan.device));
+    let sampler = progress.sampler.insert(Sampler::start(
+        tree,
+        base_ns,
+        &plan.criteria,
+        &plan.device,
+        plan.device_memory.as_ref(),
+    ));
     progress.metrics = plan.metrics.as_ref().map(|m| MetricsRecord {
         url: m.url.clone(),
         given: m.given,
@@ -275,8 +279,12 @@ async fn make_all_replies(
             stall: plan.reply_timeout,
             limit: plan.reply_limit,
             metrics: plan.metrics.as_ref().map(|m| &m.client),
+            device_memory: plan.device_memory.as_ref(),
         };
         died = make_bursts(&work, base_ns, rec, serve, made.replies, made.metrics).await?;
+    }
+    if let (Some(wait), None) = (plan.idle_probe, &died) {
+        died = idle_probe(r, wait, serve, made.replies).await?;
     }
     // After every timed reply: the re-anchors are judged by the reference line alone.
     if let (None, Some(Ok(reference))) = (&died, plan.reference.as_ref().map(|r| &r.archive)) {
@@ -304,6 +312,27 @@ async fn make_all_replies(
         *made.reanchors = reanchor(&work, base_ns, made.replies, rec).await;
     }
     Ok(died)
+}
+
+/// `--idle-probe`: wait `wait` with the serve idle (the sampler goes on looking), then make one
+/// more reply, flagged as the probe: the idle line judges its first token, nothing else times
+/// it. How the serve died, if it did.
+async fn idle_probe(
+    r: &Replying<'_>,
+    wait: Duration,
+    serve: &mut Option<ServeProcess>,
+    replies: &mut Vec<ReplyRecord>,
+) -> Result<Option<String>> {
+    crate::say!(
+        "idle probe: waiting {} with the serve idle",
+        humantime::format_duration(wait)
+    );
+    tokio::time::sleep(wait).await;
+    let i = replies.len().saturating_sub(r.plan.warmup);
+    let (mut reply, m) = one_reply(r.plan, r.client, r.model, r.base_ns, i, false).await;
+    reply.idle_probe = true;
+    crate::say!("idle probe: {}", figures_said(&reply, &m));
+    keep_reply(reply, r.rec, serve, replies, r.plan.device_memory.as_ref()).await
 }
 
 fn record_load(rec: &Recorder) -> Option<LoadSnapshot> {

@@ -14,6 +14,7 @@ use crate::archive::rundir::BaselineRun;
 use crate::judging::verdict::{BusySource, Criteria};
 use crate::live::checked_args::{self, Reach};
 use crate::live::client::Client;
+use crate::live::footprint::DeviceMemoryFile;
 use crate::live::route_probe;
 use crate::live::run_args::{RunSettings, DEFAULT_ROUNDS};
 use crate::live::serve;
@@ -84,6 +85,10 @@ pub(crate) struct Plan {
     pub soak: Option<Duration>,
     /// The device's clock and temperature files (`--device-freq`, `--device-temp`).
     pub device: DeviceFiles,
+    /// `--device-memory`: the device's memory counter, checked to read as a number.
+    pub device_memory: Option<DeviceMemoryFile>,
+    /// `--idle-probe`: the wait with the serve idle before the probe reply.
+    pub idle_probe: Option<Duration>,
 }
 
 /// Where the serve's metrics are scraped around the bursts.
@@ -129,6 +134,19 @@ impl Plan {
             &args.device_temp,
             &args.hold,
         )?;
+        let device_memory =
+            args.footprint_run
+                .device_memory
+                .as_ref()
+                .map(|path| DeviceMemoryFile {
+                    path: path.clone(),
+                    unit: args.footprint_run.device_memory_unit,
+                });
+        if let Some(file) = &device_memory {
+            // Read on every sample and at each reply's end: refused now, not found missing
+            // from every reading.
+            file.check().map_err(anyhow::Error::msg)?;
+        }
         let device = DeviceFiles {
             freq: args.device_freq.clone(),
             temp: args.device_temp.clone(),
@@ -205,6 +223,8 @@ impl Plan {
             reply_timeout: args.reply_timeout,
             reply_limit: args.reply_limit,
             soak: args.soak,
+            device_memory,
+            idle_probe: args.footprint_run.idle_probe,
             settings,
             output,
         })

@@ -33,6 +33,7 @@ use crate::archive::record::{
     CounterReading, CounterRecord, FileKind, Header, MapKind, ProcessRecord, RouteRecord,
 };
 use crate::judging::verdict::BusySource;
+use crate::live::serve_tree::walk_tree;
 
 /// The most processes of a tree recorded; a serve that forks more is recorded up to here.
 pub const MAX_PROCESSES: usize = 256;
@@ -518,58 +519,6 @@ fn file_kind(meta: &std::fs::Metadata) -> FileKind {
     } else {
         FileKind::Other
     }
-}
-
-/// `root` and every descendant; the subreaper's other children are orphaned descendants of
-/// the serve (the subreaper launched only the serve) and belong to the tree too.
-fn walk_tree(root: u32, subreaper: Option<u32>) -> Result<BTreeSet<u32>, String> {
-    if !std::path::Path::new("/proc/self/task").exists() {
-        return Err("/proc is not mounted: the serve's processes cannot be looked at".into());
-    }
-    let mut found = BTreeSet::from([root]);
-    let mut queue = vec![root];
-    if let Some(reaper) = subreaper {
-        for orphan in children(reaper)? {
-            if found.insert(orphan) {
-                queue.push(orphan);
-            }
-        }
-    }
-    while let Some(pid) = queue.pop() {
-        if found.len() >= MAX_PROCESSES * 4 {
-            break;
-        }
-        for child in children(pid)? {
-            if found.insert(child) {
-                queue.push(child);
-            }
-        }
-    }
-    Ok(found)
-}
-
-/// The children of `pid`, from every one of its threads (a child belongs to the thread that
-/// forked it). A process that is gone has none.
-fn children(pid: u32) -> Result<Vec<u32>, String> {
-    let Ok(process) = Process::new(pid as i32) else {
-        return Ok(Vec::new());
-    };
-    let Ok(tasks) = process.tasks() else {
-        return Ok(Vec::new());
-    };
-    let mut out = Vec::new();
-    for task in tasks.flatten() {
-        match task.children() {
-            Ok(c) => out.extend(c),
-            Err(procfs::ProcError::NotFound(Some(path))) if path.ends_with("children") => {
-                return Err(
-                    "this kernel has no /proc/PID/task/TID/children (CONFIG_PROC_CHILDREN): the serve's descendants cannot be found".into(),
-                )
-            }
-            Err(_) => {}
-        }
-    }
-    Ok(out)
 }
 
 /// A small file's text, at most [`COUNTER_FILE_MAX`] bytes.

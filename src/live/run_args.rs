@@ -75,6 +75,12 @@ pub struct RunArgs {
     /// What degenerate answers the output line fails.
     #[command(flatten, next_help_heading = "Determinism and output checks")]
     pub output_checks: crate::live::output_args::OutputCheckArgs,
+    /// What the serve's memory, its time to ready and its cold reply are held to.
+    #[command(flatten, next_help_heading = "Footprint")]
+    pub footprint: crate::live::footprint_args::FootprintArgs,
+    /// The device's memory counter and the reply after idle.
+    #[command(flatten, next_help_heading = "Footprint")]
+    pub footprint_run: crate::live::footprint_args::FootprintRunArgs,
     /// The serve's base URL, instead of http://127.0.0.1:{port}. With no serve command, the
     /// gate measures a serve that is already running (nothing is launched or stopped).
     #[arg(long, value_name = "URL", help_heading = "Launch, hold and stop")]
@@ -480,6 +486,10 @@ pub struct RunSettings {
     pub reference: crate::live::reference_args::ReferenceArgs,
     /// What degenerate answers the output line fails.
     pub output_checks: crate::live::output_args::OutputCheckArgs,
+    /// What the footprint lines are held to.
+    pub footprint: crate::live::footprint_args::FootprintArgs,
+    /// The device's memory counter and the reply after idle.
+    pub footprint_run: crate::live::footprint_args::FootprintRunArgs,
     /// The serve's base URL, instead of http://127.0.0.1:{port}. With no serve command, the
     /// gate measures a serve that is already running (nothing is launched or stopped).
     pub url: Option<String>,
@@ -573,6 +583,8 @@ impl From<RunArgs> for RunSettings {
             baseline_answers: a.determinism.baseline_answers,
             reference: a.reference,
             output_checks: a.output_checks,
+            footprint: a.footprint,
+            footprint_run: a.footprint_run,
             url: a.url,
             ready_path: a.ready_path,
             api_base: a.api_base,

@@ -5,7 +5,8 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::archive::record::OutputFloors;
+use crate::archive::record::{FootprintFloors, OutputFloors};
+use crate::live::footprint_args::MemoryUnit;
 use crate::live::run_args::RunSettings;
 
 /// run.json's `settings`, one field a setting, named as its flag is (with underscores);
@@ -57,6 +58,10 @@ struct SettingsRecord<'a> {
     max_logprob_drift: Option<f64>,
     reference_reanchor: Option<usize>,
     output: OutputFloors,
+    footprint: FootprintFloors,
+    device_memory: &'a Option<PathBuf>,
+    device_memory_unit: Option<MemoryUnit>,
+    idle_probe: Option<f64>,
     model: &'a Option<String>,
     hold: &'a Option<PathBuf>,
     hold_timeout: f64,
@@ -117,6 +122,14 @@ impl<'a> SettingsRecord<'a> {
             max_logprob_drift: args.reference.max_logprob_drift,
             reference_reanchor: args.reference.reference_reanchor,
             output: args.output_checks.over(Default::default()),
+            footprint: args.footprint.over(Default::default()),
+            device_memory: &args.footprint_run.device_memory,
+            device_memory_unit: args
+                .footprint_run
+                .device_memory
+                .as_ref()
+                .map(|_| args.footprint_run.device_memory_unit),
+            idle_probe: args.footprint_run.idle_probe.map(|d| d.as_secs_f64()),
             model: &args.model,
             hold: &args.hold,
             hold_timeout: args.hold_timeout.as_secs_f64(),
@@ -163,8 +176,8 @@ mod tests {
                 r#"{"aggregate_floor":null,"api_base":"/v1","baseline":null,"baseline_allow":[],"#,
                 r#""baseline_answers":null,"baseline_noise":null,"busy_skip":null,"concurrency":1,"#,
                 r#""continue_body":null,"deterministic":false,"device_busy":null,"device_freq":null,"#,
-                r#""device_temp":null,"extra_body":null,"fast_route":null,"first_token_ms":600.0,"#,
-                r#""floor":60.0,"grace":10.0,"hold":null,"hold_cmd":null,"hold_timeout":600.0,"#,
+                r#""device_memory":null,"device_memory_unit":null,"device_temp":null,"extra_body":null,"fast_route":null,"first_token_ms":600.0,"#,
+                r#""floor":60.0,"footprint":{},"grace":10.0,"hold":null,"hold_cmd":null,"hold_timeout":600.0,"idle_probe":null,"#,
                 r#""logprobs":null,"max_drift":null,"max_logprob_drift":null,"max_regression":null,"#,
                 r#""max_tokens":64,"metrics_url":null,"min_agreement":null,"min_speedup":null,"#,
                 r#""model":null,"no_route_lib":null,"out":null,"output":{},"profile":null,"#,
@@ -290,6 +303,16 @@ mod tests {
             "/f",
             "--device-temp",
             "/t",
+            "--max-memory-growth",
+            "2MiB",
+            "--ready-limit",
+            "90s",
+            "--device-memory",
+            "/m",
+            "--device-memory-unit",
+            "KiB",
+            "--idle-probe",
+            "10s",
             "--json",
             "--",
             "./serve",
@@ -304,9 +327,9 @@ mod tests {
                 r#""baseline_allow":["kernel","firmware"],"baseline_answers":"exact","#,
                 r#""baseline_noise":0.02,"busy_skip":0.2,"concurrency":4,"#,
                 r#""continue_body":"{\"x\":1}","deterministic":true,"device_busy":"fdinfo:busy","#,
-                r#""device_freq":"/f","device_temp":"/t","extra_body":"{\"cache_prompt\":false}","#,
-                r#""fast_route":"npu","first_token_ms":300.0,"floor":12.5,"grace":2.5,"#,
-                r#""hold":"/tmp/h","hold_cmd":"npu-hold --","hold_timeout":120.0,"logprobs":3,"#,
+                r#""device_freq":"/f","device_memory":"/m","device_memory_unit":"KiB","device_temp":"/t","extra_body":"{\"cache_prompt\":false}","#,
+                r#""fast_route":"npu","first_token_ms":300.0,"floor":12.5,"footprint":{"max_memory_growth":2097152.0,"ready_limit_ms":90000.0},"grace":2.5,"#,
+                r#""hold":"/tmp/h","hold_cmd":"npu-hold --","hold_timeout":120.0,"idle_probe":10.0,"logprobs":3,"#,
                 r#""max_drift":0.2,"max_logprob_drift":0.3,"max_regression":0.1,"max_tokens":32,"#,
                 r#""metrics_url":"http://127.0.0.1:9/metrics","min_agreement":0.9,"min_speedup":2.0,"#,
                 r#""model":"m","no_route_lib":"libcpu","out":"o","output":{"loop_share":0.5,"#,

@@ -4,9 +4,10 @@
 
 use anyhow::Result;
 
-use crate::archive::record::ReplyRecord;
+use crate::archive::record::{MemoryReading, ReplyRecord};
 use crate::judging::measure;
 use crate::live::client::{Client, ReplyRequest};
+use crate::live::footprint::{self, DeviceMemoryFile};
 use crate::live::plan::Plan;
 use crate::live::progress_line::{figures_said, progress};
 use crate::live::recorder::Recorder;
@@ -33,14 +34,18 @@ pub(crate) async fn make_replies(
             plan.warmup,
             figures_said(&reply, &m)
         );
-        if let Some(died) = keep_reply(reply, rec, serve, replies).await? {
+        if let Some(died) =
+            keep_reply(reply, rec, serve, replies, plan.device_memory.as_ref()).await?
+        {
             return Ok(Some(died));
         }
     }
     for i in 0..plan.replies {
         let (reply, m) = one_reply(plan, client, model, base_ns, i, false).await;
         crate::say!("{}", progress(&reply, &m, plan.warmup + plan.replies));
-        if let Some(died) = keep_reply(reply, rec, serve, replies).await? {
+        if let Some(died) =
+            keep_reply(reply, rec, serve, replies, plan.device_memory.as_ref()).await?
+        {
             return Ok(Some(died));
         }
     }
@@ -78,14 +83,26 @@ pub(crate) async fn one_reply(
     (reply, m)
 }
 
-/// Append a finished reply to replies.jsonl and the run's replies. When it failed and the
-/// serve has exited, how the serve died.
+/// The launched serve's memory now (and the device's, `device_memory` where given), for a
+/// reply that just ended (issue 34); `None` for an attached serve, or one that is gone.
+pub(crate) fn memory_now(
+    serve: &Option<ServeProcess>,
+    device_memory: Option<&DeviceMemoryFile>,
+) -> Option<MemoryReading> {
+    let p = serve.as_ref()?;
+    footprint::read_tree(p.pid(), Some(p.supervisor_pid()), device_memory)
+}
+
+/// Append a finished reply to replies.jsonl and the run's replies, with the serve's memory at
+/// its end. When it failed and the serve has exited, how the serve died.
 pub(crate) async fn keep_reply(
     mut reply: ReplyRecord,
     rec: &Recorder,
     serve: &mut Option<ServeProcess>,
     replies: &mut Vec<ReplyRecord>,
+    device_memory: Option<&DeviceMemoryFile>,
 ) -> Result<Option<String>> {
+    reply.memory = memory_now(serve, device_memory);
     let failed = reply.error.is_some();
     let index = reply.index;
     rec.reply(&reply);

@@ -101,7 +101,15 @@ impl Soak<'_> {
                 crate::say!("{}", progress(&reply, &m, self.plan.warmup + i + 1));
             }
             rates.extend(m.rate_tok_s);
-            if let Some(died) = keep_reply(reply, self.rec, serve, replies).await? {
+            if let Some(died) = keep_reply(
+                reply,
+                self.rec,
+                serve,
+                replies,
+                self.plan.device_memory.as_ref(),
+            )
+            .await?
+            {
                 return Ok((SoakEnd::ServeDied, Some(died)));
             }
             if failed {

@@ -72,6 +72,7 @@ pub fn exposition(v: &Verdict, run: &RunInfo<'_>) -> String {
     reference_families(&mut out, v);
     output_families(&mut out, v);
     load_families(&mut out, v);
+    footprint_families(&mut out, v);
     run_time_families(&mut out, run);
     latency_summaries(&mut out, v);
     out.text
@@ -293,6 +294,92 @@ fn load_families(out: &mut Exposition, v: &Verdict) {
         "The highest CPU pressure (some, avg10) during the replies, as a share.",
         &one_sample(load, |f| f.cpu_pressure_pct.map(|p| p / 100.0)),
     );
+}
+
+/// The footprint lines' figures (issue 34): the serve's and the device's memory (the peak,
+/// the growth a reply with its interval and limit, and the reading at each reply's end), and
+/// the times to ready, of the cold reply and of the idle probe.
+fn footprint_families(out: &mut Exposition, v: &Verdict) {
+    let of = |check| figures_of(v, check).and_then(|f| f.footprint.as_ref());
+    for (check, name, what) in [
+        (
+            Check::Memory,
+            "serve_memory",
+            "the serve's memory (RssAnon + VmSwap over its processes)",
+        ),
+        (Check::DeviceMemory, "device_memory", "the device's memory"),
+    ] {
+        let f = of(check);
+        let peak: Vec<Sample> = [
+            ("peak", f.and_then(|f| f.peak_bytes)),
+            ("limit", f.and_then(|f| f.max_peak)),
+        ]
+        .into_iter()
+        .filter_map(|(q, x)| Some((vec![("quantity", q.to_string())], x?)))
+        .collect();
+        out.gauge(
+            &format!("{name}_bytes"),
+            &format!(
+                "The peak of {what} over every sample and reply end, and the limit it is held to."
+            ),
+            &peak,
+        );
+        let interval = f.and_then(|f| f.growth_interval_95);
+        let growth: Vec<Sample> = [
+            ("slope", f.and_then(|f| f.growth_bytes_per_reply)),
+            ("interval_95_low", interval.map(|i| i[0])),
+            ("interval_95_high", interval.map(|i| i[1])),
+            ("limit", f.and_then(|f| f.max_growth)),
+        ]
+        .into_iter()
+        .filter_map(|(q, x)| Some((vec![("quantity", q.to_string())], x?)))
+        .collect();
+        out.gauge(
+            &format!("{name}_growth_bytes_per_reply"),
+            &format!("Sen's slope of {what} a reply after the warm replies, its 95% interval and the limit it is held to."),
+            &growth,
+        );
+        let ends: Vec<Sample> = f
+            .map(|f| {
+                f.reply_end_bytes
+                    .iter()
+                    .map(|[i, b]| (vec![("reply", format!("{i}"))], *b))
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.gauge(
+            &format!("{name}_reply_end_bytes"),
+            &format!(
+                "{} at each reply's end, by the reply's index in the run.",
+                capitalised(what)
+            ),
+            &ends,
+        );
+    }
+    let startup = of(Check::Startup);
+    out.gauge(
+        "startup_seconds",
+        "The time from the serve's launch to its first ready answer.",
+        &one_sample(startup, |f| f.ready_ms.map(|ms| ms / 1e3)),
+    );
+    out.gauge(
+        "cold_first_token_seconds",
+        "The first reply's first token (the cold reply).",
+        &one_sample(of(Check::ColdReply), |f| f.cold_ms.map(|ms| ms / 1e3)),
+    );
+    out.gauge(
+        "idle_first_token_seconds",
+        "The first token of the reply made after the idle wait (--idle-probe).",
+        &one_sample(of(Check::Idle), |f| f.idle_ms.map(|ms| ms / 1e3)),
+    );
+}
+
+/// `what` with its first letter capital.
+fn capitalised(what: &str) -> String {
+    let mut c = what.chars();
+    c.next()
+        .map(|f| f.to_uppercase().chain(c).collect())
+        .unwrap_or_default()
 }
 
 /// When the run started and ended, from run.json (never now).

@@ -55,6 +55,10 @@ pub struct Sample {
     /// `--device-temp`'s reading, degrees Celsius (hwmon `temp*_input` is in millidegrees).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device_temp_c: Option<f64>,
+    /// The serve's memory (and the device's) at this look (issue 34); absent where nothing
+    /// was read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<crate::archive::record::MemoryReading>,
 }
 
 #[cfg(test)]
@@ -73,6 +77,7 @@ impl Sample {
             temp_c: None,
             device_mhz: None,
             device_temp_c: None,
+            memory: None,
         }
     }
 }

@@ -85,6 +85,12 @@ pub struct Floors {
     /// The output line's settings (issue 32); absent: its defaults.
     #[serde(default, skip_serializing_if = "OutputFloors::is_default")]
     pub output: OutputFloors,
+    /// The footprint lines' settings (issue 34); absent: their defaults.
+    #[serde(
+        default,
+        skip_serializing_if = "crate::archive::record::FootprintFloors::is_default"
+    )]
+    pub footprint: crate::archive::record::FootprintFloors,
 }
 
 /// What the output line holds replies to (issue 32, docs/output.md): each threshold absent

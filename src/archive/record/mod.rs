@@ -13,6 +13,8 @@
 //! - `lifecycle.rs`: how the serve came up and how it was stopped;
 //! - `hold.rs`: the device hold;
 //! - `provenance.rs`: what the run ran on and with;
+//! - `footprint.rs`: the serve's and the device's memory at one look, and the footprint
+//!   lines' floors;
 //! - `conditions.rs`: the box's load and what was sampled during the replies (load.json);
 //! - `route.rs`: the route evidence read from /proc (route.json);
 //! - `metrics.rs`: the serve's own metrics around the bursts (metrics.json);
@@ -23,6 +25,7 @@
 
 mod conditions;
 mod floors;
+mod footprint;
 mod hold;
 mod lifecycle;
 mod manifest;
@@ -36,6 +39,7 @@ pub use crate::archive::check::{Check, Kind};
 pub use crate::archive::tags::{InterruptSignal, LogSource, Phase, Unit};
 pub use conditions::*;
 pub use floors::*;
+pub use footprint::*;
 pub use hold::*;
 pub use lifecycle::*;
 pub use manifest::*;

@@ -130,6 +130,15 @@ pub struct ReplyRecord {
     /// none came (the run says which), and in archives from before they were recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub logprobs: Option<Vec<TokenLogprob>>,
+    /// The serve's memory (and the device's) read when the reply ended (issue 34); absent
+    /// where nothing was read (an attached serve, a hand-made run, an older archive).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<crate::archive::record::MemoryReading>,
+    /// The reply made after `--idle-probe`'s wait with the serve idle: judged by the idle
+    /// line alone (and content), never by rate, first-token, drift or memory. Absent, false,
+    /// in every other reply.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub idle_probe: bool,
 }
 
 /// The most bytes of a token's text kept in a logprob record (a real token is a few bytes; a
@@ -339,6 +348,8 @@ impl ReplyRecord {
             warmup: false,
             unrequested_choice: None,
             logprobs: None,
+            memory: None,
+            idle_probe: false,
         }
     }
 }

@@ -169,6 +169,73 @@ pub struct Figures {
     /// The output line's figures (issue 32).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<OutputFigures>,
+    /// The footprint lines' figures (issue 34): memory, device-memory, baseline-memory,
+    /// startup, cold-reply, idle.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub footprint: Option<FootprintFigures>,
+}
+
+/// What a footprint line found (docs/footprint.md), each figure only where the line has it.
+/// Sizes are bytes, times ms.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FootprintFigures {
+    /// The highest reading over every sample and reply end (memory: RssAnon + VmSwap;
+    /// device-memory: the device's), bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_bytes: Option<f64>,
+    /// The highest RssFile over the same readings, bytes (memory): the model's mapped pages,
+    /// never counted as growth.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_peak_bytes: Option<f64>,
+    /// Sen's slope of the readings at the counted replies' ends, bytes a reply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub growth_bytes_per_reply: Option<f64>,
+    /// Its 95% interval, low and high, bytes a reply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub growth_interval_95: Option<[f64; 2]>,
+    /// The replies the slope rests on (after the warm ones), before any thinning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counted: Option<usize>,
+    /// The judged replies left out as warm before counting (the warm-ups are left out too).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warm: Option<usize>,
+    /// The growth a reply the interval is held to, bytes (`--max-memory-growth`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_growth: Option<f64>,
+    /// The peak's limit, bytes (`--max-serve-memory`, `--max-device-memory`), where given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_peak: Option<f64>,
+    /// Each reply's reading at its end, `[reply index, bytes]`, in the order of the replies
+    /// (memory, device-memory).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reply_end_bytes: Vec<[f64; 2]>,
+    /// The baseline's peak, bytes (baseline-memory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_peak_bytes: Option<f64>,
+    /// The baseline's growth, bytes a reply (baseline-memory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_growth_bytes_per_reply: Option<f64>,
+    /// The largest rise of the peak over the baseline's, a share, where given
+    /// (baseline-memory: `--max-memory-regression`; startup: `--max-startup-regression`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_regression: Option<f64>,
+    /// Launch to ready, ms (startup).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_ms: Option<f64>,
+    /// The baseline's launch to ready, ms (startup).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_ready_ms: Option<f64>,
+    /// The first reply's first token, ms (cold-reply).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cold_ms: Option<f64>,
+    /// The idle probe's first token, ms (idle).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_ms: Option<f64>,
+    /// How long the serve was idle before the probe was sent, ms (idle): from the end of the
+    /// last reply before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_wait_ms: Option<f64>,
 }
 
 /// What the output line found, rule by rule (docs/output.md).

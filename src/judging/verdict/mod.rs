@@ -33,11 +33,14 @@ pub mod criteria;
 pub mod determinism;
 pub mod drift;
 pub mod evidence;
+pub mod footprint;
 pub mod latency;
 pub mod line;
+pub mod memory;
 pub mod metrics;
 pub mod output;
 pub mod rate;
+pub mod readiness;
 pub mod reference;
 pub mod reference_compare;
 pub mod reference_walk;
@@ -60,31 +63,38 @@ use serve::{hold_line, serve_line, stop_line};
 /// The floors as a run records them; the archive owns the type.
 pub use crate::archive::record::{Check, Figures, Floors, Line, Outcome, Status, Verdict};
 
-/// The replies a verdict judges: all but the warm-ups. A live run makes its warm-ups first,
-/// so they are a prefix and the rest is a slice of the same replies; an archive edited to
-/// interleave them is still judged right, by a copy.
+/// The replies a verdict judges: all but the warm-ups and the idle probe. A live run makes its
+/// warm-ups first and its probe last, so the rest is a slice of the same replies; an archive
+/// edited to interleave them is still judged right, by a copy.
 fn judged_replies(replies: &[ReplyRecord]) -> Cow<'_, [ReplyRecord]> {
+    let set_apart = |r: &ReplyRecord| r.warmup || r.idle_probe;
     let leading = replies.iter().take_while(|r| r.warmup).count();
-    let rest = &replies[leading..];
-    if rest.iter().any(|r| r.warmup) {
-        Cow::Owned(rest.iter().filter(|r| !r.warmup).cloned().collect())
+    let trailing = replies[leading..]
+        .iter()
+        .rev()
+        .take_while(|r| r.idle_probe)
+        .count();
+    let rest = &replies[leading..replies.len() - trailing];
+    if rest.iter().any(set_apart) {
+        Cow::Owned(rest.iter().filter(|r| !set_apart(r)).cloned().collect())
     } else {
         Cow::Borrowed(rest)
     }
 }
 
 /// What a failed warm-up reply adds to the content line: a serve whose warm-up errors is not
-/// cold, it is broken. A slow warm-up is what warm-ups are for, and never fails.
+/// cold, it is broken. A slow warm-up is what warm-ups are for, and never fails. An idle probe
+/// is held to content as every judged reply is: only its timing is the idle line's.
 fn warmup_problems(replies: &[ReplyRecord]) -> Vec<String> {
-    replies
-        .iter()
-        .filter(|r| r.warmup)
-        .filter_map(|r| {
-            r.error
-                .as_deref()
-                .map(|e| format!("the warm-up reply {} failed: {e}", r.index))
-        })
-        .collect()
+    let warmups = replies.iter().filter(|r| r.warmup).filter_map(|r| {
+        r.error
+            .as_deref()
+            .map(|e| format!("the warm-up reply {} failed: {e}", r.index))
+    });
+    let probes = replies.iter().filter(|r| r.idle_probe).filter_map(|r| {
+        content::reply_problem(r).map(|p| format!("the idle probe (reply {}): {p}", r.index))
+    });
+    warmups.chain(probes).collect()
 }
 
 /// What the output line holds the answers' lengths to: the reference's, else the baseline's.
@@ -106,6 +116,7 @@ fn output_against<'a>(e: &Evidence<'a>) -> Option<output::Against<'a>> {
 /// interrupted the run).
 pub fn judge(e: &Evidence<'_>, c: &Criteria) -> Verdict {
     let warmup_failed = warmup_problems(e.replies);
+    let all = e.replies;
     let judged = judged_replies(e.replies);
     let e = &Evidence {
         replies: &judged,
@@ -128,6 +139,7 @@ pub fn judge(e: &Evidence<'_>, c: &Criteria) -> Verdict {
         ));
         if e.startup.is_ready() {
             lines.extend(reply_lines(e, c, &warmup_failed));
+            lines.extend(footprint::footprint_lines(e, all, c));
         }
         if let Some(line) = stop_line(e.stop) {
             lines.push(line);
