@@ -42,5 +42,6 @@ mod serve_log;
 mod soak;
 mod standin_concurrency;
 mod standin_degenerate;
+mod standin_footprint;
 mod standin_route;
 mod supervise;

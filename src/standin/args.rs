@@ -384,6 +384,135 @@ pub struct StandInArgs {
     /// launcher: the gate must walk the serve's whole process tree to find them.
     #[arg(long, help_heading = "Route evidence")]
     pub wrap: bool,
+    /// How the stand-in's memory, start and first replies misbehave (issue 34).
+    #[command(flatten)]
+    pub footprint: FootprintArgs,
+}
+
+/// The most `--leak` and `--first-reply-alloc` take at once: a gate's leak line needs a few
+/// MiB a reply, and a test must not take the box's memory by a slip of the unit.
+pub(crate) const MOST_PER_REPLY: u64 = 1 << 30;
+
+/// The stand-in's footprint, as a serve's that a gate samples: memory that grows reply by
+/// reply (in the process and on its pretend device), a cache filled once, a cold first reply
+/// and a slow reply after idle. `footprint.rs` does what these say.
+#[derive(Debug, Clone, Default, PartialEq, Args)]
+pub struct FootprintArgs {
+    /// At the end of each reply (after its last event is sent, or its connection gone),
+    /// allocate SIZE of anonymous memory, write to each of its pages (so RssAnon grows by
+    /// SIZE) and keep it until exit: a serve that leaks. At most 1GiB a reply; leaking stops,
+    /// said once on stderr, once 8GiB is held.
+    #[arg(
+        long,
+        value_name = "SIZE",
+        value_parser = parse_reply_size,
+        allow_hyphen_values = true,
+        help_heading = "Footprint"
+    )]
+    pub leak: Option<u64>,
+    /// Only the first N replies (in the order they end) leak --leak's SIZE: an allocator that
+    /// settles. Without it every reply leaks.
+    #[arg(long, value_name = "N", help_heading = "Footprint")]
+    pub leak_replies: Option<u64>,
+    /// At the end of the first reply, allocate SIZE, write to each of its pages and keep it:
+    /// a cache filled once, which is no leak. At most 1GiB.
+    #[arg(
+        long,
+        value_name = "SIZE",
+        value_parser = parse_reply_size,
+        allow_hyphen_values = true,
+        help_heading = "Footprint"
+    )]
+    pub first_reply_alloc: Option<u64>,
+    /// Keep FILE holding the pretend device memory in use, in bytes, as a decimal number and a
+    /// newline: --device-memory-base plus --device-leak for each reply ended so far. Written
+    /// when the stand-in starts listening and after each reply, whole (FILE.tmp beside it,
+    /// renamed over it), so a reader never sees half a number.
+    #[arg(long, value_name = "FILE", help_heading = "Footprint")]
+    pub device_memory_file: Option<PathBuf>,
+    /// The device memory in use before any reply [default: 64MiB].
+    #[arg(
+        long,
+        value_name = "SIZE",
+        value_parser = parse_size,
+        allow_hyphen_values = true,
+        help_heading = "Footprint"
+    )]
+    pub device_memory_base: Option<u64>,
+    /// The device memory each reply adds for good [default: 0B].
+    #[arg(
+        long,
+        value_name = "SIZE",
+        value_parser = parse_size,
+        allow_hyphen_values = true,
+        help_heading = "Footprint"
+    )]
+    pub device_leak: Option<u64>,
+    /// The first reply's first token comes MS later than --ttft-ms says, as a serve's first
+    /// reply waits for its kernels to compile and its caches to warm; later replies do not.
+    #[arg(long, default_value_t = 0, value_name = "MS", value_parser = crate::live::run_args::parse_whole_millis, help_heading = "Footprint")]
+    pub cold_first_token_ms: u64,
+    /// A request that arrives when none has been in flight for MS (since the end of the last
+    /// reply; the first reply is never after idle) gets its first token --idle-first-token-ms
+    /// later, as from a serve whose device powered down while idle.
+    #[arg(long, value_name = "MS", value_parser = crate::live::run_args::parse_whole_millis, help_heading = "Footprint")]
+    pub idle_after_ms: Option<u64>,
+    /// How much later than --ttft-ms the first token of a reply after idle (--idle-after-ms)
+    /// comes.
+    #[arg(long, value_name = "MS", value_parser = crate::live::run_args::parse_whole_millis, help_heading = "Footprint")]
+    pub idle_first_token_ms: Option<u64>,
+}
+
+/// The longest a footprint delay may be: a day, as for the gaps, so the instant it adds up to
+/// stays one a clock can hold.
+const MOST_DELAY_MS: u64 = 86_400_000;
+
+impl FootprintArgs {
+    /// Refuse a setting that would do nothing, in one line: a test that meant it would pass
+    /// without it (clap's `requires` would say so in several lines).
+    fn check(&self) -> anyhow::Result<()> {
+        if self.leak_replies.is_some() && self.leak.is_none() {
+            anyhow::bail!("--leak-replies N says which replies leak: give --leak SIZE too");
+        }
+        if self.device_memory_file.is_none()
+            && (self.device_memory_base.is_some() || self.device_leak.is_some())
+        {
+            anyhow::bail!(
+                "--device-memory-base and --device-leak are written to --device-memory-file: give it too"
+            );
+        }
+        if self.idle_first_token_ms.is_some() != self.idle_after_ms.is_some() {
+            anyhow::bail!(
+                "--idle-after-ms and --idle-first-token-ms go together: when a reply is after idle, and how much later its first token comes"
+            );
+        }
+        let delays = [
+            ("--cold-first-token-ms", Some(self.cold_first_token_ms)),
+            ("--idle-after-ms", self.idle_after_ms),
+            ("--idle-first-token-ms", self.idle_first_token_ms),
+        ];
+        for (flag, ms) in delays {
+            if ms.is_some_and(|ms| ms > MOST_DELAY_MS) {
+                anyhow::bail!("{flag} is at most a day, {MOST_DELAY_MS} ms");
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A size with its unit (`4MiB`), in whole bytes.
+fn parse_size(s: &str) -> Result<u64, String> {
+    // Rounded down: half a byte cannot be allocated, and a size comes to whole bytes anyway.
+    crate::archive::byte_size::parse_bytes(s).map(|b| b as u64)
+}
+
+/// A size allocated at a reply's end: with its unit, at most [`MOST_PER_REPLY`].
+fn parse_reply_size(s: &str) -> Result<u64, String> {
+    let bytes = parse_size(s)?;
+    if bytes > MOST_PER_REPLY {
+        return Err(format!("{s:?} is more than the 1GiB a reply may allocate"));
+    }
+    Ok(bytes)
 }
 
 impl StandInArgs {
@@ -455,7 +584,7 @@ impl StandInArgs {
                 );
             }
         }
-        Ok(())
+        self.footprint.check()
     }
 
     /// What the K-th chat completion request's (from 1) gaps are multiplied by: --slow-by's
@@ -479,7 +608,8 @@ impl StandInArgs {
     /// the requests it does not pick. What shapes a clean reply (its timing, tokens, reasoning,
     /// role chunk, usage, `--answer`) is kept, and so are a fault's own settings
     /// (`--error-data`, `--big-chunks`), which do nothing without it; so are the faults of the
-    /// process rather than of a reply (`--never-ready`, `--ignore-term`, `--startup-ms`).
+    /// process rather than of a reply (`--never-ready`, `--ignore-term`, `--startup-ms`, the
+    /// footprint's).
     pub fn without_faults(&self) -> StandInArgs {
         // Taken apart whole, so a field added to the script does not compile until it is
         // sorted here: a fault, cleared, or not, kept.
@@ -553,6 +683,7 @@ impl StandInArgs {
             held_pos_per_token,
             busy_counter,
             wrap,
+            footprint,
         } = self.clone();
         StandInArgs {
             port,
@@ -624,6 +755,7 @@ impl StandInArgs {
             held_pos_per_token,
             busy_counter,
             wrap,
+            footprint,
         }
     }
 }

@@ -10,6 +10,7 @@ use axum::body::{Body, Bytes};
 use tokio::sync::OwnedMutexGuard;
 
 use super::args::EndBy;
+use super::footprint::InFlight;
 use super::route::Reply;
 use super::state::ServeCounts;
 
@@ -60,12 +61,17 @@ pub(crate) struct Serving {
     pub(crate) counts: Arc<ServeCounts>,
     /// `--end-after-replies`: how the process ends once this reply's body has ended.
     pub(crate) end_after: Option<EndBy>,
+    /// The request, in flight until this reply ends: its end is the footprint's (leaks, the
+    /// device memory, the start of idle).
+    pub(crate) in_flight: InFlight,
 }
 
 impl Drop for Serving {
-    /// The body has ended (or its connection gone): with `--end-after-replies`, the process
-    /// ends a moment later, once the last bytes have left.
+    /// The body has ended (or its connection gone): the footprint counts the reply's end, and
+    /// with `--end-after-replies` the process ends a moment later, once the last bytes have
+    /// left.
     fn drop(&mut self) {
+        self.in_flight.reply_ended();
         let Some(end_by) = self.end_after else { return };
         std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(50));

@@ -29,6 +29,14 @@
 //! process of its own that does not exec, so that evidence is only in a child of the serve the
 //! gate launched. A bad path is refused (exit 2, one line) before it listens.
 //!
+//! For the gate's footprint lines (issue 34), it can misbehave as a serve does over its life
+//! (`footprint.rs`): `--leak SIZE` keeps SIZE more resident at each reply's end
+//! (`--leak-replies N`: the first N only), `--first-reply-alloc SIZE` fills a cache once,
+//! `--device-memory-file FILE` keeps a pretend device memory that `--device-leak` grows a
+//! reply at a time, `--cold-first-token-ms` makes the first reply's first token late and
+//! `--idle-after-ms` with `--idle-first-token-ms` one that comes after idle; `--startup-ms`
+//! is its slow load.
+//!
 //! # Layout
 //! This file assembles the stand-in and runs its server; its children hold the rest, and none
 //! reaches back into this file. `args.rs`: the script, as clap reads it, and its checks;
@@ -37,11 +45,12 @@
 //! `body.rs`: the body that sends it on time; `frames.rs`: the chunks and SSE events a reply is sent in; `info.rs`: GET
 //! /v1/models and /metrics; `words.rs`: an answer's words, the filler after them, the
 //! degenerate answers and a changed word; `scored.rs`: the scripted logprobs; `trace.rs`: the
-//! send trace and the socket that stamps it; `route.rs`: the route evidence; `wrap.rs`:
-//! `--wrap`.
+//! send trace and the socket that stamps it; `route.rs`: the route evidence; `footprint.rs`:
+//! the memory it leaves and its late first tokens; `wrap.rs`: `--wrap`.
 
 mod args;
 mod body;
+mod footprint;
 mod frames;
 mod info;
 mod mix;
@@ -64,7 +73,8 @@ use axum::{Json, Router};
 use serde_json::json;
 use tokio::net::TcpListener;
 
-pub use args::{AfterDone, EndBy, OtherChoiceIn, StandInArgs};
+pub use args::{AfterDone, EndBy, FootprintArgs, OtherChoiceIn, StandInArgs};
+use footprint::Footprint;
 pub use frames::MODEL;
 use info::{metrics, models};
 use reply::chat;
@@ -112,21 +122,29 @@ async fn serve(args: StandInArgs, route: Route) -> Result<()> {
     let listener = TcpListener::bind(("127.0.0.1", args.port))
         .await
         .with_context(|| format!("failed to listen on 127.0.0.1:{}", args.port))?;
+    // Before it says it listens: the device memory is there by the time a gate reads it.
+    let footprint = Footprint::start(&args.footprint)?;
     let _ = crate::console::err_line(&format!(
         "stand-in: listening on http://{}",
         listener.local_addr()?
     ));
-    serve_with(listener, args, route).await
+    serve_with(listener, args, route, footprint).await
 }
 
 /// Serve on `listener` until the process ends. Taking the listener lets tests bind
 /// 127.0.0.1:0 and run the stand-in in-process (`--map-file` and `--wrap` are `run`'s alone).
 pub async fn serve_on(listener: TcpListener, args: StandInArgs) -> Result<()> {
     let route = Route::open(&args)?;
-    serve_with(listener, args, route).await
+    let footprint = Footprint::start(&args.footprint)?;
+    serve_with(listener, args, route, footprint).await
 }
 
-async fn serve_with(listener: TcpListener, args: StandInArgs, route: Route) -> Result<()> {
+async fn serve_with(
+    listener: TcpListener,
+    args: StandInArgs,
+    route: Route,
+    footprint: Footprint,
+) -> Result<()> {
     let trace = match &args.trace {
         Some(path) => Some(Arc::new(Trace(Mutex::new(
             std::fs::OpenOptions::new()
@@ -149,6 +167,7 @@ async fn serve_with(listener: TcpListener, args: StandInArgs, route: Route) -> R
         under_way: Arc::new(AtomicUsize::new(0)),
         trace: trace.clone(),
         route: Arc::new(route),
+        footprint: Arc::new(footprint),
     });
     let mut app = Router::new()
         .route(

@@ -15,6 +15,7 @@ use serde_json::json;
 
 use super::args::{AfterDone, StandInArgs};
 use super::body::{body_of, forever, hold_back, Serving, Step, Steps, UnderWay};
+use super::footprint::InFlight;
 use super::frames::{
     chunk_envelope, chunk_frames, chunk_json, scored_chunk_frames, sse, sse_response, usage_json,
     MODEL,
@@ -202,6 +203,8 @@ pub(crate) async fn chat(
     Json(req): Json<ChatRequest>,
 ) -> Response {
     let (args, nth) = script.next_request();
+    // In flight from its arrival: whether it comes after idle is read before anything waits.
+    let (in_flight, later) = script.footprint.arrive(nth);
     let scale = args.gap_scale(nth);
     let prompt = last_user_prompt(&req.messages);
     if let Some(trace) = &script.trace {
@@ -214,7 +217,7 @@ pub(crate) async fn chat(
             seed: req.seed.as_ref().map(traced_number),
         });
     }
-    let (reply, started) = start_reply(&script, nth).await;
+    let (reply, started) = start_reply(&script, nth, in_flight).await;
     let trickle = args.trickle_ms.map(Duration::from_millis);
     if let Some(code) = args.http_status {
         return scripted_status(args, code, trickle, reply);
@@ -225,7 +228,8 @@ pub(crate) async fn chat(
     let trace = script.trace.as_deref();
     alter_words(args, &mut tokens.answer, nth, batched, trace, conn);
     let planned = plan_chunks(args, &req, &prompt, tokens);
-    let ttft = Duration::from_millis(args.ttft_ms);
+    // A cold first reply, or one after idle, is later by the footprint's delay.
+    let ttft = Duration::from_millis(args.ttft_ms) + later;
     if !req.stream || args.not_sse {
         return whole_answer(&planned, started + ttft, reply).await;
     }
@@ -253,8 +257,12 @@ fn last_user_prompt(messages: &[Message]) -> String {
 /// The reply counted under way, and the time it started. With --serial, first wait for the
 /// reply under way to end: a serve without batching only starts a request when its slot is
 /// free, so the first token, and the time the route evidence counts busy, run from then, not
-/// from the arrival.
-async fn start_reply(script: &Script, nth: u64) -> (Serving, tokio::time::Instant) {
+/// from the arrival. The reply holds the request `in_flight` until it ends.
+async fn start_reply(
+    script: &Script,
+    nth: u64,
+    in_flight: InFlight,
+) -> (Serving, tokio::time::Instant) {
     let counts = Arc::clone(&script.counts);
     if let Some(extra) = script.args.metrics_extra_tokens {
         counts.tokens.fetch_add(extra, Ordering::Relaxed);
@@ -275,6 +283,7 @@ async fn start_reply(script: &Script, nth: u64) -> (Serving, tokio::time::Instan
         counts,
         under_way: UnderWay::enter(&script.under_way),
         end_after: (script.args.end_after_replies == Some(nth)).then_some(script.args.end_by),
+        in_flight,
     };
     (reply, started)
 }

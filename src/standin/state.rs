@@ -1,10 +1,12 @@
 //! What the stand-in's handlers share: the script, the count of requests and of replies under
-//! way, the `--serial` slot, the counts /metrics reports, the trace and the route evidence.
+//! way, the `--serial` slot, the counts /metrics reports, the trace, the route evidence and the
+//! footprint.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use super::args::StandInArgs;
+use super::footprint::Footprint;
 use super::route::Route;
 use super::trace::Trace;
 
@@ -29,6 +31,10 @@ pub(crate) struct Script {
     pub(crate) trace: Option<Arc<Trace>>,
     /// The route evidence the replies leave (`route.rs`).
     pub(crate) route: Arc<Route>,
+    /// The memory the replies leave and the requests in flight, for the footprint's leaks and
+    /// late first tokens (`footprint.rs`): the whole script's, whichever request
+    /// `--fault-request` picks.
+    pub(crate) footprint: Arc<Footprint>,
 }
 
 /// The stand-in's own counts, as a serve's metrics give them.
