@@ -27,9 +27,11 @@ Examples:
 
 /// The stand-in's millisecond flags take units as `run`'s durations do (issue 33, item 4).
 const STANDIN_DURATIONS: &str = "\
-Durations: --ttft-ms, --gaps-ms (each gap), --work-ms, --startup-ms and --trickle-ms take a unit
-(50ms, 0.3s, 2m); a bare number is milliseconds, as before. --ttft-ms, --work-ms, --startup-ms
-and --trickle-ms come to a whole number of milliseconds.";
+Durations: --ttft-ms, --gaps-ms (each gap), --work-ms, --startup-ms, --trickle-ms,
+--cold-first-token-ms, --idle-after-ms and --idle-first-token-ms take a unit (50ms, 0.3s, 2m); a
+bare number is milliseconds, as before. All but --gaps-ms come to a whole number of
+milliseconds. Sizes (--leak, --first-reply-alloc, --device-memory-base, --device-leak) take a
+unit: 4MiB, 512KiB, 300MB.";
 
 /// npu-serve-smoke: a release gate for LLM inference servers. It launches a serve, streams
 /// fixed prompts over its OpenAI-compatible chat API, and judges route, rate, first-token and

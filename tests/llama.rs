@@ -550,3 +550,52 @@ fn llama_server_at_temperature_0_on_one_slot_is_deterministic_and_answers_as_a_s
     assert!(line(&stdout, "determinism").contains(" ok "), "{stdout}");
     assert_eq!(gate_judge_lines(&candidate), verdict_lines(&stdout));
 }
+
+/// Issue 34: the real llama-server over 60 replies keeps its memory flat (the model is mapped
+/// file memory, its KV cache allocated at load), says how long it took to be ready and how
+/// slow its cold reply was. The figures are docs/footprint.md's.
+#[test]
+fn llama_servers_memory_is_flat_over_60_replies_and_its_model_is_mapped_not_counted() {
+    let _alone = exclusive();
+    let (_d, out) = scratch();
+    let Some((code, stdout)) = llama_run(
+        &out,
+        &[&UNFLIPPABLE[..], &["--replies", "60", "--max-tokens", "24"]].concat(),
+        &[],
+    ) else {
+        return;
+    };
+    assert!(code.is_some(), "{stdout}");
+    for check in ["startup", "cold-reply", "memory"] {
+        eprintln!("{}", line(&stdout, check));
+    }
+    let memory = line(&stdout, "memory");
+    assert!(
+        memory.starts_with("memory       ok    serve memory ")
+            && memory.contains("over 57 replies after 3 warm: no growth"),
+        "{stdout}"
+    );
+    let result = json(&out.join("result.json"));
+    let figures = |check: &str| {
+        result["lines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["check"] == check)
+            .unwrap()["figures"]["footprint"]
+            .clone()
+    };
+    let m = figures("memory");
+    let (_, model) = llama().unwrap();
+    let model_bytes = std::fs::metadata(&model).unwrap().len() as f64;
+    // The weights are read through mmap: file memory near the model's size, never counted.
+    let file_peak = m["file_peak_bytes"].as_f64().unwrap();
+    assert!(
+        file_peak >= 0.5 * model_bytes,
+        "{file_peak} of a {model_bytes}-byte model"
+    );
+    assert_eq!(m["reply_end_bytes"].as_array().unwrap().len(), 60);
+    assert!(figures("startup")["ready_ms"].as_f64().unwrap() > 0.0);
+    assert!(figures("cold-reply")["cold_ms"].as_f64().unwrap() > 0.0);
+    assert_eq!(gate_judge_lines(&out), verdict_lines(&stdout));
+}

@@ -64,6 +64,9 @@ fn json_junit_and_the_step_summary_from_one_run() {
             "latency",
             "content",
             "output",
+            "startup",
+            "cold-reply",
+            "memory",
             "load"
         ]
     );

@@ -14,6 +14,7 @@ mod determinism;
 mod digests;
 mod docs;
 mod faults;
+mod footprint;
 mod hold;
 mod house;
 mod inputs;

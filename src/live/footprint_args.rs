@@ -11,7 +11,7 @@ use clap::{Args, ValueEnum};
 
 use crate::archive::byte_size::parse_bytes;
 use crate::archive::record::FootprintFloors;
-use crate::live::run_args::parse_millis;
+use crate::live::duration_arg::{duration_in, parse_millis, BareUnit};
 
 /// `--memory-warm`'s most: a run that leaves out more judged replies than this judges no
 /// growth worth the name.
@@ -169,7 +169,7 @@ fn parse_positive_millis(s: &str) -> Result<f64, String> {
 
 /// `--idle-probe`: above 0, at most [`MAX_IDLE_PROBE`]; a bare number is seconds.
 fn parse_idle_probe(s: &str) -> Result<Duration, String> {
-    let seconds = crate::live::run_args::duration_in(s, crate::live::run_args::BareUnit::Seconds)?;
+    let seconds = duration_in(s, BareUnit::Seconds)?;
     idle_probe_in_bounds(s, seconds)
 }
 

@@ -25,6 +25,7 @@ pub mod bursts;
 pub mod checked_args;
 pub mod client;
 pub mod conditions;
+pub mod duration_arg;
 pub mod exec_path;
 pub mod first_text;
 pub mod footprint;

@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::Args;
 
 use crate::archive::record::AnswerPolicy;
+pub use crate::live::duration_arg::{duration_in, parse_millis, BareUnit};
 use crate::report::output::OutputArgs;
 
 /// Default floor for the median decode rate, tok/s.
@@ -38,7 +39,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "REGEX", help_heading = "Route evidence")]
     pub slow_route: Option<String>,
     /// Busy-box policy: a failure of the timing lines alone (rate, first-token, drift,
-    /// aggregate), with the serve's CPU-wait fraction (or, where not measurable, the load per
+    /// aggregate, startup, cold-reply, idle), with the serve's CPU-wait fraction (or, where not measurable, the load per
     /// CPU) at or above THRESHOLD, is a SKIP (exit 3) instead of a FAIL. 0.2 means 20%. Any
     /// other failure (route, content, output, ...) stays FAIL.
     #[arg(long, value_name = "THRESHOLD", help_heading = "Floors and limits")]
@@ -441,7 +442,7 @@ pub struct RunSettings {
     /// A regex the serve log must not match: the line that names the slow fallback.
     pub slow_route: Option<String>,
     /// Busy-box policy: a failure of the timing lines alone (rate, first-token, drift,
-    /// aggregate: `Check::TIMING`), with the serve's CPU-wait fraction (or the load per CPU)
+    /// aggregate, startup, cold-reply, idle: `Check::TIMING`), with the serve's CPU-wait fraction (or the load per CPU)
     /// at or above this, is a SKIP instead of a FAIL.
     pub busy_skip: Option<f64>,
     /// Some process of the serve's tree must map a file whose path matches.
@@ -631,89 +632,11 @@ pub fn seconds(secs: f64) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
-/// The unit a duration flag reads a bare number in: the unit it always took, before it
-/// took units (issue 33, item 4).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BareUnit {
-    /// A bare number is seconds (`--grace 2.5`).
-    Seconds,
-    /// A bare number is milliseconds (`--first-token-ms 600`).
-    Millis,
-}
-
-impl BareUnit {
-    fn nanos(self) -> f64 {
-        match self {
-            BareUnit::Seconds => 1e9,
-            BareUnit::Millis => 1e6,
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            BareUnit::Seconds => "seconds",
-            BareUnit::Millis => "milliseconds",
-        }
-    }
-}
-
-/// Nanoseconds in one of a duration's units, as humantime spells them (`ms`, `s`, `m`, ...):
-/// whole numbers, so `0.6s` is 600 ms exactly.
-fn unit_nanos(unit: &str) -> Option<f64> {
-    Some(match unit {
-        "ns" | "nsec" => 1.0,
-        "us" | "µs" | "usec" => 1e3,
-        "ms" | "msec" | "millis" => 1e6,
-        "s" | "sec" | "secs" | "second" | "seconds" => 1e9,
-        "m" | "min" | "mins" | "minute" | "minutes" => 60e9,
-        "h" | "hr" | "hrs" | "hour" | "hours" => 3600e9,
-        _ => return None,
-    })
-}
-
-/// A duration flag's value in its bare unit: a bare number is that unit, as the flag always
-/// read it (`--first-token-ms 600` is 600 ms, `--grace 2.5` is 2.5 s); a number with a unit
-/// (`600ms`, `0.6s`, `2m`) or humantime's compound form (`1h30m`, `1m 30s`) is converted.
-/// The bounds are each flag's own; this only reads the value.
-pub fn duration_in(s: &str, bare: BareUnit) -> Result<f64, String> {
-    let t = s.trim();
-    if let Ok(n) = t.parse::<f64>() {
-        return Ok(n);
-    }
-    let wrong = || {
-        format!(
-            "{s:?} is not a duration: give a unit (500ms, 0.6s, 30s, 2m) or a bare number of {}",
-            bare.name()
-        )
-    };
-    // A decimal number and one unit (`0.6s`, `1.5m`), which humantime does not read.
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (number, unit) = t.split_at(split);
-    let nanos = match (number.parse::<f64>(), unit_nanos(unit.trim())) {
-        (Ok(n), Some(per)) => n * per,
-        _ => humantime::parse_duration(t)
-            .map_err(|_| wrong())?
-            .as_nanos() as f64,
-    };
-    if !nanos.is_finite() {
-        return Err(wrong());
-    }
-    Ok(nanos / bare.nanos())
-}
-
 /// `--grace 2.5` and friends: a duration with its unit, as `--soak` takes one (`500ms`,
 /// `2.5s`, `2m`), or a bare number of seconds as these flags always took; either held to
 /// [`seconds`]'s bounds.
 pub fn parse_seconds(s: &str) -> Result<Duration, String> {
     seconds(duration_in(s, BareUnit::Seconds)?)
-}
-
-/// `--first-token-ms 600`: milliseconds, as a bare number always was, or a duration with its
-/// unit (`600ms`, `0.6s`). Its bounds (above 0) are the verdict's, as for a profile's value.
-pub fn parse_millis(s: &str) -> Result<f64, String> {
-    duration_in(s, BareUnit::Millis)
 }
 
 /// The stand-in's whole-millisecond flags (`--ttft-ms 50`, `--startup-ms 2s`): a bare whole

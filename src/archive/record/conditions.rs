@@ -58,7 +58,7 @@ pub struct Sample {
     /// The serve's memory (and the device's) at this look (issue 34); absent where nothing
     /// was read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub memory: Option<crate::archive::record::MemoryReading>,
+    pub memory: Option<crate::archive::record::footprint::MemoryReading>,
 }
 
 #[cfg(test)]

@@ -88,9 +88,9 @@ pub struct Floors {
     /// The footprint lines' settings (issue 34); absent: their defaults.
     #[serde(
         default,
-        skip_serializing_if = "crate::archive::record::FootprintFloors::is_default"
+        skip_serializing_if = "crate::archive::record::footprint::FootprintFloors::is_default"
     )]
-    pub footprint: crate::archive::record::FootprintFloors,
+    pub footprint: crate::archive::record::footprint::FootprintFloors,
 }
 
 /// What the output line holds replies to (issue 32, docs/output.md): each threshold absent

@@ -133,7 +133,7 @@ pub struct ReplyRecord {
     /// The serve's memory (and the device's) read when the reply ended (issue 34); absent
     /// where nothing was read (an attached serve, a hand-made run, an older archive).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub memory: Option<crate::archive::record::MemoryReading>,
+    pub memory: Option<crate::archive::record::footprint::MemoryReading>,
     /// The reply made after `--idle-probe`'s wait with the serve idle: judged by the idle
     /// line alone (and content), never by rate, first-token, drift or memory. Absent, false,
     /// in every other reply.

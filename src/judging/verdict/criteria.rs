@@ -148,6 +148,9 @@ impl Criteria {
         if let Err(why) = output::check(&floors.output) {
             bail!("{why}");
         }
+        if let Err(why) = footprint_bounds(&floors.footprint) {
+            bail!("{why}");
+        }
         if let Some(n) = floors.reference_reanchor {
             if n > reference::MOST_REANCHOR {
                 bail!(
@@ -255,5 +258,44 @@ impl Criteria {
     /// Scan a serve log already in memory (hand-made runs).
     pub fn scan_log_text(&self, log: &str) -> LogScan {
         LogScan::of_text(log, self.fast.as_ref(), self.slow.as_ref())
+    }
+}
+/// The footprint's settings as the flags hold them (a profile's, or a run.json edited by
+/// hand, to the same bounds): the first one out, in the flag's words.
+fn footprint_bounds(f: &crate::archive::record::FootprintFloors) -> Result<(), String> {
+    let size = |flag: &str, x: Option<f64>| match x {
+        Some(x) if !(x.is_finite() && x >= 0.0) => Err(format!(
+            "{flag} is a size, 0 or more, e.g. 1MiB (got {x} bytes)"
+        )),
+        _ => Ok(()),
+    };
+    let above_zero = |flag: &str, what: &str, x: Option<f64>| match x {
+        Some(x) if !(x.is_finite() && x > 0.0) => Err(format!("{flag} is {what} (got {x})")),
+        _ => Ok(()),
+    };
+    size("--max-memory-growth", f.max_memory_growth)?;
+    size("--max-serve-memory", f.max_serve_memory)?;
+    size("--max-device-memory", f.max_device_memory)?;
+    above_zero(
+        "--max-memory-regression",
+        "a share above 0, e.g. 0.2",
+        f.max_memory_regression,
+    )?;
+    above_zero(
+        "--max-startup-regression",
+        "a share above 0, e.g. 0.5",
+        f.max_startup_regression,
+    )?;
+    above_zero("--ready-limit", "a time above 0 in ms", f.ready_limit_ms)?;
+    above_zero(
+        "--cold-first-token-ms",
+        "a time above 0 in ms",
+        f.cold_first_token_ms,
+    )?;
+    match f.memory_warm {
+        Some(n) if n > 1000 => Err(format!(
+            "--memory-warm is a count of replies from 0 to 1000 (got {n})"
+        )),
+        _ => Ok(()),
     }
 }
