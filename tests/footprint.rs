@@ -153,6 +153,11 @@ fn device_memory_from_a_counter_file_is_judged_like_the_serve_s() {
     let device = line(&stdout, "device-memory");
     assert_eq!(status(&stdout, "device-memory"), "FAIL", "{device}");
     assert!(device.contains("+4.00 MiB a reply"), "{device}");
+    // A device limit where nothing exposes the device's memory: inconclusive, never a pass.
+    let (code, stdout, _r) = run(&["--replies", "3", "--max-device-memory", "1GiB"], &[]);
+    assert_ne!(code, Some(0), "{stdout}");
+    assert_eq!(status(&stdout, "device-memory"), "inconclusive", "{stdout}");
+    assert!(stdout.contains("RESULT: INCONCLUSIVE"), "{stdout}");
     // Flat device memory passes.
     std::fs::write(&counter, "0\n").unwrap();
     let (code, stdout, _r) = run(

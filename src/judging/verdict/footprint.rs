@@ -3,7 +3,8 @@
 //! ([`memory`]). Each reads the run's replies whole, warm-ups and the idle probe included:
 //! the cold reply is the first made, and memory is read at every reply's end.
 
-use crate::archive::record::{Line, LoadSnapshot, ReplyRecord, Sample};
+use crate::archive::byte_size::said;
+use crate::archive::record::{Check, Line, LoadSnapshot, ReplyRecord, Sample, Status};
 use crate::judging::verdict::criteria::Criteria;
 use crate::judging::verdict::evidence::{BaselineEvidence, Evidence};
 use crate::judging::verdict::memory::{
@@ -50,6 +51,17 @@ pub fn footprint_lines(e: &Evidence<'_>, all: &[ReplyRecord], c: &Criteria) -> V
                 None => {
                     line.text.push_str(&format!("; {DEVICE_NOT_EXPOSED}"));
                     lines.push(line);
+                    // A device limit nobody could check is inconclusive, never a pass.
+                    if let Some(m) = floors.max_device_memory {
+                        lines.push(Line::new(
+                            Check::DeviceMemory,
+                            Status::Inconclusive,
+                            format!(
+                                "{DEVICE_NOT_EXPOSED}: --max-device-memory {} could not be held to",
+                                said(m)
+                            ),
+                        ));
+                    }
                 }
             }
             if let Some(b) = baseline {
@@ -60,7 +72,7 @@ pub fn footprint_lines(e: &Evidence<'_>, all: &[ReplyRecord], c: &Criteria) -> V
                 ));
             }
         }
-        None if recorded => lines.push(not_read_line(launched)),
+        None if recorded => lines.push(not_read_line(launched, floors)),
         None => {}
     }
     lines

@@ -213,14 +213,23 @@ pub fn memory_line(
 }
 
 /// The serve memory line where nothing was read: why, said once. `launched` says whether the
-/// gate launched the serve (an attached one's processes are not its to read).
-pub fn not_read_line(launched: bool) -> Line {
+/// gate launched the serve (an attached one's processes are not its to read). Information,
+/// unless a peak limit was given (`--max-serve-memory`): a limit nobody could check is
+/// inconclusive, never a pass.
+pub fn not_read_line(launched: bool, floors: &FootprintFloors) -> Line {
     let why = if launched {
         "serve memory not read: /proc showed none of the serve's processes"
     } else {
         "serve memory not read: the serve was attached, not launched, so its processes are not the gate's to find"
     };
-    Line::new(Check::Memory, Status::Info, why)
+    match floors.max_serve_memory {
+        Some(m) => Line::new(
+            Check::Memory,
+            Status::Inconclusive,
+            format!("{why}; --max-serve-memory {} could not be held to", said(m)),
+        ),
+        None => Line::new(Check::Memory, Status::Info, why),
+    }
 }
 
 /// What the memory line adds when the device's memory was not sampled: said once, never a
@@ -488,6 +497,26 @@ mod tests {
         let l = memory_line(Memory::Serve, &flat, &[sample], &capped).unwrap();
         assert_eq!(l.status, Status::Fail, "{}", l.text);
         assert_eq!(figures(&l).peak_bytes, Some(2048.0 * MIB));
+    }
+
+    #[test]
+    fn memory_not_read_is_said_and_a_limit_nobody_could_check_is_inconclusive() {
+        let l = not_read_line(false, &FootprintFloors::default());
+        assert_eq!(l.status, Status::Info);
+        assert!(l.text.contains("attached, not launched"), "{}", l.text);
+        let capped = FootprintFloors {
+            max_serve_memory: Some(512.0 * MIB),
+            ..FootprintFloors::default()
+        };
+        let l = not_read_line(true, &capped);
+        assert_eq!(l.status, Status::Inconclusive);
+        assert!(
+            l.text.ends_with(
+                "none of the serve's processes; --max-serve-memory 512 MiB could not be held to"
+            ),
+            "{}",
+            l.text
+        );
     }
 
     #[test]
