@@ -8,7 +8,8 @@
 //!   holds, with the schema version, one file a concern; [`archive::check`]: the checks the
 //!   verdict's lines are named by (judged or info, the timing set); [`archive::tags`]: the
 //!   small closed sets an archive names by a word (a unit, a scrape's phase, serve.log's
-//!   source, the interrupting signal); [`archive::rundir`]: the run directory, written
+//!   source, the interrupting signal); [`archive::byte_size`]: sizes read with their unit and
+//!   said in the unit that reads best; [`archive::rundir`]: the run directory, written
 //!   atomically, read back, loaded leniently.
 //! - [`wire`]: the bytes of a streamed reply, pure. [`wire::sse`]: the SSE parser;
 //!   [`wire::openai`]: the chunk fields the gate needs; [`wire::chunk_scan`]: the fast path
@@ -17,7 +18,8 @@
 //! - [`judging`]: pure, over archive types. [`judging::measure`]: tokens, first-token time,
 //!   decode rate and the median with its interval; [`judging::drift`]: whether the rate or
 //!   first-token time drifted over the run (Mann-Kendall on blocks, Sen's slope); the drift
-//!   lines are the verdict's; [`judging::serve_log`]: the serve's log
+//!   lines are the verdict's; [`judging::growth`]: Sen's slope with its 95% interval, for the
+//!   memory lines; [`judging::serve_log`]: the serve's log
 //!   scanned as a stream; [`judging::verdict`]: recorded run + floors -> lines and RESULT, one
 //!   file per line family, what they share in leaves (criteria, evidence, line, words) that
 //!   the families and `judge` both import; [`judging::provenance`]: what differs between two runs'
@@ -33,11 +35,13 @@
 //!   [`live::signals`]: TERM, INT and HUP; [`live::client`], [`live::stream_read`],
 //!   [`live::http_link`] and [`live::stamped`]: the HTTP client, the streamed reply's reader,
 //!   the connection, and the socket whose reads carry their times; [`live::conditions`]: the
-//!   box's load; [`live::route_probe`]: the route evidence of the serve's process tree (maps,
+//!   box's load; [`live::footprint`]: the serve's and the device's memory, read over the
+//!   serve's tree ([`live::serve_tree`]), with its flags in [`live::footprint_args`];
+//!   [`live::route_probe`]: the route evidence of the serve's process tree (maps,
 //!   open files, the busy counter, into route.json); [`live::provenance`]: the run's
 //!   provenance (files hashed, with their cache; the workload's hash; the box's facts);
 //!   [`live::run_args`]: `run`'s arguments (the clap struct), their bounds, and the plain
-//!   settings a profile fills in.
+//!   settings a profile fills in, durations read by [`live::duration_arg`].
 //! - [`report`]: renders a verdict, decides nothing. Human lines, JUnit and Markdown in
 //!   [`report`] itself; [`report::output`]: where each goes; [`report::timeline`]:
 //!   timeline.svg; [`report::compare`]: runs side by side (read into rows; the table, CSV and

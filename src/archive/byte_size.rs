@@ -22,7 +22,8 @@ const UNITS: [(&str, f64); 10] = [
 /// Bytes in a mebibyte, for the lines that speak in MiB.
 pub const MIB: f64 = 1024.0 * 1024.0;
 
-/// A size in bytes: a finite number, 0 or more, and one of [`UNITS`] (0 alone needs none).
+/// A size in bytes: a finite number, 0 or more, and a unit: B, KiB, MiB, GiB, TiB, kB (or KB),
+/// MB, GB, TB (0 alone needs none).
 pub fn parse_bytes(s: &str) -> Result<f64, String> {
     let t = s.trim();
     let wrong =

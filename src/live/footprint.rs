@@ -15,7 +15,7 @@
 //!   file `--device-memory` names, which wins where given.
 //!
 //! The fd's link is read, never followed: the serve cannot make the gate open a path of its
-//! choosing. Every read is bounded: [`MAX_FDS`] a process, [`FDINFO_MAX`] bytes an fdinfo file.
+//! choosing. Every read is bounded: 16,384 fds a process, 64 KiB an fdinfo file.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;

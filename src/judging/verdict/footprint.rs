@@ -1,6 +1,6 @@
 //! The footprint's lines of a run (issue 34; docs/footprint.md), put together: startup,
-//! cold-reply and idle ([`readiness`]), then memory, device-memory and baseline-memory
-//! ([`memory`]). Each reads the run's replies whole, warm-ups and the idle probe included:
+//! cold-reply and idle ([`super::readiness`]), then memory, device-memory and baseline-memory
+//! ([`super::memory`]). Each reads the run's replies whole, warm-ups and the idle probe included:
 //! the cold reply is the first made, and memory is read at every reply's end.
 
 use crate::archive::byte_size::said;

@@ -11,7 +11,9 @@
 //! answers against each other, and against the baseline's); [`reference`] (`--reference`: the
 //! candidate's tokens against a trusted build's, with its logprobs; one answer compared in
 //! [`reference_compare`], walked past its re-anchors in [`reference_walk`]); [`drift`];
-//! [`metrics`] (the serve's own metrics over the bursts).
+//! [`metrics`] (the serve's own metrics over the bursts); [`footprint`] (issue 34: the serve's
+//! memory and the device's in [`memory`], its readiness, cold and idle replies in
+//! [`readiness`]).
 //!
 //! What the families share is in leaves they and this file both import, never this file:
 //! [`criteria`], [`evidence`], [`line`] (how a line is made and printed) and [`words`].
