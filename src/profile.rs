@@ -723,17 +723,18 @@ mod tests {
         );
     }
 
+    /// The default settings with the profile `text` (in folder `dir`) laid over them, no flag
+    /// given.
+    fn applied(text: &str, dir: &str) -> Result<RunSettings> {
+        let profile: Profile = toml::from_str(text).unwrap();
+        apply(run_args(&["x", "run"]), profile, Path::new(dir), |_| false)
+    }
+
     #[test]
     fn the_footprint_keys_are_held_to_the_flags_parsers() {
-        let profile: Profile = toml::from_str(
+        let merged = applied(
             "idle_probe = \"10s\"\nmax_memory_growth = \"2MiB\"\nready_limit = \"90s\"\ndevice_memory = \"/sys/class/accel/accel0/device/npu_memory_utilization\"\n",
-        )
-        .unwrap();
-        let merged = apply(
-            run_args(&["x", "run"]),
-            profile,
-            Path::new("/etc/gates"),
-            |_| false,
+            "/etc/gates",
         )
         .unwrap();
         assert_eq!(
@@ -766,25 +767,16 @@ mod tests {
             ),
             ("ready_limit = \"0s\"\n", "ready_limit in the profile"),
         ] {
-            let profile: Profile = toml::from_str(text).unwrap();
-            let e = apply(run_args(&["x", "run"]), profile, Path::new("/"), |_| false)
-                .unwrap_err()
-                .to_string();
+            let e = applied(text, "/").unwrap_err().to_string();
             assert!(e.starts_with(says), "{text}: {e}");
         }
     }
 
     #[test]
     fn the_device_files_come_from_the_profile_as_paths() {
-        let profile: Profile = toml::from_str(
+        let merged = applied(
             "device_freq = \"/sys/class/devfreq/fdab0000.npu/cur_freq\"\ndevice_temp = \"t/temp1_input\"\n",
-        )
-        .unwrap();
-        let merged = apply(
-            run_args(&["x", "run"]),
-            profile,
-            Path::new("/etc/gates"),
-            |_| false,
+            "/etc/gates",
         )
         .unwrap();
         assert_eq!(

@@ -27,27 +27,9 @@ fn run_with_limit(
     script: &[&str],
 ) -> (Option<i32>, String, tempfile::TempDir) {
     let (d, out) = scratch();
-    let o = gate()
-        .args([
-            "run",
-            "--stand-in",
-            "--floor",
-            "0",
-            "--first-token-ms",
-            limit,
-            "--out",
-        ])
-        .arg(&out)
-        .args(gate_args)
-        .arg("--")
-        .args(script)
-        .output()
-        .unwrap();
-    (
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        d,
-    )
+    let floors = ["--floor", "0", "--first-token-ms", limit];
+    let (code, stdout) = stand_in_run_held_to(&out, &floors, gate_args, script);
+    (code, stdout, d)
 }
 
 /// The figures of the first line named `check` in a run's result.json.

@@ -129,13 +129,7 @@ fn burst(script: &[&str], requests: &[(&str, usize)], start: Start) -> Vec<Strea
     ];
     args.extend_from_slice(script);
     let mut stand_in = Running::start(&args);
-    stand_in.wait_to_say("stand-in: listening on ", WAIT);
-    let url = stand_in
-        .said
-        .lines()
-        .find_map(|l| l.strip_prefix("stand-in: listening on "))
-        .unwrap()
-        .to_string();
+    let url = stand_in.stand_in_url(WAIT);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

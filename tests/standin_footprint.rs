@@ -34,13 +34,7 @@ impl Serve {
         let mut args = vec!["stand-in", "--port", "0", "--tokens", "4", "--gaps-ms", "1"];
         args.extend_from_slice(script);
         let mut running = Running::start(&args);
-        running.wait_to_say("stand-in: listening on ", WAIT);
-        let url = running
-            .said
-            .lines()
-            .find_map(|l| l.strip_prefix("stand-in: listening on "))
-            .unwrap()
-            .to_string();
+        let url = running.stand_in_url(WAIT);
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

@@ -114,10 +114,21 @@ pub fn stand_in_run(
     gate_args: &[&str],
     script: &[&str],
 ) -> (Option<i32>, String) {
+    stand_in_run_held_to(out, &UNFLIPPABLE, gate_args, script)
+}
+
+/// Run the gate on the stand-in held to `floors` (instead of [`UNFLIPPABLE`]), with a script;
+/// exit code and stdout.
+pub fn stand_in_run_held_to(
+    out: &std::path::Path,
+    floors: &[&str],
+    gate_args: &[&str],
+    script: &[&str],
+) -> (Option<i32>, String) {
     let o = gate()
         .args(["run", "--stand-in", "--out"])
         .arg(out)
-        .args(UNFLIPPABLE)
+        .args(floors)
         .args(gate_args)
         .arg("--")
         .args(script)
@@ -308,6 +319,17 @@ impl Running {
                 ),
             }
         }
+    }
+
+    /// The URL a stand-in says it listens on, waited for (bounded by `limit`).
+    pub fn stand_in_url(&mut self, limit: Duration) -> String {
+        const SAYS: &str = "stand-in: listening on ";
+        self.wait_to_say(SAYS, limit);
+        self.said
+            .lines()
+            .find_map(|l| l.strip_prefix(SAYS))
+            .expect("said just now")
+            .to_string()
     }
 
     /// Send it a signal.
