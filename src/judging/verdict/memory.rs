@@ -218,7 +218,7 @@ pub fn memory_line(
 /// inconclusive, never a pass.
 pub fn not_read_line(launched: bool, floors: &FootprintFloors) -> Line {
     let why = if launched {
-        "serve memory not read: /proc showed none of the serve's processes"
+        "serve memory not read: none is recorded (a run from before it was, or /proc showed none of the serve's processes)"
     } else {
         "serve memory not read: the serve was attached, not launched, so its processes are not the gate's to find"
     };
@@ -512,7 +512,7 @@ mod tests {
         assert_eq!(l.status, Status::Inconclusive);
         assert!(
             l.text.ends_with(
-                "none of the serve's processes; --max-serve-memory 512 MiB could not be held to"
+                "none of the serve's processes); --max-serve-memory 512 MiB could not be held to"
             ),
             "{}",
             l.text
