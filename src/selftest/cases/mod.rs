@@ -14,6 +14,7 @@ mod content;
 mod determinism;
 mod drift;
 mod floors;
+mod footprint;
 mod interval;
 mod latency;
 mod output;
@@ -54,6 +55,9 @@ pub fn all() -> Vec<Case> {
         latency::cases(),
         bursts::failed_stream(),
         determinism::cases(),
+        footprint::memory(),
+        footprint::device(),
+        footprint::readiness(),
     ]
     .into_iter()
     .flatten()
