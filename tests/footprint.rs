@@ -295,3 +295,37 @@ fn bad_footprint_settings_are_one_line_and_exit_2_before_anything_starts() {
         assert!(!out.exists(), "{args:?}: nothing created");
     }
 }
+
+#[test]
+fn a_serve_that_leaks_in_a_daemon_it_forked_away_is_still_measured() {
+    // The serve forks the leaking stand-in out of its own tree (a subshell that exits), so the
+    // stand-in is an orphan the gate's supervisor adopted; the serve itself only sleeps.
+    let (d, out) = scratch();
+    let daemon = format!("( {BIN} stand-in --port {{port}} --leak 8MiB & ); exec sleep 300");
+    let o = gate()
+        .args(["run", "--out"])
+        .arg(&out)
+        .args(UNFLIPPABLE)
+        .args([
+            "--replies",
+            "12",
+            "--max-drift",
+            "0.99",
+            "--",
+            "sh",
+            "-c",
+            &daemon,
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(o.status.code(), Some(1), "{stdout}");
+    assert_eq!(status(&stdout, "memory"), "FAIL", "{stdout}");
+    let recorded = replies(&d.path().join("run"));
+    assert!(
+        recorded
+            .iter()
+            .all(|r| r["memory"]["processes"].as_u64() >= Some(2)),
+        "the sleeping serve and its adopted daemon: {recorded:?}"
+    );
+}
