@@ -68,6 +68,9 @@ pub const MIN_VALUES: usize = 6;
 /// a coverage it does not have.
 pub fn sen_interval(t: &[f64], x: &[f64], confidence: f64) -> Option<SenFit> {
     let n = x.len();
+    // Past 1 the normal quantile panics, so the bound is needed; at exactly 1 it is not (the
+    // quantile is +inf, the ranks fall outside the slopes, None either way), which is why
+    // cargo mutants' `<=` for its `<` survives.
     if n < MIN_VALUES || t.len() != n || !(confidence > 0.0 && confidence < 1.0) {
         return None;
     }
@@ -274,9 +277,13 @@ mod tests {
             sen_interval(&[0.0, 2.0, 1.0, 3.0, 4.0, 5.0], &x, 0.95),
             None
         );
-        // Finite values whose slopes span more than an f64 holds.
+        // Finite values whose slopes overflow (MAX - -MAX is infinite).
         let huge = [0.0, f64::MAX, -f64::MAX, 0.0, f64::MAX, -f64::MAX];
         assert_eq!(sen_interval(&t, &huge, 0.95), None);
+        // Every slope finite (+-1.6e308), but their span is not: an interpolation between
+        // them would be inf - inf.
+        let wide = [-8e307, 8e307, -8e307, 8e307, -8e307, 8e307];
+        assert_eq!(sen_interval(&t, &wide, 0.95), None);
     }
 
     #[test]
