@@ -350,4 +350,59 @@ mod tests {
         };
         assert!(gone.check().unwrap_err().contains("missing"));
     }
+
+    // The tests below each name the cargo mutant they catch (docs/testing.md).
+
+    /// An fdinfo file is read whole up to 64 KiB, and no further (the serve's driver is not
+    /// trusted to keep it small). Catches `FDINFO_MAX`'s `*` made `+` or `/`, and
+    /// `read_fdinfo` replaced with `None`, an empty text or "xyzzy".
+    #[test]
+    fn an_fdinfo_file_is_read_whole_up_to_its_bound() {
+        let d = tempfile::tempdir().unwrap();
+        let small = d.path().join("small");
+        std::fs::write(&small, "drm-client-id:\t3\ndrm-total-gtt:\t192 KiB\n").unwrap();
+        assert_eq!(
+            read_fdinfo(small.to_str().unwrap()).as_deref(),
+            Some("drm-client-id:\t3\ndrm-total-gtt:\t192 KiB\n")
+        );
+        let big = d.path().join("big");
+        std::fs::write(&big, "x".repeat(100 * 1024)).unwrap();
+        assert_eq!(
+            read_fdinfo(big.to_str().unwrap()).map(|t| t.len()),
+            Some(64 * 1024)
+        );
+        assert_eq!(read_fdinfo(d.path().join("gone").to_str().unwrap()), None);
+    }
+
+    /// In the kernel's order (drm-usage-stats.rst, xe: `drm-driver` first, then
+    /// `drm-client-id`, then `drm-pdev`) a client is told by its own id and device keys, not
+    /// by the first line: client 3 of two devices is two clients. Catches `k.trim() == key`
+    /// made `!=` (both fds read as device "xe", client "xe": one client).
+    #[test]
+    fn clients_are_told_apart_by_their_id_and_device_lines_wherever_they_stand() {
+        let mut c = DrmClients::default();
+        c.add(
+            "/dev/dri/renderD128",
+            "drm-driver:\txe\ndrm-client-id:\t3\ndrm-pdev:\t0000:03:00.0\ndrm-total-gtt:\t1 MiB\n",
+        );
+        c.add(
+            "/dev/dri/renderD129",
+            "drm-driver:\txe\ndrm-client-id:\t3\ndrm-pdev:\t0000:04:00.0\ndrm-total-gtt:\t1 MiB\n",
+        );
+        assert_eq!(
+            c.summed(),
+            BTreeMap::from([("drm-total-gtt".to_string(), 2 * 1024 * 1024)])
+        );
+    }
+
+    /// A key name is bounded at 128 bytes: one of 128 is read, one of 129 left out. Catches
+    /// `key.len() > 128` made `==` or `>=`.
+    #[test]
+    fn a_key_of_128_bytes_is_read_and_a_longer_one_is_not() {
+        let at = format!("drm-total-{}", "v".repeat(128 - "drm-total-".len()));
+        let over = format!("{at}w");
+        assert_eq!(at.len(), 128);
+        let keys = drm_memory_keys(&format!("{at}: 5\n{over}: 6\n"));
+        assert_eq!(keys, BTreeMap::from([(at, 5)]));
+    }
 }

@@ -168,4 +168,16 @@ mod tests {
         );
         assert_eq!(serde_json::from_str::<MemoryReading>(&text).unwrap(), r);
     }
+
+    /// Floors left at their defaults are not written to run.json; any one given is. Catches
+    /// `is_default` replaced with `true` or `false`, and `==` made `!=`.
+    #[test]
+    fn floors_are_default_until_one_is_given() {
+        assert!(FootprintFloors::default().is_default());
+        let given = FootprintFloors {
+            memory_warm: Some(0),
+            ..FootprintFloors::default()
+        };
+        assert!(!given.is_default());
+    }
 }

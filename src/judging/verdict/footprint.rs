@@ -77,3 +77,228 @@ pub fn footprint_lines(e: &Evidence<'_>, all: &[ReplyRecord], c: &Criteria) -> V
     }
     lines
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::archive::record::{
+        Check, DuringReplies, Floors, FootprintFloors, MemoryReading, RunManifest, Startup, Status,
+    };
+    use crate::judging::verdict::evidence::Baseline;
+    use crate::selftest::cases::reply;
+
+    const MB: u64 = 1 << 20;
+
+    static READY: Startup = Startup::Ready {
+        after_ms: 1500.0,
+        probe: String::new(),
+        not_ready_answers: 0,
+    };
+
+    /// A run.json of a serve the gate launched (its argv recorded, its pid not), ready after
+    /// 1.5 s.
+    fn launched() -> RunManifest {
+        let mut m: RunManifest = serde_json::from_value(serde_json::json!({
+            "schema": 1, "tool_version": "test", "argv": [], "url": "http://127.0.0.1:1",
+            "prompts": [{"prompt": "p"}], "replies_planned": 20,
+            "floors": {"floor": 60.0, "first_token_ms": 600.0},
+            "limits": {"ready_timeout_s": 1.0, "grace_s": 1.0, "reply_timeout_s": 1.0},
+            "host": "test", "started_utc": "", "clock": {"name": "CLOCK_MONOTONIC", "base_ns": 0},
+            "serve_log_source": "none", "model": "m",
+            "serve_binary": {"path": "/serve", "size": 1, "sha256": "0123456789abcdef"},
+        }))
+        .expect("a hand-made run.json");
+        m.serve_argv = Some(vec!["serve".into()]);
+        m.startup = Some(READY.clone());
+        m
+    }
+
+    /// 20 replies at 100 tok/s (indexes from 1), each read at its end at `mib` MiB of serve
+    /// memory where given.
+    fn replies(mib: Option<u64>) -> Vec<ReplyRecord> {
+        (0..20)
+            .map(|i| {
+                let at: Vec<u64> = (0..11).map(|t| 200 + 10 * t).collect();
+                let mut r = reply(&at, "Paris.");
+                r.index = i + 1;
+                r.memory = mib.map(|m| MemoryReading {
+                    processes: 1,
+                    rss_anon: m * MB,
+                    ..MemoryReading::default()
+                });
+                r
+            })
+            .collect()
+    }
+
+    fn criteria(footprint: FootprintFloors) -> Criteria {
+        Criteria::new(Floors {
+            floor: 60.0,
+            first_token_ms: 600.0,
+            footprint,
+            ..Floors::default()
+        })
+        .unwrap()
+    }
+
+    fn checks(lines: &[Line]) -> Vec<Check> {
+        lines.iter().map(|l| l.check).collect()
+    }
+
+    /// A load.json whose conditions samples read the serve at `mib` MiB.
+    fn load_at(mib: u64) -> LoadSnapshot {
+        let mut sample = Sample::bare(1.0);
+        sample.memory = Some(MemoryReading {
+            processes: 1,
+            rss_anon: mib * MB,
+            ..MemoryReading::default()
+        });
+        LoadSnapshot {
+            load1: 0.5,
+            load5: 0.5,
+            load15: 0.5,
+            ncpu: 2,
+            taken: String::new(),
+            during: Some(DuringReplies {
+                interval_ms: 250,
+                started_ns: None,
+                seconds: 1.0,
+                load1_max: 0.5,
+                cpu_some_avg10_max: None,
+                serve_cpu_s: None,
+                serve_wait_s: None,
+                wait_fraction: None,
+                top: vec![],
+                others_cpu_pct: None,
+                throttle: None,
+                samples: vec![sample],
+            }),
+        }
+    }
+
+    // The tests below each name the cargo mutant they catch (docs/testing.md).
+
+    /// A hand-made run (no run.json) with no footprint setting and no reading has no footprint
+    /// line. Catches `footprint_lines` replaced with one default line, and the guard
+    /// `recorded` of the not-read line made `true`.
+    #[test]
+    fn a_hand_made_run_without_readings_or_settings_has_no_footprint_line() {
+        let all = replies(None);
+        let e = Evidence::of(&all, &READY);
+        let lines = footprint_lines(&e, &all, &criteria(FootprintFloors::default()));
+        assert_eq!(checks(&lines), Vec::<Check>::new());
+    }
+
+    /// A hand-made run given `--ready-limit` and `--cold-first-token-ms` has the startup and
+    /// cold-reply lines. Catches `recorded || floors.ready_limit_ms.is_some()` and
+    /// `recorded || floors.cold_first_token_ms.is_some()` made `&&`, and `footprint_lines`
+    /// replaced with no lines.
+    #[test]
+    fn a_hand_made_run_has_the_lines_its_settings_ask_for() {
+        let all = replies(None);
+        let e = Evidence::of(&all, &READY);
+        let c = criteria(FootprintFloors {
+            ready_limit_ms: Some(2000.0),
+            cold_first_token_ms: Some(500.0),
+            ..FootprintFloors::default()
+        });
+        let lines = footprint_lines(&e, &all, &c);
+        assert_eq!(checks(&lines), vec![Check::Startup, Check::ColdReply]);
+        assert_eq!(lines[0].status, Status::Ok, "{}", lines[0].text);
+    }
+
+    /// A recorded run of a launched serve (its argv recorded, no pid) times its launch, and
+    /// where no memory was read says so once. Catches `m.serve_pid.is_some() ||
+    /// m.serve_argv.is_some()` made `&&` (the launch said to be an attach), and the guard
+    /// `recorded` made `false` (the not-read line left out).
+    #[test]
+    fn a_recorded_launch_is_timed_and_memory_not_read_is_said() {
+        let all = replies(None);
+        let m = launched();
+        let e = Evidence {
+            manifest: Some(&m),
+            ..Evidence::of(&all, &READY)
+        };
+        let lines = footprint_lines(&e, &all, &criteria(FootprintFloors::default()));
+        assert_eq!(
+            checks(&lines),
+            vec![Check::Startup, Check::ColdReply, Check::Memory]
+        );
+        assert_eq!(lines[0].text, "ready 1.5 s after launch");
+        assert_eq!(lines[2], not_read_line(true));
+    }
+
+    /// The memory line's peak counts the conditions samples (load.json), the device's memory
+    /// not exposed is said on it once, and a recorded baseline gives the baseline-memory
+    /// line. Catches `samples` replaced with no samples or one default sample, and the
+    /// deletion of the `BaselineEvidence::Recorded` arm.
+    #[test]
+    fn samples_count_in_the_peak_and_a_baseline_is_set_beside() {
+        let all = replies(Some(400));
+        let load = load_at(700);
+        let m = launched();
+        let theirs = replies(Some(400));
+        let e = Evidence {
+            manifest: Some(&m),
+            load: Some(&load),
+            baseline: BaselineEvidence::Recorded {
+                candidate: &m,
+                baseline: Baseline {
+                    name: "base",
+                    manifest: &m,
+                    replies: &theirs,
+                    load: None,
+                },
+            },
+            ..Evidence::of(&all, &READY)
+        };
+        let lines = footprint_lines(&e, &all, &criteria(FootprintFloors::default()));
+        assert_eq!(
+            checks(&lines),
+            vec![
+                Check::Startup,
+                Check::ColdReply,
+                Check::Memory,
+                Check::BaselineMemory
+            ]
+        );
+        let memory = &lines[2];
+        assert!(
+            memory.text.starts_with("serve memory 700 MiB peak; ")
+                && memory.text.ends_with(&format!("; {DEVICE_NOT_EXPOSED}")),
+            "{}",
+            memory.text
+        );
+        assert!(
+            lines[3]
+                .text
+                .starts_with("peak 700 MiB against the baseline's 400 MiB (+75%)"),
+            "{}",
+            lines[3].text
+        );
+        // The baseline's startup is set beside the candidate's: 1.5 s against 1.5 s.
+        assert!(
+            lines[0].text.contains("1x the baseline's 1.5 s"),
+            "{}",
+            lines[0].text
+        );
+    }
+
+    /// Where the device's memory was read, it has its own line and the serve's says nothing
+    /// of it.
+    #[test]
+    fn device_memory_read_has_its_own_line() {
+        let mut all = replies(Some(400));
+        for r in &mut all {
+            r.memory.as_mut().unwrap().drm = [("drm-total-memory".to_string(), 64 * MB)].into();
+        }
+        let e = Evidence::of(&all, &READY);
+        let lines = footprint_lines(&e, &all, &criteria(FootprintFloors::default()));
+        assert_eq!(checks(&lines), vec![Check::Memory, Check::DeviceMemory]);
+        assert!(
+            !lines[0].text.contains("device memory"),
+            "{}",
+            lines[0].text
+        );
+    }
+}

@@ -576,4 +576,128 @@ mod tests {
             l.text
         );
     }
+
+    // The tests below each name the cargo mutant they catch (docs/testing.md).
+
+    /// `growth_unit`'s threshold is a hundredth of a MiB (10 485.76 bytes): 100 KiB a reply
+    /// is said in MiB ("+0.10"), 5 KiB a reply in KiB ("+5.0"). Exact linear readings make
+    /// Sen's slope exact (every pairwise slope is the step). Catches `* with +` (100 KiB said
+    /// in KiB) and `* with /` (5 KiB said in MiB) there, and each baseline figure's deletion.
+    #[test]
+    fn growth_is_said_in_mib_from_a_hundredth_of_one_and_the_baseline_figures_are_kept() {
+        let ours = run(20, |i| 400 * MB + 100 * 1024 * i as u64);
+        let theirs = run(20, |i| 400 * MB + 5 * 1024 * i as u64);
+        let held = FootprintFloors {
+            max_memory_regression: Some(0.2),
+            ..FootprintFloors::default()
+        };
+        let l = baseline_memory_line((&ours, &[]), (&theirs, &[]), &held).unwrap();
+        assert_eq!(l.status, Status::Ok, "{}", l.text);
+        assert!(
+            l.text
+                .ends_with("; growth +0.10 MiB a reply against +5.0 KiB"),
+            "{}",
+            l.text
+        );
+        let (peak, their_peak) = (400.0 * MIB + 1900.0 * 1024.0, 400.0 * MIB + 95.0 * 1024.0);
+        let fig = l.figures.as_ref().unwrap();
+        assert_eq!(fig.ratio, Some(peak / their_peak));
+        let f = fig.footprint.as_ref().unwrap();
+        assert_eq!(f.peak_bytes, Some(peak));
+        assert_eq!(f.baseline_peak_bytes, Some(their_peak));
+        assert_eq!(f.growth_bytes_per_reply, Some(100.0 * 1024.0));
+        assert_eq!(f.baseline_growth_bytes_per_reply, Some(5.0 * 1024.0));
+        assert_eq!(f.max_regression, Some(0.2));
+    }
+
+    /// A baseline whose serve memory read zero has no ratio to be over: the line is not failed
+    /// on a division by zero. Catches `their_peak > 0.0` made `>=` (an infinite ratio, FAIL).
+    #[test]
+    fn a_baseline_that_read_zero_gives_no_ratio() {
+        let ours = run(20, |_| 600 * MB);
+        let theirs = run(20, |_| 0);
+        let held = FootprintFloors {
+            max_memory_regression: Some(0.2),
+            ..FootprintFloors::default()
+        };
+        let l = baseline_memory_line((&ours, &[]), (&theirs, &[]), &held).unwrap();
+        assert_eq!(l.status, Status::Ok, "{}", l.text);
+        assert_eq!(l.figures.as_ref().unwrap().ratio, None);
+        assert!(
+            l.text
+                .starts_with("peak 600 MiB against the baseline's 0 B; growth"),
+            "{}",
+            l.text
+        );
+    }
+
+    /// `--max-serve-memory` is the highest the memory may peak: a peak exactly at it is within
+    /// it. Catches `peak > m` made `>=`.
+    #[test]
+    fn a_peak_exactly_at_its_limit_is_within_it() {
+        let replies = run(20, |_| 512 * MB);
+        let capped = FootprintFloors {
+            max_serve_memory: Some(512.0 * MIB),
+            ..FootprintFloors::default()
+        };
+        let l = line(&replies, &capped);
+        assert_eq!(l.status, Status::Ok, "{}", l.text);
+        assert!(
+            l.text
+                .starts_with("serve memory 512 MiB peak (within the limit of 512 MiB); "),
+            "{}",
+            l.text
+        );
+    }
+
+    /// Mapped files are named only where some were resident (a serve that loaded its model
+    /// into anonymous memory maps none), and the figures keep the file peak and the warm
+    /// replies left out. Catches `*f > 0.0` made `>=`, and the deletion of `file_peak_bytes`
+    /// and of `warm`.
+    #[test]
+    fn mapped_files_are_named_only_where_resident_and_the_warm_count_is_a_figure() {
+        let mut replies = run(20, |_| 300 * MB);
+        let warm5 = FootprintFloors {
+            memory_warm: Some(5),
+            ..FootprintFloors::default()
+        };
+        let l = line(&replies, &warm5);
+        assert_eq!(figures(&l).file_peak_bytes, Some(1024.0 * MIB));
+        assert_eq!(figures(&l).warm, Some(5));
+        assert!(
+            l.text.contains("over 15 replies after 5 warm"),
+            "{}",
+            l.text
+        );
+        for r in &mut replies {
+            r.memory.as_mut().unwrap().rss_file = 0;
+        }
+        let l = line(&replies, &warm5);
+        assert_eq!(figures(&l).file_peak_bytes, Some(0.0));
+        assert!(!l.text.contains("mapped files"), "{}", l.text);
+    }
+
+    /// Nothing read is said once, as information, saying why. Catches `not_read_line` replaced
+    /// with a default line.
+    #[test]
+    fn memory_not_read_is_information_saying_why() {
+        let launched = not_read_line(true);
+        assert_eq!(
+            (launched.check, launched.status),
+            (Check::Memory, Status::Info)
+        );
+        assert_eq!(
+            launched.text,
+            "serve memory not read: /proc showed none of the serve's processes"
+        );
+        let attached = not_read_line(false);
+        assert_eq!(attached.check, Check::Memory);
+        assert!(
+            attached
+                .text
+                .contains("the serve was attached, not launched"),
+            "{}",
+            attached.text
+        );
+    }
 }

@@ -344,4 +344,79 @@ mod tests {
         assert_eq!((f.idle_ms, f.idle_wait_ms), (Some(900.0), Some(10_000.0)));
         assert_eq!(idle_line(&replies, 900.0).unwrap().status, Status::Ok);
     }
+
+    // The tests below each name the cargo mutant they catch (docs/testing.md).
+
+    /// Under 10 s a time keeps two decimals, from 10 s one. Catches `ms < 10_000.0` made `==`
+    /// or `>` (2.34 s said as 2.3 s). Made `<=` it is equivalent: at exactly 10 000 ms both
+    /// branches say "10 s".
+    #[test]
+    fn times_keep_two_decimals_under_ten_seconds_and_one_after() {
+        assert_eq!(time_said(999.0), "999 ms");
+        assert_eq!(time_said(1000.0), "1 s");
+        assert_eq!(time_said(2340.0), "2.34 s");
+        assert_eq!(time_said(12_340.0), "12.3 s");
+        assert_eq!(time_said(10_000.0), "10 s");
+    }
+
+    /// Exactly the default limit of 1.5x the baseline's time to ready is within it. Catches
+    /// `r > 1.0 + most` made `>=`.
+    #[test]
+    fn startup_exactly_at_its_ratio_limit_is_within_it() {
+        let none = FootprintFloors::default();
+        let l = startup_line(&ready(1500.0), true, Some(&ready(1000.0)), &none).unwrap();
+        assert_eq!(l.status, Status::Ok, "{}", l.text);
+        assert!(l.text.contains("; 1.5x the baseline's 1 s"), "{}", l.text);
+    }
+
+    /// A baseline ready after 0 ms (a hand-edited or broken run.json) has no ratio to hold:
+    /// the line is its own time alone, not an infinite ratio's FAIL. Catches the guard
+    /// `*after_ms > 0.0` made `true` or `>=`.
+    #[test]
+    fn a_baseline_ready_after_nothing_gives_no_ratio() {
+        let none = FootprintFloors::default();
+        let l = startup_line(&ready(1500.0), true, Some(&ready(0.0)), &none).unwrap();
+        assert_eq!(l.status, Status::Info, "{}", l.text);
+        assert!(!l.text.contains("baseline"), "{}", l.text);
+        let f = l.figures.as_ref().unwrap();
+        assert_eq!(f.ratio, None);
+        assert_eq!(f.footprint.as_ref().unwrap().baseline_ready_ms, None);
+    }
+
+    /// The figures result.json keeps of each line. Catches the deletion of each field of the
+    /// startup, cold-reply and idle lines' figures.
+    #[test]
+    fn the_readiness_lines_keep_their_figures() {
+        let limited = FootprintFloors {
+            ready_limit_ms: Some(2000.0),
+            ..FootprintFloors::default()
+        };
+        let l = startup_line(&ready(1600.0), true, Some(&ready(1000.0)), &limited).unwrap();
+        let f = l.figures.as_ref().unwrap();
+        assert_eq!(f.unit, Some(Unit::Milliseconds));
+        assert_eq!(f.limit, Some(2000.0));
+        assert_eq!(f.ratio, Some(1.6));
+        let fp = f.footprint.as_ref().unwrap();
+        assert_eq!(fp.ready_ms, Some(1600.0));
+        assert_eq!(fp.baseline_ready_ms, Some(1000.0));
+        assert_eq!(fp.max_regression, Some(DEFAULT_MAX_STARTUP_REGRESSION));
+
+        let replies = vec![at(1, 0, 290), at(2, 1000, 120), at(3, 2000, 100)];
+        let held = FootprintFloors {
+            cold_first_token_ms: Some(250.0),
+            ..FootprintFloors::default()
+        };
+        let f = cold_reply_line(&replies, &held).unwrap().figures.unwrap();
+        assert_eq!((f.unit, f.limit), (Some(Unit::Milliseconds), Some(250.0)));
+
+        let mut replies = replies;
+        let mut probe = at(4, 12_000, 300);
+        probe.idle_probe = true;
+        replies.push(probe);
+        let f = idle_line(&replies, 600.0).unwrap().figures.unwrap();
+        assert_eq!(f.unit, Some(Unit::Milliseconds));
+        assert_eq!(f.limit, Some(600.0));
+        // The warm median is of the judged replies but the probe: 290, 120 and 100 make 120.
+        assert_eq!((f.median, f.values), (Some(120.0), Some(3)));
+    }
 }
