@@ -225,7 +225,7 @@ mod tests {
             vec![Check::Startup, Check::ColdReply, Check::Memory]
         );
         assert_eq!(lines[0].text, "ready 1.5 s after launch");
-        assert_eq!(lines[2], not_read_line(true));
+        assert_eq!(lines[2], not_read_line(true, &FootprintFloors::default()));
     }
 
     /// The memory line's peak counts the conditions samples (load.json), the device's memory

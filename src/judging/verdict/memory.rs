@@ -681,16 +681,16 @@ mod tests {
     /// with a default line.
     #[test]
     fn memory_not_read_is_information_saying_why() {
-        let launched = not_read_line(true);
+        let launched = not_read_line(true, &FootprintFloors::default());
         assert_eq!(
             (launched.check, launched.status),
             (Check::Memory, Status::Info)
         );
         assert_eq!(
             launched.text,
-            "serve memory not read: /proc showed none of the serve's processes"
+            "serve memory not read: none is recorded (a run from before it was, or /proc showed none of the serve's processes)"
         );
-        let attached = not_read_line(false);
+        let attached = not_read_line(false, &FootprintFloors::default());
         assert_eq!(attached.check, Check::Memory);
         assert!(
             attached
