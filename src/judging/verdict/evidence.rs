@@ -90,7 +90,10 @@ impl<'a> Evidence<'a> {
     pub fn of(replies: &'a [ReplyRecord], startup: &'a Startup) -> Self {
         Evidence {
             replies,
-            replies_planned: replies.iter().filter(|r| !r.warmup).count(),
+            replies_planned: replies
+                .iter()
+                .filter(|r| !r.warmup && !r.idle_probe)
+                .count(),
             startup,
             serve_log: None,
             load: None,
