@@ -74,7 +74,7 @@ fn a_leaking_serve_fails_memory_and_judge_says_the_same() {
     }
     let load = json(&out.join("load.json"));
     let samples = load["during"]["samples"].as_array().unwrap();
-    // Every sample while the serve ran; the last look, once it is stopped, finds none.
+    // Every sample while the serve ran; the last look, once it is stopped, reads none.
     let read = samples
         .iter()
         .filter(|s| s["memory"]["processes"].as_u64() >= Some(1))

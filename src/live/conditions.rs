@@ -224,8 +224,9 @@ impl Sampler {
                 device_mhz,
                 device_temp_c,
                 // The tree as the route evidence walked it last: never a pid seen once and
-                // since gone, whose number another process may have taken.
-                memory: if self.launched {
+                // since gone, whose number another process may have taken. The last look
+                // comes once the serve is stopped: its pids may be another's by then.
+                memory: if self.launched && !last {
                     footprint::read_processes(self.route.tree(), self.device_memory.as_ref())
                 } else {
                     None
@@ -494,11 +495,11 @@ mod tests {
         s.sample();
         let d = s.finish();
         assert_eq!(d.samples.len(), 2);
-        // A launched serve's memory is read on each sample: this process's.
-        for sample in &d.samples {
-            let m = sample.memory.as_ref().expect("memory read");
-            assert!(m.processes >= 1 && m.rss_anon > 0, "{m:?}");
-        }
+        // A launched serve's memory is read on each sample (this process's), never on the
+        // last look, which comes once the serve is stopped and its pids may be another's.
+        let m = d.samples[0].memory.as_ref().expect("memory read");
+        assert!(m.processes >= 1 && m.rss_anon > 0, "{m:?}");
+        assert_eq!(d.samples[1].memory, None);
         if std::path::Path::new("/proc/self/schedstat").exists() {
             assert!(d.serve_cpu_s.unwrap() > 0.0, "{d:?}");
             assert!(d.wait_fraction.is_some());
