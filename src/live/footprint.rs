@@ -18,20 +18,18 @@
 //! choosing. Every read is bounded: 16,384 fds a process, 64 KiB an fdinfo file.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use procfs::process::{FDTarget, Process};
 
 use crate::archive::record::MemoryReading;
 use crate::live::footprint_args::MemoryUnit;
+use crate::live::route_probe;
 use crate::live::serve_tree::walk_tree;
 use crate::live::throttle::{parse_integer, read_small};
 
 /// The most fds of one process looked at in one read.
 const MAX_FDS: usize = 16_384;
-/// The most bytes of an fdinfo file read (a DRM client's is a few hundred).
-const FDINFO_MAX: u64 = 64 * 1024;
 
 /// `--device-memory`: a counter file and the unit it counts in.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -139,18 +137,10 @@ fn read_drm_fds(pid: u32, process: &Process, clients: &mut DrmClients) {
             continue;
         }
         let fdinfo = format!("/proc/{pid}/fdinfo/{}", fd.fd);
-        if let Some(text) = read_fdinfo(&fdinfo) {
+        if let Ok(text) = route_probe::read_small(&fdinfo) {
             clients.add(&path.to_string_lossy(), &text);
         }
     }
-}
-
-/// An fdinfo file's text, at most [`FDINFO_MAX`] bytes.
-fn read_fdinfo(path: &str) -> Option<String> {
-    let file = std::fs::File::open(path).ok()?;
-    let mut text = String::new();
-    file.take(FDINFO_MAX).read_to_string(&mut text).ok()?;
-    Some(text)
 }
 
 /// The DRM clients seen in one read, each once, with their memory keys.
@@ -354,24 +344,27 @@ mod tests {
     // The tests below each name the cargo mutant they catch (docs/testing.md).
 
     /// An fdinfo file is read whole up to 64 KiB, and no further (the serve's driver is not
-    /// trusted to keep it small). Catches `FDINFO_MAX`'s `*` made `+` or `/`, and
-    /// `read_fdinfo` replaced with `None`, an empty text or "xyzzy".
+    /// trusted to keep it small), through the route probe's bounded read.
     #[test]
     fn an_fdinfo_file_is_read_whole_up_to_its_bound() {
         let d = tempfile::tempdir().unwrap();
         let small = d.path().join("small");
         std::fs::write(&small, "drm-client-id:\t3\ndrm-total-gtt:\t192 KiB\n").unwrap();
         assert_eq!(
-            read_fdinfo(small.to_str().unwrap()).as_deref(),
+            route_probe::read_small(small.to_str().unwrap())
+                .ok()
+                .as_deref(),
             Some("drm-client-id:\t3\ndrm-total-gtt:\t192 KiB\n")
         );
         let big = d.path().join("big");
         std::fs::write(&big, "x".repeat(100 * 1024)).unwrap();
         assert_eq!(
-            read_fdinfo(big.to_str().unwrap()).map(|t| t.len()),
+            route_probe::read_small(big.to_str().unwrap())
+                .ok()
+                .map(|t| t.len()),
             Some(64 * 1024)
         );
-        assert_eq!(read_fdinfo(d.path().join("gone").to_str().unwrap()), None);
+        assert!(route_probe::read_small(d.path().join("gone").to_str().unwrap()).is_err());
     }
 
     /// In the kernel's order (drm-usage-stats.rst, xe: `drm-driver` first, then

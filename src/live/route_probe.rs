@@ -521,8 +521,9 @@ fn file_kind(meta: &std::fs::Metadata) -> FileKind {
     }
 }
 
-/// A small file's text, at most [`COUNTER_FILE_MAX`] bytes.
-fn read_small(path: &str) -> Result<String, String> {
+/// A small file's text, at most [`COUNTER_FILE_MAX`] bytes (a counter file, or an fdinfo file,
+/// which a serve's driver is not trusted to keep small).
+pub fn read_small(path: &str) -> Result<String, String> {
     use std::io::Read;
     let file = std::fs::File::open(path).map_err(|e| format!("{path}: {e}"))?;
     let mut text = String::new();
