@@ -61,9 +61,9 @@ pub struct Sample {
     pub memory: Option<crate::archive::record::footprint::MemoryReading>,
 }
 
-#[cfg(test)]
 impl Sample {
-    /// A look at `t_ms` with a load of 0.5 and nothing else read: the tests' blank to fill in.
+    /// A look at `t_ms` with a load of 0.5 and nothing else read: the blank hand-made runs
+    /// (tests, the self-test's cases) fill in.
     pub fn bare(t_ms: f64) -> Sample {
         Sample {
             t_ms,
@@ -78,6 +78,27 @@ impl Sample {
             device_mhz: None,
             device_temp_c: None,
             memory: None,
+        }
+    }
+}
+
+#[cfg(test)]
+impl DuringReplies {
+    /// One second of `samples` at 250 ms on a quiet box, nothing summarised: the tests' blank.
+    pub fn of(samples: Vec<Sample>) -> DuringReplies {
+        DuringReplies {
+            interval_ms: 250,
+            started_ns: None,
+            seconds: 1.0,
+            load1_max: 0.5,
+            cpu_some_avg10_max: None,
+            serve_cpu_s: None,
+            serve_wait_s: None,
+            wait_fraction: None,
+            top: vec![],
+            others_cpu_pct: None,
+            throttle: None,
+            samples,
         }
     }
 }

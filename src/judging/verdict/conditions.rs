@@ -252,20 +252,7 @@ mod tests {
     }
 
     fn during(samples: Vec<Sample>) -> DuringReplies {
-        DuringReplies {
-            interval_ms: 250,
-            started_ns: None,
-            seconds: 1.0,
-            load1_max: 0.5,
-            cpu_some_avg10_max: None,
-            serve_cpu_s: None,
-            serve_wait_s: None,
-            wait_fraction: None,
-            top: vec![],
-            others_cpu_pct: None,
-            throttle: None,
-            samples,
-        }
+        DuringReplies::of(samples)
     }
 
     /// A run that throttled: counts 100 -> 112, the CPUs' mean clock 2400 -> 1750 -> 1800,

@@ -85,7 +85,7 @@ mod tests {
         Check, DuringReplies, Floors, FootprintFloors, MemoryReading, RunManifest, Startup, Status,
     };
     use crate::judging::verdict::evidence::Baseline;
-    use crate::selftest::cases::reply;
+    use crate::selftest::cases::{greedy_manifest, reply};
 
     const MB: u64 = 1 << 20;
 
@@ -98,16 +98,7 @@ mod tests {
     /// A run.json of a serve the gate launched (its argv recorded, its pid not), ready after
     /// 1.5 s.
     fn launched() -> RunManifest {
-        let mut m: RunManifest = serde_json::from_value(serde_json::json!({
-            "schema": 1, "tool_version": "test", "argv": [], "url": "http://127.0.0.1:1",
-            "prompts": [{"prompt": "p"}], "replies_planned": 20,
-            "floors": {"floor": 60.0, "first_token_ms": 600.0},
-            "limits": {"ready_timeout_s": 1.0, "grace_s": 1.0, "reply_timeout_s": 1.0},
-            "host": "test", "started_utc": "", "clock": {"name": "CLOCK_MONOTONIC", "base_ns": 0},
-            "serve_log_source": "none", "model": "m",
-            "serve_binary": {"path": "/serve", "size": 1, "sha256": "0123456789abcdef"},
-        }))
-        .expect("a hand-made run.json");
+        let mut m = greedy_manifest();
         m.serve_argv = Some(vec!["serve".into()]);
         m.startup = Some(READY.clone());
         m
@@ -159,20 +150,7 @@ mod tests {
             load15: 0.5,
             ncpu: 2,
             taken: String::new(),
-            during: Some(DuringReplies {
-                interval_ms: 250,
-                started_ns: None,
-                seconds: 1.0,
-                load1_max: 0.5,
-                cpu_some_avg10_max: None,
-                serve_cpu_s: None,
-                serve_wait_s: None,
-                wait_fraction: None,
-                top: vec![],
-                others_cpu_pct: None,
-                throttle: None,
-                samples: vec![sample],
-            }),
+            during: Some(DuringReplies::of(vec![sample])),
         }
     }
 

@@ -200,22 +200,12 @@ fn peaks() -> Vec<Case> {
     let mut load = serve_waited(0);
     if let Some(d) = load.during.as_mut() {
         d.samples.push(Sample {
-            t_ms: 1500.0,
-            load1: 0.5,
-            cpu_some_avg10: None,
-            serve_cpu_ns: None,
-            serve_wait_ns: None,
-            throttle_count: None,
-            cpu_mhz: None,
-            cpu_mhz_min: None,
-            temp_c: None,
-            device_mhz: None,
-            device_temp_c: None,
             memory: Some(MemoryReading {
                 processes: 2,
                 rss_anon: 700 * MIB,
                 ..MemoryReading::default()
             }),
+            ..Sample::bare(1500.0)
         });
     }
     c.load = Some(load);

@@ -26,9 +26,9 @@ mod serve;
 pub use case::{Case, ReferenceCase};
 use parts::base;
 
-/// The hand-made reply other modules' tests build their runs of.
+/// The hand-made reply and run.json other modules' tests build their runs of.
 #[cfg(test)]
-pub(crate) use parts::reply;
+pub(crate) use parts::{greedy_manifest, reply};
 
 /// The judging case named `name`.
 pub fn named(name: &str) -> Option<Case> {
