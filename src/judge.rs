@@ -66,6 +66,9 @@ pub struct JudgeArgs {
     /// What the footprint lines are held to, instead of what the run recorded.
     #[command(flatten, next_help_heading = "Footprint")]
     pub footprint: crate::live::footprint_args::FootprintArgs,
+    /// What the depths' rates are held to.
+    #[command(flatten, next_help_heading = "Context depth")]
+    pub context: crate::live::context_args::ContextArgs,
     /// Override the recorded busy-box SKIP policy (see run --busy-skip).
     #[arg(long, value_name = "THRESHOLD", help_heading = "Floors and limits")]
     pub busy_skip: Option<f64>,
@@ -194,6 +197,7 @@ fn floors_asked(args: &JudgeArgs, archive: &Archive) -> Result<Floors> {
     override_reference(&mut floors, &args.reference);
     floors.output = args.output_checks.over(floors.output);
     floors.footprint = args.footprint.over(std::mem::take(&mut floors.footprint));
+    floors.context = args.context.over(std::mem::take(&mut floors.context));
     Ok(floors)
 }
 

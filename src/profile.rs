@@ -97,6 +97,13 @@ pub struct Profile {
     ready_limit: Option<String>,
     idle_probe: Option<String>,
     device_memory: Option<PathBuf>,
+    // Context depth's (issue 35): the depths as the flag writes them ("256,1k,4k") or a list
+    // of numbers; counts as any integer.
+    depths: Option<toml::Value>,
+    depth_replies: Option<i64>,
+    max_context: Option<i64>,
+    prefill_floor: Option<f64>,
+    depth_floor: Option<f64>,
     serve: Option<Vec<String>>,
 }
 
@@ -167,6 +174,7 @@ pub fn apply(
     take_reference_bounds(&mut a)?;
     take_output_checks(&mut a)?;
     take_footprint(&mut a)?;
+    take_context(&mut a)?;
     take_launch_and_time_limits(&mut a)?;
     take_files(&mut a)?;
     take_serve(&mut a)?;
@@ -405,6 +413,59 @@ fn take_footprint(a: &mut Applying<'_>) -> Result<()> {
     if !(a.given)("device_memory") {
         if let Some(p) = a.profile.device_memory.take() {
             r.device_memory = Some(a.dir.join(p));
+        }
+    }
+    Ok(())
+}
+
+/// Context depth's keys (issue 35), held to the flags' own parsers.
+fn take_context(a: &mut Applying<'_>) -> Result<()> {
+    use crate::live::context_args as ctx;
+    let key = |k: &str, e: String| anyhow!("{k} in the profile: {e}");
+    let r = &mut a.args.context_run;
+    if !(a.given)("depths") {
+        if let Some(v) = a.profile.depths.take() {
+            // A depth of another type is said as the flag's parser says a word it cannot read.
+            let one = |v: &toml::Value| match v {
+                toml::Value::String(s) => s.clone(),
+                toml::Value::Integer(i) => i.to_string(),
+                other => format!("a {}", other.type_str()),
+            };
+            let list = match &v {
+                toml::Value::Array(items) => items.iter().map(one).collect::<Vec<_>>().join(","),
+                other => one(other),
+            };
+            r.depths = Some(ctx::parse_depths(&list).map_err(|e| key("depths", e))?);
+        }
+    }
+    if !(a.given)("depth_replies") {
+        if let Some(v) = a.profile.depth_replies.take() {
+            r.depth_replies = Some(
+                ctx::parse_depth_replies(&v.to_string()).map_err(|e| key("depth_replies", e))?,
+            );
+        }
+    }
+    if !(a.given)("max_context") {
+        if let Some(v) = a.profile.max_context.take() {
+            r.max_context =
+                Some(ctx::parse_max_context(&v.to_string()).map_err(|e| key("max_context", e))?);
+        }
+    }
+    let f = &mut a.args.context;
+    for (name, value, slot) in [
+        (
+            "prefill_floor",
+            a.profile.prefill_floor.take(),
+            &mut f.prefill_floor,
+        ),
+        (
+            "depth_floor",
+            a.profile.depth_floor.take(),
+            &mut f.depth_floor,
+        ),
+    ] {
+        if let (false, Some(v)) = ((a.given)(name), value) {
+            *slot = Some(ctx::parse_rate(&v.to_string()).map_err(|e| key(name, e))?);
         }
     }
     Ok(())

@@ -75,13 +75,19 @@ pub enum Check {
     ColdReply,
     /// With `--idle-probe`: the first token of a reply after an idle wait.
     Idle,
+    /// With `--depths`: the fact found at each depth within the context, and what the serve
+    /// did with a prompt past it.
+    Context,
+    /// With `--depths`: the prefill and decode rates at depth against their floors and the
+    /// baseline's.
+    ContextRate,
     /// The serve had to be killed, or left processes behind.
     Stop,
 }
 
 impl Check {
     /// Every check.
-    pub const ALL: [Check; 28] = [
+    pub const ALL: [Check; 30] = [
         Check::Archive,
         Check::Hold,
         Check::Serve,
@@ -104,6 +110,8 @@ impl Check {
         Check::Startup,
         Check::ColdReply,
         Check::Idle,
+        Check::Context,
+        Check::ContextRate,
         Check::Memory,
         Check::DeviceMemory,
         Check::BaselineMemory,
@@ -114,7 +122,7 @@ impl Check {
 
     /// The checks that are timing alone: a busy box may explain their failure, and with
     /// `--busy-skip` excuse it. Route, content and every other check are never excused.
-    pub const TIMING: [Check; 7] = [
+    pub const TIMING: [Check; 8] = [
         Check::Rate,
         Check::FirstToken,
         Check::Drift,
@@ -122,6 +130,7 @@ impl Check {
         Check::Startup,
         Check::ColdReply,
         Check::Idle,
+        Check::ContextRate,
     ];
 
     /// The check's name, as the lines, result.json, JUnit and `--prom` show it.
@@ -154,6 +163,8 @@ impl Check {
             Check::Startup => "startup",
             Check::ColdReply => "cold-reply",
             Check::Idle => "idle",
+            Check::Context => "context",
+            Check::ContextRate => "context-rate",
             Check::Stop => "stop",
         }
     }
@@ -250,7 +261,8 @@ mod tests {
                 "aggregate",
                 "startup",
                 "cold-reply",
-                "idle"
+                "idle",
+                "context-rate"
             ]
         );
         for c in Check::TIMING {
@@ -258,6 +270,8 @@ mod tests {
             assert!(c.is_timing());
         }
         assert!(!Check::Route.is_timing() && !Check::Content.is_timing());
+        // The fact at depth and the limit are content: a busy box never excuses them.
+        assert!(!Check::Context.is_timing());
     }
 
     #[test]

@@ -111,6 +111,7 @@ fn floors(args: &RunSettings) -> Result<Floors> {
         reference_reanchor: args.reference.reference_reanchor,
         output: args.output_checks.over(Default::default()),
         footprint: args.footprint.over(Default::default()),
+        context: args.context.over(Default::default()),
     };
     Criteria::new(floors.clone())?;
     Ok(floors)
@@ -248,6 +249,18 @@ fn requests(args: &RunSettings, spawn: bool) -> Result<Requests> {
         ] {
             if given {
                 bail!("{flag} is for the concurrent bursts: give --concurrency N with N above 1");
+            }
+        }
+    }
+    if args.context_run.depths.is_none() {
+        for (flag, given) in [
+            ("--depth-replies", args.context_run.depth_replies.is_some()),
+            ("--max-context", args.context_run.max_context.is_some()),
+            ("--prefill-floor", args.context.prefill_floor.is_some()),
+            ("--depth-floor", args.context.depth_floor.is_some()),
+        ] {
+            if given {
+                bail!("{flag} is for the prompts at depth: give --depths LIST (e.g. 256,1k,4k)");
             }
         }
     }

@@ -235,6 +235,15 @@ impl Client {
         Ok((Link::new(conn), sender.send_request(request), stamps))
     }
 
+    /// GET `path` (below the serve's URL, not the API's prefix: `/props`) as JSON, within 10 s
+    /// and [`MODELS_BODY_MAX`] bytes; `None` for no answer, another status or another body.
+    pub async fn get_json(&self, path: &str) -> Option<serde_json::Value> {
+        let body = self
+            .get_body(path, Duration::from_secs(10), MODELS_BODY_MAX)
+            .await?;
+        serde_json::from_slice(&body).ok()
+    }
+
     /// GET `path` and read the whole answer's body, within `limit` and at most `max` bytes: a
     /// body without end is no answer.
     async fn get_body(&self, path: &str, limit: Duration, max: usize) -> Option<Bytes> {

@@ -256,6 +256,7 @@ fn new_manifest(plan: &Plan, base_ns: u64) -> RunManifest {
         not_archived: Vec::new(),
         digests: None,
         logprobs: plan.client.logprobs_asked(),
+        context: plan.context.clone(),
     }
 }
 

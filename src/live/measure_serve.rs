@@ -15,6 +15,7 @@ use crate::judging::verdict::reference;
 use crate::live::bursts::{make_bursts, BurstWork};
 use crate::live::client::{Client, Probe};
 use crate::live::conditions::{self, Sampler, ServeTree};
+use crate::live::depth::{self, DepthWork};
 use crate::live::hold::{self, Hold, Taken};
 use crate::live::log_pipe::LogPipe;
 use crate::live::plan::{Launch, Plan};
@@ -310,6 +311,20 @@ async fn make_all_replies(
             limit: plan.reply_limit,
         };
         *made.reanchors = reanchor(&work, base_ns, made.replies, rec).await;
+    }
+    // Last of all: the prompts at depth, and the probe past the context that may end the serve.
+    if let (Some(mut context), None) = (manifest.context.clone(), &died) {
+        let cache_off = depth::read_context(client, &mut context).await;
+        manifest.context = Some(context.clone());
+        rec.json(rundir::MANIFEST, &*manifest);
+        let work = DepthWork {
+            plan,
+            client,
+            model,
+            base_ns,
+            rec,
+        };
+        died = depth::make_depth_replies(&work, &context, cache_off, serve, made.replies).await?;
     }
     Ok(died)
 }

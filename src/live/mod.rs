@@ -11,7 +11,8 @@
 //! under them ([`stamped`]), and the sampler of the box's conditions ([`conditions`]), which
 //! also reads the route evidence of the serve's process tree ([`route_probe`]) and the
 //! throttling evidence of the CPUs and the device ([`throttle`]); the run's provenance, the
-//! files it was given hashed and the box's facts ([`provenance`]). [`run_args`]: `run`'s own
+//! files it was given hashed and the box's facts ([`provenance`]); the replies of `--depths`
+//! and the probe of the context's limit ([`depth`], its flags in [`context_args`]). [`run_args`]: `run`'s own
 //! arguments and their bounds (the command line composes them, a profile fills them in).
 //!
 //! The leaves ([`proc_stat`], [`exec_path`], [`progress_line`], [`first_text`],
@@ -25,6 +26,8 @@ pub mod bursts;
 pub mod checked_args;
 pub mod client;
 pub mod conditions;
+pub mod context_args;
+pub mod depth;
 pub mod duration_arg;
 pub mod exec_path;
 pub mod first_text;

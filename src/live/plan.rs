@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 
 use crate::archive::record::{BinaryInfo, ConcurrencyPlan, Sampling};
+use crate::archive::record::{ContextPlan, DEFAULT_DEPTH_REPLIES};
 use crate::archive::rundir::BaselineRun;
 use crate::judging::verdict::{BusySource, Criteria};
 use crate::live::checked_args::{self, Reach};
@@ -89,6 +90,9 @@ pub(crate) struct Plan {
     pub device_memory: Option<DeviceMemoryFile>,
     /// `--idle-probe`: the wait with the serve idle before the probe reply.
     pub idle_probe: Option<Duration>,
+    /// `--depths`: the prompts at depth after every other reply, and the context they are
+    /// held to (the serve's word on it filled in once read).
+    pub context: Option<ContextPlan>,
 }
 
 /// Where the serve's metrics are scraped around the bursts.
@@ -225,6 +229,16 @@ impl Plan {
             soak: args.soak,
             device_memory,
             idle_probe: args.footprint_run.idle_probe,
+            context: args.context_run.depths.as_ref().map(|d| ContextPlan {
+                depths: d.0.clone(),
+                replies_each: args
+                    .context_run
+                    .depth_replies
+                    .unwrap_or(DEFAULT_DEPTH_REPLIES),
+                serve_says: None,
+                given: args.context_run.max_context,
+                max_tokens: args.max_tokens,
+            }),
             settings,
             output,
         })

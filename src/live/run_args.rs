@@ -82,6 +82,12 @@ pub struct RunArgs {
     /// The device's memory counter and the reply after idle.
     #[command(flatten, next_help_heading = "Footprint")]
     pub footprint_run: crate::live::footprint_args::FootprintRunArgs,
+    /// What the depths' rates are held to.
+    #[command(flatten, next_help_heading = "Context depth")]
+    pub context: crate::live::context_args::ContextArgs,
+    /// The depths, their replies and the context.
+    #[command(flatten, next_help_heading = "Context depth")]
+    pub context_run: crate::live::context_args::ContextRunArgs,
     /// The serve's base URL, instead of http://127.0.0.1:{port}. With no serve command, the
     /// gate measures a serve that is already running (nothing is launched or stopped).
     #[arg(long, value_name = "URL", help_heading = "Launch, hold and stop")]
@@ -491,6 +497,10 @@ pub struct RunSettings {
     pub footprint: crate::live::footprint_args::FootprintArgs,
     /// The device's memory counter and the reply after idle.
     pub footprint_run: crate::live::footprint_args::FootprintRunArgs,
+    /// What the depths' rates are held to.
+    pub context: crate::live::context_args::ContextArgs,
+    /// The depths, their replies and the context.
+    pub context_run: crate::live::context_args::ContextRunArgs,
     /// The serve's base URL, instead of http://127.0.0.1:{port}. With no serve command, the
     /// gate measures a serve that is already running (nothing is launched or stopped).
     pub url: Option<String>,
@@ -586,6 +596,8 @@ impl From<RunArgs> for RunSettings {
             output_checks: a.output_checks,
             footprint: a.footprint,
             footprint_run: a.footprint_run,
+            context: a.context,
+            context_run: a.context_run,
             url: a.url,
             ready_path: a.ready_path,
             api_base: a.api_base,

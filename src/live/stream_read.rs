@@ -475,6 +475,9 @@ pub(crate) fn record_chunk(
     if let Some(n) = chunk.usage.and_then(|u| u.completion_tokens) {
         rec.usage_completion_tokens = Some(n);
     }
+    if let Some(n) = chunk.usage.and_then(|u| u.prompt_tokens) {
+        rec.usage_prompt_tokens = Some(n);
+    }
     if let Some(n) = chunk.cached_prompt_tokens() {
         rec.cached_prompt_tokens = Some(n);
     }

@@ -80,6 +80,9 @@ struct Delta<'a> {
 pub struct Usage {
     /// Tokens the serve says it generated.
     pub completion_tokens: Option<u64>,
+    /// Tokens the serve says the prompt was (with its chat template).
+    #[serde(default)]
+    pub prompt_tokens: Option<u64>,
     /// OpenAI's breakdown of the prompt's tokens.
     prompt_tokens_details: Option<PromptTokensDetails>,
 }
@@ -241,6 +244,7 @@ mod tests {
         let c = Chunk::parse(br#"{"choices":[],"usage":{"completion_tokens":8,"prompt_tokens":3},"timings":{"predicted_per_second":171.2}}"#).unwrap();
         assert_eq!(c.content(), "");
         assert_eq!(c.usage.and_then(|u| u.completion_tokens), Some(8));
+        assert_eq!(c.usage.and_then(|u| u.prompt_tokens), Some(3));
         assert!(c.timings.is_some());
     }
 

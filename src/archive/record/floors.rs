@@ -91,6 +91,12 @@ pub struct Floors {
         skip_serializing_if = "crate::archive::record::footprint::FootprintFloors::is_default"
     )]
     pub footprint: crate::archive::record::footprint::FootprintFloors,
+    /// The context lines' floors (issue 35); absent: none given.
+    #[serde(
+        default,
+        skip_serializing_if = "crate::archive::record::context::ContextFloors::is_default"
+    )]
+    pub context: crate::archive::record::context::ContextFloors,
 }
 
 /// What the output line holds replies to (issue 32, docs/output.md): each threshold absent

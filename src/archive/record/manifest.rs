@@ -168,6 +168,10 @@ pub struct RunManifest {
     /// runs from before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub logprobs: Option<LogprobsAsked>,
+    /// `--depths` (issue 35): the depths asked and the serve's context; absent for a run
+    /// without depths. The serve's word on its context is filled in once it is read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<crate::archive::record::context::ContextPlan>,
 }
 
 /// What a run asked of the serve's logprobs (`--logprobs K`) and what came of it, as run.json

@@ -15,6 +15,8 @@
 //! - `provenance.rs`: what the run ran on and with;
 //! - `footprint.rs`: the serve's and the device's memory at one look, and the footprint
 //!   lines' floors;
+//! - `context.rs`: context depth (issue 35): the depths planned, a depth reply's place, the
+//!   context lines' floors and figures;
 //! - `conditions.rs`: the box's load and what was sampled during the replies (load.json);
 //! - `route.rs`: the route evidence read from /proc (route.json);
 //! - `metrics.rs`: the serve's own metrics around the bursts (metrics.json);
@@ -24,6 +26,7 @@
 //! among them. The file formats' version, [`SCHEMA`], is here.
 
 mod conditions;
+mod context;
 mod floors;
 mod footprint;
 mod hold;
@@ -38,6 +41,7 @@ mod route;
 pub use crate::archive::check::{Check, Kind};
 pub use crate::archive::tags::{InterruptSignal, LogSource, Phase, Unit};
 pub use conditions::*;
+pub use context::*;
 pub use floors::*;
 pub use footprint::*;
 pub use hold::*;

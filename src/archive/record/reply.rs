@@ -139,6 +139,14 @@ pub struct ReplyRecord {
     /// in every other reply.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub idle_probe: bool,
+    /// A reply of `--depths` (issue 35): its depth, its fact, whether it probed the context's
+    /// limit. Judged by the context lines alone (and never by rate, first-token, drift, memory
+    /// or content). Absent in every other reply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depth: Option<crate::archive::record::context::DepthSlot>,
+    /// `usage.prompt_tokens`, when the serve reported it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage_prompt_tokens: Option<u64>,
 }
 
 /// The most bytes of a token's text kept in a logprob record (a real token is a few bytes; a
@@ -260,6 +268,13 @@ impl ReplyRecord {
         }
     }
 
+    /// Whether the reply is set apart from the judged single-stream replies: a warm-up, the
+    /// idle probe, a reply at depth (`--depths`). Each is judged by its own line, never by
+    /// rate, first-token, drift, memory, output or the baseline's and reference's lines.
+    pub fn set_apart(&self) -> bool {
+        self.warmup || self.idle_probe || self.depth.is_some()
+    }
+
     /// Keep in memory only what judging reads of this reply's text ([`JUDGED_TEXT`]).
     pub fn keep_judged_text(&mut self) {
         self.cut_text(JUDGED_TEXT);
@@ -269,7 +284,7 @@ impl ReplyRecord {
     /// first single-stream reply to each prompt that did not fail (warm-ups left out), and no
     /// other's.
     fn logprobs_judged(&self, earlier: &[ReplyRecord]) -> bool {
-        let judged = |r: &ReplyRecord| r.error.is_none() && r.burst.is_none() && !r.warmup;
+        let judged = |r: &ReplyRecord| r.error.is_none() && r.burst.is_none() && !r.set_apart();
         judged(self) && !earlier.iter().any(|r| judged(r) && r.prompt == self.prompt)
     }
 
@@ -350,6 +365,8 @@ impl ReplyRecord {
             logprobs: None,
             memory: None,
             idle_probe: false,
+            depth: None,
+            usage_prompt_tokens: None,
         }
     }
 }

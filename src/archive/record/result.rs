@@ -173,6 +173,9 @@ pub struct Figures {
     /// startup, cold-reply, idle.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub footprint: Option<FootprintFigures>,
+    /// The context lines' figures (issue 35): a row a depth, and the limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<crate::archive::record::context::ContextFigures>,
 }
 
 /// What a footprint line found (docs/footprint.md), each figure only where the line has it.

@@ -147,7 +147,7 @@ fn short(c: &Contention) -> String {
 fn figures(replies: &[ReplyRecord], worse: Worse) -> Vec<f64> {
     replies
         .iter()
-        .filter(|r| r.error.is_none() && r.burst.is_none() && !r.warmup)
+        .filter(|r| r.error.is_none() && r.burst.is_none() && !r.set_apart())
         .map(measure)
         .filter_map(|m| match worse {
             Worse::Lower => m.rate_tok_s,

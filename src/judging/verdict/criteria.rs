@@ -151,6 +151,14 @@ impl Criteria {
         if let Err(why) = footprint_bounds(&floors.footprint) {
             bail!("{why}");
         }
+        for (flag, x) in [
+            ("--prefill-floor", floors.context.prefill_floor),
+            ("--depth-floor", floors.context.depth_floor),
+        ] {
+            if let Some(x) = x.filter(|x| !(x.is_finite() && *x > 0.0)) {
+                bail!("{flag} is a rate above 0 in tok/s (got {x})");
+            }
+        }
         if let Some(n) = floors.reference_reanchor {
             if n > reference::MOST_REANCHOR {
                 bail!(

@@ -426,7 +426,7 @@ pub fn first_answers_where(
     let mut seen: HashSet<&str> = HashSet::new();
     let mut singles: Vec<&ReplyRecord> = replies
         .iter()
-        .filter(|r| r.error.is_none() && r.burst.is_none() && !r.warmup && keep(r))
+        .filter(|r| r.error.is_none() && r.burst.is_none() && !r.set_apart() && keep(r))
         .collect();
     singles.sort_by_key(|r| r.index);
     singles

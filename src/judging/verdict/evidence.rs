@@ -90,10 +90,7 @@ impl<'a> Evidence<'a> {
     pub fn of(replies: &'a [ReplyRecord], startup: &'a Startup) -> Self {
         Evidence {
             replies,
-            replies_planned: replies
-                .iter()
-                .filter(|r| !r.warmup && !r.idle_probe)
-                .count(),
+            replies_planned: replies.iter().filter(|r| !r.set_apart()).count(),
             startup,
             serve_log: None,
             load: None,

@@ -95,7 +95,7 @@ impl Series {
             .collect();
         let counted = replies
             .iter()
-            .filter(|r| !r.warmup && !r.idle_probe)
+            .filter(|r| !r.set_apart())
             .skip(warm)
             .filter_map(|r| reading(r).map(|b| (r.index as f64, b)))
             .collect();

@@ -13,7 +13,7 @@
 //! [`reference_compare`], walked past its re-anchors in [`reference_walk`]); [`drift`];
 //! [`metrics`] (the serve's own metrics over the bursts); [`footprint`] (issue 34: the serve's
 //! memory and the device's in [`memory`], its readiness, cold and idle replies in
-//! [`readiness`]).
+//! [`readiness`]); [`context`] (issue 35: the replies at depth and the context's limit).
 //!
 //! What the families share is in leaves they and this file both import, never this file:
 //! [`criteria`], [`evidence`], [`line`] (how a line is made and printed) and [`words`].
@@ -31,6 +31,7 @@ pub mod baseline;
 pub mod bursts;
 pub mod conditions;
 pub mod content;
+pub mod context;
 pub mod criteria;
 pub mod determinism;
 pub mod drift;
@@ -65,16 +66,16 @@ use serve::{hold_line, serve_line, stop_line};
 /// The floors as a run records them; the archive owns the type.
 pub use crate::archive::record::{Check, Figures, Floors, Line, Outcome, Status, Verdict};
 
-/// The replies a verdict judges: all but the warm-ups and the idle probe. A live run makes its
-/// warm-ups first and its probe last, so the rest is a slice of the same replies; an archive
-/// edited to interleave them is still judged right, by a copy.
+/// The replies a verdict judges: all but the warm-ups, the idle probe and the replies at
+/// depth. A live run makes its warm-ups first and the others last, so the rest is a slice of
+/// the same replies; an archive edited to interleave them is still judged right, by a copy.
 fn judged_replies(replies: &[ReplyRecord]) -> Cow<'_, [ReplyRecord]> {
-    let set_apart = |r: &ReplyRecord| r.warmup || r.idle_probe;
+    let set_apart = ReplyRecord::set_apart;
     let leading = replies.iter().take_while(|r| r.warmup).count();
     let trailing = replies[leading..]
         .iter()
         .rev()
-        .take_while(|r| r.idle_probe)
+        .take_while(|r| r.idle_probe || r.depth.is_some())
         .count();
     let rest = &replies[leading..replies.len() - trailing];
     if rest.iter().any(set_apart) {
@@ -142,6 +143,7 @@ pub fn judge(e: &Evidence<'_>, c: &Criteria) -> Verdict {
         if e.startup.is_ready() {
             lines.extend(reply_lines(e, c, &warmup_failed));
             lines.extend(footprint::footprint_lines(e, all, c));
+            lines.extend(context::context_lines(e, all, c));
         }
         if let Some(line) = stop_line(e.stop) {
             lines.push(line);

@@ -261,7 +261,7 @@ pub struct Against<'a> {
 fn readable(replies: &[ReplyRecord]) -> impl Iterator<Item = &ReplyRecord> {
     replies
         .iter()
-        .filter(|r| !r.warmup && r.error.is_none() && !r.content.is_empty())
+        .filter(|r| !r.set_apart() && r.error.is_none() && !r.content.is_empty())
 }
 
 /// The output line over `replies` (the judged ones), the run's `manifest` (its prompts'

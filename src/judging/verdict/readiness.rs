@@ -105,7 +105,7 @@ pub fn startup_line(
 fn warm_median(replies: &[ReplyRecord], except: usize) -> (Option<f64>, usize) {
     let warm: Vec<f64> = replies
         .iter()
-        .filter(|r| !r.warmup && !r.idle_probe && r.index != except)
+        .filter(|r| !r.set_apart() && r.index != except)
         .filter_map(|r| measure(r).first_token_ms)
         .collect();
     (median(&warm), warm.len())

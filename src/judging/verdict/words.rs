@@ -26,9 +26,31 @@ pub(crate) fn trimmed(x: f64, decimals: usize) -> String {
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
+/// `n` with its thousands grouped by commas: 1,024; 1,000,000.
+pub(crate) fn grouped(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, d) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(d);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn thousands_are_grouped() {
+        assert_eq!(grouped(0), "0");
+        assert_eq!(grouped(999), "999");
+        assert_eq!(grouped(1024), "1,024");
+        assert_eq!(grouped(1_000_000), "1,000,000");
+        assert_eq!(grouped(12_345_678), "12,345,678");
+    }
 
     #[test]
     fn a_noun_is_singular_for_one_alone() {

@@ -94,7 +94,7 @@ fn row(dir: &Path, baselines: &mut HashMap<String, BaselineRun>) -> Result<Row> 
     let metrics: Vec<_> = a
         .replies
         .iter()
-        .filter(|r| !r.warmup)
+        .filter(|r| !r.set_apart())
         .map(measure)
         .collect();
     let rates: Vec<f64> = metrics.iter().filter_map(|m| m.rate_tok_s).collect();
