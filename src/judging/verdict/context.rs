@@ -109,10 +109,10 @@ fn figures_of(depth: u32, at: &[AtDepth<'_>]) -> DepthFigures {
     }
 }
 
-/// A rate as a row says it: "1,850 tok/s", or "none".
+/// A rate as a row says it: "1,850 tok/s", "57.0 tok/s", or "none".
 fn rate(x: Option<f64>) -> String {
     match x {
-        Some(r) if r >= 100.0 => format!("{} tok/s", grouped(r.round() as u64)),
+        Some(r) if r >= 1000.0 => format!("{} tok/s", grouped(r.round() as u64)),
         Some(r) => format!("{r:.1} tok/s"),
         None => "none".into(),
     }
@@ -456,4 +456,383 @@ fn rate_line(
         }),
         ..Figures::default()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::archive::record::{ContextSaid, DepthSlot, Startup};
+    use crate::judging::verdict::{Baseline, Floors};
+    use crate::selftest::cases::{greedy_manifest, reply};
+
+    /// A reply at `depth` (replica `replica`) whose first token is at `first_ms` and then 10
+    /// tokens 10 ms apart (100 tok/s), saying `content`; the serve counted `counted` prompt
+    /// tokens of an estimate of `depth`.
+    fn at(
+        depth: u32,
+        replica: u32,
+        first_ms: u64,
+        counted: Option<u64>,
+        content: &str,
+    ) -> ReplyRecord {
+        let times: Vec<u64> = (0..11).map(|i| first_ms + 10 * i).collect();
+        let mut r = reply(&times, content);
+        r.usage_prompt_tokens = counted;
+        r.depth = Some(DepthSlot {
+            depth,
+            replica,
+            estimate: u64::from(depth),
+            code: "4821".into(),
+            fact_at: 10,
+            limit_probe: false,
+        });
+        r
+    }
+
+    fn probe(content: &str, error: Option<&str>, counted: Option<u64>) -> ReplyRecord {
+        let mut r = at(3072, 0, 100, counted, content);
+        r.depth.as_mut().unwrap().limit_probe = true;
+        r.error = error.map(str::to_string);
+        r
+    }
+
+    fn plan(depths: &[u32], context: Option<u64>) -> crate::archive::record::RunManifest {
+        let mut m = greedy_manifest();
+        m.context = Some(ContextPlan {
+            depths: depths.to_vec(),
+            replies_each: 2,
+            serve_says: context.map(|tokens| ContextSaid {
+                tokens,
+                by: "GET /props default_generation_settings.n_ctx".into(),
+            }),
+            given: None,
+            max_tokens: 64,
+        });
+        m
+    }
+
+    fn lines_of(
+        replies: &[ReplyRecord],
+        manifest: &crate::archive::record::RunManifest,
+        floors: Floors,
+        died: Option<&str>,
+    ) -> Vec<Line> {
+        let startup = Startup::Ready {
+            after_ms: 1.0,
+            probe: "/health".into(),
+            not_ready_answers: 0,
+        };
+        let mut e = Evidence::of(replies, &startup);
+        e.manifest = Some(manifest);
+        e.serve_died = died;
+        context_lines(&e, replies, &Criteria::new(floors).unwrap())
+    }
+
+    fn floors() -> Floors {
+        Floors {
+            floor: 1.0,
+            first_token_ms: 1e6,
+            ..Floors::default()
+        }
+    }
+
+    const FOUND: &str = "The secret code is 4821.";
+    const REFUSED: &str = r#"HTTP 400: "{\"error\":{\"code\":400,\"message\":\"request (3126 tokens) exceeds the available context size (2048 tokens), try increasing it\"}}""#;
+
+    #[test]
+    fn every_depth_finding_its_fact_and_the_limit_refused_is_ok_with_a_row_a_depth() {
+        // 256 tokens at 100 ms: prefill 2,560 tok/s; 1,024 at 400 ms: 2,560 too.
+        let replies = vec![
+            at(256, 0, 100, Some(256), FOUND),
+            at(256, 1, 100, Some(256), FOUND),
+            at(1024, 0, 400, Some(1024), FOUND),
+            at(1024, 1, 400, Some(1024), FOUND),
+            probe("", Some(REFUSED), None),
+        ];
+        let m = plan(&[256, 1024, 4096], Some(2048));
+        let lines = lines_of(&replies, &m, floors(), None);
+        let l = &lines[0];
+        assert_eq!(
+            (l.check, l.status),
+            (Check::Context, Status::Ok),
+            "{}",
+            l.text
+        );
+        assert!(
+            l.text.starts_with("256 tokens: prefill 2,560 tok/s, decode 100.0 tok/s, the fact found; 1,024 tokens: prefill 2,560 tok/s"),
+            "{}",
+            l.text
+        );
+        assert!(
+            l.text.contains(
+                "past the context (2,048 tokens), a prompt of about 3,072 was refused: HTTP 400"
+            ),
+            "{}",
+            l.text
+        );
+        let f = l.figures.as_ref().unwrap().context.as_ref().unwrap();
+        assert_eq!(
+            (f.context, f.limit.as_deref()),
+            (Some(2048), Some("refused"))
+        );
+        assert_eq!(f.depths.len(), 2);
+        assert_eq!(f.depths[1].prefill_tok_s, Some(2560.0));
+        assert_eq!(f.depths[1].first_token_ms, Some(400.0));
+        assert_eq!((f.depths[1].found, f.depths[1].replies), (2, 2));
+        assert_eq!(f.depths[1].prompt_tokens_by, "serve");
+        assert_eq!(lines[1].check, Check::ContextRate);
+        assert_eq!(lines[1].status, Status::Info, "{}", lines[1].text);
+    }
+
+    #[test]
+    fn a_fact_missed_or_a_failed_reply_at_depth_fails_and_is_quoted() {
+        let replies = vec![
+            at(256, 0, 100, Some(256), FOUND),
+            at(
+                256,
+                1,
+                100,
+                Some(256),
+                "I could not find a secret code in the text.",
+            ),
+            at(1024, 0, 400, Some(1024), "The code is 48210."),
+        ];
+        let mut failed = at(1024, 1, 400, Some(1024), "");
+        failed.error = Some("no bytes for 60 s".into());
+        let replies = [replies, vec![failed]].concat();
+        let l = &lines_of(&replies, &plan(&[256, 1024], Some(8192)), floors(), None)[0];
+        assert_eq!(l.status, Status::Fail, "{}", l.text);
+        assert!(
+            l.text
+                .starts_with("reply 1 did not give the fact (4821): \"I could not find"),
+            "{}",
+            l.text
+        );
+        assert!(
+            l.text
+                .contains("did not give the fact (4821): \"The code is 48210.\""),
+            "{}",
+            l.text
+        );
+        assert!(l.text.contains("failed: no bytes for 60 s"), "{}", l.text);
+        assert!(l.text.contains("the fact found in 1 of 2"), "{}", l.text);
+        assert!(l.text.contains("the limit (8,192 tokens, GET /props default_generation_settings.n_ctx) was not probed: no depth is past it"), "{}", l.text);
+    }
+
+    #[test]
+    fn past_the_context_only_a_refusal_with_words_or_a_said_cut_passes() {
+        let m = plan(&[256, 4096], Some(2048));
+        let base = || vec![at(256, 0, 100, Some(256), FOUND)];
+        let cases: [(ReplyRecord, Option<&str>, Status, &str, &str); 7] = [
+            (
+                probe("", Some(REFUSED), None),
+                None,
+                Status::Ok,
+                "refused",
+                "was refused: HTTP 400",
+            ),
+            (
+                probe("", Some("the serve reported an error: context full"), None),
+                None,
+                Status::Ok,
+                "refused",
+                "was refused: the serve reported an error: context full",
+            ),
+            (
+                probe("", Some("HTTP 500: (no body)"), None),
+                None,
+                Status::Fail,
+                "failed",
+                "refused without a message",
+            ),
+            (
+                probe("The secret code is 4821.", None, Some(2048)),
+                None,
+                Status::Ok,
+                "cut",
+                "cut to 2,048 tokens",
+            ),
+            (
+                probe("The secret code is 4821.", None, Some(3126)),
+                None,
+                Status::Fail,
+                "answered",
+                "answered as if it fitted: \"The secret code is 4821.\"",
+            ),
+            (
+                probe(&"!".repeat(64), None, None),
+                None,
+                Status::Fail,
+                "garbled",
+                "garbled text",
+            ),
+            (
+                probe("", Some("the connection closed"), None),
+                Some("the serve exited (signal 6) during reply 2"),
+                Status::Fail,
+                "crashed",
+                "crashed the serve: the serve exited (signal 6)",
+            ),
+        ];
+        for (p, died, status, word, says) in cases {
+            let mut replies = base();
+            let mut p = p;
+            p.index = 2;
+            replies.push(p);
+            let l = &lines_of(&replies, &m, floors(), died)[0];
+            assert_eq!(l.status, status, "{word}: {}", l.text);
+            assert!(l.text.contains(says), "{word}: {}", l.text);
+            let f = l.figures.as_ref().unwrap().context.as_ref().unwrap();
+            assert_eq!(f.limit.as_deref(), Some(word));
+        }
+    }
+
+    #[test]
+    fn a_serve_that_died_before_the_probe_was_not_crashed_by_it() {
+        let mut p = probe("", Some(REFUSED), None);
+        p.index = 2;
+        let mut later = at(256, 1, 100, Some(256), FOUND);
+        later.index = 3;
+        let replies = vec![at(256, 0, 100, Some(256), FOUND), p, later];
+        let l = &lines_of(
+            &replies,
+            &plan(&[256, 4096], Some(2048)),
+            floors(),
+            Some("gone"),
+        )[0];
+        assert_eq!(l.status, Status::Ok, "{}", l.text);
+    }
+
+    #[test]
+    fn a_depth_not_asked_is_inconclusive_and_no_context_says_the_limit_was_not_probed() {
+        let replies = vec![at(256, 0, 100, Some(256), FOUND)];
+        let l = &lines_of(&replies, &plan(&[256, 1024], None), floors(), None)[0];
+        assert_eq!(l.status, Status::Inconclusive, "{}", l.text);
+        assert!(
+            l.text.contains("not asked (the run ended first): 1,024"),
+            "{}",
+            l.text
+        );
+        assert!(
+            l.text.contains("the limit was not probed: the serve does not say its context and no --max-context was given"),
+            "{}",
+            l.text
+        );
+    }
+
+    #[test]
+    fn a_count_far_from_the_estimate_is_said_and_the_rates_use_the_estimate() {
+        // The serve says 100 tokens of about 1,024 (under half): 1,024 / 0.4 s = 2,560.
+        let under = vec![at(1024, 0, 400, Some(100), FOUND)];
+        let l = &lines_of(&under, &plan(&[1024], None), floors(), None)[0];
+        assert!(l.text.contains("the serve counted 100 prompt tokens for about 1,024 by the gate's estimate, under half: a tokenizer or template problem; the rates use the estimate"), "{}", l.text);
+        let f = &l.figures.as_ref().unwrap().context.as_ref().unwrap().depths[0];
+        assert_eq!(
+            (f.prefill_tok_s, f.prompt_tokens_by.as_str()),
+            (Some(2560.0), "estimate")
+        );
+        let over = vec![at(1024, 0, 400, Some(2049), FOUND)];
+        let l = &lines_of(&over, &plan(&[1024], None), floors(), None)[0];
+        assert!(l.text.contains("over twice"), "{}", l.text);
+        // Twice exactly is the serve's own count.
+        let twice = vec![at(1024, 0, 400, Some(2048), FOUND)];
+        let l = &lines_of(&twice, &plan(&[1024], None), floors(), None)[0];
+        let f = &l.figures.as_ref().unwrap().context.as_ref().unwrap().depths[0];
+        assert_eq!(
+            (f.prefill_tok_s, f.prompt_tokens_by.as_str()),
+            (Some(5120.0), "serve")
+        );
+        assert_eq!(
+            l.status,
+            Status::Ok,
+            "the count is said, never failed: {}",
+            l.text
+        );
+    }
+
+    #[test]
+    fn the_prefill_floor_holds_every_depth_and_the_depth_floor_the_deepest() {
+        // Prefill 2,560 at 256 and 1,280 at 1,024; decode 100 everywhere.
+        let replies = vec![
+            at(256, 0, 100, Some(256), FOUND),
+            at(1024, 0, 800, Some(1024), FOUND),
+        ];
+        let m = plan(&[256, 1024], None);
+        let with = |prefill: Option<f64>, depth: Option<f64>| {
+            let mut f = floors();
+            f.context.prefill_floor = prefill;
+            f.context.depth_floor = depth;
+            lines_of(&replies, &m, f, None).remove(1)
+        };
+        assert_eq!(with(Some(1280.0), None).status, Status::Ok);
+        let l = with(Some(1281.0), None);
+        assert_eq!(l.status, Status::Fail, "{}", l.text);
+        assert!(
+            l.text
+                .contains("prefill under the floor 1,281 tok/s: 1,280 tok/s at 1,024 tokens"),
+            "{}",
+            l.text
+        );
+        assert_eq!(with(None, Some(100.0)).status, Status::Ok);
+        let l = with(None, Some(100.5));
+        assert_eq!(l.status, Status::Fail, "{}", l.text);
+        assert!(
+            l.text
+                .contains("decode at 1,024 tokens 100.0 tok/s, under the floor 100.5 tok/s"),
+            "{}",
+            l.text
+        );
+        assert!(Check::ContextRate.is_timing() && !Check::Context.is_timing());
+    }
+
+    #[test]
+    fn against_the_baseline_each_depth_is_a_ratio_with_its_rules() {
+        // Six replies a side at 1,024: the candidate's first token at 800 ms against 400 ms,
+        // prefill half the baseline's: a regression beyond noise.
+        let ours: Vec<ReplyRecord> = (0..6)
+            .map(|i| at(1024, i, 800 + u64::from(i), Some(1024), FOUND))
+            .collect();
+        let theirs: Vec<ReplyRecord> = (0..6)
+            .map(|i| at(1024, i, 400 + u64::from(i), Some(1024), FOUND))
+            .collect();
+        let m = plan(&[1024], None);
+        let startup = Startup::Ready {
+            after_ms: 1.0,
+            probe: "/health".into(),
+            not_ready_answers: 0,
+        };
+        let judge_with = |base: &[ReplyRecord]| {
+            let mut e = Evidence::of(&ours, &startup);
+            e.manifest = Some(&m);
+            e.baseline = BaselineEvidence::Recorded {
+                candidate: &m,
+                baseline: Baseline {
+                    name: "runs/rc1",
+                    manifest: &m,
+                    replies: base,
+                    load: None,
+                },
+            };
+            context_lines(&e, &ours, &Criteria::new(floors()).unwrap()).remove(1)
+        };
+        let l = judge_with(&theirs);
+        assert_eq!(l.status, Status::Fail, "{}", l.text);
+        assert!(
+            l.text.contains("prefill at 1,024 tokens 0.50"),
+            "{}",
+            l.text
+        );
+        let f = &l.figures.as_ref().unwrap().context.as_ref().unwrap().depths[0];
+        assert!((f.prefill_ratio.unwrap() - 0.5).abs() < 0.01, "{f:?}");
+        assert!((f.decode_ratio.unwrap() - 1.0).abs() < 1e-9, "{f:?}");
+        // Three a side: thin, inconclusive whatever the ratio.
+        let l = judge_with(&theirs[..3]);
+        assert_eq!(l.status, Status::Inconclusive, "{}", l.text);
+        assert!(
+            l.text
+                .contains("(6 and 3 replies): thin, under 6 replies a side"),
+            "{}",
+            l.text
+        );
+    }
 }
