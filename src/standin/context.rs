@@ -21,6 +21,11 @@ use serde_json::json;
 use super::args::ContextArgs;
 use crate::depth_prompt;
 
+/// The largest chat request the stand-in reads. The deepest prompt `--depths` asks
+/// ([`depth_prompt::MAX_DEPTH`] tokens) is about 5 MiB of words: axum's own limit, 2 MiB,
+/// would refuse it (413) before the context had a say, which no serve with that context does.
+pub(crate) const MOST_REQUEST_BYTES: usize = 32 << 20;
+
 /// A depth prompt's reply when its fact is not found (cut away, forgotten, or not there): a
 /// normal-looking answer, and wrong, as a model's that never saw the fact.
 pub(crate) const NOT_FOUND: &str = "I could not find a secret code in the text.";
@@ -357,6 +362,17 @@ mod tests {
         assert_eq!(prompt_tokens(&a, 10), 3);
         assert_eq!(prompt_tokens(&a, 15), 5, "4.5 rounds away from zero");
         assert_eq!(prompt_tokens(&context(&[]), 123_457), 123_457);
+    }
+
+    #[test]
+    fn the_deepest_depth_prompt_is_a_request_the_stand_in_reads() {
+        let p = depth_prompt::make(depth_prompt::MAX_DEPTH, 0);
+        let body = json!({"messages": [{"role": "user", "content": p.text}]}).to_string();
+        assert!(
+            body.len() * 2 < MOST_REQUEST_BYTES,
+            "{} bytes against {MOST_REQUEST_BYTES}",
+            body.len()
+        );
     }
 
     #[test]

@@ -77,6 +77,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -203,7 +204,9 @@ async fn serve_with(
     if let Some(n_ctx) = n_ctx {
         app = app.route("/props", get(move || context::props(n_ctx)));
     }
-    let app = app.with_state(state);
+    let app = app
+        .layer(DefaultBodyLimit::max(context::MOST_REQUEST_BYTES))
+        .with_state(state);
     let listener = TracedListener::new(listener, trace);
     let server = axum::serve(
         listener,
