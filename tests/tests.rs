@@ -42,6 +42,7 @@ mod self_test;
 mod serve_log;
 mod soak;
 mod standin_concurrency;
+mod standin_context;
 mod standin_degenerate;
 mod standin_footprint;
 mod standin_route;

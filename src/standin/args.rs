@@ -387,6 +387,9 @@ pub struct StandInArgs {
     /// How the stand-in's memory, start and first replies misbehave (issue 34).
     #[command(flatten)]
     pub footprint: FootprintArgs,
+    /// The stand-in's context and prefill, and how it fails past them (issue 35).
+    #[command(flatten)]
+    pub context: ContextArgs,
 }
 
 /// The most `--leak` and `--first-reply-alloc` take at once: a gate's leak line needs a few
@@ -461,6 +464,105 @@ pub struct FootprintArgs {
     /// comes.
     #[arg(long, value_name = "MS", value_parser = crate::live::run_args::parse_whole_millis, help_heading = "Footprint")]
     pub idle_first_token_ms: Option<u64>,
+}
+
+/// The most --prefill-us takes: a second a word already makes a 2,000-word prompt wait over
+/// half an hour, and a slip of the unit must not hang a test for days.
+pub(crate) const MOST_PREFILL_US: u64 = 1_000_000;
+
+/// The most --prompt-tokens-times takes: a count a thousand times the truth is already no
+/// count at all, and the product must stay a number.
+const MOST_TIMES: f64 = 1000.0;
+
+/// The stand-in's context, as a serve's (llama-server's `--ctx-size`): prompts past it are
+/// refused, or met by the faults of a serve that does not refuse them, and every prompt takes
+/// its prefill time. The stand-in counts a token a word of the prompt (the user messages'
+/// words, summed). `context.rs` does what these say.
+#[derive(Debug, Clone, PartialEq, Args)]
+pub struct ContextArgs {
+    /// The context, in tokens (a word of the prompt each): GET /props says it as
+    /// llama-server does, and a chat request whose prompt has more words is refused as
+    /// llama-server refuses it (400, `exceed_context_size_error`) before any streaming
+    /// [default: none, every prompt fits and /props is 404]
+    #[arg(long = "context", value_name = "N", value_parser = parse_context, allow_hyphen_values = true, help_heading = "Context")]
+    pub n_ctx: Option<u64>,
+    /// Fault: a prompt past --context gets 200 and tokens of garbage ("!!!!") up to the
+    /// request's max_tokens (else --tokens; at most 65536), finish_reason "length", as NPU
+    /// kernels that break past ~2k tokens answer (openvino.genai#3255).
+    #[arg(long, help_heading = "Context")]
+    pub garble_past_context: bool,
+    /// Fault: a prompt past --context gets 200 and the reply it would get if it fitted (a
+    /// depth prompt's right code), as a serve that claims a context it does not have.
+    #[arg(long, help_heading = "Context")]
+    pub answer_past_context: bool,
+    /// Fault: a prompt past --context is cut to its last N words and answered from them (a
+    /// depth prompt whose fact was cut away, wrongly), its usage.prompt_tokens N: a serve that
+    /// truncates its prompt.
+    #[arg(long, help_heading = "Context")]
+    pub truncate_past_context: bool,
+    /// Fault: the stand-in exits (status 1) as soon as it reads a prompt past --context, as a
+    /// serve that crashes on one.
+    #[arg(long, help_heading = "Context")]
+    pub crash_past_context: bool,
+    /// Microseconds of prefill a prompt token (word), slept before a reply's first token on
+    /// top of --ttft-ms (a cut prompt's kept words only), 0 to 1000000
+    #[arg(long, default_value_t = 0, value_name = "US", value_parser = clap::value_parser!(u64).range(0..=MOST_PREFILL_US), allow_hyphen_values = true, help_heading = "Context")]
+    pub prefill_us: u64,
+    /// The usage's prompt_tokens is the prompt's words times F, rounded: a fault, for F other
+    /// than 1, of a serve whose tokenizer or template count is far from the truth; above 0, at
+    /// most 1000
+    #[arg(long, default_value_t = 1.0, value_name = "F", value_parser = parse_times, allow_hyphen_values = true, help_heading = "Context")]
+    pub prompt_tokens_times: f64,
+    /// Fault: a depth prompt's fact more than M words before the prompt's end is not found (a
+    /// sliding window of M): the reply says, in good order, that there is no secret code
+    /// [default: none, a fact at any depth is found]
+    #[arg(
+        long,
+        value_name = "M",
+        allow_hyphen_values = true,
+        help_heading = "Context"
+    )]
+    pub forget_deeper_than: Option<u64>,
+}
+
+impl ContextArgs {
+    /// Refuse a fault that would do nothing, or two at once, in one line.
+    fn check(&self) -> anyhow::Result<()> {
+        let past = [
+            ("--garble-past-context", self.garble_past_context),
+            ("--answer-past-context", self.answer_past_context),
+            ("--truncate-past-context", self.truncate_past_context),
+            ("--crash-past-context", self.crash_past_context),
+        ];
+        let given: Vec<&str> = past.iter().filter(|(_, on)| *on).map(|(f, _)| *f).collect();
+        if let (Some(first), None) = (given.first(), self.n_ctx) {
+            anyhow::bail!("{first} says what a prompt past --context gets: give --context N too");
+        }
+        if let [first, second, ..] = given[..] {
+            anyhow::bail!(
+                "{first} and {second} are two ways to meet a prompt past the context: give one"
+            );
+        }
+        Ok(())
+    }
+}
+
+/// --context's tokens: a whole number, 1 or more (no serve has a context of none).
+fn parse_context(s: &str) -> Result<u64, String> {
+    match s.trim().parse::<u64>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("{s:?} is not a context of 1 token or more")),
+    }
+}
+
+/// --prompt-tokens-times's factor: a number above 0 and at most [`MOST_TIMES`].
+fn parse_times(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(f) if f > 0.0 && f <= MOST_TIMES => Ok(f),
+        _ => Err(format!(
+            "{s:?} is not a factor above 0 and at most {MOST_TIMES} (0.3: a count under a third of the words)"
+        )),
+    }
 }
 
 /// The longest a footprint delay may be: a day, as for the gaps, so the instant it adds up to
@@ -584,7 +686,8 @@ impl StandInArgs {
                 );
             }
         }
-        self.footprint.check()
+        self.footprint.check()?;
+        self.context.check()
     }
 
     /// What the K-th chat completion request's (from 1) gaps are multiplied by: --slow-by's
@@ -609,7 +712,8 @@ impl StandInArgs {
     /// role chunk, usage, `--answer`) is kept, and so are a fault's own settings
     /// (`--error-data`, `--big-chunks`), which do nothing without it; so are the faults of the
     /// process rather than of a reply (`--never-ready`, `--ignore-term`, `--startup-ms`, the
-    /// footprint's).
+    /// footprint's), and the context's: how a serve meets a long prompt is the serve's, not one
+    /// bad reply's among good ones.
     pub fn without_faults(&self) -> StandInArgs {
         // Taken apart whole, so a field added to the script does not compile until it is
         // sorted here: a fault, cleared, or not, kept.
@@ -684,6 +788,7 @@ impl StandInArgs {
             busy_counter,
             wrap,
             footprint,
+            context,
         } = self.clone();
         StandInArgs {
             port,
@@ -756,6 +861,7 @@ impl StandInArgs {
             busy_counter,
             wrap,
             footprint,
+            context,
         }
     }
 }

@@ -74,9 +74,10 @@ pub(crate) fn chunk_envelope(choices: serde_json::Value) -> serde_json::Value {
     })
 }
 
-/// The usage of a reply of `n` tokens.
-pub(crate) fn usage_json(n: usize) -> serde_json::Value {
-    json!({"prompt_tokens": 1, "completion_tokens": n, "total_tokens": n + 1})
+/// The usage of a reply of `n` tokens to a prompt of `prompt` tokens.
+pub(crate) fn usage_json(prompt: u64, n: usize) -> serde_json::Value {
+    let total = prompt.saturating_add(n as u64);
+    json!({"prompt_tokens": prompt, "completion_tokens": n, "total_tokens": total})
 }
 
 /// A 200 answer whose body is the SSE stream `body`.

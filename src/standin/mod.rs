@@ -37,6 +37,14 @@
 //! `--idle-after-ms` with `--idle-first-token-ms` one that comes after idle; `--startup-ms`
 //! is its slow load.
 //!
+//! For the gate's `--depths` (issue 35), it can have a context as a serve does (`context.rs`):
+//! `--context N` (a token a word of the prompt) answers GET /props as llama-server does and
+//! refuses a prompt past N with llama-server's 400, unless `--garble-past-context`,
+//! `--answer-past-context`, `--truncate-past-context` or `--crash-past-context` meets it as a
+//! broken serve would; `--prefill-us` makes a long prompt's first token later,
+//! `--prompt-tokens-times` its usage's count wrong, and `--forget-deeper-than M` a deep fact
+//! forgotten. A depth prompt is answered with its fact's code.
+//!
 //! # Layout
 //! This file assembles the stand-in and runs its server; its children hold the rest, and none
 //! reaches back into this file. `args.rs`: the script, as clap reads it, and its checks;
@@ -46,10 +54,12 @@
 //! /v1/models and /metrics; `words.rs`: an answer's words, the filler after them, the
 //! degenerate answers and a changed word; `scored.rs`: the scripted logprobs; `trace.rs`: the
 //! send trace and the socket that stamps it; `route.rs`: the route evidence; `footprint.rs`:
-//! the memory it leaves and its late first tokens; `wrap.rs`: `--wrap`.
+//! the memory it leaves and its late first tokens; `context.rs`: the context, the prefill and
+//! the answers to depth prompts; `wrap.rs`: `--wrap`.
 
 mod args;
 mod body;
+mod context;
 mod footprint;
 mod frames;
 mod info;
@@ -67,13 +77,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::json;
 use tokio::net::TcpListener;
 
-pub use args::{AfterDone, EndBy, FootprintArgs, OtherChoiceIn, StandInArgs};
+pub use args::{AfterDone, ContextArgs, EndBy, FootprintArgs, OtherChoiceIn, StandInArgs};
 use footprint::Footprint;
 pub use frames::MODEL;
 use info::{metrics, models};
@@ -158,6 +169,7 @@ async fn serve_with(
     let never_ready = args.never_ready;
     let ignore_term = args.ignore_term;
     let serves_metrics = args.metrics;
+    let n_ctx = args.context.n_ctx;
     let state = Arc::new(Script {
         serial: args.serial.then(|| Arc::new(tokio::sync::Mutex::new(()))),
         clean: args.without_faults(),
@@ -188,7 +200,13 @@ async fn serve_with(
     if serves_metrics {
         app = app.route("/metrics", get(metrics));
     }
-    let app = app.with_state(state);
+    // Without a context, /props stays 404, as before it had one.
+    if let Some(n_ctx) = n_ctx {
+        app = app.route("/props", get(move || context::props(n_ctx)));
+    }
+    let app = app
+        .layer(DefaultBodyLimit::max(context::MOST_REQUEST_BYTES))
+        .with_state(state);
     let listener = TracedListener::new(listener, trace);
     let server = axum::serve(
         listener,

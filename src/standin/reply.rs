@@ -1,6 +1,7 @@
 //! The scripted reply to a chat completion request: its tokens, its chunks, its faults, and
 //! the steps of its body, which `body.rs` sends on time.
 
+use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,6 +16,7 @@ use serde_json::json;
 
 use super::args::{AfterDone, StandInArgs};
 use super::body::{body_of, forever, hold_back, Serving, Step, Steps, UnderWay};
+use super::context::{self, Taken};
 use super::footprint::InFlight;
 use super::frames::{
     chunk_envelope, chunk_frames, chunk_json, scored_chunk_frames, sse, sse_response, usage_json,
@@ -63,24 +65,27 @@ pub(crate) struct StreamOptions {
 /// The stand-in's own answer to a prompt it does not know.
 const OWN_ANSWER: &str = "I am the stand-in serve.";
 
-/// The answer's own text (--answer's, else the built-in prompt's right answer, else
-/// [`OWN_ANSWER`]) and the text its filler follows from: the answer's, but the prompt's for
-/// [`OWN_ANSWER`], so prompts the stand-in does not know get different replies, not one
-/// answer to different questions. --answer gives every prompt the same reply.
-fn answer_text<'a>(args: &'a StandInArgs, prompt: &'a str) -> (&'a str, &'a str) {
+/// The answer's own text (--answer's, else the built-in prompt's right answer, else a depth
+/// prompt's, else [`OWN_ANSWER`]) and the text its filler follows from: the answer's, but the
+/// prompt's for [`OWN_ANSWER`], so prompts the stand-in does not know get different replies,
+/// not one answer to different questions. --answer gives every prompt the same reply.
+fn answer_text<'a>(args: &'a StandInArgs, prompt: &'a str) -> (Cow<'a, str>, Cow<'a, str>) {
     if let Some(a) = &args.answer {
-        return (a, a);
+        return (a.into(), a.into());
     }
-    match BUILT_IN.iter().find(|b| b.prompt == prompt) {
-        Some(b) => (b.stand_in_answer, b.stand_in_answer),
-        None => (OWN_ANSWER, prompt),
+    if let Some(b) = BUILT_IN.iter().find(|b| b.prompt == prompt) {
+        return (b.stand_in_answer.into(), b.stand_in_answer.into());
+    }
+    match context::depth_answer(&args.context, prompt) {
+        Some(depth) => (depth.clone().into(), depth.into()),
+        None => (OWN_ANSWER.into(), prompt.into()),
     }
 }
 
 /// The answer's tokens: its words, then filler up to `n`, made degenerate as the script says.
 fn answer_tokens(args: &StandInArgs, prompt: &str, n: usize) -> Vec<String> {
     let (text, seed) = answer_text(args, prompt);
-    answer_stream(text, seed, args.degenerate())
+    answer_stream(&text, &seed, args.degenerate())
         .take(n)
         .collect()
 }
@@ -217,19 +222,26 @@ pub(crate) async fn chat(
             seed: req.seed.as_ref().map(traced_number),
         });
     }
+    // Against the context: a prompt past it is refused (or crashed on) before a reply starts.
+    let taken = match context::take(&args.context, &user_texts(&req.messages), prompt) {
+        Ok(taken) => taken,
+        Err(refused) => return refused.into_response(),
+    };
     let (reply, started) = start_reply(&script, nth, in_flight).await;
     let trickle = args.trickle_ms.map(Duration::from_millis);
     if let Some(code) = args.http_status {
         return scripted_status(args, code, trickle, reply);
     }
-    let mut tokens = reply_tokens(args, &req, &prompt);
+    let mut tokens = reply_tokens(args, &req, &taken);
     // Read now, after the --serial turn is taken: a serial stand-in starts none beside another.
     let batched = !reply.under_way.alone();
     let trace = script.trace.as_deref();
     alter_words(args, &mut tokens.answer, nth, batched, trace, conn);
-    let planned = plan_chunks(args, &req, &prompt, tokens);
-    // A cold first reply, or one after idle, is later by the footprint's delay.
-    let ttft = Duration::from_millis(args.ttft_ms) + later;
+    let planned = plan_chunks(args, &req, &taken.prompt, tokens);
+    // A cold first reply, or one after idle, is later by the footprint's delay; every reply by
+    // its prompt's prefill.
+    let ttft =
+        Duration::from_millis(args.ttft_ms) + later + context::prefill(&args.context, taken.words);
     if !req.stream || args.not_sse {
         return whole_answer(&planned, started + ttft, reply).await;
     }
@@ -240,7 +252,16 @@ pub(crate) async fn chat(
         scale,
         trickle,
     };
-    streamed_answer(args, &prompt, &planned, include_usage, &timing, reply)
+    streamed_answer(args, &taken.prompt, &planned, include_usage, &timing, reply)
+}
+
+/// The text of every user message, in order: the prompt the context counts.
+fn user_texts(messages: &[Message]) -> Vec<&str> {
+    messages
+        .iter()
+        .filter(|m| m.role == "user")
+        .filter_map(|m| m.content.as_str())
+        .collect()
 }
 
 /// The text of the last user message: what the reply answers.
@@ -320,10 +341,31 @@ struct ReplyTokens<'a> {
     finish: &'a str,
     /// The answer's tokens, as sent.
     answer: Vec<String>,
+    /// The prompt's tokens, as the usage says them.
+    prompt: u64,
 }
 
-/// The reply's tokens, as the script and the request say, before any word is changed.
-fn reply_tokens<'a>(args: &'a StandInArgs, req: &ChatRequest, prompt: &str) -> ReplyTokens<'a> {
+/// The reply's tokens, as the script and the request say, before any word is changed: to the
+/// prompt as `taken`, garbage to max_tokens when it is garbled.
+fn reply_tokens<'a>(args: &'a StandInArgs, req: &ChatRequest, taken: &Taken) -> ReplyTokens<'a> {
+    let prompt_tokens = context::prompt_tokens(&args.context, taken.words);
+    if taken.garbled {
+        // Broken kernels stream garbage until a limit stops them: the request's, else the
+        // script's, and the stand-in's own.
+        let n = req
+            .max_tokens
+            .unwrap_or(args.tokens)
+            .min(context::MOST_GARBAGE_TOKENS);
+        return ReplyTokens {
+            skip: 0,
+            n,
+            r: 0,
+            finish: args.finish_reason.as_deref().unwrap_or("length"),
+            answer: context::garbage(n),
+            prompt: prompt_tokens,
+        };
+    }
+    let prompt = taken.prompt.as_str();
     let max_tokens = req.max_tokens.unwrap_or(usize::MAX);
     // A final assistant message that is the start of the stand-in's answer, token for token:
     // it goes on from there, as llama-server continues one (unless --no-continue).
@@ -348,6 +390,7 @@ fn reply_tokens<'a>(args: &'a StandInArgs, req: &ChatRequest, prompt: &str) -> R
         r,
         finish,
         answer,
+        prompt: prompt_tokens,
     }
 }
 
@@ -445,7 +488,7 @@ fn plan_chunks<'a>(
     }
     if let Some(extra) = args.big_chunk {
         // The filler's words past the reply's own, so the chunk is big, not a loop.
-        let pad = filler_text(answer_text(args, prompt).1, skip + answer.len(), extra);
+        let pad = filler_text(&answer_text(args, prompt).1, skip + answer.len(), extra);
         for chunk in chunks.iter_mut().take(args.big_chunks) {
             chunk.content.push_str(&pad);
         }
@@ -471,7 +514,7 @@ async fn whole_answer(p: &Planned<'_>, at: tokio::time::Instant, reply: Serving)
         "object": "chat.completion",
         "model": MODEL,
         "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": p.tokens.finish}],
-        "usage": usage_json(n),
+        "usage": usage_json(p.tokens.prompt, n),
     });
     Json(body).into_response()
 }
@@ -550,7 +593,7 @@ fn streamed_answer(
     }
     if include_usage {
         let mut usage = chunk_envelope(json!([]));
-        usage["usage"] = usage_json(usage_tokens);
+        usage["usage"] = usage_json(p.tokens.prompt, usage_tokens);
         steps.push(Step::Send(Duration::ZERO, sse(usage)));
     }
     stream_answer(steps, None, args, trickle, reply)
@@ -670,7 +713,7 @@ fn endless_answer(
     let gaps = args.gaps_ms.clone();
     let (text, seed) = answer_text(args, prompt);
     let words =
-        answer_stream(text, seed, args.degenerate()).skip(p.tokens.skip + p.tokens.answer.len());
+        answer_stream(&text, &seed, args.degenerate()).skip(p.tokens.skip + p.tokens.answer.len());
     let more = (p.chunks.len()..).zip(words).map(move |(i, word)| {
         let gap = Duration::from_secs_f64(gaps[i % gaps.len()] / 1e3);
         Step::Token(gap, sse(chunk_json(json!({"content": word}), None)), 1)
