@@ -659,6 +659,149 @@ fn prom_metrics_pass_promtool_and_read_back_as_result_json_says() {
     }
 }
 
+/// The context lines' figures (`--depths`, issue 35) as the metrics file says them: a run with a
+/// depth within `--max-context` and one past it (so the limit is probed), then the same archive
+/// judged against itself as its baseline, for context-rate's ratios. promtool passes both files,
+/// both results follow docs/result-schema.json, every series is result.json's figure, and the
+/// run's timeline.svg, with its depth rows, renders.
+#[test]
+fn prom_context_metrics_pass_promtool_and_read_back_as_result_json_says() {
+    let Some(c) = consumers() else { return };
+    let Some(promtool) = promtool() else { return };
+    let (d, out) = scratch();
+    let run_prom = d.path().join("run.prom");
+    let o = gate()
+        .args(["run", "--stand-in", "--replies", "1", "--out"])
+        .arg(&out)
+        .args(UNFLIPPABLE)
+        .args(["--depths", "64,4096", "--max-context", "2048"])
+        .args(["--depth-replies", "1", "--prom"])
+        .arg(&run_prom)
+        .output()
+        .unwrap();
+    // Whether the stand-in gives the fact and how it meets the limit is the context line's to
+    // judge, not this test's: either result is read back.
+    assert!(
+        matches!(o.status.code(), Some(0 | 1)),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let judged_prom = d.path().join("judged.prom");
+    let o = gate()
+        .arg("judge")
+        .arg(&out)
+        .arg("--baseline")
+        .arg(&out)
+        .arg("--json")
+        .arg("--prom")
+        .arg(&judged_prom)
+        .output()
+        .unwrap();
+    // Thin, one reply a side: context-rate can only be inconclusive.
+    assert!(
+        matches!(o.status.code(), Some(1 | 4)),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let judged = d.path().join("judged").join("result.json");
+    std::fs::create_dir(d.path().join("judged")).unwrap();
+    std::fs::write(&judged, &o.stdout).unwrap();
+    let p = |name: &str| format!("npu_serve_smoke_{name}");
+    for (file, result, against_baseline) in [
+        (&run_prom, out.join("result.json"), false),
+        (&judged_prom, judged, true),
+    ] {
+        let verdict = json(&result);
+        let samples = read_prom(&c, &promtool, file);
+        let lines = verdict["lines"].as_array().unwrap();
+        let figures = |check: &str| {
+            lines
+                .iter()
+                .find(|l| l["check"] == check)
+                .unwrap_or_else(|| panic!("no {check} line in {verdict}"))["figures"]["context"]
+                .clone()
+        };
+        let context = figures("context");
+        assert_same(sample(&samples, &p("context_tokens"), &[]), 2048.0);
+        let rows = context["depths"].as_array().unwrap();
+        assert_eq!(rows.len(), 1, "4,096 is past the context: {context}");
+        for (i, row) in rows.iter().enumerate() {
+            let depth = row["depth"].to_string();
+            let at = |name: &str| {
+                let found: Vec<&Sample> = samples
+                    .iter()
+                    .filter(|s| s.name == p(name) && s.labels.get("depth") == Some(&depth))
+                    .collect();
+                assert!(found.len() <= 1, "{name}: {found:?}");
+                found.first().map(|s| s.value)
+            };
+            let replies = row["replies"].as_f64().unwrap();
+            assert_same(at("context_replies").unwrap(), replies);
+            let by = row["prompt_tokens_by"].as_str().unwrap();
+            assert_same(
+                sample(
+                    &samples,
+                    &p("context_prompt_tokens"),
+                    &[("depth", &depth), ("by", by)],
+                ),
+                row["prompt_tokens"].as_f64().unwrap(),
+            );
+            for (name, figure, per) in [
+                ("context_first_token_seconds", "first_token_ms", 1e3),
+                ("context_prefill_tokens_per_second", "prefill_tok_s", 1.0),
+                ("context_decode_tokens_per_second", "decode_tok_s", 1.0),
+            ] {
+                match row[figure].as_f64() {
+                    Some(x) => assert_same(at(name).unwrap(), x / per),
+                    None => assert_eq!(at(name), None, "{name}: the row has no {figure}"),
+                }
+            }
+            assert_same(
+                at("context_fact_found_ratio").unwrap(),
+                row["found"].as_f64().unwrap() / replies,
+            );
+            let rated = &figures("context-rate")["depths"][i];
+            for (name, figure) in [
+                ("context_prefill_baseline_ratio", "prefill_ratio"),
+                ("context_decode_baseline_ratio", "decode_ratio"),
+            ] {
+                assert_eq!(rated[figure].is_number(), against_baseline, "{rated}");
+                match rated[figure].as_f64() {
+                    Some(x) => assert_same(at(name).unwrap(), x),
+                    None => assert_eq!(at(name), None, "{name} without a baseline"),
+                }
+            }
+        }
+        // The limit: one series per outcome, 1 for the one result.json names.
+        let outcome = context["limit"].as_str().expect("the limit was probed");
+        let limit: Vec<&Sample> = samples
+            .iter()
+            .filter(|s| s.name == p("context_limit"))
+            .collect();
+        assert_eq!(limit.len(), 6, "{limit:?}");
+        for s in limit {
+            let want = if s.labels["outcome"] == outcome {
+                1.0
+            } else {
+                0.0
+            };
+            assert_eq!(s.value, want, "{s:?}");
+        }
+    }
+    let png = d.path().join("timeline.png");
+    let o = Command::new("rsvg-convert")
+        .arg(out.join("timeline.svg"))
+        .arg("-o")
+        .arg(&png)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "rsvg-convert: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
 /// A serve's finish_reason and a reply with a bidirectional override (issue 30, items 2 and 5):
 /// the step summary GitHub renders has one heading, the gate's, saying FAIL; no tag of the
 /// serve's; and U+202E reaches neither the terminal nor the summary, only its escape.

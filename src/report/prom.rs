@@ -22,6 +22,13 @@
 //! - `output_loops`, `output_stutters`, `output_not_text_ratio`, `output_same_answers`,
 //!   `output_stopped_ratio`, `output_length_ratio`: the output line's figures;
 //! - `load1`, `cpus`, `serve_cpu_wait_ratio`, `cpu_pressure_ratio`: the load line's figures;
+//! - `context_tokens`, and a series a depth (`depth`) of `context_replies`,
+//!   `context_prompt_tokens` (with `by`: the serve's count or the gate's estimate),
+//!   `context_first_token_seconds`, `context_prefill_tokens_per_second`,
+//!   `context_decode_tokens_per_second`, `context_fact_found_ratio` and, against a baseline,
+//!   `context_prefill_baseline_ratio` and `context_decode_baseline_ratio`; and
+//!   `context_limit{outcome}`, 1 for what the serve did with the prompt past its context: the
+//!   context lines' figures (`--depths`, issue 35);
 //! - `run_start_timestamp_seconds`, `run_end_timestamp_seconds`: from run.json, never now;
 //! - `ttft_seconds`, `itl_seconds`, `tpot_seconds`, `e2el_seconds`: the latency line's
 //!   percentiles, as summaries (below).
@@ -39,7 +46,7 @@ use crate::archive::check::Check;
 use crate::archive::record::Unit;
 use std::fmt::Write as _;
 
-use crate::archive::record::{Figures, Line, Percentiles};
+use crate::archive::record::{ContextFigures, DepthFigures, Figures, Line, Percentiles};
 use crate::judging::verdict::{Outcome, Status, Verdict};
 use crate::report::RunInfo;
 
@@ -48,6 +55,10 @@ const PREFIX: &str = "npu_serve_smoke_";
 
 /// Every RESULT a run can have, as result.json spells them.
 const RESULTS: [&str; 5] = ["PASS", "FAIL", "SKIP", "INTERRUPTED", "INCONCLUSIVE"];
+
+/// Every outcome of the probe past the serve's context, as result.json's `figures.context.limit`
+/// spells them (`judging::verdict::context`).
+const LIMIT_OUTCOMES: [&str; 6] = ["refused", "cut", "answered", "garbled", "crashed", "failed"];
 
 /// Every status a line can have, as result.json spells them.
 const STATUSES: [Status; 4] = [Status::Ok, Status::Fail, Status::Info, Status::Inconclusive];
@@ -73,6 +84,7 @@ pub fn exposition(v: &Verdict, run: &RunInfo<'_>) -> String {
     output_families(&mut out, v);
     load_families(&mut out, v);
     footprint_families(&mut out, v);
+    context_families(&mut out, v);
     run_time_families(&mut out, run);
     latency_summaries(&mut out, v);
     out.text
@@ -371,6 +383,122 @@ fn footprint_families(out: &mut Exposition, v: &Verdict) {
         "idle_first_token_seconds",
         "The first token of the reply made after the idle wait (--idle-probe).",
         &one_sample(of(Check::Idle), |f| f.idle_ms.map(|ms| ms / 1e3)),
+    );
+}
+
+/// A figure of one depth's row, where the row has it.
+type PickDepth = fn(&DepthFigures) -> Option<f64>;
+
+/// `pick` of each depth's row as a sample labelled with its depth; none for a row without it.
+fn by_depth(figures: Option<&ContextFigures>, pick: PickDepth) -> Vec<Sample> {
+    figures
+        .map(|c| {
+            c.depths
+                .iter()
+                .filter_map(|d| Some((vec![("depth", d.depth.to_string())], pick(d)?)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The context lines' figures (issue 35, `--depths`): the context the depths were held to; a
+/// series a depth (labelled `depth`, the depth asked in approximate prompt tokens) for each of
+/// the context line's figures and, with `--baseline`, context-rate's ratios; and what the
+/// serve did with the prompt past its context, one series per possible outcome as `result`
+/// has, so an alert matches whichever way the last probe went.
+fn context_families(out: &mut Exposition, v: &Verdict) {
+    let of = |check| figures_of(v, check).and_then(|f| f.context.as_ref());
+    let (context, rates) = (of(Check::Context), of(Check::ContextRate));
+    out.gauge(
+        "context_tokens",
+        "The serve's context the depths were held to: its own word on it, else --max-context.",
+        &one_sample(context, |c| c.context.map(|n| n as f64)),
+    );
+    // The prompt tokens say whose count they are: a rate over the gate's estimate is not one
+    // over the serve's tokenizer.
+    let prompt_tokens: Vec<Sample> = context
+        .map(|c| {
+            c.depths
+                .iter()
+                .filter_map(|d| {
+                    let labels = vec![
+                        ("depth", d.depth.to_string()),
+                        ("by", d.prompt_tokens_by.clone()),
+                    ];
+                    Some((labels, d.prompt_tokens?))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    out.gauge(
+        "context_replies",
+        "The replies made at each depth.",
+        &by_depth(context, |d| Some(d.replies as f64)),
+    );
+    out.gauge(
+        "context_prompt_tokens",
+        "The median prompt tokens at each depth, by the serve's count or the gate's estimate.",
+        &prompt_tokens,
+    );
+    let per_depth: [(&str, &str, Option<&ContextFigures>, PickDepth); 6] = [
+        (
+            "context_first_token_seconds",
+            "The median first token at each depth: the prefill of its prompt.",
+            context,
+            |d| d.first_token_ms.map(|ms| ms / 1e3),
+        ),
+        (
+            "context_prefill_tokens_per_second",
+            "The median prefill rate at each depth: prompt tokens over the first token's time.",
+            context,
+            |d| d.prefill_tok_s,
+        ),
+        (
+            "context_decode_tokens_per_second",
+            "The median decode rate at each depth.",
+            context,
+            |d| d.decode_tok_s,
+        ),
+        (
+            "context_fact_found_ratio",
+            "The share of the replies at each depth that gave the fact hidden in their prompt.",
+            context,
+            |d| (d.replies > 0).then(|| d.found as f64 / d.replies as f64),
+        ),
+        (
+            "context_prefill_baseline_ratio",
+            "The prefill rate at each depth over the baseline's at the same depth (Hodges-Lehmann).",
+            rates,
+            |d| d.prefill_ratio,
+        ),
+        (
+            "context_decode_baseline_ratio",
+            "The decode rate at each depth over the baseline's at the same depth (Hodges-Lehmann).",
+            rates,
+            |d| d.decode_ratio,
+        ),
+    ];
+    for (name, help, figures, pick) in per_depth {
+        out.gauge(name, help, &by_depth(figures, pick));
+    }
+    let limit: Vec<Sample> = context
+        .and_then(|c| c.limit.as_deref())
+        .map(|word| {
+            let mut outcomes = LIMIT_OUTCOMES.to_vec();
+            // A word this version does not know (an archive of a later one) is still said.
+            if !outcomes.contains(&word) {
+                outcomes.push(word);
+            }
+            outcomes
+                .into_iter()
+                .map(|o| (vec![("outcome", o.to_string())], indicator(o == word)))
+                .collect()
+        })
+        .unwrap_or_default();
+    out.gauge(
+        "context_limit",
+        "What the serve did with a prompt past its context: 1 for the outcome it had, 0 for each other.",
+        &limit,
     );
 }
 
@@ -899,6 +1027,163 @@ mod tests {
         assert_eq!(sample_value(f64::NAN), "NaN");
         assert_eq!(sample_value(0.125), "0.125");
         assert_eq!(sample_value(1e-7).parse::<f64>().unwrap(), 1e-7);
+    }
+
+    fn depth(depth: u32, replies: usize, found: usize) -> DepthFigures {
+        DepthFigures {
+            depth,
+            replies,
+            prompt_tokens: Some(f64::from(depth) + 3.0),
+            prompt_tokens_by: "serve".into(),
+            first_token_ms: Some(250.0),
+            prefill_tok_s: Some(f64::from(depth) * 4.0),
+            decode_tok_s: Some(40.0),
+            found,
+            prefill_ratio: None,
+            decode_ratio: None,
+        }
+    }
+
+    /// A run of `--depths 1024,2048,8192` against a context of 4,096 tokens (8,192 past it, so
+    /// the limit probed), with a baseline: 1,024 found the fact in 2 replies of 3; 2,048's
+    /// prompt tokens are the gate's estimate, and it has no decode rate.
+    fn context_verdict(limit: Option<&str>) -> Verdict {
+        let mut deep = depth(2048, 3, 3);
+        deep.prompt_tokens_by = "estimate".into();
+        deep.decode_tok_s = None;
+        let rows = vec![depth(1024, 3, 2), deep];
+        let mut rated = rows.clone();
+        rated[0].prefill_ratio = Some(0.875);
+        rated[0].decode_ratio = Some(1.125);
+        rated[1].prefill_ratio = Some(0.5);
+        let mut v = full_verdict();
+        v.lines.push(line(
+            "context",
+            Status::Fail,
+            Some(Figures {
+                context: Some(ContextFigures {
+                    context: Some(4096),
+                    depths: rows,
+                    limit: limit.map(str::to_string),
+                }),
+                ..Figures::default()
+            }),
+        ));
+        v.lines.push(line(
+            "context-rate",
+            Status::Ok,
+            Some(Figures {
+                context: Some(ContextFigures {
+                    context: None,
+                    depths: rated,
+                    limit: None,
+                }),
+                ..Figures::default()
+            }),
+        ));
+        v
+    }
+
+    #[test]
+    fn each_depth_is_a_series_of_each_context_figure_in_its_unit() {
+        let text = exposition(&context_verdict(Some("refused")), &run());
+        let at = |name: &str, depth: &str| value(&text, name, &format!("depth=\"{depth}\""));
+        assert_eq!(value(&text, "context_tokens", ""), Some(4096.0), "{text}");
+        assert_eq!(at("context_replies", "1024"), Some(3.0));
+        assert_eq!(
+            value(&text, "context_prompt_tokens", r#"depth="1024",by="serve""#),
+            Some(1027.0)
+        );
+        assert_eq!(
+            value(
+                &text,
+                "context_prompt_tokens",
+                r#"depth="2048",by="estimate""#
+            ),
+            Some(2051.0)
+        );
+        assert_eq!(at("context_first_token_seconds", "1024"), Some(0.25));
+        assert_eq!(
+            at("context_prefill_tokens_per_second", "1024"),
+            Some(4096.0)
+        );
+        assert_eq!(
+            at("context_prefill_tokens_per_second", "2048"),
+            Some(8192.0)
+        );
+        assert_eq!(at("context_decode_tokens_per_second", "1024"), Some(40.0));
+        assert_eq!(at("context_fact_found_ratio", "1024"), Some(2.0 / 3.0));
+        assert_eq!(at("context_fact_found_ratio", "2048"), Some(1.0));
+        assert_eq!(at("context_prefill_baseline_ratio", "1024"), Some(0.875));
+        assert_eq!(at("context_prefill_baseline_ratio", "2048"), Some(0.5));
+        assert_eq!(at("context_decode_baseline_ratio", "1024"), Some(1.125));
+        // A figure a row lacks is left out for that row alone.
+        assert_eq!(
+            at("context_decode_tokens_per_second", "2048"),
+            None,
+            "{text}"
+        );
+        assert_eq!(at("context_decode_baseline_ratio", "2048"), None, "{text}");
+        // The limit: one series per outcome, 1 for the serve's.
+        for o in LIMIT_OUTCOMES {
+            let want = if o == "refused" { 1.0 } else { 0.0 };
+            let labels = format!("outcome=\"{o}\"");
+            assert_eq!(value(&text, "context_limit", &labels), Some(want), "{o}");
+        }
+        for name in [
+            "context_tokens",
+            "context_limit",
+            "context_fact_found_ratio",
+        ] {
+            let typed = format!("# TYPE {PREFIX}{name} gauge\n");
+            assert_eq!(text.matches(&typed).count(), 1, "{name}: {text}");
+        }
+    }
+
+    fn context_of(v: &mut Verdict, check: Check) -> &mut ContextFigures {
+        v.lines
+            .iter_mut()
+            .find(|l| l.check == check)
+            .and_then(|l| l.figures.as_mut())
+            .and_then(|f| f.context.as_mut())
+            .unwrap()
+    }
+
+    #[test]
+    fn a_limit_not_probed_and_a_run_without_depths_have_no_context_series() {
+        let text = exposition(&context_verdict(None), &run());
+        assert!(!text.contains("context_limit"), "{text}");
+        assert!(text.contains("context_prefill_tokens_per_second"), "{text}");
+        // Without a baseline, context-rate carries no ratio.
+        let mut v = context_verdict(None);
+        context_of(&mut v, Check::ContextRate)
+            .depths
+            .iter_mut()
+            .for_each(|d| {
+                d.prefill_ratio = None;
+                d.decode_ratio = None;
+            });
+        let text = exposition(&v, &run());
+        assert!(!text.contains("baseline_ratio"), "{text}");
+        // A context the serve did not say and no --max-context: no context_tokens.
+        context_of(&mut v, Check::Context).context = None;
+        let text = exposition(&v, &run());
+        assert!(!text.contains("context_tokens"), "{text}");
+        let text = exposition(&full_verdict(), &run());
+        assert!(!text.contains("_context_"), "{text}");
+    }
+
+    #[test]
+    fn a_limit_outcome_this_version_does_not_know_is_still_said() {
+        let text = exposition(&context_verdict(Some("exploded")), &run());
+        assert_eq!(
+            value(&text, "context_limit", r#"outcome="exploded""#),
+            Some(1.0)
+        );
+        assert_eq!(
+            value(&text, "context_limit", r#"outcome="refused""#),
+            Some(0.0)
+        );
     }
 
     #[test]

@@ -2,12 +2,17 @@
 //!
 //! On top, one row per reply on a shared time axis (each row starts at its request's send): the
 //! wait for the first token as a bar, each token's arrival as a dot, the first-token limit as a
-//! line. A stall, a slow first token or a slow route shows at a glance.
+//! line. A stall, a slow first token or a slow route shows at a glance. The replies of
+//! `--depths` (issue 35) are told apart: their bars brown, each named above its bar
+//! (`depth 1,024`, `limit probe, 3,072 tokens`), marked where it failed or did not give the
+//! fact, and never marked over the first-token limit (a long prompt's first token is its
+//! prefill, which the context lines judge, not the limit).
 //!
 //! Below, from [`PANEL_FROM_REPLIES`] replies on, the rate over the run: one point a reply at
 //! the time it ended on the run's clock (seconds since the first request was sent), at its
 //! decode rate; failed replies in red, the streams of concurrent bursts in purple (their rate
-//! is a stream's share of the serve, so they are drawn, not hidden, but told apart); the rate
+//! is a stream's share of the serve, so they are drawn, not hidden, but told apart), the
+//! replies at depth in brown (a long prompt's decode is slower, and not the rate line's); the rate
 //! floor as a labelled line; each CPU throttle event (a rise of the sampled throttle count) as
 //! an orange vertical line (events less than a pixel apart as one); the CPUs' mean clock and the device's clock, where sampled, as faint
 //! lines on a MHz axis on the right. A serve that slows as the box heats shows as a slope, and
@@ -28,8 +33,9 @@ use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::archive::record::{DuringReplies, Floors, LoadSnapshot, ReplyRecord};
+use crate::archive::record::{DepthSlot, DuringReplies, Floors, LoadSnapshot, ReplyRecord};
 use crate::judging::measure::measure;
+use crate::judging::verdict::words::grouped;
 
 /// What the picture needs beside the replies: the run's limits and what the box did meanwhile.
 #[derive(Debug, Clone, Copy)]
@@ -87,6 +93,8 @@ const MAX_CLOCK_POINTS: usize = 2000;
 const POINT_OK: RGBColor = RGBColor(31, 119, 180);
 const POINT_FAILED: RGBColor = RGBColor(214, 39, 40);
 const POINT_BURST: RGBColor = RGBColor(148, 103, 189);
+/// The replies of `--depths`: their bars in the rows and their points in the panel.
+const DEPTH: RGBColor = RGBColor(140, 86, 75);
 const THROTTLE: RGBColor = RGBColor(255, 127, 14);
 const CPU_CLOCK: RGBColor = RGBColor(127, 127, 127);
 const DEVICE_CLOCK: RGBColor = RGBColor(44, 160, 44);
@@ -107,14 +115,33 @@ fn thin<T: Copy + PartialEq>(points: &[T], max: usize) -> Vec<T> {
     kept
 }
 
-/// What marks a row: a reply that failed or whose first token was over the limit.
+/// What marks a row: a reply that failed or whose first token was over the limit; a reply at
+/// depth that failed or did not give its fact (its first token is not held to the limit); the
+/// limit probe never (refused is what it should be: the context line judges it).
 fn row_mark(r: &ReplyRecord, first_token_ms: Option<f64>, limit_ms: f64) -> Option<String> {
+    if r.depth.as_ref().is_some_and(|s| s.limit_probe) {
+        return None;
+    }
     if let Some(problem) = crate::judging::verdict::reply_problem(r) {
         return Some(format!("FAIL: {problem}"));
     }
-    match first_token_ms {
-        Some(f) if f > limit_ms => Some("over the first-token limit".to_string()),
-        _ => None,
+    match (&r.depth, first_token_ms) {
+        (Some(slot), _) if !crate::depth_prompt::found(&r.content, &slot.code) => {
+            Some("FAIL: the fact not given".to_string())
+        }
+        (Some(_), _) => None,
+        (None, Some(f)) if f > limit_ms => Some("over the first-token limit".to_string()),
+        (None, _) => None,
+    }
+}
+
+/// What names a reply of `--depths` beside its figures: its depth, or the probe past the
+/// context with the depth it asked.
+fn depth_name(slot: &DepthSlot) -> String {
+    if slot.limit_probe {
+        format!("limit probe, {} tokens", grouped(slot.depth.into()))
+    } else {
+        format!("depth {}", grouped(slot.depth.into()))
     }
 }
 
@@ -225,7 +252,12 @@ pub fn svg(replies: &[ReplyRecord], context: &TimelineContext, title: &str) -> R
             }
         })
         .collect();
-    let marked: Vec<bool> = drawn.iter().map(|d| d.mark.is_some()).collect();
+    // A reply at depth keeps its row in a long run, as a marked one does: there are few, and
+    // the rows are where a long prompt's prefill shows.
+    let marked: Vec<bool> = drawn
+        .iter()
+        .map(|d| d.mark.is_some() || d.reply.depth.is_some())
+        .collect();
     let rows = rows_to_draw(&marked);
     let with_panel = replies.len() >= PANEL_FROM_REPLIES;
     let rows_px = 120 + ROW_PX * rows.len().max(1) as u32;
@@ -273,7 +305,7 @@ fn draw_rows(
     // Row 0 on top: row k is drawn at y = n_rows - k.
     let y_of = |k: usize| (n_rows - k) as f64;
     let max_dots = dots_per_row(rows.len());
-    let mut legend_done = false;
+    let mut legend = Legend::default();
     for (k, row) in rows.iter().enumerate() {
         let y = y_of(k);
         let d = match row {
@@ -283,7 +315,7 @@ fn draw_rows(
                 continue;
             }
         };
-        legend_done = draw_reply_row(&mut chart, d, y, x_end, limit_ms, max_dots, legend_done)?;
+        draw_reply_row(&mut chart, d, y, x_end, limit_ms, max_dots, &mut legend)?;
     }
     draw_limit(&mut chart, limit_ms, n_rows)
 }
@@ -352,9 +384,21 @@ fn draw_left_out(chart: &mut RowsChart, from: usize, to: usize, y: f64) -> Resul
     Ok(())
 }
 
-/// One reply's row: the wait for its first token as a bar (red over the limit), a dot a
-/// token's arrival, its figures and mark beside them. The bar and the dot go in the legend
-/// once, with the first row: says whether they have, as `legend_done` said before it.
+/// Which of the rows' legend entries are drawn: each goes in once, with the first row that has
+/// it.
+#[derive(Debug, Default)]
+struct Legend {
+    /// The bar of a judged reply.
+    bar: bool,
+    /// The dot of a token's arrival.
+    dot: bool,
+    /// The brown bar of a reply at depth.
+    depth_bar: bool,
+}
+
+/// One reply's row: the wait for its first token as a bar (red over the limit; brown at depth,
+/// never held to the limit), a dot a token's arrival, its figures and mark beside them, and a
+/// reply at depth named above its bar. Each kind of bar, and the dot, goes in the legend once.
 fn draw_reply_row(
     chart: &mut RowsChart,
     d: &Drawn,
@@ -362,24 +406,34 @@ fn draw_reply_row(
     x_end: f64,
     limit_ms: f64,
     max_dots: usize,
-    mut legend_done: bool,
-) -> Result<bool> {
+    legend: &mut Legend,
+) -> Result<()> {
     let err = drawing_error;
     let r = d.reply;
     if let Some(first) = d.first_token_ms {
-        let over = first > limit_ms;
-        let colour = if over { RED.mix(0.35) } else { BLUE.mix(0.25) };
+        let colour = match &r.depth {
+            Some(_) => DEPTH.mix(0.35),
+            None if first > limit_ms => RED.mix(0.35),
+            None => BLUE.mix(0.25),
+        };
         let bar = chart
             .draw_series(std::iter::once(Rectangle::new(
                 [(0.0, y - 0.18), (first, y + 0.18)],
                 colour.filled(),
             )))
             .map_err(err)?;
-        if !legend_done {
+        if r.depth.is_some() && !legend.depth_bar {
+            bar.label("brown bar: a reply at depth (--depths), not held to the limit")
+                .legend(|(x, y)| {
+                    Rectangle::new([(x, y - 4), (x + 14, y + 4)], DEPTH.mix(0.35).filled())
+                });
+            legend.depth_bar = true;
+        } else if r.depth.is_none() && !legend.bar {
             bar.label("bar: the wait for the first token")
                 .legend(|(x, y)| {
                     Rectangle::new([(x, y - 4), (x + 14, y + 4)], BLUE.mix(0.25).filled())
                 });
+            legend.bar = true;
         }
     }
     let arrivals: Vec<f64> = r
@@ -392,10 +446,10 @@ fn draw_reply_row(
         .into_iter()
         .map(|x| Circle::new((x, y), 2, BLACK.filled()));
     let dots = chart.draw_series(dots).map_err(err)?;
-    if !legend_done {
+    if !legend.dot {
         dots.label("dot: the arrival of a token")
             .legend(|(x, y)| Circle::new((x + 7, y), 3, BLACK.filled()));
-        legend_done = true;
+        legend.dot = true;
     }
     let first = d
         .first_token_ms
@@ -403,9 +457,28 @@ fn draw_reply_row(
     let rate = d
         .rate_tok_s
         .map_or("no rate".to_string(), |r| format!("{r:.1} tok/s"));
+    if let Some(slot) = &r.depth {
+        // Above the bar, at the left: the legend, lower right, covers the last rows' figures,
+        // and the replies at depth are the last.
+        chart
+            .draw_series(std::iter::once(Text::new(
+                depth_name(slot),
+                (0.0, y + 0.5),
+                ("sans-serif", 11).into_font().color(&DEPTH),
+            )))
+            .map_err(err)?;
+    }
+    let figures = match &r.depth {
+        // The probe's error is the serve's answer to a prompt past its context: refused (as it
+        // should be) or failed, which the context line tells apart.
+        Some(slot) if slot.limit_probe && r.error.is_some() => {
+            "an error: the context line says whether a refusal".to_string()
+        }
+        _ => format!("{first}, {rate}"),
+    };
     let (text, colour) = match &d.mark {
-        Some(mark) => (format!("{first}, {rate}; {mark}"), RED),
-        None => (format!("{first}, {rate}"), BLACK),
+        Some(mark) => (format!("{figures}; {mark}"), RED),
+        None => (figures, BLACK),
     };
     let text: String = text.chars().take(60).collect();
     chart
@@ -415,7 +488,7 @@ fn draw_reply_row(
             ("sans-serif", 12).into_font().color(&colour),
         )))
         .map_err(err)?;
-    Ok(legend_done)
+    Ok(())
 }
 
 /// The first-token limit as a red line across the rows, labelled at its top; and the legend.
@@ -497,15 +570,17 @@ fn panel_data(drawn: &[Drawn], context: &TimelineContext) -> PanelData {
     let floor = context.rate_floor_tok_s;
     let origin_ns = drawn.iter().map(|d| d.reply.sent_ns).min().unwrap_or(0);
     let at_s = |ns: u64| ns.saturating_sub(origin_ns) as f64 / 1e9;
-    // (x, rate, colour) a reply with a rate: a failed reply is red, a burst's stream purple.
+    // (x, rate, colour) a reply with a rate: a failed reply is red, a burst's stream purple, a
+    // reply at depth brown.
     let points: Vec<(f64, f64, RGBColor)> = drawn
         .iter()
         .filter_map(|d| {
             let rate = d.rate_tok_s?;
-            let colour = match (d.failed, d.reply.burst.is_some()) {
-                (true, _) => POINT_FAILED,
-                (false, true) => POINT_BURST,
-                (false, false) => POINT_OK,
+            let colour = match (d.failed, &d.reply.depth, &d.reply.burst) {
+                (true, _, _) => POINT_FAILED,
+                (false, Some(_), _) => DEPTH,
+                (false, None, Some(_)) => POINT_BURST,
+                (false, None, None) => POINT_OK,
             };
             Some((at_s(d.reply.end_ns), rate, colour))
         })
@@ -730,6 +805,10 @@ fn draw_points<'a, 'b: 'a>(
     for (colour, what) in [
         (POINT_OK, "blue point: the decode rate of a reply"),
         (POINT_BURST, "purple point: a stream of a concurrent burst"),
+        (
+            DEPTH,
+            "brown point: a reply at depth (--depths), not the rate line's",
+        ),
         (POINT_FAILED, "red point: a reply that failed"),
     ] {
         let these = points.iter().filter(|p| p.2 == colour);
@@ -991,6 +1070,106 @@ pub(crate) mod tests {
         });
         replies[8] = timed(8000, 100, 10, 1);
         replies
+    }
+
+    /// The rects filled with `colour` (the bars, and the legend's).
+    fn bars_of(svg: &str, colour: RGBColor) -> usize {
+        elements(svg)
+            .into_iter()
+            .filter(|(name, a)| name == "rect" && a.get("fill") == Some(&hex(colour)))
+            .count()
+    }
+
+    /// A reply of `--depths` at `depth`, its fact 2504, answered with `answer`, its first token
+    /// at 900 ms: over the 600 ms limit that the judged replies are held to.
+    fn at_depth(sent_ms: u64, depth: u32, answer: &str, limit_probe: bool) -> ReplyRecord {
+        let mut r = timed(sent_ms, 900, 10, 11);
+        r.content = answer.to_string();
+        r.depth = Some(DepthSlot {
+            depth,
+            replica: 0,
+            estimate: u64::from(depth),
+            code: "2504".into(),
+            fact_at: u64::from(depth) / 2,
+            limit_probe,
+        });
+        r
+    }
+
+    #[test]
+    fn the_replies_at_depth_are_named_brown_and_never_held_to_the_limit() {
+        let mut refused = at_depth(7000, 3072, "", true);
+        refused.error = Some("HTTP 400: the prompt is longer than the context".into());
+        refused.chunks.clear();
+        let replies = [
+            timed(0, 100, 10, 11),
+            timed(1000, 900, 10, 11),
+            at_depth(2000, 1024, "The number is 2504.", false),
+            at_depth(4000, 1024, "I do not know.", false),
+            refused,
+        ];
+        let svg = svg(&replies, &limit(600.0), "runs/d").unwrap();
+        let all = text_of(&svg);
+        // Named above their bars, in the depth's colour.
+        for name in ["depth 1,024", "limit probe, 3,072 tokens"] {
+            assert!(all.contains(name), "{name} in {all}");
+        }
+        let named: Vec<_> = elements(&svg)
+            .into_iter()
+            .filter(|(name, a)| name == "text" && a.get("fill") == Some(&hex(DEPTH)))
+            .collect();
+        assert_eq!(named.len(), 3, "{named:?}");
+        // A judged reply over the limit is marked; one at depth is not, and is marked only
+        // where it did not give the fact.
+        assert!(all.contains("depth 1,024|900 ms, 100.0 tok/s|"), "{all}");
+        assert_eq!(
+            all.matches("over the first-token limit").count(),
+            1,
+            "{all}"
+        );
+        assert_eq!(all.matches("FAIL: the fact not given").count(), 1, "{all}");
+        // The probe's error is the context line's to judge: said, never marked FAIL.
+        assert!(
+            all.contains("an error: the context line says whether a refusal"),
+            "{all}"
+        );
+        assert!(!all.contains("FAIL: error"), "{all}");
+        // Two brown bars (the refused probe has no first token) and the legend's; the judged
+        // replies' bars blue, and red over the limit.
+        assert_eq!(bars_of(&svg, DEPTH), 2 + 1, "{svg}");
+        assert!(
+            all.contains("brown bar: a reply at depth (--depths), not held to the limit"),
+            "{all}"
+        );
+        assert_eq!(bars_of(&svg, BLUE), 1 + 1);
+        assert_eq!(bars_of(&svg, RED), 1);
+        // A run without depths has no brown and says nothing of depth.
+        let plain = super::svg(&replies[..2], &limit(600.0), "runs/p").unwrap();
+        assert_eq!(bars_of(&plain, DEPTH), 0);
+        assert!(!text_of(&plain).contains("depth"), "{}", text_of(&plain));
+    }
+
+    #[test]
+    fn the_replies_at_depth_are_brown_points_in_the_panel_and_keep_their_rows() {
+        let mut replies = ten_replies();
+        replies.push(at_depth(10_000, 1024, "2504", false));
+        replies.push(at_depth(11_000, 4096, "2504", false));
+        let svg = svg(&replies, &limit(600.0), "runs/dp").unwrap();
+        assert_eq!(circles_of(&svg, DEPTH).len(), 2 + 1, "and the legend's");
+        assert_eq!(circles_of(&svg, POINT_OK).len(), 7 + 1);
+        assert!(
+            text_of(&svg).contains("brown point: a reply at depth (--depths)"),
+            "{}",
+            text_of(&svg)
+        );
+        // A long run: sixteen replies at depth (more than the last rows) each keep a row.
+        let mut long: Vec<ReplyRecord> = (0..80).map(|i| timed(i * 1000, 100, 10, 11)).collect();
+        long.extend((0..16).map(|k| at_depth(80_000 + k * 1000, 256 << (k / 3), "2504", false)));
+        let all = text_of(&super::svg(&long, &limit(600.0), "runs/long").unwrap());
+        for k in 81..=96 {
+            assert!(all.contains(&format!("reply {k}|")), "reply {k} in {all}");
+        }
+        assert!(all.contains("replies 11 to 80 not drawn here"), "{all}");
     }
 
     #[test]
