@@ -182,15 +182,16 @@ fn limit_outcome(
         );
     }
     if let Some(e) = &probe.error {
+        // An `event: error` with no data is a refusal without a message, as an empty body is.
         let refused_with_words = (e.starts_with("HTTP ") && !e.ends_with("(no body)"))
-            || e.starts_with("the serve reported an error");
+            || e.starts_with("the serve reported an error: ");
         return if refused_with_words {
             (
                 "refused",
                 format!("{head} was refused: {}", one_line(e)),
                 true,
             )
-        } else if e.starts_with("HTTP ") {
+        } else if e.starts_with("HTTP ") || e.starts_with("the serve reported an error") {
             (
                 "failed",
                 format!("{head} was refused without a message: {}", one_line(e)),
@@ -270,11 +271,19 @@ pub(crate) fn context_lines(e: &Evidence<'_>, all: &[ReplyRecord], c: &Criteria)
             texts.push(text);
             (Some(word), ok)
         }
+        // A depth past the context plans a probe: one not made is missing, never "not needed".
         (None, Some((n, by))) => {
-            texts.push(format!(
-                "the limit ({} tokens, {by}) was not probed: no depth is past it",
-                grouped(*n)
-            ));
+            match plan.and_then(ContextPlan::probe_depth) {
+                Some(d) => missing.push(format!(
+                    "the limit probe (about {} tokens, past the context of {})",
+                    grouped(d.into()),
+                    grouped(*n)
+                )),
+                None => texts.push(format!(
+                    "the limit ({} tokens, {by}) was not probed: no depth is past it",
+                    grouped(*n)
+                )),
+            }
             (None, true)
         }
         (None, None) => {
@@ -328,7 +337,10 @@ fn rate_line(
     let floors = &c.floors().context;
     let mut fails = Vec::new();
     let mut said = Vec::new();
-    if let Some(floor) = floors.prefill_floor {
+    if figures.is_empty() && (floors.prefill_floor.is_some() || floors.depth_floor.is_some()) {
+        fails.push("no depth within the context was asked: the floors judge nothing".into());
+    }
+    if let Some(floor) = floors.prefill_floor.filter(|_| !figures.is_empty()) {
         let under: Vec<String> = figures
             .iter()
             .filter(|f| f.prefill_tok_s.is_none_or(|p| p < floor))
@@ -367,9 +379,7 @@ fn rate_line(
                 rate(f.decode_tok_s),
                 rate(Some(floor))
             )),
-            None => {
-                fails.push("no depth within the context was asked: the floors judge nothing".into())
-            }
+            None => {}
         }
     }
     let mut inconclusive = Vec::new();

@@ -11,6 +11,7 @@ mod bursts;
 mod busy;
 mod case;
 mod content;
+mod context;
 mod determinism;
 mod drift;
 mod floors;
@@ -58,6 +59,9 @@ pub fn all() -> Vec<Case> {
         footprint::memory(),
         footprint::device(),
         footprint::readiness(),
+        context::fact(),
+        context::limit(),
+        context::rates(),
     ]
     .into_iter()
     .flatten()
