@@ -603,3 +603,79 @@ fn llama_servers_memory_is_flat_over_60_replies_and_its_model_is_mapped_not_coun
     assert!(figures("cold-reply")["cold_ms"].as_f64().unwrap() > 0.0);
     assert_eq!(gate_judge_lines(&out), verdict_lines(&stdout));
 }
+
+/// The real llama-server at `-c 2048` (issue 35): SmolLM2-135M finds the fact at 256 and
+/// 1,500 tokens (measured: at every depth from 64 to 1,800 tokens, docs/context.md), its own
+/// count of the prompt is near the gate's estimate, `cache_prompt: false` keeps its prompt
+/// cache out of the prefill, and a prompt of about 3,072 tokens gets its 400.
+#[test]
+fn llama_server_finds_the_fact_at_depth_and_refuses_past_its_context() {
+    let _alone = exclusive();
+    let (_d, out) = scratch();
+    let gate = [
+        &UNFLIPPABLE[..],
+        &[
+            "--max-drift",
+            "0.99",
+            "--depths",
+            "256,1500,4k",
+            "--depth-replies",
+            "1",
+        ],
+    ]
+    .concat();
+    let Some((code, stdout)) = llama_run(&out, &gate, &[]) else {
+        return;
+    };
+    assert_eq!(code, Some(0), "{stdout}");
+    let context = line(&stdout, "context");
+    assert!(
+        context.contains("ok    256 tokens: prefill ")
+            && context.contains("the fact found; 1,500 tokens: prefill "),
+        "{context}"
+    );
+    // llama-server's own words for a prompt past its context.
+    assert!(
+        context.contains(
+            "past the context (2,048 tokens), a prompt of about 3,072 was refused: HTTP 400: "
+        ) && context
+            .contains("exceeds the available context size (2048 tokens), try increasing it"),
+        "{context}"
+    );
+    assert!(
+        !context.contains("under half") && !context.contains("over twice"),
+        "{context}"
+    );
+    for r in replies(&out).iter().filter(|r| !r["depth"].is_null()) {
+        let slot = &r["depth"];
+        if slot["limit_probe"] == true {
+            assert!(
+                r["error"].as_str().unwrap().starts_with("HTTP 400: "),
+                "{r}"
+            );
+            continue;
+        }
+        // The chat template adds some 36 tokens to the gate's estimate.
+        let counted = r["usage_prompt_tokens"].as_f64().unwrap();
+        let estimate = slot["estimate"].as_f64().unwrap();
+        assert!(counted > estimate && counted < estimate * 1.25, "{r}");
+        assert_eq!(
+            r["cached_prompt_tokens"], 0,
+            "cache_prompt: false was sent: {r}"
+        );
+    }
+    let result = json(&out.join("result.json"));
+    let f = result["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["check"] == "context")
+        .unwrap()["figures"]["context"]
+        .clone();
+    assert_eq!(
+        (f["context"].as_u64(), f["limit"].as_str()),
+        (Some(2048), Some("refused")),
+        "{f}"
+    );
+    assert_eq!(f["depths"][1]["prompt_tokens_by"], "serve", "{f}");
+}

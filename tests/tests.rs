@@ -10,6 +10,7 @@ mod compare;
 mod concurrency;
 mod conditions;
 mod consumers;
+mod context;
 mod determinism;
 mod digests;
 mod docs;

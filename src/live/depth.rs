@@ -8,6 +8,7 @@ use anyhow::Result;
 use crate::archive::record::{ContextPlan, ContextSaid, DepthSlot, ReplyRecord};
 use crate::depth_prompt;
 use crate::judging::measure;
+use crate::judging::verdict::context::prompt_tokens;
 use crate::judging::verdict::words::grouped;
 use crate::live::client::{Client, ReplyRequest};
 use crate::live::plan::Plan;
@@ -171,7 +172,7 @@ fn said(reply: &ReplyRecord, m: &measure::ReplyMetrics, code: &str, limit_probe:
     if let Some(e) = &reply.error {
         return format!("{head}: {}", crate::inert::one_line(e));
     }
-    let tokens = reply.usage_prompt_tokens.unwrap_or(slot.estimate) as f64;
+    let (tokens, _) = prompt_tokens(reply.usage_prompt_tokens, slot.estimate);
     let first = m.first_token_ms.map_or("no first token".to_string(), |ms| {
         format!(
             "first token {ms:.0} ms, prefill {:.0} tok/s",

@@ -39,7 +39,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "REGEX", help_heading = "Route evidence")]
     pub slow_route: Option<String>,
     /// Busy-box policy: a failure of the timing lines alone (rate, first-token, drift,
-    /// aggregate, startup, cold-reply, idle), with the serve's CPU-wait fraction (or, where not measurable, the load per
+    /// aggregate, startup, cold-reply, idle, context-rate), with the serve's CPU-wait fraction (or, where not measurable, the load per
     /// CPU) at or above THRESHOLD, is a SKIP (exit 3) instead of a FAIL. 0.2 means 20%. Any
     /// other failure (route, content, output, ...) stays FAIL.
     #[arg(long, value_name = "THRESHOLD", help_heading = "Floors and limits")]
@@ -448,7 +448,7 @@ pub struct RunSettings {
     /// A regex the serve log must not match: the line that names the slow fallback.
     pub slow_route: Option<String>,
     /// Busy-box policy: a failure of the timing lines alone (rate, first-token, drift,
-    /// aggregate, startup, cold-reply, idle: `Check::TIMING`), with the serve's CPU-wait fraction (or the load per CPU)
+    /// aggregate, startup, cold-reply, idle, context-rate: `Check::TIMING`), with the serve's CPU-wait fraction (or the load per CPU)
     /// at or above this, is a SKIP instead of a FAIL.
     pub busy_skip: Option<f64>,
     /// Some process of the serve's tree must map a file whose path matches.

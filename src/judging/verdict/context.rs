@@ -43,13 +43,20 @@ struct AtDepth<'a> {
     found: bool,
 }
 
-fn at_depth(r: &ReplyRecord) -> Option<AtDepth<'_>> {
-    let slot = r.depth.as_ref()?;
-    let estimate = slot.estimate as f64;
-    let (tokens, serves_count) = match r.usage_prompt_tokens.map(|n| n as f64) {
+/// The prompt tokens a reply's rates rest on, and whether they are the serve's count: the
+/// serve's `usage.prompt_tokens` where it is within half and twice the gate's `estimate`, else
+/// the estimate (a count that far off is a tokenizer or template problem, said, never used).
+pub fn prompt_tokens(counted: Option<u64>, estimate: u64) -> (f64, bool) {
+    let estimate = estimate as f64;
+    match counted.map(|n| n as f64) {
         Some(n) if n >= estimate / 2.0 && n <= estimate * 2.0 => (n, true),
         _ => (estimate, false),
-    };
+    }
+}
+
+fn at_depth(r: &ReplyRecord) -> Option<AtDepth<'_>> {
+    let slot = r.depth.as_ref()?;
+    let (tokens, serves_count) = prompt_tokens(r.usage_prompt_tokens, slot.estimate);
     let m = measure(r);
     let ok = r.error.is_none();
     let first = m.first_token_ms.filter(|ms| ok && *ms > 0.0);
