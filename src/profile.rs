@@ -792,6 +792,38 @@ mod tests {
     }
 
     #[test]
+    fn the_context_keys_are_held_to_the_flags_parsers() {
+        for text in [
+            "depths = \"4k,256\"\ndepth_replies = 2\nmax_context = 2048\nprefill_floor = 500\ndepth_floor = 20.5\n",
+            "depths = [4096, \"256\"]\ndepth_replies = 2\nmax_context = 2048\nprefill_floor = 500.0\ndepth_floor = 20.5\n",
+        ] {
+            let merged = applied(text, ".").unwrap();
+            let c = &merged.context_run;
+            assert_eq!(
+                (c.depths.as_ref().unwrap().0.as_slice(), c.depth_replies, c.max_context),
+                (&[256, 4096][..], Some(2), Some(2048)),
+                "{text}"
+            );
+            assert_eq!(
+                (merged.context.prefill_floor, merged.context.depth_floor),
+                (Some(500.0), Some(20.5))
+            );
+        }
+        for (text, says) in [
+            ("depths = \"0\"", "depths in the profile: a depth of \"0\" asks no prompt"),
+            ("depths = [256, 1.5]", "depths in the profile: \"a float\" is not a depth"),
+            ("depths = true", "depths in the profile: \"a boolean\" is not a depth"),
+            ("depth_replies = 0", "depth_replies in the profile: \"0\" is not a count"),
+            ("max_context = 0", "max_context in the profile"),
+            ("prefill_floor = -1", "prefill_floor in the profile: \"-1\" is not a rate"),
+            ("depth_floor = 0", "depth_floor in the profile"),
+        ] {
+            let e = applied(text, ".").unwrap_err().to_string();
+            assert!(e.contains(says), "{text}: {e}");
+        }
+    }
+
+    #[test]
     fn the_footprint_keys_are_held_to_the_flags_parsers() {
         let merged = applied(
             "idle_probe = \"10s\"\nmax_memory_growth = \"2MiB\"\nready_limit = \"90s\"\ndevice_memory = \"/sys/class/accel/accel0/device/npu_memory_utilization\"\n",
