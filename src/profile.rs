@@ -810,12 +810,27 @@ mod tests {
             );
         }
         for (text, says) in [
-            ("depths = \"0\"", "depths in the profile: a depth of \"0\" asks no prompt"),
-            ("depths = [256, 1.5]", "depths in the profile: \"a float\" is not a depth"),
-            ("depths = true", "depths in the profile: \"a boolean\" is not a depth"),
-            ("depth_replies = 0", "depth_replies in the profile: \"0\" is not a count"),
+            (
+                "depths = \"0\"",
+                "depths in the profile: a depth of \"0\" asks no prompt",
+            ),
+            (
+                "depths = [256, 1.5]",
+                "depths in the profile: \"a float\" is not a depth",
+            ),
+            (
+                "depths = true",
+                "depths in the profile: \"a boolean\" is not a depth",
+            ),
+            (
+                "depth_replies = 0",
+                "depth_replies in the profile: \"0\" is not a count",
+            ),
             ("max_context = 0", "max_context in the profile"),
-            ("prefill_floor = -1", "prefill_floor in the profile: \"-1\" is not a rate"),
+            (
+                "prefill_floor = -1",
+                "prefill_floor in the profile: \"-1\" is not a rate",
+            ),
             ("depth_floor = 0", "depth_floor in the profile"),
         ] {
             let e = applied(text, ".").unwrap_err().to_string();
