@@ -50,7 +50,7 @@
 //!   `self-test`, judging cases (a file a family under `selftest/cases/`) and runs against the
 //!   stand-in.
 //! - At the top: [`cli`]: the command line and the dispatch to each command; [`profile`]: gate
-//!   profiles; [`judge`]: `judge DIR`; [`prompts`]: the fixed prompts; [`depth_prompt`]: the long prompts of `--depths`, made here; [`exit_codes`]: the exit
+//!   profiles; [`judge`]: `judge DIR`; [`prompts`]: the fixed prompts; [`depth_prompt`]: the long prompts of `--depths`, made here; [`tool_spec`]: what a prompt's tools and formats ask and expect; [`exit_codes`]: the exit
 //!   codes; [`clock`]: CLOCK_MONOTONIC; [`inert`]: foreign text made safe for each output;
 //!   [`console`]: stdout and stderr, written without ever
 //!   failing the run (`say!`).
@@ -72,4 +72,5 @@ mod properties;
 pub mod report;
 pub mod selftest;
 pub mod standin;
+pub mod tool_spec;
 pub mod wire;

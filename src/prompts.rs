@@ -25,6 +25,39 @@ pub struct Prompt {
     /// max_tokens is the output line's "never stops" (issue 32).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stops: Option<bool>,
+    /// OpenAI function definitions offered to the serve, sent as given (issue 36).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<serde_json::Value>,
+    /// `tool_choice`, sent as given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<serde_json::Value>,
+    /// `response_format` (`json_object`, or `json_schema` with a schema), sent as given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_format: Option<serde_json::Value>,
+    /// The call the reply must make: a function's name, `"none"`, `{"name", "arguments"}`
+    /// (a schema or exact values), or a list of those ([`crate::tool_spec`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect_tool: Option<serde_json::Value>,
+    /// The reply's content is JSON: `true`, or a JSON Schema it must satisfy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect_json: Option<serde_json::Value>,
+}
+
+impl Prompt {
+    /// A prompt of this text and nothing else.
+    pub fn plain(prompt: &str) -> Prompt {
+        Prompt {
+            prompt: prompt.to_string(),
+            expect: None,
+            max_tokens: None,
+            stops: None,
+            tools: None,
+            tool_choice: None,
+            response_format: None,
+            expect_tool: None,
+            expect_json: None,
+        }
+    }
 }
 
 /// A built-in prompt and the answer the stand-in gives it.
@@ -63,10 +96,9 @@ pub fn built_in() -> Vec<Prompt> {
     BUILT_IN
         .iter()
         .map(|b| Prompt {
-            prompt: b.prompt.to_string(),
             expect: Some(b.expect.to_string()),
-            max_tokens: None,
             stops: Some(true),
+            ..Prompt::plain(b.prompt)
         })
         .collect()
 }
@@ -76,7 +108,8 @@ pub fn built_in() -> Vec<Prompt> {
 pub const PROMPTS_MAX_BYTES: u64 = 16 << 20;
 
 /// Read prompts from a JSONL file: one `{"prompt": "...", "expect": "regex", "max_tokens": N,
-/// "stops": true}` per line, all but the prompt optional; blank lines are skipped.
+/// "stops": true}` per line, all but the prompt optional, with the tool and format fields of
+/// [`crate::tool_spec`]; blank lines are skipped.
 pub fn load(path: &Path) -> Result<Vec<Prompt>> {
     let bytes =
         crate::archive::safe_open::read_capped(path, PROMPTS_MAX_BYTES).context("--prompts")?;
@@ -114,6 +147,10 @@ pub fn parse(text: &str) -> Result<Vec<Prompt>> {
         }
         if p.max_tokens == Some(0) {
             bail!("line {}: max_tokens must be at least 1", i + 1);
+        }
+        // Tools and formats (issue 36): every schema compiled, every name offered.
+        if let Err(e) = crate::tool_spec::Spec::of(&p) {
+            bail!("line {}: {e}", i + 1);
         }
         prompts.push(p);
     }

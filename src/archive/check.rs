@@ -43,6 +43,9 @@ pub enum Check {
     Content,
     /// Degenerate text: loops, stutter, not text, one answer for all, never stopping.
     Output,
+    /// Prompts with tools or a response format: the calls made as expected, their arguments
+    /// valid, streamed as the API streams them, JSON content valid (issue 36).
+    Tools,
     /// With `--concurrency`: the streams of a burst were served together.
     Overlap,
     /// With `--concurrency`: the bursts' aggregate rate against the single-stream rate.
@@ -87,7 +90,7 @@ pub enum Check {
 
 impl Check {
     /// Every check.
-    pub const ALL: [Check; 30] = [
+    pub const ALL: [Check; 31] = [
         Check::Archive,
         Check::Hold,
         Check::Serve,
@@ -99,6 +102,7 @@ impl Check {
         Check::FirstTokenDrift,
         Check::Content,
         Check::Output,
+        Check::Tools,
         Check::Overlap,
         Check::Aggregate,
         Check::BaselineRate,
@@ -147,6 +151,7 @@ impl Check {
             Check::FirstTokenDrift => "first-token-drift",
             Check::Content => "content",
             Check::Output => "output",
+            Check::Tools => "tools",
             Check::Overlap => "overlap",
             Check::Aggregate => "aggregate",
             Check::BaselineRate => "baseline-rate",

@@ -322,6 +322,7 @@ pub(crate) mod tests {
                 content_chars: 0,
                 reasoning_chars: 0,
                 tokens: 0.0,
+                tool_chars: 0,
             },
         );
         let m = measure(&r);

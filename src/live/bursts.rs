@@ -103,6 +103,7 @@ pub async fn make_bursts(
                 burst: Some((BurstSlot { round, stream }, released)),
                 first_text: (round == 1).then(|| first_text.clone()),
                 continue_from: None,
+                asks: Some(((index - 1) % work.prompts.len(), prompt)),
             });
         }
         let mut running = FuturesUnordered::new();

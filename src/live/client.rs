@@ -28,6 +28,8 @@ use crate::clock;
 use crate::live::http_link::{error_chain, Link};
 use crate::live::stamped::{StampedStream, Stamps};
 use crate::live::stream_read::{read_stream, LogprobsSeen, ReplyBounds};
+use crate::prompts::Prompt;
+use crate::tool_spec;
 
 pub use crate::live::first_text::FirstText;
 pub use crate::live::stream_read::{ERROR_BODY_KEPT, MAX_REPLY_TEXT};
@@ -64,6 +66,10 @@ pub struct ReplyRequest<'a> {
     /// A final assistant message for the serve to continue (a re-anchor past a divergence
     /// from the reference, `--reference-reanchor`).
     pub continue_from: Option<&'a str>,
+    /// The prompt's place in the run's prompts (from 0) and the prompt, for its tools,
+    /// `tool_choice` and `response_format` (issue 36): sent as given, and the place recorded
+    /// with the reply when it carries any of them.
+    pub asks: Option<(usize, &'a Prompt)>,
 }
 
 /// What [`Client::fetch`] got: the status, and the body's head.
@@ -363,6 +369,18 @@ impl Client {
             fields.insert("logprobs".into(), true.into());
             fields.insert("top_logprobs".into(), ask.top.into());
         }
+        let tools_prompt = req.asks.filter(|(_, p)| tool_spec::asks(p));
+        if let (Some((_, p)), Some(fields)) = (tools_prompt, body.as_object_mut()) {
+            for (key, value) in [
+                ("tools", &p.tools),
+                ("tool_choice", &p.tool_choice),
+                ("response_format", &p.response_format),
+            ] {
+                if let Some(v) = value {
+                    fields.insert(key.into(), v.clone());
+                }
+            }
+        }
         if let (Some(extra), Some(fields)) = (req.extra_body, body.as_object_mut()) {
             fields.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
         }
@@ -376,6 +394,7 @@ impl Client {
         let since_base = move |ns: u64| ns.saturating_sub(base_ns);
         let mut rec = ReplyRecord::new(req.index, req.prompt, req.expect);
         rec.burst = req.burst.map(|(slot, _)| slot);
+        rec.tools_prompt = tools_prompt.map(|(at, _)| at);
         let released = req.burst.map(|(_, at)| at);
         let first_text = req.first_text.clone();
         let client = self.clone();
@@ -426,6 +445,7 @@ impl Client {
             Err(e) => ReplyRecord {
                 error: Some(format!("the reply's reader failed: {e}")),
                 burst: req.burst.map(|(slot, _)| slot),
+                tools_prompt: tools_prompt.map(|(at, _)| at),
                 ..ReplyRecord::new(req.index, req.prompt, req.expect)
             },
         }

@@ -135,6 +135,7 @@ async fn one_depth_reply(
         burst: None,
         first_text: None,
         continue_from: None,
+        asks: None,
     };
     let mut reply = w
         .client

@@ -111,6 +111,7 @@ pub async fn reanchor(
                         burst: None,
                         first_text: None,
                         continue_from: Some(&prefix),
+                        asks: None,
                     };
                     let mut reply = work
                         .client

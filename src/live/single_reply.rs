@@ -74,6 +74,7 @@ pub(crate) async fn one_reply(
         burst: None,
         first_text: None,
         continue_from: None,
+        asks: Some((i % plan.prompts.len(), prompt)),
     };
     let mut reply = client
         .stream_reply(&req, base_ns, plan.reply_timeout, plan.reply_limit)

@@ -13,8 +13,8 @@ use hyper::body::{Body, Incoming};
 use hyper::{header, Response};
 
 use crate::archive::record::{
-    ChunkArrival, LogprobsAsked, ReplyRecord, TokenLogprob, TopLogprob, LOGPROB_TOKEN_BYTES,
-    MAX_TOP_LOGPROBS,
+    gather_tool_call, ChunkArrival, LogprobsAsked, ReplyRecord, TokenLogprob, ToolCallFragment,
+    TopLogprob, LOGPROB_TOKEN_BYTES, MAX_TOP_LOGPROBS,
 };
 use crate::clock;
 use crate::judging::verdict::quote;
@@ -466,11 +466,26 @@ pub(crate) fn record_chunk(
     }
     rec.content.push_str(content);
     rec.reasoning.push_str(reasoning);
+    // Tool calls' fragments (issue 36), gathered by their index; their text makes the event a
+    // token as content does.
+    let mut tool_chars = 0usize;
+    for t in chunk.tool_calls() {
+        let function = t.function.as_ref();
+        let fragment = ToolCallFragment {
+            index: t.index,
+            id: t.id.as_deref(),
+            name: function.and_then(|f| f.name.as_deref()),
+            arguments: function.and_then(|f| f.arguments.as_deref()),
+        };
+        tool_chars += fragment.chars();
+        gather_tool_call(&mut rec.tool_calls, fragment)?;
+    }
     rec.chunks.push(ChunkArrival {
         at_ns,
         content_chars: content.chars().count() as u32,
         reasoning_chars: reasoning.chars().count() as u32,
         tokens: 0.0,
+        tool_chars: u32::try_from(tool_chars).unwrap_or(u32::MAX),
     });
     if let Some(n) = chunk.usage.and_then(|u| u.completion_tokens) {
         rec.usage_completion_tokens = Some(n);
@@ -587,6 +602,45 @@ mod tests {
             quote_bytes(emoji.as_bytes(), 2),
             format!("\"{}…\"", "\u{1f600}".repeat(2))
         );
+    }
+
+    #[test]
+    fn tool_call_fragments_are_gathered_and_timed_as_tokens() {
+        let bounds = ReplyBounds {
+            stall: Duration::from_secs(1),
+            whole: Duration::from_secs(1),
+            max_events: 100,
+            max_tokens: 16,
+            top_logprobs: None,
+        };
+        let mut rec = ReplyRecord::new(1, "p", None);
+        for (at, data) in [
+            &br#"{"choices":[{"index":0,"delta":{"role":"assistant","content":null}}]}"#[..],
+            br#"{"choices":[{"index":0,"delta":{"content":null,"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"get_weather","arguments":""}}]}}]}"#,
+            br#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"city\":"}}]}}]}"#,
+            br#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\"Paris\"}"}}]}}]}"#,
+            br#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#,
+        ]
+        .iter()
+        .enumerate()
+        {
+            record_chunk(&mut rec, data, at as u64, &bounds, &mut LogprobsSeen::default())
+                .unwrap();
+        }
+        assert_eq!(rec.tool_calls.len(), 1);
+        let call = &rec.tool_calls[0];
+        assert_eq!((call.index, call.id.as_deref()), (Some(0), Some("call_1")));
+        assert_eq!(
+            (call.name.as_str(), call.arguments.as_str()),
+            ("get_weather", "{\"city\":\"Paris\"}")
+        );
+        let tool_chars: Vec<u32> = rec.chunks.iter().map(|c| c.tool_chars).collect();
+        assert_eq!(tool_chars, [0, 11, 8, 8, 0]);
+        assert_eq!(rec.chunks.iter().filter(|c| c.has_text()).count(), 3);
+        // An index that is no whole number is a bad chunk, as a choice's is.
+        let bad = br#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":"0"}]}}]}"#;
+        let e = record_chunk(&mut rec, bad, 9, &bounds, &mut LogprobsSeen::default()).unwrap_err();
+        assert!(e.contains("JSON but not a chat completion chunk"), "{e}");
     }
 
     #[test]

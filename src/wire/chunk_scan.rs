@@ -6,7 +6,8 @@
 //! `choices` holds one choice, whose `delta` holds plain strings. This scanner reads that shape
 //! and checks, as it skips them, that the other members are JSON.
 //!
-//! It answers `None` for anything else: an escape in any string, a second choice, a choice
+//! It answers `None` for anything else: an escape in any string, a second choice, a delta's
+//! `tool_calls`, a choice
 //! whose `index` is anything but a plain `0` (another choice is a fault the gate names, and
 //! serde reads the index: issue 30), `usage`, `timings` or `error` (a serve's error must never
 //! pass for a plain chunk), a repeated member the gate reads, deep nesting, a control
@@ -311,6 +312,9 @@ impl<'a> Cursor<'a> {
                 plain.reasoning = c.text_or_null()?;
                 Some(())
             }
+            // A tool call's fragments are serde's to read (issue 36): skipped here, a call's
+            // arguments would be lost from the reply.
+            b"tool_calls" => None,
             _ => c.skip_value(4),
         })
     }
@@ -350,7 +354,7 @@ mod tests {
     fn what_it_skips_at_every_level_it_checks_and_passes_over() {
         let values = r#"[[],{},[1,-2.5e+3,0.25E-2,-0,true,false,null,"s",{"a":{"b":[true]}}]]"#;
         let chunk = format!(
-            r#"{{"id":{values},"choices":[{{"index":0,"n":{values},"delta":{{"tool_calls":{values},"content":"a b","role":{values}}},"logprobs":{values},"finish_reason":"stop"}}],"created":-0.5E-3,"object":{values}}}"#
+            r#"{{"id":{values},"choices":[{{"index":0,"n":{values},"delta":{{"audio":{values},"content":"a b","role":{values}}},"logprobs":{values},"finish_reason":"stop"}}],"created":-0.5E-3,"object":{values}}}"#
         );
         let p = scan(chunk.as_bytes()).expect("every kind of value, skipped");
         assert_eq!((p.content, p.finish_reason), (Some("a b"), Some("stop")));
@@ -434,6 +438,14 @@ mod tests {
                 br#"{"choices":[{"delta":{"content":"a"}}],"error":{"message":"oom"}}"#,
             ),
             ("an error alone", br#"{"error":"oom"}"#),
+            (
+                "a tool call's fragment",
+                br#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{}"}}]}}]}"#,
+            ),
+            (
+                "an empty list of tool calls",
+                br#"{"choices":[{"index":0,"delta":{"content":"<tool_call>","tool_calls":[]}}]}"#,
+            ),
             ("an error that is null", br#"{"choices":[],"error":null}"#),
             ("choices twice", br#"{"choices":[],"choices":[]}"#),
             (

@@ -31,6 +31,8 @@ pub struct Chunk<'a> {
     reasoning: Option<Cow<'a, str>>,
     /// Choice 0's `finish_reason`.
     finish_reason: Option<Cow<'a, str>>,
+    /// Choice 0's `delta.tool_calls` fragments, in their order (issue 36).
+    tool_calls: Vec<ToolCallDelta<'a>>,
     /// Choice 0's `logprobs`, as its JSON text, when it is there and not `null`: read by
     /// [`crate::wire::logprobs::read`] only when the run asked for logprobs.
     logprobs: Option<&'a str>,
@@ -73,6 +75,37 @@ struct Delta<'a> {
     content: Option<Cow<'a, str>>,
     #[serde(borrow)]
     reasoning_content: Option<Cow<'a, str>>,
+    /// `null` and `[]` are none.
+    #[serde(default, borrow)]
+    tool_calls: Option<Vec<ToolCallDelta<'a>>>,
+}
+
+/// One fragment of a streamed tool call (`delta.tool_calls[]`), as the OpenAI API streams it:
+/// the call's `index` in every fragment, its `id` and `function.name` in the first, and its
+/// `function.arguments` text a piece at a time. Every member is optional here; what is
+/// missing is the tools line's to judge. An `index` that is not a whole number 0 or more
+/// makes the chunk a bad one, as any field of the wrong type does.
+#[derive(Debug, Default, Deserialize)]
+pub struct ToolCallDelta<'a> {
+    /// Which call of the reply this fragment belongs to.
+    pub index: Option<u64>,
+    /// The call's id.
+    #[serde(default, borrow)]
+    pub id: Option<Cow<'a, str>>,
+    /// The function's name and a piece of its arguments.
+    #[serde(default, borrow)]
+    pub function: Option<FunctionDelta<'a>>,
+}
+
+/// A tool call fragment's `function`.
+#[derive(Debug, Default, Deserialize)]
+pub struct FunctionDelta<'a> {
+    /// The function's name (in the call's first fragment).
+    #[serde(default, borrow)]
+    pub name: Option<Cow<'a, str>>,
+    /// A piece of the arguments' JSON text.
+    #[serde(default, borrow)]
+    pub arguments: Option<Cow<'a, str>>,
 }
 
 /// Token counts reported by the serve.
@@ -103,6 +136,7 @@ impl<'a> Chunk<'a> {
                 content: plain.content.map(Cow::Borrowed),
                 reasoning: plain.reasoning.map(Cow::Borrowed),
                 finish_reason: plain.finish_reason.map(Cow::Borrowed),
+                tool_calls: Vec::new(),
                 logprobs: plain.logprobs,
                 other_choice: None,
                 usage: None,
@@ -136,6 +170,7 @@ impl<'a> Chunk<'a> {
             content: reply.delta.content,
             reasoning: reply.delta.reasoning_content,
             finish_reason: reply.finish_reason,
+            tool_calls: reply.delta.tool_calls.unwrap_or_default(),
             logprobs: reply.logprobs.map(RawValue::get),
             other_choice,
             usage: wire.usage,
@@ -159,6 +194,11 @@ impl<'a> Chunk<'a> {
     /// The answer text this chunk adds (choice 0), empty when none.
     pub fn content(&self) -> &str {
         self.content.as_deref().unwrap_or("")
+    }
+
+    /// The tool call fragments this chunk adds (choice 0), in order; empty when none.
+    pub fn tool_calls(&self) -> &[ToolCallDelta<'a>] {
+        &self.tool_calls
     }
 
     /// The reasoning text this chunk adds (choice 0), empty when none.

@@ -37,6 +37,7 @@ mod provenance;
 mod reply;
 mod result;
 mod route;
+mod tool_call;
 
 pub use crate::archive::check::{Check, Kind};
 pub use crate::archive::tags::{InterruptSignal, LogSource, Phase, Unit};
@@ -52,6 +53,7 @@ pub use provenance::*;
 pub use reply::*;
 pub use result::*;
 pub use route::*;
+pub use tool_call::*;
 
 /// Version of the run directory's file formats. Bumped when a field changes meaning.
 pub const SCHEMA: u32 = 1;

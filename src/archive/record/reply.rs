@@ -18,12 +18,21 @@ pub struct ChunkArrival {
     /// Tokens this event is counted as (derived: 1 per text event, or usage / text events).
     #[serde(default)]
     pub tokens: f64,
+    /// Characters of tool call text (`delta.tool_calls[]`: names and argument pieces, issue
+    /// 36). Absent, 0, in an event without any, as in archives from before it was recorded.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tool_chars: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl ChunkArrival {
-    /// Whether this event carried any text, answer or reasoning: only those are tokens.
+    /// Whether this event carried any text, answer, reasoning or a tool call's: only those
+    /// are tokens (a reply that calls a tool is timed by its calls' fragments).
     pub fn has_text(&self) -> bool {
-        self.content_chars > 0 || self.reasoning_chars > 0
+        self.content_chars > 0 || self.reasoning_chars > 0 || self.tool_chars > 0
     }
 }
 
@@ -50,6 +59,10 @@ fn write_chunks<S: Serializer>(chunks: &[ChunkArrival], s: S) -> Result<S::Ok, S
         text.extend_from_slice(int.format(c.reasoning_chars).as_bytes());
         text.extend_from_slice(b",\"tokens\":");
         serde_json::to_writer(&mut text, &c.tokens).map_err(S::Error::custom)?;
+        if c.tool_chars > 0 {
+            text.extend_from_slice(b",\"tool_chars\":");
+            text.extend_from_slice(int.format(c.tool_chars).as_bytes());
+        }
         text.push(b'}');
     }
     text.push(b']');
@@ -147,6 +160,15 @@ pub struct ReplyRecord {
     /// `usage.prompt_tokens`, when the serve reported it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage_prompt_tokens: Option<u64>,
+    /// The tool calls the reply streamed, gathered from their fragments (issue 36); absent
+    /// when it made none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<crate::archive::record::ToolCallRecord>,
+    /// The place (from 0) in run.json's prompts of the prompt this reply answered, for a
+    /// prompt with tools or a response format (issue 36): the tools line holds the reply to
+    /// what that prompt asked. Absent for every other reply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools_prompt: Option<usize>,
 }
 
 /// The most bytes of a token's text kept in a logprob record (a real token is a few bytes; a
@@ -367,6 +389,8 @@ impl ReplyRecord {
             idle_probe: false,
             depth: None,
             usage_prompt_tokens: None,
+            tool_calls: Vec::new(),
+            tools_prompt: None,
         }
     }
 }
@@ -515,12 +539,13 @@ mod tests {
         #[test]
         fn chunks_by_hand_are_the_bytes_serde_writes(
             chunks in proptest::collection::vec(
-                (any::<u64>(), any::<u32>(), any::<u32>(), arb_tokens()).prop_map(
-                    |(at_ns, content_chars, reasoning_chars, tokens)| ChunkArrival {
+                (any::<u64>(), any::<u32>(), any::<u32>(), arb_tokens(), prop_oneof![Just(0u32), any::<u32>()]).prop_map(
+                    |(at_ns, content_chars, reasoning_chars, tokens, tool_chars)| ChunkArrival {
                         at_ns,
                         content_chars,
                         reasoning_chars,
                         tokens,
+                        tool_chars,
                     },
                 ),
                 0..6,
@@ -535,7 +560,7 @@ mod tests {
             let back: Vec<ChunkArrival> = serde_json::from_slice(&hand).unwrap();
             prop_assert_eq!(back.len(), chunks.len());
             for (b, c) in back.iter().zip(&chunks) {
-                prop_assert_eq!((b.at_ns, b.content_chars, b.reasoning_chars), (c.at_ns, c.content_chars, c.reasoning_chars));
+                prop_assert_eq!((b.at_ns, b.content_chars, b.reasoning_chars, b.tool_chars), (c.at_ns, c.content_chars, c.reasoning_chars, c.tool_chars));
             }
         }
     }
@@ -549,12 +574,14 @@ mod tests {
                 content_chars: 1,
                 reasoning_chars: 0,
                 tokens: 1.0,
+                tool_chars: 0,
             },
             ChunkArrival {
                 at_ns: 9,
                 content_chars: 0,
                 reasoning_chars: 2,
                 tokens: 0.5,
+                tool_chars: 0,
             },
         ];
         let line = serde_json::to_string(&r).unwrap();

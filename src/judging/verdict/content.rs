@@ -87,7 +87,8 @@ pub(crate) fn check_reply(r: &ReplyRecord) -> ReplyCheck {
             ),
         };
     }
-    if r.content.trim().is_empty() {
+    // A reply that called a tool answered with its calls (issue 36): the tools line judges them.
+    if r.content.trim().is_empty() && r.tool_calls.is_empty() {
         let only = if r.reasoning.trim().is_empty() {
             ""
         } else {

@@ -1140,12 +1140,7 @@ mod tests {
     #[test]
     fn answers_to_another_length_or_body_are_not_comparable() {
         let mut a = manifest(Some("abc"), None);
-        a.prompts = vec![crate::prompts::Prompt {
-            prompt: PARIS.into(),
-            expect: None,
-            max_tokens: None,
-            stops: None,
-        }];
+        a.prompts = vec![crate::prompts::Prompt::plain(PARIS)];
         a.settings = Some(serde_json::json!({"max_tokens": 64}));
         let mut b = a.clone();
         b.settings = Some(serde_json::json!({"max_tokens": 32}));

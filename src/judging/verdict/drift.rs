@@ -216,6 +216,7 @@ mod tests {
                 content_chars: 1,
                 reasoning_chars: 0,
                 tokens: 0.0,
+                tool_chars: 0,
             })
             .collect();
         r.content = "x".repeat(11);

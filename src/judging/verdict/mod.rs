@@ -13,7 +13,8 @@
 //! [`reference_compare`], walked past its re-anchors in [`reference_walk`]); [`drift`];
 //! [`metrics`] (the serve's own metrics over the bursts); [`footprint`] (issue 34: the serve's
 //! memory and the device's in [`memory`], its readiness, cold and idle replies in
-//! [`readiness`]); [`context`] (issue 35: the replies at depth and the context's limit).
+//! [`readiness`]); [`context`] (issue 35: the replies at depth and the context's limit); [`tools`] (issue 36:
+//! tool calls and JSON answers against their prompts).
 //!
 //! What the families share is in leaves they and this file both import, never this file:
 //! [`criteria`], [`evidence`], [`line`] (how a line is made and printed) and [`words`].
@@ -49,6 +50,7 @@ pub mod reference_compare;
 pub mod reference_walk;
 pub mod route;
 pub mod serve;
+pub mod tools;
 pub mod words;
 
 use conditions::{busy_note, Contention};
@@ -211,6 +213,7 @@ fn reply_lines(e: &Evidence<'_>, c: &Criteria, warmup_failed: &[String]) -> Vec<
         output_against(e),
         &c.floors().output,
     ));
+    lines.extend(tools::tools_line(e.replies, e.manifest));
     if let Some(plan) = e.concurrency {
         let figures = bursts::burst_figures(e.replies);
         lines.push(bursts::overlap_line(&figures, plan));

@@ -92,10 +92,8 @@ mod tests {
     #[test]
     fn the_workload_hash_is_canonical() {
         let prompts = vec![Prompt {
-            prompt: "What is 2+2?".into(),
             expect: Some("4".into()),
-            max_tokens: None,
-            stops: None,
+            ..Prompt::plain("What is 2+2?")
         }];
         let a: serde_json::Map<String, serde_json::Value> =
             serde_json::from_str(r#"{"b": 1, "a": {"y": [1, 2], "x": "é"}}"#).unwrap();

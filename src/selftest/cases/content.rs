@@ -176,6 +176,7 @@ pub(crate) fn chunks() -> Vec<Case> {
             content_chars: 0,
             reasoning_chars: 0,
             tokens: 0.0,
+            tool_chars: 0,
         },
     );
     c.replies = vec![role];

@@ -103,6 +103,7 @@ pub(crate) fn reply(at_ms: &[u64], content: &str) -> ReplyRecord {
                 content_chars: 1,
                 reasoning_chars: 0,
                 tokens: 0.0,
+                tool_chars: 0,
             })
             .collect(),
         finish_reason: Some("stop".into()),
