@@ -47,4 +47,5 @@ mod standin_context;
 mod standin_degenerate;
 mod standin_footprint;
 mod standin_route;
+mod standin_tools;
 mod supervise;

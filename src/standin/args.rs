@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::mix::splitmix64;
+use super::tools::ToolArgs;
 use super::words::Degenerate;
 
 /// The stand-in's script.
@@ -344,8 +345,8 @@ pub struct StandInArgs {
         help_heading = "Faults in the stream"
     )]
     pub not_text: Option<f64>,
-    /// The faults (every option above under this heading, and --empty, --die-after,
-    /// --http-status, --garbage-after, --bad-json-after, --crash-after) apply to the K-th chat
+    /// The faults (every option above under this heading, those in tool calls and JSON, and
+    /// --empty, --die-after, --http-status, --garbage-after, --bad-json-after, --crash-after) apply to the K-th chat
     /// completion request alone, counted from 1 in arrival order across connections; every
     /// other request gets the clean scripted reply. One bad reply among good ones, as a
     /// concurrent burst may meet it.
@@ -390,6 +391,9 @@ pub struct StandInArgs {
     /// The stand-in's context and prefill, and how it fails past them (issue 35).
     #[command(flatten)]
     pub context: ContextArgs,
+    /// How its tool calls and JSON content break the rules (`tools.rs`).
+    #[command(flatten)]
+    pub tools: ToolArgs,
 }
 
 /// The most `--leak` and `--first-reply-alloc` take at once: a gate's leak line needs a few
@@ -713,10 +717,9 @@ impl StandInArgs {
     /// (`--error-data`, `--big-chunks`), which do nothing without it; so are the faults of the
     /// process rather than of a reply (`--never-ready`, `--ignore-term`, `--startup-ms`, the
     /// footprint's), and the context's: how a serve meets a long prompt is the serve's, not one
-    /// bad reply's among good ones.
+    /// bad reply's among good ones. Taken apart whole, so a field added to the script does not
+    /// compile until it is sorted here: a fault, cleared, or not, kept.
     pub fn without_faults(&self) -> StandInArgs {
-        // Taken apart whole, so a field added to the script does not compile until it is
-        // sorted here: a fault, cleared, or not, kept.
         let StandInArgs {
             port,
             ttft_ms,
@@ -789,6 +792,7 @@ impl StandInArgs {
             wrap,
             footprint,
             context,
+            tools: _,
         } = self.clone();
         StandInArgs {
             port,
@@ -862,6 +866,7 @@ impl StandInArgs {
             wrap,
             footprint,
             context,
+            tools: ToolArgs::default(),
         }
     }
 }

@@ -55,7 +55,8 @@
 //! degenerate answers and a changed word; `scored.rs`: the scripted logprobs; `trace.rs`: the
 //! send trace and the socket that stamps it; `route.rs`: the route evidence; `footprint.rs`:
 //! the memory it leaves and its late first tokens; `context.rs`: the context, the prefill and
-//! the answers to depth prompts; `wrap.rs`: `--wrap`.
+//! the answers to depth prompts; `wrap.rs`: `--wrap`; `tools.rs`: tool calls and JSON content,
+//! and the faults that break their rules.
 
 mod args;
 mod body;
@@ -68,6 +69,7 @@ mod reply;
 mod route;
 mod scored;
 mod state;
+mod tools;
 mod trace;
 mod words;
 mod wrap;
@@ -91,6 +93,7 @@ use info::{metrics, models};
 use reply::chat;
 use route::Route;
 use state::Script;
+pub use tools::ToolArgs;
 pub use trace::{AlteredBy, TraceLine};
 use trace::{ConnId, Trace, TracedListener};
 

@@ -24,6 +24,7 @@ use super::frames::{
 };
 use super::scored;
 use super::state::Script;
+use super::tools::{self, Asked, OrderedJson, ToolReply};
 use super::trace::{request_id, traced_number, AlteredBy, ConnId, Trace, TraceLine};
 use super::words::{answer_stream, changed_token, filler_text, Degenerate};
 use crate::clock;
@@ -46,6 +47,11 @@ pub(crate) struct ChatRequest {
     /// The alternatives asked for a token, with `logprobs` (OpenAI's 0 to 20).
     #[serde(default)]
     top_logprobs: Option<usize>,
+    /// The functions it offers, which it lets the reply call, and the content it asks for:
+    /// read leniently by `tools.rs`.
+    tools: Option<OrderedJson>,
+    tool_choice: Option<OrderedJson>,
+    response_format: Option<OrderedJson>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -149,13 +155,20 @@ fn alterations(
 struct ScriptedChunk {
     reasoning: String,
     content: String,
+    /// A tool call's delta, sent in place of the content.
+    tool: Option<serde_json::Value>,
     /// Tokens sent up to and including this chunk.
     tokens_so_far: usize,
 }
 
 /// A reply's chunks: `r` reasoning tokens, then the `answer` tokens, grouped `chunk_tokens` a
-/// chunk without mixing the two channels.
-fn reply_chunks(args: &StandInArgs, r: usize, answer: &[String]) -> Vec<ScriptedChunk> {
+/// chunk without mixing the two channels; or with tool `deltas`, one a token, a chunk each.
+fn reply_chunks(
+    args: &StandInArgs,
+    r: usize,
+    answer: &[String],
+    deltas: &[serde_json::Value],
+) -> Vec<ScriptedChunk> {
     let k = args.chunk_tokens as usize;
     let mut chunks = Vec::new();
     let mut sent = 0;
@@ -167,8 +180,21 @@ fn reply_chunks(args: &StandInArgs, r: usize, answer: &[String]) -> Vec<Scripted
         chunks.push(ScriptedChunk {
             reasoning: group.concat(),
             content: String::new(),
+            tool: None,
             tokens_so_far: sent,
         });
+    }
+    for (text, delta) in answer.iter().zip(deltas) {
+        sent += 1;
+        chunks.push(ScriptedChunk {
+            reasoning: String::new(),
+            content: text.clone(),
+            tool: Some(delta.clone()),
+            tokens_so_far: sent,
+        });
+    }
+    if !deltas.is_empty() {
+        return chunks;
     }
     for group in answer.chunks(k) {
         sent += group.len();
@@ -179,6 +205,7 @@ fn reply_chunks(args: &StandInArgs, r: usize, answer: &[String]) -> Vec<Scripted
             } else {
                 group.concat()
             },
+            tool: None,
             tokens_so_far: sent,
         });
     }
@@ -237,7 +264,16 @@ pub(crate) async fn chat(
     let batched = !reply.under_way.alone();
     let trace = script.trace.as_deref();
     alter_words(args, &mut tokens.answer, nth, batched, trace, conn);
-    let planned = plan_chunks(args, &req, &taken.prompt, tokens);
+    let asked = Asked::read(
+        req.tools.as_ref(),
+        req.tool_choice.as_ref(),
+        req.response_format.as_ref(),
+    );
+    let text = tokens.answer.concat();
+    let tooled = (!taken.garbled)
+        .then(|| tools::reply(&args.tools, &asked, &taken.prompt, &text, nth))
+        .flatten();
+    let planned = plan_chunks(args, &req, &taken.prompt, tokens, tooled);
     // A cold first reply, or one after idle, is later by the footprint's delay; every reply by
     // its prompt's prefill.
     let ttft =
@@ -442,16 +478,31 @@ struct Planned<'a> {
     top_k: Option<usize>,
     /// The reply's chunks.
     chunks: Vec<ScriptedChunk>,
+    /// The finish chunk's delta.
+    finish_delta: serde_json::Value,
+    /// The tool calls whole, for a reply not streamed.
+    calls: Option<serde_json::Value>,
 }
 
 /// The chunks of a reply of `tokens`, with what goes beside them: --other-choice's text,
-/// --logprob-flip's runners-up and the logprobs asked for, --echo-prefix and --big-chunk.
+/// --logprob-flip's runners-up and the logprobs asked for, --echo-prefix and --big-chunk; its
+/// tool calls or JSON content in place of its text when `tooled`.
 fn plan_chunks<'a>(
-    args: &StandInArgs,
+    args: &'a StandInArgs,
     req: &ChatRequest,
     prompt: &str,
     mut tokens: ReplyTokens<'a>,
+    tooled: Option<ToolReply>,
 ) -> Planned<'a> {
+    let mut deltas = Vec::new();
+    let (mut finish_delta, mut calls) = (json!({}), None);
+    if let Some(t) = tooled {
+        tokens.answer = t.tokens;
+        tokens.skip = 0;
+        tokens.n = tokens.r + tokens.answer.len();
+        tokens.finish = args.finish_reason.as_deref().unwrap_or(t.finish);
+        (deltas, finish_delta, calls) = (t.deltas, t.finish_delta, t.calls);
+    }
     let answer = &mut tokens.answer;
     let skip = tokens.skip;
     // --other-choice's text, a chunk of it beside each of choice 0's answer chunks.
@@ -472,11 +523,14 @@ fn plan_chunks<'a>(
     }
     // K when the request asks for logprobs and the script answers them (empty content has no
     // tokens to score).
-    let top_k = match (req.logprobs, args.no_logprobs || args.empty) {
+    let top_k = match (
+        req.logprobs,
+        args.no_logprobs || args.empty || !deltas.is_empty(),
+    ) {
         (Some(true), false) => Some(req.top_logprobs.unwrap_or(0).min(MOST_TOP_LOGPROBS)),
         _ => None,
     };
-    let mut chunks = reply_chunks(args, tokens.r, answer);
+    let mut chunks = reply_chunks(args, tokens.r, answer, &deltas);
     // --echo-prefix: the continued message sent back before the continuation, in the first
     // chunk's text (its logprobs stay the new tokens'), as llama-server sends it.
     if let (true, Some(given), Some(first)) = (
@@ -499,6 +553,8 @@ fn plan_chunks<'a>(
         other,
         top_k,
         chunks,
+        finish_delta,
+        calls,
     }
 }
 
@@ -509,11 +565,15 @@ async fn whole_answer(p: &Planned<'_>, at: tokio::time::Instant, reply: Serving)
     let n = p.tokens.n;
     reply.tokens(n);
     let content: String = p.chunks.iter().map(|c| c.content.as_str()).collect();
+    let mut message = json!({"role": "assistant", "content": content});
+    if let Some(calls) = &p.calls {
+        message = json!({"role": "assistant", "content": null, "tool_calls": calls});
+    }
     let body = json!({
         "id": "chatcmpl-stand-in",
         "object": "chat.completion",
         "model": MODEL,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": p.tokens.finish}],
+        "choices": [{"index": 0, "message": message, "finish_reason": p.tokens.finish}],
         "usage": usage_json(p.tokens.prompt, n),
     });
     Json(body).into_response()
@@ -586,7 +646,7 @@ fn streamed_answer(
     }
     in_place_of_the_first_token(args, ttft, &mut steps);
     let beside = args.other_choice.as_ref().map(|_| json!({}));
-    let (last, own) = chunk_frames(args, json!({}), Some(p.tokens.finish), beside);
+    let (last, own) = chunk_frames(args, p.finish_delta.clone(), Some(p.tokens.finish), beside);
     steps.push(Step::Send(Duration::ZERO, last));
     if let Some(own) = own {
         steps.push(Step::Send(Duration::ZERO, own));
@@ -640,7 +700,9 @@ fn chunk_steps(
 fn chunk_bytes(args: &StandInArgs, p: &Planned<'_>, i: usize) -> (Bytes, Option<Bytes>) {
     let c = &p.chunks[i];
     let mut delta = serde_json::Map::new();
-    if !c.reasoning.is_empty() {
+    if let Some(serde_json::Value::Object(tool)) = &c.tool {
+        delta = tool.clone();
+    } else if !c.reasoning.is_empty() {
         delta.insert("reasoning_content".into(), json!(c.reasoning));
     } else {
         delta.insert("content".into(), json!(c.content));
@@ -891,7 +953,7 @@ mod tests {
             "--answer",
             "a b c d e f",
         ]);
-        let c = reply_chunks(&a, 4, &answer_tokens(&a, "x", 6));
+        let c = reply_chunks(&a, 4, &answer_tokens(&a, "x", 6), &[]);
         let shape: Vec<(usize, usize, usize)> = c
             .iter()
             .map(|c| {
