@@ -37,7 +37,11 @@ pub(crate) fn llama() -> Option<(String, String)> {
 }
 
 /// `run` against llama-server: gate flags, then the serve's own.
-fn llama_run(out: &Path, gate_args: &[&str], serve_args: &[&str]) -> Option<(Option<i32>, String)> {
+pub(crate) fn llama_run(
+    out: &Path,
+    gate_args: &[&str],
+    serve_args: &[&str],
+) -> Option<(Option<i32>, String)> {
     let (server, model) = llama()?;
     let o = assert_cmd::Command::new(BIN)
         .args(["run", "--ready-timeout", "120", "--out"])

@@ -49,3 +49,4 @@ mod standin_footprint;
 mod standin_route;
 mod standin_tools;
 mod supervise;
+mod tools;

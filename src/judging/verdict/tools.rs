@@ -309,10 +309,12 @@ fn call_faults(name: &str, c: &ToolCallRecord, spec: &Spec) -> Option<String> {
     }
     let args = match serde_json::from_str::<Value>(&c.arguments) {
         Ok(v) => v,
-        Err(e) => return Some(format!(
+        Err(e) => {
+            return Some(format!(
             "{name} [arguments]: its call of {called} has arguments that are not JSON ({e}): {}",
             quote(&c.arguments, QUOTED)
-        )),
+        ))
+        }
     };
     let problem = f.parameters.as_ref().and_then(|p| p.problem(&args))?;
     Some(format!(
@@ -394,8 +396,13 @@ fn json_fault(r: &ReplyRecord, schemas: &[crate::tool_spec::Schema]) -> Option<S
             } else {
                 ""
             };
+            let cut = if r.finish_reason.as_deref() == Some("length") {
+                " (it was cut at max_tokens: finish_reason \"length\")"
+            } else {
+                ""
+            };
             return Some(format!(
-                "{name} [json]: its content is not JSON{fenced} ({e}): {}",
+                "{name} [json]: its content is not JSON{fenced}{cut} ({e}): {}",
                 quote(text, QUOTED)
             ));
         }
