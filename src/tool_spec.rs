@@ -195,15 +195,20 @@ impl Spec {
         if let Some(choice) = &p.tool_choice {
             tool_choice(choice, &functions)?;
         }
-        let format_schema = match &p.response_format {
+        let (json_mode, format_schema) = match &p.response_format {
             Some(f) => response_format(f)?,
-            None => None,
+            None => (false, None),
         };
         let expect_tool = match &p.expect_tool {
             Some(e) => Some(call_expect(e, &functions, p.tools.is_some())?),
             None => None,
         };
         let expect_json = match &p.expect_json {
+            // A JSON response format asks for JSON: without tools to call instead, the content
+            // is held to it as `expect_json: true` would hold it.
+            None if json_mode && functions.is_empty() => {
+                Some(JsonExpect::Schemas(format_schema.into_iter().collect()))
+            }
             None => None,
             Some(e) => {
                 if !matches!(expect_tool, None | Some(CallExpect::NoCall)) {
@@ -319,12 +324,15 @@ fn tool_choice(choice: &Value, functions: &[Function]) -> Result<(), String> {
 }
 
 /// `response_format`: `{"type": "text"}`, `{"type": "json_object"}` or `{"type":
-/// "json_schema", "json_schema": {"schema": ...}}`; the schema of the last, checked.
-fn response_format(f: &Value) -> Result<Option<Schema>, String> {
+/// "json_schema", "json_schema": {"schema": ...}}`: whether it asks for JSON, and the schema of
+/// the last, checked.
+fn response_format(f: &Value) -> Result<(bool, Option<Schema>), String> {
     match f.get("type").and_then(Value::as_str) {
-        Some("text") | Some("json_object") => Ok(None),
+        Some("text") => Ok((false, None)),
+        Some("json_object") => Ok((true, None)),
         Some("json_schema") => match f.get("json_schema").and_then(|j| j.get("schema")) {
-            Some(s) => Schema::new(s, "response_format's json_schema.schema").map(Some),
+            Some(s) => Schema::new(s, "response_format's json_schema.schema")
+                .map(|s| (true, Some(s))),
             None => Err(
                 "response_format json_schema has no json_schema.schema (the schema the content must satisfy)"
                     .into(),
@@ -572,6 +580,23 @@ mod tests {
         );
         assert!(schemas[1].problem(&json!({"n": 2})).is_none());
         assert!(schemas[0].problem(&json!({"n": 2})).is_some());
+        // A JSON format alone asks for JSON; beside tools, a reply may call instead.
+        let format = json!({"type": "json_object"});
+        let s = Spec::of(&prompt(json!({"response_format": format})))
+            .unwrap()
+            .unwrap();
+        assert!(matches!(s.expect_json, Some(JsonExpect::Schemas(ref v)) if v.is_empty()));
+        let s = Spec::of(&prompt(
+            json!({"response_format": format, "tools": tools()}),
+        ))
+        .unwrap()
+        .unwrap();
+        assert!(s.expect_json.is_none());
+        let text = json!({"type": "text"});
+        let s = Spec::of(&prompt(json!({"response_format": text})))
+            .unwrap()
+            .unwrap();
+        assert!(s.expect_json.is_none());
     }
 
     #[test]

@@ -146,15 +146,21 @@ fn line_of(faults: &[String], t: &Tally) -> Line {
         1 => "1 reply".to_string(),
         n => format!("{n} replies"),
     };
-    let mut said = vec![match t.calls {
-        1 => "1 tool call, named and its arguments valid".to_string(),
-        n => format!("{n} tool calls, each named and its arguments valid"),
-    }];
+    let mut said = match t.calls {
+        0 => Vec::new(),
+        1 => vec!["1 tool call, named and its arguments valid".to_string()],
+        n => vec![format!(
+            "{n} tool calls, each named and its arguments valid"
+        )],
+    };
     if t.no_call > 0 {
         said.push(format!("{} without a call as expected", t.no_call));
     }
     if t.json > 0 {
         said.push(format!("{} JSON answers valid", t.json));
+    }
+    if said.is_empty() {
+        said.push("no call made and none expected".to_string());
     }
     Line::new(
         Check::Tools,
@@ -696,6 +702,18 @@ mod tests {
         let m = manifest(json!([{"prompt": "What is the weather in Paris?",
             "expect_json": {"type": "array"}}]));
         fails(&good, &m, "json", "is not of type \"array\"");
+    }
+
+    #[test]
+    fn a_json_format_alone_asks_for_json_and_tools_without_an_expectation_ask_nothing_more() {
+        let m = manifest(json!([{"prompt": "What is the weather in Paris?",
+            "response_format": {"type": "json_object"}}]));
+        fails(&reply(vec![], "Sunny.", "stop"), &m, "json", "its content is not JSON");
+        let l = judged(&reply(vec![], "{}", "stop"), &m);
+        assert!(l.text.ends_with(": 1 JSON answers valid"), "{}", l.text);
+        let l = judged(&reply(vec![], "Sunny.", "stop"), &weather(json!({})));
+        assert_eq!(l.status, Status::Ok, "{}", l.text);
+        assert!(l.text.ends_with(": no call made and none expected"), "{}", l.text);
     }
 
     #[test]
