@@ -44,6 +44,22 @@ pub struct Prompt {
 }
 
 impl Prompt {
+    /// Its tool and format fields (issue 36), for [`crate::tool_spec::Spec::of`].
+    pub fn tool_fields(&self) -> crate::tool_spec::Fields<'_> {
+        crate::tool_spec::Fields {
+            tools: self.tools.as_ref(),
+            tool_choice: self.tool_choice.as_ref(),
+            response_format: self.response_format.as_ref(),
+            expect_tool: self.expect_tool.as_ref(),
+            expect_json: self.expect_json.as_ref(),
+        }
+    }
+
+    /// Whether it carries tools, a tool choice, a response format or their expectations.
+    pub fn asks_tools(&self) -> bool {
+        self.tool_fields().any()
+    }
+
     /// A prompt of this text and nothing else.
     pub fn plain(prompt: &str) -> Prompt {
         Prompt {
@@ -149,7 +165,7 @@ pub fn parse(text: &str) -> Result<Vec<Prompt>> {
             bail!("line {}: max_tokens must be at least 1", i + 1);
         }
         // Tools and formats (issue 36): every schema compiled, every name offered.
-        if let Err(e) = crate::tool_spec::Spec::of(&p) {
+        if let Err(e) = crate::tool_spec::Spec::of(p.tool_fields()) {
             bail!("line {}: {e}", i + 1);
         }
         prompts.push(p);

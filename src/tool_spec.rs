@@ -10,8 +10,6 @@
 
 use serde_json::Value;
 
-use crate::prompts::Prompt;
-
 /// A JSON Schema, checked to be one, with its validator.
 pub struct Schema {
     /// The schema as given.
@@ -172,38 +170,55 @@ const SCHEMA_KEYWORDS: [&str; 45] = [
     "dependentSchemas",
 ];
 
-/// Whether a prompt carries any of the fields of issue 36.
-pub fn asks(p: &Prompt) -> bool {
-    p.tools.is_some()
-        || p.tool_choice.is_some()
-        || p.response_format.is_some()
-        || p.expect_tool.is_some()
-        || p.expect_json.is_some()
+/// A prompt's fields of issue 36, as the prompts file gave them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Fields<'a> {
+    /// `tools`.
+    pub tools: Option<&'a Value>,
+    /// `tool_choice`.
+    pub tool_choice: Option<&'a Value>,
+    /// `response_format`.
+    pub response_format: Option<&'a Value>,
+    /// `expect_tool`.
+    pub expect_tool: Option<&'a Value>,
+    /// `expect_json`.
+    pub expect_json: Option<&'a Value>,
+}
+
+impl Fields<'_> {
+    /// Whether any is given.
+    pub fn any(&self) -> bool {
+        self.tools.is_some()
+            || self.tool_choice.is_some()
+            || self.response_format.is_some()
+            || self.expect_tool.is_some()
+            || self.expect_json.is_some()
+    }
 }
 
 impl Spec {
     /// What `p` asks and expects, checked; `None` when it carries none of the fields. The
     /// reason is one line, for the prompts file to put its line number before.
-    pub fn of(p: &Prompt) -> Result<Option<Spec>, String> {
-        if !asks(p) {
+    pub fn of(p: Fields<'_>) -> Result<Option<Spec>, String> {
+        if !p.any() {
             return Ok(None);
         }
-        let functions = match &p.tools {
+        let functions = match p.tools {
             Some(tools) => functions(tools)?,
             None => Vec::new(),
         };
-        if let Some(choice) = &p.tool_choice {
+        if let Some(choice) = p.tool_choice {
             tool_choice(choice, &functions)?;
         }
-        let (json_mode, format_schema) = match &p.response_format {
+        let (json_mode, format_schema) = match p.response_format {
             Some(f) => response_format(f)?,
             None => (false, None),
         };
-        let expect_tool = match &p.expect_tool {
+        let expect_tool = match p.expect_tool {
             Some(e) => Some(call_expect(e, &functions, p.tools.is_some())?),
             None => None,
         };
-        let expect_json = match &p.expect_json {
+        let expect_json = match p.expect_json {
             // A JSON response format asks for JSON: without tools to call instead, the content
             // is held to it as `expect_json: true` would hold it.
             None if json_mode && functions.is_empty() => {
@@ -431,6 +446,7 @@ pub fn same_json(a: &Value, b: &Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::prompts::Prompt;
     use serde_json::json;
 
     fn prompt(fields: Value) -> Prompt {
@@ -439,6 +455,10 @@ mod tests {
             .unwrap()
             .extend(fields.as_object().unwrap().clone());
         serde_json::from_value(p).unwrap()
+    }
+
+    fn spec(fields: Value) -> Result<Option<Spec>, String> {
+        Spec::of(prompt(fields).tool_fields())
     }
 
     const WEATHER: &str = r#"[{"type": "function", "function": {"name": "get_weather",
@@ -450,17 +470,15 @@ mod tests {
     }
 
     fn refused(fields: Value) -> String {
-        Spec::of(&prompt(fields)).unwrap_err()
+        spec(fields).unwrap_err()
     }
 
     #[test]
     fn a_prompt_without_the_fields_has_no_spec_and_one_with_them_is_read() {
-        assert!(Spec::of(&prompt(json!({}))).unwrap().is_none());
-        let s = Spec::of(&prompt(
-            json!({"tools": tools(), "expect_tool": "get_weather"}),
-        ))
-        .unwrap()
-        .unwrap();
+        assert!(spec(json!({})).unwrap().is_none());
+        let s = spec(json!({"tools": tools(), "expect_tool": "get_weather"}))
+            .unwrap()
+            .unwrap();
         assert_eq!(s.functions.len(), 2);
         assert!(s.function("get_weather").unwrap().parameters.is_some());
         assert!(s.function("get_time").unwrap().parameters.is_none());
@@ -469,11 +487,11 @@ mod tests {
 
     #[test]
     fn arguments_of_schema_keywords_are_a_schema_and_others_are_values() {
-        let s = Spec::of(&prompt(json!({"tools": tools(), "expect_tool": [
+        let s = spec(json!({"tools": tools(), "expect_tool": [
             {"name": "get_weather", "arguments": {"properties": {"city": {"const": "Paris"}}}},
             {"name": "get_weather", "arguments": {"city": "Paris"}},
             {"name": "get_weather", "arguments": {"const": {"type": "object"}}},
-        ]})))
+        ]}))
         .unwrap()
         .unwrap();
         let Some(CallExpect::Each(list)) = s.expect_tool else {
@@ -563,11 +581,11 @@ mod tests {
 
     #[test]
     fn the_json_format_schema_joins_expect_json_and_the_first_break_is_said_with_its_place() {
-        let s = Spec::of(&prompt(json!({
+        let s = spec(json!({
             "response_format": {"type": "json_schema", "json_schema": {"name": "a", "schema":
                 {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}}},
             "expect_json": {"type": "object", "required": ["m"]},
-        })))
+        }))
         .unwrap()
         .unwrap();
         let Some(JsonExpect::Schemas(schemas)) = s.expect_json else {
@@ -582,20 +600,14 @@ mod tests {
         assert!(schemas[0].problem(&json!({"n": 2})).is_some());
         // A JSON format alone asks for JSON; beside tools, a reply may call instead.
         let format = json!({"type": "json_object"});
-        let s = Spec::of(&prompt(json!({"response_format": format})))
+        let s = spec(json!({"response_format": format})).unwrap().unwrap();
+        assert!(matches!(s.expect_json, Some(JsonExpect::Schemas(ref v)) if v.is_empty()));
+        let s = spec(json!({"response_format": format, "tools": tools()}))
             .unwrap()
             .unwrap();
-        assert!(matches!(s.expect_json, Some(JsonExpect::Schemas(ref v)) if v.is_empty()));
-        let s = Spec::of(&prompt(
-            json!({"response_format": format, "tools": tools()}),
-        ))
-        .unwrap()
-        .unwrap();
         assert!(s.expect_json.is_none());
         let text = json!({"type": "text"});
-        let s = Spec::of(&prompt(json!({"response_format": text})))
-            .unwrap()
-            .unwrap();
+        let s = spec(json!({"response_format": text})).unwrap().unwrap();
         assert!(s.expect_json.is_none());
     }
 

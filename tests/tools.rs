@@ -284,3 +284,24 @@ fn llama_server_answers_json_formats_by_their_schema_and_smollm2_makes_no_tool_c
     }
     assert!(all.iter().all(|r| r["tool_calls"].is_null()), "{all:?}");
 }
+
+/// docs/tools-prompts.jsonl, the example docs/tools.md gives, passes against the stand-in.
+#[test]
+fn the_documented_example_prompts_pass_against_the_stand_in() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/tools-prompts.jsonl");
+    let (_d, out) = scratch();
+    let (code, stdout) = stand_in_run(
+        &out,
+        &[
+            "--prompts",
+            file.to_str().unwrap(),
+            "--replies",
+            "4",
+            "--max-drift",
+            "0.99",
+        ],
+        &[],
+    );
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(line(&stdout, "tools").contains(" ok "), "{stdout}");
+}

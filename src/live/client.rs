@@ -29,7 +29,6 @@ use crate::live::http_link::{error_chain, Link};
 use crate::live::stamped::{StampedStream, Stamps};
 use crate::live::stream_read::{read_stream, LogprobsSeen, ReplyBounds};
 use crate::prompts::Prompt;
-use crate::tool_spec;
 
 pub use crate::live::first_text::FirstText;
 pub use crate::live::stream_read::{ERROR_BODY_KEPT, MAX_REPLY_TEXT};
@@ -369,7 +368,7 @@ impl Client {
             fields.insert("logprobs".into(), true.into());
             fields.insert("top_logprobs".into(), ask.top.into());
         }
-        let tools_prompt = req.asks.filter(|(_, p)| tool_spec::asks(p));
+        let tools_prompt = req.asks.filter(|(_, p)| p.asks_tools());
         if let (Some((_, p)), Some(fields)) = (tools_prompt, body.as_object_mut()) {
             for (key, value) in [
                 ("tools", &p.tools),

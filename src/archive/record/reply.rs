@@ -163,7 +163,7 @@ pub struct ReplyRecord {
     /// The tool calls the reply streamed, gathered from their fragments (issue 36); absent
     /// when it made none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tool_calls: Vec<crate::archive::record::ToolCallRecord>,
+    pub tool_calls: Vec<crate::archive::record::tool_call::ToolCallRecord>,
     /// The place (from 0) in run.json's prompts of the prompt this reply answered, for a
     /// prompt with tools or a response format (issue 36): the tools line holds the reply to
     /// what that prompt asked. Absent for every other reply.

@@ -21,9 +21,9 @@ pub const MAX_TOOL_CALLS: usize = 128;
 /// The most bytes of a call's name or id kept (a real one is a few dozen).
 pub const TOOL_NAME_BYTES: usize = 256;
 /// The most bytes of arguments text a reply's calls may stream in all: what judging reads of
-/// a reply's text ([`crate::archive::record::JUDGED_TEXT`]), kept whole so that the arguments
+/// a reply's text (`JUDGED_TEXT`, held equal by a test), kept whole so that the arguments
 /// judged are the arguments sent.
-pub const TOOL_ARGUMENTS_BYTES: usize = crate::archive::record::JUDGED_TEXT;
+pub const TOOL_ARGUMENTS_BYTES: usize = 256 << 10;
 
 /// One tool call of a reply.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -201,6 +201,7 @@ mod tests {
 
     #[test]
     fn calls_names_and_arguments_are_bounded() {
+        assert_eq!(TOOL_ARGUMENTS_BYTES, crate::archive::record::JUDGED_TEXT);
         let mut calls = Vec::new();
         let long = "x".repeat(TOOL_NAME_BYTES * 2);
         gather_tool_call(

@@ -25,6 +25,7 @@ use serde_json::Value;
 use crate::archive::check::Check;
 use crate::archive::record::{Line, ReplyRecord, RunManifest, Status, ToolCallRecord};
 use crate::judging::verdict::content::quote;
+use crate::prompts::Prompt;
 use crate::tool_spec::{same_json, ArgsExpect, CallExpect, Expected, JsonExpect, Spec};
 
 /// The markers of tool calls in the chat templates llama.cpp parses, each with the model
@@ -78,7 +79,7 @@ struct Tally {
 /// marked as answering one).
 pub fn tools_line(replies: &[ReplyRecord], manifest: Option<&RunManifest>) -> Option<Line> {
     let prompts = manifest.map_or(&[][..], |m| &m.prompts[..]);
-    let asked = prompts.iter().any(crate::tool_spec::asks);
+    let asked = prompts.iter().any(Prompt::asks_tools);
     let marked: Vec<&ReplyRecord> = replies
         .iter()
         .filter(|r| r.tools_prompt.is_some())
@@ -86,8 +87,10 @@ pub fn tools_line(replies: &[ReplyRecord], manifest: Option<&RunManifest>) -> Op
     if !asked && marked.is_empty() {
         return None;
     }
-    let specs: Vec<Option<Result<Spec, String>>> =
-        prompts.iter().map(|p| Spec::of(p).transpose()).collect();
+    let specs: Vec<Option<Result<Spec, String>>> = prompts
+        .iter()
+        .map(|p| Spec::of(p.tool_fields()).transpose())
+        .collect();
     let mut faults = Vec::new();
     let mut tally = Tally::default();
     for r in marked {
@@ -708,12 +711,21 @@ mod tests {
     fn a_json_format_alone_asks_for_json_and_tools_without_an_expectation_ask_nothing_more() {
         let m = manifest(json!([{"prompt": "What is the weather in Paris?",
             "response_format": {"type": "json_object"}}]));
-        fails(&reply(vec![], "Sunny.", "stop"), &m, "json", "its content is not JSON");
+        fails(
+            &reply(vec![], "Sunny.", "stop"),
+            &m,
+            "json",
+            "its content is not JSON",
+        );
         let l = judged(&reply(vec![], "{}", "stop"), &m);
         assert!(l.text.ends_with(": 1 JSON answers valid"), "{}", l.text);
         let l = judged(&reply(vec![], "Sunny.", "stop"), &weather(json!({})));
         assert_eq!(l.status, Status::Ok, "{}", l.text);
-        assert!(l.text.ends_with(": no call made and none expected"), "{}", l.text);
+        assert!(
+            l.text.ends_with(": no call made and none expected"),
+            "{}",
+            l.text
+        );
     }
 
     #[test]
