@@ -23,6 +23,7 @@ mod parts;
 mod reference;
 mod route;
 mod serve;
+mod tools;
 
 pub use case::{Case, ReferenceCase};
 use parts::base;
@@ -62,6 +63,7 @@ pub fn all() -> Vec<Case> {
         context::fact(),
         context::limit(),
         context::rates(),
+        tools::cases(),
     ]
     .into_iter()
     .flatten()
