@@ -118,6 +118,9 @@ pub struct Spec {
     pub expect_tool: Option<CallExpect>,
     /// `expect_json`.
     pub expect_json: Option<JsonExpect>,
+    /// The function `tool_choice` names, when it names one: OpenAI's API ends such a forced
+    /// call with `finish_reason` `stop`, and vLLM does as it does (vllm-project/vllm#25054).
+    pub forced: Option<String>,
 }
 
 /// The keywords of JSON Schema (draft 2020-12 and the drafts before it), to tell an
@@ -207,9 +210,10 @@ impl Spec {
             Some(tools) => functions(tools)?,
             None => Vec::new(),
         };
-        if let Some(choice) = p.tool_choice {
-            tool_choice(choice, &functions)?;
-        }
+        let forced = match p.tool_choice {
+            Some(choice) => tool_choice(choice, &functions)?,
+            None => None,
+        };
         let (json_mode, format_schema) = match p.response_format {
             Some(f) => response_format(f)?,
             None => (false, None),
@@ -253,6 +257,7 @@ impl Spec {
             functions,
             expect_tool,
             expect_json,
+            forced,
         }))
     }
 
@@ -308,20 +313,20 @@ fn functions(tools: &Value) -> Result<Vec<Function>, String> {
 }
 
 /// `tool_choice`: "none", "auto", "required", or `{"type": "function", "function": {"name":
-/// N}}` naming an offered function; with tools.
-fn tool_choice(choice: &Value, functions: &[Function]) -> Result<(), String> {
+/// N}}` naming an offered function (returned); with tools.
+fn tool_choice(choice: &Value, functions: &[Function]) -> Result<Option<String>, String> {
     if functions.is_empty() {
         return Err("tool_choice without tools".into());
     }
     match choice {
-        Value::String(s) if ["none", "auto", "required"].contains(&s.as_str()) => Ok(()),
+        Value::String(s) if ["none", "auto", "required"].contains(&s.as_str()) => Ok(None),
         Value::Object(_) => {
             let name = choice
                 .get("function")
                 .and_then(|f| f.get("name"))
                 .and_then(Value::as_str);
             match name {
-                Some(n) if functions.iter().any(|f| f.name == n) => Ok(()),
+                Some(n) if functions.iter().any(|f| f.name == n) => Ok(Some(n.to_string())),
                 Some(n) => Err(format!(
                     "tool_choice names the function {n:?}, which tools do not offer"
                 )),

@@ -79,7 +79,7 @@ fn a_serve_whose_calls_and_json_are_right_passes_and_every_output_carries_the_li
     assert_eq!(code, Some(0), "{stdout}");
     let tools = line(&stdout, "tools");
     assert!(
-        tools.contains("ok    4 replies to prompts with tools or formats: 3 tool calls, each named and its arguments valid; 1 without a call as expected; 1 JSON answers valid"),
+        tools.contains("ok    4 replies to prompts with tools or formats: 3 tool calls, each named and its arguments valid; 1 without a call as expected; 1 JSON answer valid"),
         "{tools}"
     );
     // A reply that calls has its first token at its first call fragment, and content passes.

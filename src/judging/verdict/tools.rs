@@ -160,7 +160,10 @@ fn line_of(faults: &[String], t: &Tally) -> Line {
         said.push(format!("{} without a call as expected", t.no_call));
     }
     if t.json > 0 {
-        said.push(format!("{} JSON answers valid", t.json));
+        said.push(match t.json {
+            1 => "1 JSON answer valid".to_string(),
+            n => format!("{n} JSON answers valid"),
+        });
     }
     if said.is_empty() {
         said.push("no call made and none expected".to_string());
@@ -194,7 +197,7 @@ fn reply_faults(r: &ReplyRecord, spec: &Spec) -> Vec<String> {
     for call in &r.tool_calls {
         faults.extend(call_faults(&name, call, spec));
     }
-    faults.extend(stream_faults(r));
+    faults.extend(stream_faults(r, spec));
     if let Some(JsonExpect::Schemas(schemas)) = &spec.expect_json {
         faults.extend(json_fault(r, schemas));
     }
@@ -332,9 +335,10 @@ fn call_faults(name: &str, c: &ToolCallRecord, spec: &Spec) -> Option<String> {
     ))
 }
 
-/// How the calls were streamed: `finish_reason` `tool_calls`, an index and an id each, none
-/// shared.
-fn stream_faults(r: &ReplyRecord) -> Vec<String> {
+/// How the calls were streamed: `finish_reason` `tool_calls` (or `stop` for a call forced by a
+/// `tool_choice` that names its function, as OpenAI's API ends one), an index and an id each,
+/// none shared.
+fn stream_faults(r: &ReplyRecord, spec: &Spec) -> Vec<String> {
     let name = r.name();
     let calls = &r.tool_calls;
     let mut faults = Vec::new();
@@ -342,7 +346,8 @@ fn stream_faults(r: &ReplyRecord) -> Vec<String> {
         return faults;
     }
     let finish = r.finish_reason.as_deref();
-    if finish != Some("tool_calls") {
+    let forced_stop = spec.forced.is_some() && finish == Some("stop");
+    if finish != Some("tool_calls") && !forced_stop {
         let said = finish.map_or("no finish_reason".to_string(), |f| {
             format!("finish_reason {}", quote(f, 40))
         });
@@ -655,6 +660,19 @@ mod tests {
             "finish_reason",
             "ended with finish_reason \"stop\", not \"tool_calls\"",
         );
+        // A call forced by a tool_choice that names its function may end "stop", as OpenAI's
+        // API ends one; "length" may not.
+        let named =
+            json!({"tool_choice": {"type": "function", "function": {"name": "get_weather"}}});
+        assert_eq!(judged(&stop, &weather(named.clone())).status, Status::Ok);
+        let mut cut = stop.clone();
+        cut.finish_reason = Some("length".into());
+        fails(
+            &cut,
+            &weather(named),
+            "finish_reason",
+            "finish_reason \"length\"",
+        );
         let two = |i: u64, id: &str| {
             reply(
                 vec![
@@ -689,7 +707,7 @@ mod tests {
         let good = reply(vec![], " {\"capital\": \"Paris\"}\n", "stop");
         let l = judged(&good, &m);
         assert_eq!(l.status, Status::Ok, "{}", l.text);
-        assert!(l.text.ends_with("1 JSON answers valid"), "{}", l.text);
+        assert!(l.text.ends_with("1 JSON answer valid"), "{}", l.text);
         fails(
             &reply(vec![], "```json\n{}\n```", "stop"),
             &m,
@@ -718,7 +736,7 @@ mod tests {
             "its content is not JSON",
         );
         let l = judged(&reply(vec![], "{}", "stop"), &m);
-        assert!(l.text.ends_with(": 1 JSON answers valid"), "{}", l.text);
+        assert!(l.text.ends_with(": 1 JSON answer valid"), "{}", l.text);
         let l = judged(&reply(vec![], "Sunny.", "stop"), &weather(json!({})));
         assert_eq!(l.status, Status::Ok, "{}", l.text);
         assert!(

@@ -164,7 +164,7 @@ pub(crate) fn cases() -> Vec<Case> {
     c.expect.push((
         "tools",
         Status::Ok,
-        "4 replies to prompts with tools or formats: 2 tool calls, each named and its arguments valid; 1 without a call as expected; 1 JSON answers valid",
+        "4 replies to prompts with tools or formats: 2 tool calls, each named and its arguments valid; 1 without a call as expected; 1 JSON answer valid",
     ));
     let mut cases = vec![c];
     cases.extend(calls_made());
