@@ -278,7 +278,6 @@ fn functions(tools: &Value) -> Result<Vec<Function>, String> {
     };
     let mut out: Vec<Function> = Vec::new();
     for (i, t) in list.iter().enumerate() {
-        let n = i + 1;
         let not_one = || {
             format!(
                 "tools[{i}] is not a function definition ({{\"type\": \"function\", \"function\": {{\"name\": ...}}}}): {}",
@@ -293,7 +292,7 @@ fn functions(tools: &Value) -> Result<Vec<Function>, String> {
         }
         let name = match f.get("name").and_then(Value::as_str) {
             Some(name) if !name.trim().is_empty() => name.to_string(),
-            _ => return Err(format!("tools[{i}] (function {n}) has no name")),
+            _ => return Err(format!("tools[{i}] has no name")),
         };
         if out.iter().any(|o| o.name == name) {
             return Err(format!(
@@ -491,6 +490,27 @@ mod tests {
     }
 
     #[test]
+    fn every_allowed_choice_and_format_is_taken_and_a_schema_says_itself() {
+        for choice in [
+            json!("none"),
+            json!("auto"),
+            json!("required"),
+            json!({"type": "function", "function": {"name": "get_time"}}),
+        ] {
+            let s = spec(json!({"tools": tools(), "tool_choice": choice}))
+                .unwrap()
+                .unwrap();
+            assert_eq!(s.forced.is_some(), choice.is_object(), "{choice}");
+        }
+        for format in ["text", "json_object"] {
+            let f = json!({"response_format": {"type": format}});
+            assert!(spec(f).unwrap().is_some(), "{format}");
+        }
+        let s = Schema::new(&json!({"type": "object"}), "s").unwrap();
+        assert_eq!(format!("{s:?}"), r#"Schema({"type":"object"})"#);
+    }
+
+    #[test]
     fn arguments_of_schema_keywords_are_a_schema_and_others_are_values() {
         let s = spec(json!({"tools": tools(), "expect_tool": [
             {"name": "get_weather", "arguments": {"properties": {"city": {"const": "Paris"}}}},
@@ -522,6 +542,18 @@ mod tests {
             (
                 json!({"tools": [{"name": "f"}]}),
                 "tools[0] is not a function definition",
+            ),
+            (
+                json!({"tools": [{"type": "tool", "function": {"name": "f"}}]}),
+                "tools[0] is not a function definition",
+            ),
+            (
+                json!({"tools": [{"type": "function", "function": "f"}]}),
+                "tools[0] is not a function definition",
+            ),
+            (
+                json!({"tools": tools(), "expect_tool": []}),
+                "expect_tool is []",
             ),
             (
                 json!({"tools": [{"type": "function", "function": {"name": ""}}]}),
