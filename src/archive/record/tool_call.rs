@@ -210,6 +210,11 @@ mod tests {
         )
         .unwrap();
         assert_eq!(calls[0].name.len(), TOOL_NAME_BYTES);
+        // Cut at a character's boundary: "é" takes two bytes, from an odd place here.
+        let mut wide = Vec::new();
+        let name = format!("a{}", "é".repeat(TOOL_NAME_BYTES));
+        gather_tool_call(&mut wide, frag(Some(0), None, Some(&name), None)).unwrap();
+        assert_eq!(wide[0].name.len(), TOOL_NAME_BYTES - 1);
         assert_eq!(calls[0].id.as_ref().unwrap().len(), TOOL_NAME_BYTES);
         for i in 1..MAX_TOOL_CALLS as u64 {
             gather_tool_call(&mut calls, frag(Some(i), None, Some("f"), None)).unwrap();

@@ -770,6 +770,91 @@ mod tests {
     }
 
     #[test]
+    fn the_lines_edges_unmarked_replies_unreadable_or_other_prompts_counts_and_cuts() {
+        let m = weather(json!({"expect_tool": "get_weather"}));
+        // A run that asked, whose replies are none of them marked: said, not dropped.
+        let l = tools_line(&[ReplyRecord::new(1, "p", None)], Some(&m)).unwrap();
+        assert_eq!(l.status, Status::Info, "{}", l.text);
+        // A reply whose place holds another prompt's text.
+        let mut other = paris();
+        other.prompt = "What is the time in Tokyo?".into();
+        let l = judged(&other, &m);
+        assert!(
+            l.text.contains("holds no prompt with tools at its place 1"),
+            "{}",
+            l.text
+        );
+        // An archived prompt the prompts file would have refused.
+        let mut bad = weather(json!({}));
+        bad.prompts[0].expect_tool = Some(json!("get_news"));
+        let l = judged(&paris(), &bad);
+        assert!(
+            l.text
+                .contains("its prompt's tools cannot be read: expect_tool names"),
+            "{}",
+            l.text
+        );
+        // Counts: two JSON answers, one reply without a call as expected.
+        let json_prompt = json!({"prompt": "What is the weather in Paris?",
+            "response_format": {"type": "json_object"}});
+        let none = json!({"prompt": "Tell me about Paris.", "tools": weather(json!({})).prompts[0].tools, "expect_tool": "none"});
+        let m = manifest(json!([json_prompt, none]));
+        let mut replies = vec![reply(vec![], "{}", "stop"), reply(vec![], "[]", "stop")];
+        let mut words = reply(vec![], "Paris is lovely.", "stop");
+        (words.index, words.prompt, words.tools_prompt) =
+            (3, "Tell me about Paris.".into(), Some(1));
+        replies.push(words);
+        let l = tools_line(&replies, Some(&m)).unwrap();
+        assert!(
+            l.text
+                .ends_with(": 1 without a call as expected; 2 JSON answers valid"),
+            "{}",
+            l.text
+        );
+        // A JSON answer cut at max_tokens says so.
+        let cut = reply(vec![], "{\"a\": ", "length");
+        fails(
+            &cut,
+            &manifest(json!([json_prompt])),
+            "json",
+            "(it was cut at max_tokens",
+        );
+    }
+
+    #[test]
+    fn a_listed_call_of_the_name_with_other_arguments_says_why() {
+        let m = weather(
+            json!({"expect_tool": [{"name": "get_weather", "arguments": {"city": "Paris"}}]}),
+        );
+        let rome = reply(
+            vec![call(0, "c", "get_weather", r#"{"city": "Rome"}"#)],
+            "",
+            "tool_calls",
+        );
+        fails(
+            &rome,
+            &m,
+            "expected arguments",
+            "arguments \"{\\\"city\\\": \\\"Rome\\\"}\"",
+        );
+    }
+
+    #[test]
+    fn four_faults_are_all_named_with_none_more() {
+        let m = weather(json!({"expect_tool": "get_weather"}));
+        let replies: Vec<ReplyRecord> = (1..=4)
+            .map(|i| {
+                let mut r = reply(vec![], "Sunny.", "stop");
+                r.index = i;
+                r
+            })
+            .collect();
+        let l = tools_line(&replies, Some(&m)).unwrap();
+        assert_eq!(l.text.matches("[no call]").count(), 4, "{}", l.text);
+        assert!(!l.text.contains("more"), "{}", l.text);
+    }
+
+    #[test]
     fn many_faults_name_four_and_count_the_rest() {
         let m = weather(json!({"expect_tool": "get_weather"}));
         let replies: Vec<ReplyRecord> = (1..=6)
