@@ -604,15 +604,20 @@ mod tests {
         );
     }
 
-    #[test]
-    fn tool_call_fragments_are_gathered_and_timed_as_tokens() {
-        let bounds = ReplyBounds {
+    /// A reply of at most 16 tokens and 100 events, a second to stall and a second in all.
+    fn test_bounds() -> ReplyBounds {
+        ReplyBounds {
             stall: Duration::from_secs(1),
             whole: Duration::from_secs(1),
             max_events: 100,
             max_tokens: 16,
             top_logprobs: None,
-        };
+        }
+    }
+
+    #[test]
+    fn tool_call_fragments_are_gathered_and_timed_as_tokens() {
+        let bounds = test_bounds();
         let mut rec = ReplyRecord::new(1, "p", None);
         for (at, data) in [
             &br#"{"choices":[{"index":0,"delta":{"role":"assistant","content":null}}]}"#[..],
@@ -645,13 +650,7 @@ mod tests {
 
     #[test]
     fn only_choice_0_makes_the_reply_and_the_first_other_index_is_kept() {
-        let bounds = ReplyBounds {
-            stall: Duration::from_secs(1),
-            whole: Duration::from_secs(1),
-            max_events: 100,
-            max_tokens: 16,
-            top_logprobs: None,
-        };
+        let bounds = test_bounds();
         let mut rec = ReplyRecord::new(1, "p", Some("(?i)paris"));
         for (at, data) in [
             &br#"{"choices":[{"index":0,"delta":{"content":"London"}}]}"#[..],

@@ -839,32 +839,29 @@ mod tests {
         );
     }
 
-    #[test]
-    fn four_faults_are_all_named_with_none_more() {
+    /// The tools line of `n` replies in words where a call is expected.
+    fn words_for_a_call(n: usize) -> Line {
         let m = weather(json!({"expect_tool": "get_weather"}));
-        let replies: Vec<ReplyRecord> = (1..=4)
+        let replies: Vec<ReplyRecord> = (1..=n)
             .map(|i| {
                 let mut r = reply(vec![], "Sunny.", "stop");
                 r.index = i;
                 r
             })
             .collect();
-        let l = tools_line(&replies, Some(&m)).unwrap();
+        tools_line(&replies, Some(&m)).unwrap()
+    }
+
+    #[test]
+    fn four_faults_are_all_named_with_none_more() {
+        let l = words_for_a_call(4);
         assert_eq!(l.text.matches("[no call]").count(), 4, "{}", l.text);
         assert!(!l.text.contains("more"), "{}", l.text);
     }
 
     #[test]
     fn many_faults_name_four_and_count_the_rest() {
-        let m = weather(json!({"expect_tool": "get_weather"}));
-        let replies: Vec<ReplyRecord> = (1..=6)
-            .map(|i| {
-                let mut r = reply(vec![], "Sunny.", "stop");
-                r.index = i;
-                r
-            })
-            .collect();
-        let l = tools_line(&replies, Some(&m)).unwrap();
+        let l = words_for_a_call(6);
         assert_eq!(l.text.matches("[no call]").count(), 4, "{}", l.text);
         assert!(l.text.ends_with("; and 2 more"), "{}", l.text);
     }
