@@ -324,3 +324,130 @@ fn a_baseline_from_before_provenance_is_inconclusive_saying_so() {
         "{stdout}"
     );
 }
+
+/// Rewrite `dir`'s replies: reply i (0-based, in order) is marked cached, its prompt served
+/// whole from the cache (40 of 41 prompt tokens), when `cached(i)`, else cold (24 of 41: the
+/// template's prefix alone), and its first token moved to `first(i, cached)` of what it was,
+/// every later event moved by the same time (the decode after it unchanged).
+fn mark_cache(dir: &Path, cached: impl Fn(usize) -> bool, first: impl Fn(usize, bool) -> f64) {
+    let mut lines = String::new();
+    for (i, mut r) in replies(dir).into_iter().enumerate() {
+        let hit = cached(i);
+        r["usage_prompt_tokens"] = 41.into();
+        r["cached_prompt_tokens"] = (if hit { 40 } else { 24 }).into();
+        let sent = r["sent_ns"].as_u64().unwrap();
+        let at = r["chunks"][0]["at_ns"].as_u64().unwrap();
+        let wait = (at - sent) as f64;
+        let moved = (wait * first(i, hit)).round() as i64 - wait as i64;
+        let shift = |t: u64| (t as i64 + moved) as u64;
+        for c in r["chunks"].as_array_mut().unwrap() {
+            c["at_ns"] = shift(c["at_ns"].as_u64().unwrap()).into();
+        }
+        r["end_ns"] = shift(r["end_ns"].as_u64().unwrap()).into();
+        lines.push_str(&r.to_string());
+        lines.push('\n');
+    }
+    std::fs::write(dir.join("replies.jsonl"), lines).unwrap();
+}
+
+/// A baseline of 30 replies, every third served from the cache with a first token a fifth of
+/// a cold one's; made once.
+fn cached_baseline() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let (d, out) = derived(recorded_baseline(), 1.0, |_, _| {});
+        mark_cache(&out, |i| i % 3 == 0, |_, hit| if hit { 0.2 } else { 1.0 });
+        std::mem::forget(d);
+        out
+    })
+}
+
+fn against_cached_baseline(dir: &Path) -> (Option<i32>, String) {
+    judge(dir, &["--baseline", cached_baseline().to_str().unwrap()])
+}
+
+#[test]
+fn cached_prompts_are_compared_with_cached_and_cold_with_cold() {
+    // The same serve, but half its prompts served from the cache against a third at the
+    // baseline: the pooled medians differ because the mixtures do, and like with like each
+    // kind is unchanged.
+    let (_d, cand) = derived(recorded_baseline(), 1.0, |_, _| {});
+    mark_cache(&cand, |i| i % 2 == 0, |_, hit| if hit { 0.2 } else { 1.0 });
+    let (code, stdout) = against_cached_baseline(&cand);
+    assert_eq!(code, Some(0), "{stdout}");
+    let first = line(&stdout, "baseline-first-token");
+    assert!(first.contains(" ok "), "{stdout}");
+    assert!(
+        first.contains("first token of cold prompts ")
+            && first.contains("15 and 20 replies")
+            && first.contains("first token of cached prompts ")
+            && first.contains("15 and 10 replies"),
+        "{stdout}"
+    );
+    // The rate pools them: the cache spares prefill, not decoding.
+    assert!(
+        line(&stdout, "baseline-rate").contains("30 and 30 replies"),
+        "{stdout}"
+    );
+    // And the first-token line says its median is of a mixture.
+    let own = line(&stdout, "first-token");
+    assert!(
+        own.contains("whole from the cache: 15 replies")
+            && own.contains("cold: 15 replies")
+            && own.contains("x apart: the median of the mixture describes neither"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn cached_prompts_that_got_slower_fail_though_cold_ones_did_not() {
+    // Cached first tokens 30% later (a cache lookup that regressed), cold ones unchanged.
+    let (_d, cand) = derived(recorded_baseline(), 1.0, |_, _| {});
+    mark_cache(&cand, |i| i % 3 == 0, |_, hit| if hit { 0.26 } else { 1.0 });
+    let (code, stdout) = against_cached_baseline(&cand);
+    assert_eq!(code, Some(1), "{stdout}");
+    let first = line(&stdout, "baseline-first-token");
+    assert!(first.contains("FAIL"), "{stdout}");
+    assert!(
+        first.contains("first token of cached prompts 1.3")
+            && first.contains("beyond the 3.0% noise: a regression"),
+        "{stdout}"
+    );
+    assert!(
+        first.contains("first token of cold prompts 1.0"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_kind_with_too_few_replies_is_left_out_and_none_leaves_it_inconclusive() {
+    // Three cached replies here: only cold is compared, and decides.
+    let (_d, cand) = derived(recorded_baseline(), 1.0, |_, _| {});
+    mark_cache(&cand, |i| i % 10 == 0, |_, hit| if hit { 0.2 } else { 1.0 });
+    let (code, stdout) = against_cached_baseline(&cand);
+    assert_eq!(code, Some(0), "{stdout}");
+    let first = line(&stdout, "baseline-first-token");
+    assert!(
+        first.contains(" ok ")
+            && first.contains("cached prompts: 3 and 10 replies, under 6 a side: not compared"),
+        "{stdout}"
+    );
+    // Ten replies, five of each kind: neither kind can be compared, and the pooled medians
+    // are not compared in their place.
+    let (_d, few) = derived(recorded_baseline(), 1.0, |m, _| {
+        m["replies_planned"] = 10.into();
+    });
+    let replies = std::fs::read_to_string(few.join("replies.jsonl")).unwrap();
+    let ten: String = replies.lines().take(10).map(|l| format!("{l}\n")).collect();
+    std::fs::write(few.join("replies.jsonl"), ten).unwrap();
+    mark_cache(&few, |i| i % 2 == 0, |_, hit| if hit { 0.2 } else { 1.0 });
+    let (code, stdout) = against_cached_baseline(&few);
+    assert_eq!(code, Some(4), "{stdout}");
+    let first = line(&stdout, "baseline-first-token");
+    assert!(
+        first.contains("inconclusive")
+            && first.contains("cold prompts: 5 and 20 replies")
+            && first.contains("too few of either kind to compare like with like"),
+        "{stdout}"
+    );
+}

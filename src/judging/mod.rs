@@ -20,6 +20,7 @@ pub mod drift;
 pub mod growth;
 pub mod latency;
 pub mod measure;
+pub mod prompt_cache;
 pub mod proportion;
 pub mod provenance;
 pub mod serve_log;

@@ -16,9 +16,11 @@ use crate::archive::check::Check;
 use crate::archive::record::{Figures, Line, Status};
 use crate::archive::record::{ReplyRecord, RunManifest};
 use crate::judging::baseline::{
-    judge_shift, Decision, Judged, RepliesNeeded, Worse, DEFAULT_MAX_REGRESSION, DEFAULT_NOISE,
+    judge_shift, Decision, Judged, RepliesNeeded, ShiftError, Worse, DEFAULT_MAX_REGRESSION,
+    DEFAULT_NOISE, FEWEST_REPLIES_A_SIDE,
 };
 use crate::judging::measure::measure;
+use crate::judging::prompt_cache::served_from_cache;
 use crate::judging::provenance::{differences, same_binary, without_port};
 
 /// The two baseline lines, or none when no baseline was asked for.
@@ -71,9 +73,9 @@ pub(crate) fn baseline_lines(e: &Evidence<'_>, c: &Criteria) -> Vec<Line> {
     checks
         .iter()
         .map(|&(check, worse)| {
-            let (cand, base) = (figures(e.replies, worse), figures(baseline.replies, worse));
-            let judged = match judge_shift(&cand, &base, worse, noise, max) {
-                Ok(j) => j,
+            let compared = compare(e.replies, baseline.replies, worse, noise, max, baseline.name);
+            let (judged, mut status, mut text) = match compared {
+                Ok(c) => c,
                 Err(why) => {
                     return Line::new(
                         check,
@@ -81,12 +83,6 @@ pub(crate) fn baseline_lines(e: &Evidence<'_>, c: &Criteria) -> Vec<Line> {
                         format!("cannot compare with the baseline {}: {why}", baseline.name),
                     )
                 }
-            };
-            let mut text = describe(&judged, worse, noise, max, baseline.name);
-            let mut status = match judged.decision {
-                Decision::Fail => Status::Fail,
-                Decision::Ok => Status::Ok,
-                Decision::Inconclusive => Status::Inconclusive,
             };
             if !other_box.is_empty() {
                 if status != Status::Inconclusive {
@@ -120,14 +116,14 @@ pub(crate) fn baseline_lines(e: &Evidence<'_>, c: &Criteria) -> Vec<Line> {
             for n in &notes {
                 text.push_str(&format!("; {n}"));
             }
-            let s = &judged.shift;
-            Line::new(check, status, text).with(Figures {
-                ratio: Some(s.ratio),
-                interval_90: s.interval.map(|i| [i.low, i.high]),
-                values: Some(s.candidate),
-                baseline_values: Some(s.baseline),
+            let figures = judged.map_or_else(Figures::default, |j| Figures {
+                ratio: Some(j.shift.ratio),
+                interval_90: j.shift.interval.map(|i| [i.low, i.high]),
+                values: Some(j.shift.candidate),
+                baseline_values: Some(j.shift.baseline),
                 ..Figures::default()
-            })
+            });
+            Line::new(check, status, text).with(figures)
         })
         .collect()
 }
@@ -140,14 +136,19 @@ fn short(c: &Contention) -> String {
     }
 }
 
-/// Each single-stream reply's figure: the decode rate or the first-token time, where it has
-/// one. A burst's streams share the serve with each other, and their figures are not a single
-/// reply's: the comparison is of the single-stream replies alone, on both sides. The
-/// baseline's warm-ups are left out here (the candidate's already are, by `judge`).
-fn figures(replies: &[ReplyRecord], worse: Worse) -> Vec<f64> {
+/// The single-stream replies a comparison reads: a burst's streams share the serve with each
+/// other, and their figures are not a single reply's, so the comparison is of the
+/// single-stream replies alone, on both sides. The baseline's warm-ups are left out here (the
+/// candidate's already are, by `judge`).
+fn single(replies: &[ReplyRecord]) -> impl Iterator<Item = &ReplyRecord> + Clone {
     replies
         .iter()
         .filter(|r| r.error.is_none() && r.burst.is_none() && !r.set_apart())
+}
+
+/// Each reply's figure: the decode rate or the first-token time, where it has one.
+fn figures<'a>(replies: impl Iterator<Item = &'a ReplyRecord>, worse: Worse) -> Vec<f64> {
+    replies
         .map(measure)
         .filter_map(|m| match worse {
             Worse::Lower => m.rate_tok_s,
@@ -155,6 +156,92 @@ fn figures(replies: &[ReplyRecord], worse: Worse) -> Vec<f64> {
         })
         .filter(|v| v.is_finite() && *v > 0.0)
         .collect()
+}
+
+/// A comparison's result: the judgement the line's figures come from (none when no kind of
+/// prompt had enough replies to compare), the status and the text.
+type Compared = (Option<Judged>, Status, String);
+
+/// Compare the candidate's replies with the baseline's for the figure that gets worse the
+/// `worse` way.
+///
+/// The first token is compared like with like (issue 37, item 3): where either side has a
+/// reply whose prompt the cache served ([`served_from_cache`]), cold prompts are compared with
+/// cold and cached with cached, each kind where both sides have [`FEWEST_REPLIES_A_SIDE`]; a
+/// cached prompt skips prefill, and the shift between two mixtures would measure how the
+/// mixtures differ, not the serve. Any kind that FAILs fails the line; it is ok when every
+/// kind compared is; else inconclusive, and inconclusive when no kind has enough. The decode
+/// rate pools them: the cache spares the prompt's processing, not the decoding after it.
+fn compare(
+    candidate: &[ReplyRecord],
+    baseline: &[ReplyRecord],
+    worse: Worse,
+    noise: f64,
+    max: f64,
+    name: &str,
+) -> Result<Compared, ShiftError> {
+    let cached = |r: &&ReplyRecord| served_from_cache(r) == Some(true);
+    let apart = worse == Worse::Higher
+        && (single(candidate).any(|r| cached(&r)) || single(baseline).any(|r| cached(&r)));
+    if !apart {
+        let j = judge_shift(
+            &figures(single(candidate), worse),
+            &figures(single(baseline), worse),
+            worse,
+            noise,
+            max,
+        )?;
+        let text = describe(&j, worse, noise, max, name);
+        return Ok((Some(j), status_of(j.decision), text));
+    }
+    let mut parts = Vec::new();
+    let mut judged: Vec<Judged> = Vec::new();
+    for (kind, is_cached) in [("cold prompts", false), ("cached prompts", true)] {
+        let pick = |r: &&ReplyRecord| cached(r) == is_cached;
+        let c = figures(single(candidate).filter(pick), worse);
+        let b = figures(single(baseline).filter(pick), worse);
+        if c.len() < FEWEST_REPLIES_A_SIDE || b.len() < FEWEST_REPLIES_A_SIDE {
+            parts.push(format!(
+                "{kind}: {} and {} replies, under {FEWEST_REPLIES_A_SIDE} a side: not compared",
+                c.len(),
+                b.len()
+            ));
+            continue;
+        }
+        let j = judge_shift(&c, &b, worse, noise, max)?;
+        let said = describe(&j, worse, noise, max, name);
+        parts.push(said.replacen("first token", &format!("first token of {kind}"), 1));
+        judged.push(j);
+    }
+    let decisions = || judged.iter().map(|j| j.decision);
+    let decision = if decisions().any(|d| d == Decision::Fail) {
+        Decision::Fail
+    } else if !judged.is_empty() && decisions().all(|d| d == Decision::Ok) {
+        Decision::Ok
+    } else {
+        Decision::Inconclusive
+    };
+    // The figures of the kind that decided: the failing one, else the one with most replies.
+    let shown = judged
+        .iter()
+        .find(|j| j.decision == Decision::Fail)
+        .or_else(|| judged.iter().max_by_key(|j| j.shift.candidate))
+        .copied();
+    let mut text = parts.join("; ");
+    if judged.is_empty() {
+        text.push_str(
+            ": too few of either kind to compare like with like (a cached prompt skips prefill)",
+        );
+    }
+    Ok((shown, status_of(decision), text))
+}
+
+fn status_of(d: Decision) -> Status {
+    match d {
+        Decision::Fail => Status::Fail,
+        Decision::Ok => Status::Ok,
+        Decision::Inconclusive => Status::Inconclusive,
+    }
 }
 
 fn pct(x: f64) -> String {

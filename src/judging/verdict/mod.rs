@@ -938,6 +938,43 @@ RESULT: PASS
     }
 
     #[test]
+    fn first_token_says_when_its_median_is_of_cold_and_cached_prompts_far_apart() {
+        // A reply whose first token came at `ms`, its prompt served whole from the cache
+        // (40 of 41 tokens) or cold (the template's 24 alone).
+        let at = |ms: u64, hit: bool| {
+            let times: Vec<u64> = (0..11).map(|i| ms + 10 * i).collect();
+            let mut r = reply_at(&times, None);
+            r.usage_prompt_tokens = Some(41);
+            r.cached_prompt_tokens = Some(if hit { 40 } else { 24 });
+            r
+        };
+        let text = |replies: &[ReplyRecord]| {
+            line(&judge_with(replies, Some(LOG), floors()), "first-token")
+                .text
+                .clone()
+        };
+        let t = text(&[at(200, false), at(40, true), at(210, false), at(50, true)]);
+        assert!(
+            t.ends_with("; 4 of 4 replies reused a cached prompt; whole from the cache: 2 replies (median 45 ms), cold: 2 replies (median 205 ms), 4.6x apart: the median of the mixture describes neither"),
+            "{t}"
+        );
+        // Twice apart is far enough; just under it is not said.
+        let t = text(&[at(200, false), at(100, true)]);
+        assert!(t.contains("2.0x apart"), "{t}");
+        let t = text(&[at(200, false), at(101, true)]);
+        assert!(
+            t.ends_with("; 2 of 2 replies reused a cached prompt"),
+            "{t}"
+        );
+        // One kind alone is no mixture.
+        let t = text(&[at(200, false), at(40, false)]);
+        assert!(
+            t.ends_with("; 2 of 2 replies reused a cached prompt"),
+            "{t}"
+        );
+    }
+
+    #[test]
     fn a_reasoning_first_reply_times_its_first_reasoning_token() {
         let mut r = good();
         r.chunks[0].content_chars = 0;

@@ -1,10 +1,12 @@
 //! The rate and first-token lines: the medians against their floor and limit, with what each
 //! figure rests on (how many replies, whether its interval is clear of the bound).
 
+use super::words::plural;
 use crate::archive::check::Check;
 use crate::archive::record::Unit;
 use crate::archive::record::{Figures, Line, ReplyRecord, Status};
 use crate::judging::measure::{median, median_ci95, ReplyMetrics, CI_MIN_VALUES};
+use crate::judging::prompt_cache::served_from_cache;
 
 impl Figures {
     /// A median's figures: over `values` of `replies`, held to `floor` or `limit`.
@@ -208,7 +210,10 @@ pub(crate) fn first_token_line(
             "median {shown} ms{over}{} (limit {limit_shown}){}{}",
             trust.interval,
             trust.notes,
-            prompt_cache_note(replies)
+            prompt_cache_note(
+                replies,
+                &metrics.iter().map(|m| m.first_token_ms).collect::<Vec<_>>()
+            )
         ),
     )
     .with(Figures {
@@ -218,8 +223,11 @@ pub(crate) fn first_token_line(
 }
 
 /// Which first token was measured: a cached prompt's skips prompt processing (llama-server:
-/// about 145 ms down to 10 ms). Said only where the serve reports it.
-pub(crate) fn prompt_cache_note(replies: &[ReplyRecord]) -> String {
+/// about 145 ms down to 10 ms). Said only where the serve reports it. When the replies mix
+/// prompts served from the cache with cold ones ([`served_from_cache`]) and the two kinds'
+/// medians of `first_token_ms` (aligned with `replies`) lie [`MIXTURE_FACTOR`] or more apart,
+/// it says so: the median of such a mixture describes neither kind.
+pub(crate) fn prompt_cache_note(replies: &[ReplyRecord], first_token_ms: &[Option<f64>]) -> String {
     let reported: Vec<u64> = replies
         .iter()
         .filter_map(|r| r.cached_prompt_tokens)
@@ -227,11 +235,39 @@ pub(crate) fn prompt_cache_note(replies: &[ReplyRecord]) -> String {
     if reported.is_empty() {
         return String::new();
     }
-    match reported.iter().filter(|&&n| n > 0).count() {
-        0 => "; no reply reused a cached prompt".to_string(),
+    let reused = match reported.iter().filter(|&&n| n > 0).count() {
+        0 => return "; no reply reused a cached prompt".to_string(),
         n => format!("; {n} of {} replies reused a cached prompt", replies.len()),
+    };
+    let kind = |cached: bool| -> Vec<f64> {
+        replies
+            .iter()
+            .zip(first_token_ms)
+            .filter(|(r, _)| served_from_cache(r) == Some(cached))
+            .filter_map(|(_, ms)| *ms)
+            .collect()
+    };
+    let (cached, cold) = (kind(true), kind(false));
+    match (median(&cached), median(&cold)) {
+        (Some(hit), Some(miss)) if hit > 0.0 && miss > 0.0 => {
+            let apart = (miss / hit).max(hit / miss);
+            if apart < MIXTURE_FACTOR {
+                return reused;
+            }
+            format!(
+                "{reused}; whole from the cache: {} (median {hit:.0} ms), cold: {} (median {miss:.0} ms), {apart:.1}x apart: the median of the mixture describes neither",
+                plural(cached.len(), "reply", "replies"),
+                plural(cold.len(), "reply", "replies"),
+            )
+        }
+        _ => reused,
     }
 }
+
+/// How far apart (as a ratio) the medians of cold and cached first tokens must be for the
+/// first-token line to say its median is of a mixture: twice. llama-server's cached first
+/// tokens were a fifth of its cold ones; timing noise between replies is a few percent.
+pub(crate) const MIXTURE_FACTOR: f64 = 2.0;
 
 /// " over N replies", or " over N of M replies" when some replies have no figure.
 pub(crate) fn over_replies(have: usize, of: usize) -> String {
