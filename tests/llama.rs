@@ -683,3 +683,65 @@ fn llama_server_finds_the_fact_at_depth_and_refuses_past_its_context() {
     );
     assert_eq!(f["depths"][1]["prompt_tokens_by"], "serve", "{f}");
 }
+
+#[test]
+fn llama_server_over_repeating_prompts_is_compared_cold_with_cold_and_cached_with_cached() {
+    // Six prompts four times over, twice: llama-server serves a repeated prompt from its
+    // cache (first token about a fifth of a cold one's), and which repeats it serves whole is
+    // its own business. Like with like, the unchanged build is no regression; the two-humped
+    // pooled medians made this comparison inconclusive (issue 37).
+    let _alone = exclusive();
+    let (d, baseline) = scratch();
+    let (_d2, candidate) = scratch();
+    let prompts = d.path().join("six.jsonl");
+    let six = [
+        "What is the capital of France?",
+        "What is 2 plus 2?",
+        "Name the largest planet in the solar system.",
+        "What color is the sky on a clear day?",
+        "How many legs does a spider have?",
+        "What is the opposite of hot?",
+    ];
+    let lines: String = six
+        .iter()
+        .map(|p| format!("{}\n", serde_json::json!({ "prompt": p })))
+        .collect();
+    std::fs::write(&prompts, lines).unwrap();
+    let gate = [
+        &UNFLIPPABLE[..],
+        &["--prompts", prompts.to_str().unwrap(), "--replies", "24"],
+        &["--warmup", "1", "--max-tokens", "16"],
+    ]
+    .concat();
+    let Some((code, stdout)) = llama_run(&baseline, &gate, &[]) else {
+        return;
+    };
+    assert_eq!(code, Some(0), "{stdout}");
+    let with_baseline = [
+        &gate[..],
+        &["--baseline", baseline.to_str().unwrap()],
+        &WIDE_BASELINE_MARGINS,
+    ]
+    .concat();
+    let (code, stdout) = llama_run(&candidate, &with_baseline, &[]).unwrap();
+    let first = line(&stdout, "baseline-first-token");
+    assert!(
+        first.contains("first token of cold prompts") || first.contains("cached prompts"),
+        "compared like with like: {stdout}"
+    );
+    assert!(!first.contains("FAIL"), "{stdout}");
+    // Each kind compared rules the regression out; only a box that changed under the run
+    // (busier or quieter than at the baseline) may still leave the line inconclusive.
+    assert!(
+        first.contains("a regression of 40.0% is ruled out"),
+        "{stdout}"
+    );
+    assert!(
+        !first.contains("inconclusive between") && !first.contains("too few of either kind"),
+        "{stdout}"
+    );
+    assert!(matches!(code, Some(0) | Some(4)), "{stdout}");
+    if code == Some(4) {
+        assert!(stdout.contains("inconclusive: the box was"), "{stdout}");
+    }
+}
