@@ -6,6 +6,11 @@ use regex::Regex;
 
 use crate::archive::record::{Line, ReplyRecord, Status};
 
+/// The most failing replies the content line names, the rest counted: a soak of 20,000 replies
+/// that all fail would otherwise make one line of megabytes, on the terminal and in
+/// result.json and JUnit alike.
+const NAMED: usize = 10;
+
 pub(crate) fn content_line(
     replies: &[ReplyRecord],
     planned: usize,
@@ -21,6 +26,18 @@ pub(crate) fn content_line(
             ReplyCheck::Good { expected: e } => expected += usize::from(e),
             ReplyCheck::Bad { text, .. } => problems.push(text),
         }
+    }
+    if problems.len() > NAMED {
+        let more = problems.len() - NAMED;
+        problems.truncate(NAMED);
+        problems.push(format!(
+            "{more} more {} (each in replies.jsonl)",
+            if more == 1 {
+                "reply like these"
+            } else {
+                "replies like these"
+            }
+        ));
     }
     if let Some(died) = serve_died {
         problems.push(died.to_string());

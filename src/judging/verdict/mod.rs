@@ -907,6 +907,39 @@ RESULT: PASS
     }
 
     #[test]
+    fn content_names_ten_failing_replies_and_counts_the_rest() {
+        let wrong = |i: usize| {
+            let mut r = good();
+            r.index = i;
+            r.content = "Lyon.".into();
+            r.expect = Some("(?i)paris".into());
+            r
+        };
+        let eleven: Vec<ReplyRecord> = (1..=11).map(wrong).collect();
+        let content = |replies: &[ReplyRecord]| {
+            line(&judge_with(replies, Some(LOG), floors()), "content").clone()
+        };
+        let t = content(&eleven).text;
+        assert!(
+            t.contains("reply 10 said") && !t.contains("reply 11 said"),
+            "{t}"
+        );
+        assert!(
+            t.ends_with("; 1 more reply like these (each in replies.jsonl)"),
+            "{t}"
+        );
+        let t = content(&eleven[..10]).text;
+        assert!(t.contains("reply 10 said") && !t.contains("more"), "{t}");
+        let many: Vec<ReplyRecord> = (1..=2000).map(wrong).collect();
+        let l = content(&many);
+        assert_eq!(l.status, Status::Fail);
+        assert!(l.text.len() < 2000, "{}", l.text.len());
+        assert!(l
+            .text
+            .ends_with("; 1990 more replies like these (each in replies.jsonl)"));
+    }
+
+    #[test]
     fn content_says_how_many_replies_had_an_expected_answer() {
         let mut checked = good();
         checked.content = "Paris.".into();
