@@ -34,6 +34,10 @@ pub struct JudgeArgs {
     /// Override the recorded first-token limit (600ms, 0.6s; a bare number is milliseconds).
     #[arg(long, value_name = "DURATION", value_parser = crate::live::run_args::parse_millis, help_heading = "Floors and limits")]
     pub first_token_ms: Option<f64>,
+    /// Override which first token the limit holds: any (of any channel) or content (the first
+    /// content token).
+    #[arg(long, value_name = "CHANNEL", value_parser = crate::live::run_args::parse_first_token_of, help_heading = "Floors and limits")]
+    pub first_token_of: Option<crate::archive::record::FirstTokenOf>,
     /// Override the recorded fast-route pattern.
     #[arg(long, value_name = "REGEX", help_heading = "Route evidence")]
     pub fast_route: Option<String>,
@@ -208,6 +212,9 @@ fn override_limits(floors: &mut Floors, args: &JudgeArgs) {
     }
     if let Some(f) = args.first_token_ms {
         floors.first_token_ms = f;
+    }
+    if let Some(of) = args.first_token_of {
+        floors.first_token_of = of;
     }
     if let Some(p) = &args.fast_route {
         floors.fast_route = Some(p.clone());

@@ -25,6 +25,8 @@ pub struct Profile {
     out: Option<PathBuf>,
     floor: Option<f64>,
     first_token_ms: Option<f64>,
+    // "any" or "content", read as the command line reads it.
+    first_token_of: Option<String>,
     fast_route: Option<String>,
     slow_route: Option<String>,
     busy_skip: Option<f64>,
@@ -244,6 +246,12 @@ macro_rules! take {
 fn take_floors_and_counts(a: &mut Applying<'_>) -> Result<()> {
     take!(a, floor);
     take!(a, first_token_ms);
+    if !(a.given)("first_token_of") {
+        if let Some(of) = a.profile.first_token_of.take() {
+            a.args.first_token_of = run_args::parse_first_token_of(&of)
+                .map_err(|e| anyhow!("first_token_of in the profile: {e}"))?;
+        }
+    }
     take!(a, stand_in);
     take!(a, replies, count);
     take!(a, warmup, count);
@@ -709,6 +717,36 @@ mod tests {
                 .contains("reference_reanchor in the profile: --reference-reanchor is a count"),
             "{e:#}"
         );
+    }
+
+    #[test]
+    fn the_first_token_of_key_is_read_refused_in_one_line_and_the_command_line_wins() {
+        use crate::archive::record::FirstTokenOf;
+        let content = || toml::from_str::<Profile>("first_token_of = \"content\"\n").unwrap();
+        let merged = apply(run_args(&["x", "run"]), content(), Path::new("/p"), |_| {
+            false
+        })
+        .unwrap();
+        assert_eq!(merged.first_token_of, FirstTokenOf::Content);
+        assert_eq!(run_args(&["x", "run"]).first_token_of, FirstTokenOf::Any);
+        let args = run_args(&["x", "run", "--first-token-of", "any"]);
+        let merged = apply(args, content(), Path::new("/p"), |id| {
+            id == "first_token_of"
+        })
+        .unwrap();
+        assert_eq!(
+            merged.first_token_of,
+            FirstTokenOf::Any,
+            "the command line wins"
+        );
+        let bad: Profile = toml::from_str("first_token_of = \"other\"\n").unwrap();
+        let e = apply(run_args(&["x", "run"]), bad, Path::new("/p"), |_| false).unwrap_err();
+        let e = format!("{e:#}");
+        assert!(
+            e.starts_with("first_token_of in the profile: \"other\" is not a first token"),
+            "{e}"
+        );
+        assert_eq!(e.lines().count(), 1, "{e}");
     }
 
     fn run_args(argv: &[&str]) -> RunSettings {

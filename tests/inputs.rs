@@ -557,3 +557,23 @@ fn a_serve_command_without_the_port_is_refused_unless_url_names_it() {
     assert_eq!(o.status.code(), Some(1), "{stdout}");
     assert!(line(&stdout, "serve").contains("not ready"), "{stdout}");
 }
+
+/// `--first-token-of` names one of two first tokens (issue 37, item 5); anything else is exit
+/// 2 with one line saying both, from `run` (before anything is created) and `judge` alike.
+#[test]
+fn a_first_token_of_neither_any_nor_content_is_refused_in_one_line() {
+    let (_d, out) = scratch();
+    let says = "invalid value 'other' for '--first-token-of <CHANNEL>': \"other\" is not a first token: give any (the first token of any channel, reasoning included) or content (the first content token)";
+    refused_before_the_run(&out, &["--stand-in", "--first-token-of", "other"], says);
+    for args in [
+        vec!["run", "--stand-in", "--first-token-of", "other"],
+        vec!["judge", "no-such-dir", "--first-token-of", "other"],
+    ] {
+        let o = gate().args(&args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {stderr}");
+        let errors: Vec<&str> = stderr.lines().filter(|l| l.contains("error")).collect();
+        assert_eq!(errors.len(), 1, "{args:?}: one line: {stderr}");
+        assert!(errors[0].contains(says), "{args:?}: {stderr}");
+    }
+}

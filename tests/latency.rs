@@ -101,3 +101,159 @@ fn a_failed_warm_up_fails_content_saying_so() {
         "{content}"
     );
 }
+
+/// Per reply, from the stand-in's own trace: the request's arrival, and the stamps of the first
+/// reasoning event, of the last event before the first content event, and of the first content
+/// event (each stamped once its write had returned). Replies made one after another.
+fn reasoning_then_content(trace: &std::path::Path) -> Vec<[u64; 4]> {
+    use npu_serve_smoke::standin::TraceLine;
+    let text = std::fs::read_to_string(trace).unwrap();
+    let mut per_reply: Vec<(u64, Vec<(u64, bool)>)> = Vec::new();
+    for l in text.lines() {
+        match serde_json::from_str(l).unwrap() {
+            TraceLine::Request { received_ns, .. } => per_reply.push((received_ns, Vec::new())),
+            TraceLine::Event {
+                sent_ns,
+                content_chars,
+                reasoning_chars,
+                ..
+            } if content_chars > 0 || reasoning_chars > 0 => {
+                let (_, events) = per_reply.last_mut().expect("an event after its request");
+                events.push((sent_ns, content_chars > 0));
+            }
+            _ => {}
+        }
+    }
+    per_reply
+        .into_iter()
+        .map(|(received, events)| {
+            let answer = events.iter().position(|e| e.1).expect("an answer");
+            assert!(answer > 0 && !events[0].1, "reasoning first: {events:?}");
+            [
+                received,
+                events[0].0,
+                events[answer - 1].0,
+                events[answer].0,
+            ]
+        })
+        .collect()
+}
+
+/// A reasoning-first reply (issue 37, item 5): the stand-in reasons 4 tokens, each followed by
+/// 150 ms, before its answer, so its first content token is sent at least 600 ms after its first
+/// token. The gate's figures are pinned to what the stand-in sent (a lower bound from its
+/// trace, never an upper bound on the clock), the latency line and result.json carry TTFO,
+/// and `--first-token-of content` makes the first-token line judge it: a limit between the two
+/// medians FAILs with content and passes with any, on `judge DIR` as on the run.
+#[test]
+fn issue_37_a_reasoning_first_replys_first_content_token_is_timed_and_judged_apart() {
+    let (d, out) = scratch();
+    let trace = d.path().join("trace.jsonl");
+    // 150 ms after each reasoning token, 10 ms after each answer token (a gap a chunk).
+    let gaps = format!("150,150,150,150{}", ",10".repeat(11));
+    let script = [
+        "--reasoning-tokens",
+        "4",
+        "--tokens",
+        "16",
+        "--gaps-ms",
+        &gaps,
+        "--trace",
+        trace.to_str().unwrap(),
+    ];
+    let (code, stdout) = stand_in_run(
+        &out,
+        &["--replies", "3", "--first-token-of", "content"],
+        &script,
+    );
+    assert_eq!(code, Some(0), "{stdout}");
+    let manifest = json(&out.join("run.json"));
+    assert_eq!(manifest["floors"]["first_token_of"], "content");
+
+    // The stand-in's own sends: 4 gaps of 150 ms from the first reasoning event to the answer.
+    let sent = reasoning_then_content(&trace);
+    assert_eq!(sent.len(), 3, "{sent:?}");
+    let replies = replies(&out);
+    for (r, [received, first_reasoning, before_answer, answer]) in replies.iter().zip(&sent) {
+        assert!(answer - first_reasoning >= 600_000_000, "{sent:?}");
+        let m = &r["metrics"];
+        let sent_ns = m["sent_ns"].as_u64().unwrap();
+        let ms = |k: &str| m[k].as_f64().unwrap_or_else(|| panic!("{k}: {m}"));
+        let (ttft, ttfo) = (ms("first_token_ms"), ms("first_content_token_ms"));
+        // The gate sent before the stand-in received, and read the answer after the event
+        // before it had been written: its TTFO is at least the stand-in's wait to that event.
+        assert!(sent_ns <= *received, "{sent_ns} {received}");
+        let floor_ms = (before_answer - received) as f64 / 1e6;
+        assert!(ttfo >= floor_ms, "TTFO {ttfo} ms < {floor_ms} ms sent: {m}");
+        assert!(ttft <= ttfo, "{m}");
+        // The reply's first content event is the one the gate timed.
+        let first_content = r["chunks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["content_chars"].as_u64() > Some(0))
+            .unwrap();
+        let at = first_content["at_ns"].as_u64().unwrap();
+        assert_eq!(ttfo, (at - sent_ns) as f64 / 1e6);
+    }
+
+    let result = json(&out.join("result.json"));
+    let figures = |check: &str| {
+        result["lines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["check"] == check)
+            .unwrap_or_else(|| panic!("no {check} line in {result}"))["figures"]
+            .clone()
+    };
+    let latency = figures("latency");
+    let (ttft_p50, ttfo_p50) = (
+        latency["ttft_ms"]["p50"].as_f64().unwrap(),
+        latency["ttfo_ms"]["p50"].as_f64().unwrap(),
+    );
+    assert_eq!(latency["ttfo_ms"]["count"], 3);
+    assert!(ttfo_p50 > ttft_p50, "{latency}");
+    // The first-token line judged the first content token: its median is TTFO's.
+    assert_eq!(figures("first-token")["median"].as_f64(), Some(ttfo_p50));
+    let first = line(&stdout, "first-token");
+    assert!(
+        first.contains("ok    first content token median "),
+        "{first}"
+    );
+    let latency_line = line(&stdout, "latency");
+    assert!(
+        latency_line.contains("; TTFO p50 ")
+            && latency_line.contains("; TTFO is to the first content token: "),
+        "{latency_line}"
+    );
+    assert_eq!(
+        gate_judge_lines(&out),
+        verdict_lines(&stdout),
+        "judge DIR reads the same"
+    );
+
+    // A limit between the two medians: FAIL held to the first content token (the recorded
+    // choice), ok held to the first token of any channel (the override).
+    let limit = format!("{}", (ttft_p50 + ttfo_p50) / 2.0);
+    let judged = |extra: &[&str]| {
+        let o = gate()
+            .arg("judge")
+            .arg(&out)
+            .args(["--first-token-ms", &limit])
+            .args(extra)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+        (o.status.code(), line(&stdout, "first-token").to_string())
+    };
+    let (code, content) = judged(&[]);
+    assert_eq!(code, Some(1), "{content}");
+    assert!(
+        content.contains("FAIL  first content token median "),
+        "{content}"
+    );
+    let (code, any) = judged(&["--first-token-of", "any"]);
+    assert_eq!(code, Some(0), "{any}");
+    assert!(any.contains("ok    median "), "{any}");
+}

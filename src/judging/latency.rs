@@ -5,6 +5,11 @@
 //!
 //! The definitions are vLLM's, per reply that finished without error:
 //! - TTFT: from the request's send to its first token (here, its first text event).
+//! - TTFO: from the request's send to its first content token, the first event with content
+//!   or a tool call's fragment, reasoning left out: aiperf's "time to first output token"
+//!   (ai-dynamo/aiperf#359, `time_to_first_output_token`), guidellm's TTFOT
+//!   (vllm-project/guidellm#760). One a reply that had a content token; equal to TTFT for a
+//!   reply that does not reason first.
 //! - ITL: every gap between consecutive text events of a reply, pooled over all the replies
 //!   (vLLM's `itls += outputs[i].itl`), so a long reply weighs more than a short one.
 //! - E2EL: from the request's send to its last data event (vLLM's `latency` is
@@ -63,6 +68,11 @@ impl Percentiles {
 pub struct LatencyFigures {
     /// Time to first token, ms, one a reply with text.
     pub ttft_ms: Option<Percentiles>,
+    /// Time to first content token (TTFO), ms, one a reply with content or a tool call.
+    pub ttfo_ms: Option<Percentiles>,
+    /// The timed replies whose first content token came after their first token (they
+    /// reasoned first).
+    pub reasoned_first: usize,
     /// Inter-token latency, ms, every gap between text events, pooled.
     pub itl_ms: Option<Percentiles>,
     /// Time per output token after the first, ms, one a reply of two tokens or more.
@@ -84,6 +94,8 @@ pub struct LatencyFigures {
 pub fn latency_figures(replies: &[ReplyRecord]) -> LatencyFigures {
     let ms = |ns: u64| ns as f64 / 1e6;
     let mut ttft = Vec::new();
+    let mut ttfo = Vec::new();
+    let mut reasoned_first = 0;
     let mut itl = Vec::new();
     let mut tpot = Vec::new();
     let mut e2el = Vec::new();
@@ -108,6 +120,11 @@ pub fn latency_figures(replies: &[ReplyRecord]) -> LatencyFigures {
             .map(|last| ms(last.saturating_sub(r.sent_ns)));
         e2el.extend(latency);
         ttft.extend(m.first_token_ms);
+        ttfo.extend(m.first_content_token_ms);
+        reasoned_first += usize::from(matches!(
+            (m.first_token_ms, m.first_content_token_ms),
+            (Some(any), Some(content)) if content > any
+        ));
         if let (Some(latency), Some(first)) = (latency, m.first_token_ms) {
             if m.tokens > 1.0 {
                 tpot.push((latency - first) / (m.tokens - 1.0));
@@ -116,6 +133,8 @@ pub fn latency_figures(replies: &[ReplyRecord]) -> LatencyFigures {
     }
     LatencyFigures {
         ttft_ms: Percentiles::of(&ttft),
+        ttfo_ms: Percentiles::of(&ttfo),
+        reasoned_first,
         itl_ms: Percentiles::of(&itl),
         tpot_ms: Percentiles::of(&tpot),
         e2el_ms: Percentiles::of(&e2el),

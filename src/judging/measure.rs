@@ -103,6 +103,7 @@ pub fn measure(reply: &ReplyRecord) -> ReplyMetrics {
         None => (0.0, TokenSource::None, 0.0),
     };
     let first_token_ms = first_ns.map(|f| f.saturating_sub(reply.sent_ns) as f64 / 1e6);
+    let first_content_token_ms = first_content_token_ms(reply);
     let spread = matches!((first_ns, last_ns), (Some(f), Some(l)) if text_chunks >= 2 && l > f);
     let bunched = if spread {
         let at: Vec<u64> = reply
@@ -137,9 +138,24 @@ pub fn measure(reply: &ReplyRecord) -> ReplyMetrics {
         first_ns,
         last_ns,
         first_token_ms,
+        first_content_token_ms,
         rate_tok_s,
         bunched,
     }
+}
+
+/// The time from `reply`'s send to its first content token (an event with content or a tool
+/// call's fragment: [`ChunkArrival::has_answer`]), in ms; `None` when it had none. For a reply
+/// whose reasoning comes first this is what its user waits for before the answer starts
+/// (aiperf's TTFO, ai-dynamo/aiperf#359); for any other it is its first token's time.
+///
+/// [`ChunkArrival::has_answer`]: crate::archive::record::ChunkArrival::has_answer
+pub fn first_content_token_ms(reply: &ReplyRecord) -> Option<f64> {
+    reply
+        .chunks
+        .iter()
+        .find(|c| c.has_answer())
+        .map(|c| c.at_ns.saturating_sub(reply.sent_ns) as f64 / 1e6)
 }
 
 /// Measure `reply` as it is recorded: each event's tokens written into it, and its metrics
@@ -339,6 +355,78 @@ pub(crate) mod tests {
         assert_eq!(measure(&r).first_token_ms, Some(100.0));
     }
 
+    /// A reply sent at 0 that reasons at `reasoning_ms`, then answers at `content_ms`.
+    pub(crate) fn reasoning_first(reasoning_ms: &[u64], content_ms: &[u64]) -> ReplyRecord {
+        let mut at = reasoning_ms.to_vec();
+        at.extend_from_slice(content_ms);
+        let mut r = reply_at(&at, None);
+        for c in &mut r.chunks[..reasoning_ms.len()] {
+            (c.content_chars, c.reasoning_chars) = (0, 6);
+        }
+        r
+    }
+
+    #[test]
+    fn a_reasoning_first_reply_has_its_first_content_token_after_its_first_token() {
+        let m = measure(&reasoning_first(&[100, 200, 300], &[1450, 1460]));
+        assert_eq!(m.first_token_ms, Some(100.0));
+        assert_eq!(m.first_content_token_ms, Some(1450.0));
+        // Sent later than the clock's base: both are from the send.
+        let mut r = reasoning_first(&[100], &[400]);
+        r.sent_ns = 50 * MS;
+        assert_eq!(measure(&r).first_content_token_ms, Some(350.0));
+    }
+
+    #[test]
+    fn a_content_only_reply_has_both_figures_equal() {
+        let m = measure(&reply_at(&[120, 130, 140], None));
+        assert_eq!(m.first_token_ms, Some(120.0));
+        assert_eq!(m.first_content_token_ms, m.first_token_ms);
+        // A role event before the content (no text) is neither.
+        let mut r = reply_at(&[120, 130], None);
+        r.chunks[0].content_chars = 0;
+        let m = measure(&r);
+        assert_eq!(
+            (m.first_token_ms, m.first_content_token_ms),
+            (Some(130.0), Some(130.0))
+        );
+    }
+
+    #[test]
+    fn a_tool_calls_first_fragment_is_the_first_content_token() {
+        // A reply that only calls a tool: its call is its answer.
+        let mut r = reply_at(&[200, 210, 220], None);
+        for c in &mut r.chunks {
+            (c.content_chars, c.tool_chars) = (0, 5);
+        }
+        let m = measure(&r);
+        assert_eq!(
+            (m.first_token_ms, m.first_content_token_ms),
+            (Some(200.0), Some(200.0))
+        );
+        // Reasoning, then the call.
+        let mut r = reasoning_first(&[100, 150], &[900]);
+        (r.chunks[2].content_chars, r.chunks[2].tool_chars) = (0, 12);
+        let m = measure(&r);
+        assert_eq!(
+            (m.first_token_ms, m.first_content_token_ms),
+            (Some(100.0), Some(900.0))
+        );
+    }
+
+    #[test]
+    fn a_reply_with_no_content_token_has_none_never_zero() {
+        // Cut while still reasoning (max_tokens spent on the reasoning): a first token, and no
+        // first content token.
+        let m = measure(&reasoning_first(&[100, 200, 300], &[]));
+        assert_eq!(
+            (m.first_token_ms, m.first_content_token_ms),
+            (Some(100.0), None)
+        );
+        let m = measure(&reply_at(&[], None));
+        assert_eq!(m.first_content_token_ms, None);
+    }
+
     #[test]
     fn no_text_means_no_figures_never_zero() {
         let m = measure(&reply_at(&[], None));
@@ -422,6 +510,7 @@ pub(crate) mod tests {
             "sent_ns":0,"first_ns":1,"last_ns":3,"first_token_ms":0.0,"rate_tok_s":1.0}"#;
         let m: ReplyMetrics = serde_json::from_str(old).unwrap();
         assert_eq!(m.usage_not_believed, None);
+        assert_eq!(m.first_content_token_ms, None);
     }
 
     #[test]

@@ -80,6 +80,7 @@ fn floors(args: &RunSettings) -> Result<Floors> {
     let floors = Floors {
         floor: args.floor,
         first_token_ms: args.first_token_ms,
+        first_token_of: args.first_token_of,
         fast_route: args.fast_route.clone(),
         slow_route: args.slow_route.clone(),
         busy_skip: args.busy_skip,

@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::Args;
 
 use crate::archive::record::AnswerPolicy;
+use crate::archive::record::FirstTokenOf;
 pub use crate::live::duration_arg::{duration_in, parse_millis, BareUnit};
 use crate::report::output::OutputArgs;
 
@@ -32,6 +33,11 @@ pub struct RunArgs {
     /// milliseconds).
     #[arg(long, default_value_t = DEFAULT_FIRST_TOKEN_MS, value_name = "DURATION", value_parser = parse_millis, help_heading = "Floors and limits")]
     pub first_token_ms: f64,
+    /// Which first token --first-token-ms holds: any (the first token of any channel,
+    /// reasoning included) or content (the first content token: what a reasoning model's user
+    /// waits for before the answer starts, TTFO)
+    #[arg(long, default_value = "any", value_name = "CHANNEL", value_parser = parse_first_token_of, help_heading = "Floors and limits")]
+    pub first_token_of: FirstTokenOf,
     /// A regex the serve log must match: the line that names the fast route.
     #[arg(long, value_name = "REGEX", help_heading = "Route evidence")]
     pub fast_route: Option<String>,
@@ -373,6 +379,11 @@ fn parse_answer_policy(s: &str) -> Result<AnswerPolicy, String> {
     AnswerPolicy::parse(s)
 }
 
+/// `--first-token-of`: `any` or `content`, refused in one line otherwise.
+pub fn parse_first_token_of(s: &str) -> Result<FirstTokenOf, String> {
+    FirstTokenOf::parse(s)
+}
+
 /// The longest soak: a day.
 pub const MAX_SOAK: Duration = Duration::from_secs(86_400);
 
@@ -443,6 +454,8 @@ pub struct RunSettings {
     pub floor: f64,
     /// Highest acceptable median time to the first token, ms.
     pub first_token_ms: f64,
+    /// Which first token `first_token_ms` holds: of any channel, or the first content token.
+    pub first_token_of: FirstTokenOf,
     /// A regex the serve log must match: the line that names the fast route.
     pub fast_route: Option<String>,
     /// A regex the serve log must not match: the line that names the slow fallback.
@@ -570,6 +583,7 @@ impl From<RunArgs> for RunSettings {
             out: a.out,
             floor: a.floor,
             first_token_ms: a.first_token_ms,
+            first_token_of: a.first_token_of,
             fast_route: a.fast_route,
             slow_route: a.slow_route,
             busy_skip: a.busy_skip,

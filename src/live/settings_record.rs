@@ -18,6 +18,9 @@ struct SettingsRecord<'a> {
     out: &'a Option<PathBuf>,
     floor: f64,
     first_token_ms: f64,
+    // Left out at `any`, the default, so a run's settings read as they did before it.
+    #[serde(skip_serializing_if = "is_any")]
+    first_token_of: &'static str,
     fast_route: &'a Option<String>,
     slow_route: &'a Option<String>,
     busy_skip: Option<f64>,
@@ -86,6 +89,7 @@ impl<'a> SettingsRecord<'a> {
             out: &args.out,
             floor: args.floor,
             first_token_ms: args.first_token_ms,
+            first_token_of: args.first_token_of.name(),
             fast_route: &args.fast_route,
             slow_route: &args.slow_route,
             busy_skip: args.busy_skip,
@@ -153,6 +157,10 @@ impl<'a> SettingsRecord<'a> {
     }
 }
 
+fn is_any(of: &&'static str) -> bool {
+    *of == crate::archive::record::FirstTokenOf::Any.name()
+}
+
 /// The settings as the run used them, for run.json.
 pub(crate) fn settings_json(args: &RunSettings) -> serde_json::Value {
     // As `serde_json::json!` did before: a setting that is not JSON (a path that is not UTF-8)
@@ -171,6 +179,18 @@ mod tests {
             Command::Run(r) => RunSettings::from(*r),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn first_token_of_is_recorded_where_it_is_content() {
+        let json = |argv: &[&str]| settings_json(&settings_of(argv));
+        assert_eq!(
+            json(&["x", "run", "--first-token-of", "content"])["first_token_of"],
+            "content"
+        );
+        assert!(json(&["x", "run", "--first-token-of", "any"])
+            .get("first_token_of")
+            .is_none());
     }
 
     /// run.json's settings as they were written before issue 33, pinned: the same keys, the

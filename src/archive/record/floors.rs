@@ -10,6 +10,10 @@ pub struct Floors {
     pub floor: f64,
     /// Highest acceptable median first-token time, ms.
     pub first_token_ms: f64,
+    /// Which first token `first_token_ms` holds: of any channel, or the first content token
+    /// (`--first-token-of`). Absent, `any`, as in runs from before it was recorded.
+    #[serde(default, skip_serializing_if = "FirstTokenOf::is_any")]
+    pub first_token_of: FirstTokenOf,
     /// A regex the serve log must match: it names the fast route.
     pub fast_route: Option<String>,
     /// A regex the serve log must not match: it names the slow fallback.
@@ -170,5 +174,69 @@ impl AnswerPolicy {
                 "{s:?} is not a policy for the baseline's answers: give info (an answer that differs is said) or exact (it FAILs)"
             )),
         }
+    }
+}
+
+/// Which first token the first-token line holds to its limit (`--first-token-of`, issue 37,
+/// item 5).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FirstTokenOf {
+    /// The first token of any channel: content, reasoning or a tool call (TTFT).
+    #[default]
+    Any,
+    /// The first content token: content or a tool call's fragment, reasoning left out (TTFO):
+    /// what a reasoning model's user waits for before the answer starts.
+    Content,
+}
+
+impl FirstTokenOf {
+    /// As `--first-token-of` and run.json write it.
+    pub fn name(self) -> &'static str {
+        match self {
+            FirstTokenOf::Any => "any",
+            FirstTokenOf::Content => "content",
+        }
+    }
+
+    /// `any` or `content`.
+    pub fn parse(s: &str) -> Result<FirstTokenOf, String> {
+        match s.trim() {
+            "any" => Ok(FirstTokenOf::Any),
+            "content" => Ok(FirstTokenOf::Content),
+            _ => Err(format!(
+                "{s:?} is not a first token: give any (the first token of any channel, reasoning included) or content (the first content token)"
+            )),
+        }
+    }
+
+    /// Whether it is `any`, the default (nothing to write).
+    pub fn is_any(&self) -> bool {
+        *self == FirstTokenOf::Any
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_old_run_json_without_first_token_of_reads_as_any_and_content_is_written() {
+        let old: Floors = serde_json::from_str(
+            r#"{"floor": 60.0, "first_token_ms": 600.0, "fast_route": null, "slow_route": null}"#,
+        )
+        .unwrap();
+        assert_eq!(old.first_token_of, FirstTokenOf::Any);
+        // Any, the default, is left out as every default is; content is written.
+        assert!(!serde_json::to_string(&old)
+            .unwrap()
+            .contains("first_token_of"));
+        let content = Floors {
+            first_token_of: FirstTokenOf::Content,
+            ..old
+        };
+        let text = serde_json::to_string(&content).unwrap();
+        assert!(text.contains(r#""first_token_of":"content""#), "{text}");
+        assert_eq!(serde_json::from_str::<Floors>(&text).unwrap(), content);
     }
 }

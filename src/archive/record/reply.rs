@@ -34,6 +34,13 @@ impl ChunkArrival {
     pub fn has_text(&self) -> bool {
         self.content_chars > 0 || self.reasoning_chars > 0 || self.tool_chars > 0
     }
+
+    /// Whether this event carried any of the answer: content, or a tool call's fragment (the
+    /// answer of a reply that calls a tool, what its client acts on), never reasoning alone.
+    /// The first such event is the reply's first content token (issue 37, item 5).
+    pub fn has_answer(&self) -> bool {
+        self.content_chars > 0 || self.tool_chars > 0
+    }
 }
 
 /// `chunks` as serde_json writes them, written here by hand. replies.jsonl holds one per token,
@@ -432,6 +439,11 @@ pub struct ReplyMetrics {
     pub last_ns: Option<u64>,
     /// First token minus sent, in ms.
     pub first_token_ms: Option<f64>,
+    /// The first content token (content or a tool call's fragment, not reasoning) minus
+    /// sent, in ms: TTFO, aiperf's "time to first output token". `None` for a reply with no
+    /// content token, and in archives from before it was measured (judging measures again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_content_token_ms: Option<f64>,
     /// Decode rate in tokens per second, from the first to the last text event.
     pub rate_tok_s: Option<f64>,
     /// The serve's own figure for the same, where it reports one (llama-server's

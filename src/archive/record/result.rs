@@ -135,6 +135,12 @@ pub struct Figures {
     /// guidellm's reports name it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttft_ms: Option<Percentiles>,
+    /// Time to first content token over the judged replies that had one, ms (latency): the
+    /// first event with content or a tool call's fragment, reasoning left out. TTFO, as
+    /// aiperf names it ("time to first output token"); equal to `ttft_ms` where no reply
+    /// reasons first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttfo_ms: Option<Percentiles>,
     /// Inter-token latency, ms (latency): every gap between consecutive text events of every
     /// judged reply, pooled (ITL).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -12,6 +12,7 @@ pub(crate) fn latency_line(replies: &[ReplyRecord]) -> Line {
     let f = latency_figures(replies);
     Line::new(Check::Latency, Status::Info, latency_text(&f)).with(Figures {
         ttft_ms: f.ttft_ms,
+        ttfo_ms: f.ttfo_ms,
         itl_ms: f.itl_ms,
         tpot_ms: f.tpot_ms,
         e2el_ms: f.e2el_ms,
@@ -43,8 +44,15 @@ fn part(name: &str, p: &Percentiles, mean: bool) -> String {
 }
 
 fn latency_text(f: &LatencyFigures) -> String {
+    // TTFO is said where it tells something: where a reply reasoned before its answer.
+    let ttfo = if f.reasoned_first > 0 {
+        &f.ttfo_ms
+    } else {
+        &None
+    };
     let parts: Vec<String> = [
         ("TTFT", &f.ttft_ms, false),
+        ("TTFO", ttfo, false),
         ("ITL", &f.itl_ms, false),
         ("TPOT", &f.tpot_ms, true),
         ("E2EL", &f.e2el_ms, false),
@@ -76,14 +84,36 @@ fn latency_text(f: &LatencyFigures) -> String {
     } else {
         ""
     };
-    format!("{}; {over}{bursts}{no_tpot}", parts.join("; "))
+    format!(
+        "{}; {over}{bursts}{no_tpot}{}",
+        parts.join("; "),
+        ttfo_note(f)
+    )
+}
+
+/// What TTFO stands for and what it rests on, where the line gives it: how many replies
+/// reasoned before their first content token, and how many never had one.
+fn ttfo_note(f: &LatencyFigures) -> String {
+    let (Some(ttfo), true) = (&f.ttfo_ms, f.reasoned_first > 0) else {
+        return String::new();
+    };
+    let with_text = f.ttft_ms.as_ref().map_or(0, |p| p.count);
+    let none = match with_text.saturating_sub(ttfo.count) {
+        0 => String::new(),
+        n => format!(", {n} had no content token"),
+    };
+    format!(
+        "; TTFO is to the first content token: {} of {} reasoned first{none}",
+        f.reasoned_first,
+        plural(f.timed, "reply", "replies")
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::archive::record::BurstSlot;
-    use crate::judging::measure::tests::reply_at;
+    use crate::judging::measure::tests::{reasoning_first, reply_at};
 
     #[test]
     fn the_line_names_the_figures_as_the_peers_do() {
@@ -129,6 +159,49 @@ mod tests {
             "no reply that finished without error had anything to time"
         );
         assert_eq!(l.status, Status::Info);
+    }
+
+    #[test]
+    fn ttfo_is_said_beside_ttft_where_a_reply_reasoned_first() {
+        // Two replies reason for 100 ms then answer at 1,450 and 1,650 ms; a third reasons
+        // until it is cut and never answers.
+        let a = reasoning_first(&[100, 110], &[1450, 1460]);
+        let b = reasoning_first(&[100], &[1650]);
+        let cut = reasoning_first(&[100, 200], &[]);
+        let l = latency_line(&[a, b, cut]);
+        assert!(
+            l.text.starts_with(
+                "TTFT p50 100 ms, p90 100, p99 100; TTFO p50 1550 ms, p90 1630, p99 1648; ITL"
+            ),
+            "{}",
+            l.text
+        );
+        assert!(
+            l.text.ends_with(
+                "over 3 replies; TTFO is to the first content token: 2 of 3 replies reasoned first, \
+                 1 had no content token"
+            ),
+            "{}",
+            l.text
+        );
+        let f = l.figures.unwrap();
+        let ttfo = f.ttfo_ms.unwrap();
+        assert_eq!((ttfo.count, ttfo.p50), (2, 1550.0));
+        assert_eq!(f.ttft_ms.unwrap().count, 3);
+    }
+
+    #[test]
+    fn ttfo_equal_to_ttft_is_carried_and_not_said() {
+        // No reply reasons first: TTFO is TTFT, in result.json, and not repeated on the line.
+        let a = reply_at(&[100, 110, 120, 130, 140], None);
+        let b = reply_at(&[300, 320, 340], None);
+        let l = latency_line(&[a, b]);
+        assert!(!l.text.contains("TTFO"), "{}", l.text);
+        let f = l.figures.unwrap();
+        assert_eq!(f.ttfo_ms, f.ttft_ms);
+        // A reply with no text at all has neither.
+        let f = latency_line(&[reply_at(&[], None)]).figures.unwrap();
+        assert_eq!((f.ttft_ms, f.ttfo_ms), (None, None));
     }
 
     #[test]

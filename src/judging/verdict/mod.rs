@@ -188,6 +188,7 @@ fn reply_lines(e: &Evidence<'_>, c: &Criteria, warmup_failed: &[String]) -> Vec<
     lines.push(first_token_line(
         &metrics,
         c.floors().first_token_ms,
+        c.floors().first_token_of,
         e.replies,
     ));
     lines.push(latency_line(e.replies));

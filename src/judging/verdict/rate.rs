@@ -4,7 +4,7 @@
 use super::words::plural;
 use crate::archive::check::Check;
 use crate::archive::record::Unit;
-use crate::archive::record::{Figures, Line, ReplyRecord, Status};
+use crate::archive::record::{Figures, FirstTokenOf, Line, ReplyRecord, Status};
 use crate::judging::measure::{median, median_ci95, ReplyMetrics, CI_MIN_VALUES};
 use crate::judging::prompt_cache::served_from_cache;
 
@@ -177,17 +177,34 @@ pub(crate) fn usage_not_believed(metrics: &[ReplyMetrics], replies: &[ReplyRecor
         .collect()
 }
 
+/// The first-token line: the median time to the first token `of` each reply (of any channel,
+/// or its first content token) against `limit_ms`. A reply without that token has no figure.
 pub(crate) fn first_token_line(
     metrics: &[ReplyMetrics],
     limit_ms: f64,
+    of: FirstTokenOf,
     replies: &[ReplyRecord],
 ) -> Line {
-    let have: Vec<f64> = metrics.iter().filter_map(|m| m.first_token_ms).collect();
+    let (have, what, token): (Vec<f64>, _, _) = match of {
+        FirstTokenOf::Any => (
+            metrics.iter().filter_map(|m| m.first_token_ms).collect(),
+            "",
+            "a token",
+        ),
+        FirstTokenOf::Content => (
+            metrics
+                .iter()
+                .filter_map(|m| m.first_content_token_ms)
+                .collect(),
+            "first content token ",
+            "a content token",
+        ),
+    };
     let Some(med) = median(&have) else {
         let text = if metrics.is_empty() {
             "no replies to measure".to_string()
         } else {
-            format!("no reply produced a token (limit {limit_ms:.0})")
+            format!("no reply produced {token} (limit {limit_ms:.0})")
         };
         let figures = Figures {
             limit: Some(limit_ms),
@@ -207,7 +224,7 @@ pub(crate) fn first_token_line(
         Check::FirstToken,
         status,
         format!(
-            "median {shown} ms{over}{} (limit {limit_shown}){}{}",
+            "{what}median {shown} ms{over}{} (limit {limit_shown}){}{}",
             trust.interval,
             trust.notes,
             prompt_cache_note(
@@ -332,4 +349,95 @@ pub(crate) fn distinct(value: f64, bound: f64, decimals: usize) -> (String, Stri
         .map(show)
         .find(|(v, b)| v != b)
         .unwrap_or_else(|| show(most))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::judging::measure::measure;
+    use crate::judging::measure::tests::reasoning_first;
+
+    fn line_of(replies: &[ReplyRecord], limit_ms: f64, of: FirstTokenOf) -> Line {
+        let metrics: Vec<ReplyMetrics> = replies.iter().map(measure).collect();
+        first_token_line(&metrics, limit_ms, of, replies)
+    }
+
+    #[test]
+    fn content_holds_the_first_content_token_to_the_limit_and_says_so() {
+        // Reasoning from 100 ms, the answer from 1,400, 1,450 and 1,500 ms: a limit of 1 s
+        // between the two figures passes the first token and fails the first content token.
+        let replies: Vec<ReplyRecord> = [1400, 1450, 1500]
+            .iter()
+            .map(|&answer| reasoning_first(&[100, 200], &[answer, answer + 10]))
+            .collect();
+        let any = line_of(&replies, 1000.0, FirstTokenOf::Any);
+        assert_eq!(any.status, Status::Ok);
+        assert!(
+            any.text
+                .starts_with("median 100 ms over 3 replies (limit 1000)"),
+            "{}",
+            any.text
+        );
+        let content = line_of(&replies, 1000.0, FirstTokenOf::Content);
+        assert_eq!(content.status, Status::Fail);
+        assert!(
+            content
+                .text
+                .starts_with("first content token median 1450 ms over 3 replies (limit 1000)"),
+            "{}",
+            content.text
+        );
+        let f = content.figures.unwrap();
+        assert_eq!(
+            (f.median, f.values, f.limit),
+            (Some(1450.0), Some(3), Some(1000.0))
+        );
+    }
+
+    #[test]
+    fn a_reply_without_a_content_token_has_none_as_a_reply_without_a_token_has_none() {
+        // One reply is cut while reasoning: it has a first token and no first content token.
+        let replies = [
+            reasoning_first(&[100], &[300]),
+            reasoning_first(&[100], &[500]),
+            reasoning_first(&[100, 200], &[]),
+        ];
+        let content = line_of(&replies, 1000.0, FirstTokenOf::Content);
+        assert!(
+            content
+                .text
+                .starts_with("first content token median 400 ms over 2 of 3 replies"),
+            "{}",
+            content.text
+        );
+        assert!(line_of(&replies, 1000.0, FirstTokenOf::Any)
+            .text
+            .starts_with("median 100 ms over 3 replies"),);
+        // None had one: a FAIL, never a zero.
+        let cut = [reasoning_first(&[100, 200], &[])];
+        let l = line_of(&cut, 1000.0, FirstTokenOf::Content);
+        assert_eq!(l.status, Status::Fail);
+        assert_eq!(l.text, "no reply produced a content token (limit 1000)");
+        assert_eq!(l.figures.unwrap().median, None);
+        assert_eq!(line_of(&cut, 1000.0, FirstTokenOf::Any).status, Status::Ok);
+        assert_eq!(
+            line_of(&[], 1000.0, FirstTokenOf::Content).text,
+            "no replies to measure"
+        );
+    }
+
+    #[test]
+    fn first_token_of_reads_its_two_names_and_refuses_others_in_one_line() {
+        assert_eq!(FirstTokenOf::parse("any"), Ok(FirstTokenOf::Any));
+        assert_eq!(FirstTokenOf::parse(" content "), Ok(FirstTokenOf::Content));
+        for of in [FirstTokenOf::Any, FirstTokenOf::Content] {
+            assert_eq!(FirstTokenOf::parse(of.name()), Ok(of));
+        }
+        let e = FirstTokenOf::parse("other").unwrap_err();
+        assert!(
+            e.starts_with("\"other\" is not a first token: give any"),
+            "{e}"
+        );
+        assert!(!e.contains('\n'), "{e}");
+    }
 }

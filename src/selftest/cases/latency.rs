@@ -1,6 +1,6 @@
-//! The latency line's percentiles, and warm-up replies.
+//! The latency line's percentiles, warm-up replies, and the first content token.
 
-use crate::archive::record::ReplyRecord;
+use crate::archive::record::{FirstTokenOf, ReplyRecord};
 use crate::judging::verdict::{Outcome, Status};
 
 use super::case::Case;
@@ -61,5 +61,70 @@ pub(crate) fn cases() -> Vec<Case> {
     c.outcome = Outcome::Fail;
     cases.push(c);
 
+    cases.extend(first_content_token());
+    cases
+}
+
+/// A reply that reasons at 200, 210 and 220 ms, then answers from 800 ms, 10 ms a token.
+fn reasoning_first() -> ReplyRecord {
+    let mut at = vec![200, 210, 220];
+    at.extend((0..10).map(|i| 800 + 10 * i));
+    let mut r = reply(&at, "Paris.");
+    for c in &mut r.chunks[..3] {
+        (c.content_chars, c.reasoning_chars) = (0, 6);
+    }
+    r
+}
+
+/// The first content token (issue 37, item 5): TTFO on the latency line where replies reason
+/// first, and `--first-token-of content` holding it, not the reasoning's first token, to the
+/// limit.
+fn first_content_token() -> Vec<Case> {
+    use Status::{Fail, Info, Ok};
+    let mut cases = Vec::new();
+    let mut c = base("first-token of any holds the first token, reasoning included");
+    c.replies = numbered(vec![reasoning_first(); 3]);
+    // The wait for the answer is no decode: the rate is not this case's business.
+    c.floors.floor = 10.0;
+    c.expect = vec![
+        (
+            "first-token",
+            Ok,
+            "median 200 ms over 3 replies (limit 600)",
+        ),
+        (
+            "latency",
+            Info,
+            "TTFT p50 200 ms, p90 200, p99 200; TTFO p50 800 ms, p90 800, p99 800; ITL",
+        ),
+        (
+            "latency",
+            Info,
+            "; TTFO is to the first content token: 3 of 3 replies reasoned first",
+        ),
+    ];
+    cases.push(c);
+
+    let mut c = base("first-token of content holds the first content token to the limit");
+    c.replies = numbered(vec![reasoning_first(); 3]);
+    c.floors.floor = 10.0;
+    c.floors.first_token_of = FirstTokenOf::Content;
+    c.expect = vec![(
+        "first-token",
+        Fail,
+        "first content token median 800 ms over 3 replies (limit 600)",
+    )];
+    c.outcome = Outcome::Fail;
+    cases.push(c);
+
+    let mut c = base("first-token of content of a reply without reasoning is its first token");
+    c.floors.first_token_of = FirstTokenOf::Content;
+    c.expect = vec![(
+        "first-token",
+        Ok,
+        "first content token median 200 ms over 3 replies (limit 600)",
+    )];
+    c.refuse = vec![("latency", "TTFO")];
+    cases.push(c);
     cases
 }
