@@ -229,7 +229,13 @@ pub(crate) fn first_token_line(
             trust.notes,
             prompt_cache_note(
                 replies,
-                &metrics.iter().map(|m| m.first_token_ms).collect::<Vec<_>>()
+                &metrics
+                    .iter()
+                    .map(|m| match of {
+                        FirstTokenOf::Any => m.first_token_ms,
+                        FirstTokenOf::Content => m.first_content_token_ms,
+                    })
+                    .collect::<Vec<_>>()
             )
         ),
     )
