@@ -282,6 +282,42 @@ fn latency_table(v: &Verdict) -> String {
     )
 }
 
+/// The goodput line's targets as a Markdown table (`--slo`): each target, the replies over
+/// it and the worst; empty without the line.
+fn goodput_table(v: &Verdict) -> String {
+    let Some(g) = v
+        .lines
+        .iter()
+        .find(|l| l.check == Check::Goodput)
+        .and_then(|l| l.figures.as_ref())
+        .and_then(|f| f.goodput.as_ref())
+    else {
+        return String::new();
+    };
+    let mut md =
+        String::from("\n| SLO target | met by | missed by | worst |\n| --- | --- | --- | --- |\n");
+    for t in &g.targets {
+        let worst = match (t.worst_reply, t.worst_ms) {
+            (Some(i), Some(ms)) => format!("reply {i}, {ms:.1} ms"),
+            _ => "-".to_string(),
+        };
+        let met_by = g.replies - t.missed - g.failed - g.no_token;
+        let _ = writeln!(
+            md,
+            "| {} <= {} ms | {met_by} of {} | {} | {worst} |",
+            t.metric, t.target_ms, g.replies, t.missed
+        );
+    }
+    if g.failed + g.no_token > 0 {
+        let _ = writeln!(
+            md,
+            "| (every target) | - | {} failed, {} with no token | - |",
+            g.failed, g.no_token
+        );
+    }
+    md
+}
+
 /// A Markdown summary (for GitHub's step summary): the lines, the latency percentiles, then
 /// each reply's figures (a warm-up marked, since it is not judged).
 pub fn markdown(v: &Verdict, replies: &[ReplyRecord], title: &str) -> String {
@@ -296,6 +332,7 @@ pub fn markdown(v: &Verdict, replies: &[ReplyRecord], title: &str) -> String {
         let _ = writeln!(md, "| {} | {} | {} |", l.check, l.status, cell(&l.text));
     }
     md.push_str(&latency_table(v));
+    md.push_str(&goodput_table(v));
     if !replies.is_empty() {
         md.push_str("\n| reply | tokens | first token (ms) | rate (tok/s) | finish | error |\n");
         md.push_str("| --- | --- | --- | --- | --- | --- |\n");
