@@ -957,4 +957,38 @@ mod tests {
             "{e}"
         );
     }
+
+    #[test]
+    fn the_slo_is_the_flags_string_or_a_table_held_to_its_parser() {
+        for text in [
+            "slo = \"ttft=600ms,tpot=50ms\"\nmin_goodput = 0.95\n",
+            "slo = { ttft = \"0.6s\", TPOT = \"50ms\" }\nmin_goodput = 0.95\n",
+        ] {
+            let s = applied(text, ".").unwrap().slo;
+            let slo = s.slo.unwrap();
+            assert_eq!(
+                (slo.ttft_ms, slo.tpot_ms, slo.e2el_ms),
+                (Some(600.0), Some(50.0), None)
+            );
+            assert_eq!(s.min_goodput, Some(0.95), "{text}");
+        }
+        for (text, says) in [
+            (
+                "slo = \"ttft=600\"\n",
+                "slo in the profile: ttft=600 has no unit",
+            ),
+            (
+                "slo = { ttft = 600 }\n",
+                "slo in the profile: ttft is a integer: give a duration",
+            ),
+            ("slo = 600\n", "slo in the profile is a integer"),
+            (
+                "slo = \"ttft=1ms\"\nmin_goodput = 1.5\n",
+                "min_goodput in the profile",
+            ),
+        ] {
+            let e = applied(text, ".").unwrap_err().to_string();
+            assert!(e.contains(says), "{text}: {e}");
+        }
+    }
 }

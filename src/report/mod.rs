@@ -641,4 +641,45 @@ mod tests {
         bare.lines.retain(|l| l.check != "latency");
         assert!(!markdown(&bare, &[], "r").contains("latency (ms)"));
     }
+
+    /// The goodput line (`--slo`) is a judged testcase in JUnit and a table in the summary.
+    #[test]
+    fn goodput_is_a_junit_testcase_and_a_summary_table() {
+        use crate::archive::record::SloFloors;
+        let mut replies: Vec<ReplyRecord> = [100, 700, 120]
+            .iter()
+            .map(|&first| cases::reply(&[first, first + 10], "a"))
+            .collect();
+        for (i, r) in replies.iter_mut().enumerate() {
+            r.index = i + 1;
+        }
+        replies[2].error = Some("cut".into());
+        let slo = SloFloors {
+            ttft_ms: Some(600.0),
+            tpot_ms: Some(50.0),
+            min_goodput: Some(0.9),
+            ..SloFloors::default()
+        };
+        let mut v = verdict(PASS);
+        v.lines
+            .extend(crate::judging::verdict::goodput::goodput_line(
+                &replies, &slo,
+            ));
+        let (cases, _) = parse_junit(&junit(&v, &info("runs/a")));
+        assert!(
+            cases.contains(&("goodput".to_string(), Some("failure".to_string()))),
+            "{cases:?}"
+        );
+        let md = markdown(&v, &[], "r");
+        assert!(
+            md.contains(
+                "| SLO target | met by | missed by | worst |\n| --- | --- | --- | --- |\n\
+                 | ttft <= 600 ms | 1 of 3 | 1 | reply 2, 700.0 ms |\n\
+                 | tpot <= 50 ms | 2 of 3 | 0 | - |\n\
+                 | (every target) | - | 1 failed, 0 with no token | - |\n"
+            ),
+            "{md}"
+        );
+        assert!(!markdown(&verdict(PASS), &[], "r").contains("SLO target"));
+    }
 }

@@ -1252,4 +1252,51 @@ mod tests {
         assert_eq!(rate_ok.len(), 1, "{rate_ok:?}");
         assert_eq!(rate_ok[0].1, "0", "the first rate line (FAIL) counts");
     }
+
+    /// The goodput line's figures (`--slo`): the share as guidellm names it, and each target.
+    #[test]
+    fn goodput_figures_are_the_slo_attainment_and_each_targets_misses() {
+        use crate::archive::record::{GoodputFigures, SloMetric, TargetFigures};
+        let g = GoodputFigures {
+            replies: 12,
+            met: 11,
+            slo_attainment: Some(11.0 / 12.0),
+            interval_95: Some([0.615, 0.998]),
+            min_goodput: 0.9,
+            failed: 0,
+            no_token: 0,
+            targets: vec![TargetFigures {
+                metric: SloMetric::Tpot,
+                target_ms: 50.0,
+                missed: 1,
+                worst_reply: Some(7),
+                worst_ms: Some(63.2),
+            }],
+        };
+        let v = Verdict {
+            lines: vec![line(
+                "goodput",
+                Status::Ok,
+                Some(Figures {
+                    goodput: Some(g),
+                    ..Figures::default()
+                }),
+            )],
+            outcome: Outcome::Pass,
+        };
+        let text = exposition(&v, &run());
+        for sample in [
+            "npu_serve_smoke_slo_attainment_ratio{host=\"box1\",serve_sha256=\"ab12\",quantity=\"interval_95_low\"} 0.615",
+            "npu_serve_smoke_slo_attainment_ratio{host=\"box1\",serve_sha256=\"ab12\",quantity=\"min\"} 0.9",
+            "npu_serve_smoke_slo_replies{host=\"box1\",serve_sha256=\"ab12\"} 12",
+            "npu_serve_smoke_slo_met_replies{host=\"box1\",serve_sha256=\"ab12\"} 11",
+            "npu_serve_smoke_slo_target_seconds{host=\"box1\",serve_sha256=\"ab12\",target=\"tpot\"} 0.05",
+            "npu_serve_smoke_slo_missed_replies{host=\"box1\",serve_sha256=\"ab12\",target=\"tpot\"} 1",
+        ] {
+            assert!(text.contains(sample), "{sample} not in:\n{text}");
+        }
+        // Without the line, no family: a run without --slo says nothing of an SLO.
+        let none = exposition(&full_verdict(), &run());
+        assert!(!none.contains("slo_"), "{none}");
+    }
 }
