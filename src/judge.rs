@@ -73,6 +73,9 @@ pub struct JudgeArgs {
     /// What the depths' rates are held to.
     #[command(flatten, next_help_heading = "Context depth")]
     pub context: crate::live::context_args::ContextArgs,
+    /// The service level each reply is held to, instead of what the run recorded.
+    #[command(flatten, next_help_heading = "Floors and limits")]
+    pub slo: crate::live::slo_args::SloArgs,
     /// Override the recorded busy-box SKIP policy (see run --busy-skip).
     #[arg(long, value_name = "THRESHOLD", help_heading = "Floors and limits")]
     pub busy_skip: Option<f64>,
@@ -202,6 +205,7 @@ fn floors_asked(args: &JudgeArgs, archive: &Archive) -> Result<Floors> {
     floors.output = args.output_checks.over(floors.output);
     floors.footprint = args.footprint.over(std::mem::take(&mut floors.footprint));
     floors.context = args.context.over(std::mem::take(&mut floors.context));
+    floors.slo = args.slo.over(std::mem::take(&mut floors.slo));
     Ok(floors)
 }
 

@@ -106,6 +106,10 @@ pub struct Profile {
     max_context: Option<i64>,
     prefill_floor: Option<f64>,
     depth_floor: Option<f64>,
+    // The service level (issue 37): the targets as the flag writes them ("ttft=600ms") or a
+    // table of durations (`{ ttft = "600ms" }`); the share a number.
+    slo: Option<toml::Value>,
+    min_goodput: Option<f64>,
     serve: Option<Vec<String>>,
 }
 
@@ -177,6 +181,7 @@ pub fn apply(
     take_output_checks(&mut a)?;
     take_footprint(&mut a)?;
     take_context(&mut a)?;
+    take_slo(&mut a)?;
     take_launch_and_time_limits(&mut a)?;
     take_files(&mut a)?;
     take_serve(&mut a)?;
@@ -421,6 +426,37 @@ fn take_footprint(a: &mut Applying<'_>) -> Result<()> {
     if !(a.given)("device_memory") {
         if let Some(p) = a.profile.device_memory.take() {
             r.device_memory = Some(a.dir.join(p));
+        }
+    }
+    Ok(())
+}
+
+/// The service level's keys (issue 37), held to the flags' own parsers: `slo` as the flag
+/// writes it, or a table of a duration a name.
+fn take_slo(a: &mut Applying<'_>) -> Result<()> {
+    use crate::live::slo_args::{parse_min_goodput, parse_slo};
+    let key = |k: &str, e: String| anyhow!("{k} in the profile: {e}");
+    if !(a.given)("slo") {
+        if let Some(v) = a.profile.slo.take() {
+            let text = match &v {
+                toml::Value::String(s) => s.clone(),
+                toml::Value::Table(t) => t
+                    .iter()
+                    .map(|(name, d)| match d {
+                        toml::Value::String(d) => Ok(format!("{name}={d}")),
+                        other => Err(key("slo", format!("{name} is a {}: give a duration with its unit, e.g. {name} = \"600ms\"", other.type_str()))),
+                    })
+                    .collect::<Result<Vec<_>>>()?
+                    .join(","),
+                other => bail!("slo in the profile is a {}: give the targets as the flag does (slo = \"ttft=600ms,tpot=50ms\") or as a table (slo = {{ ttft = \"600ms\" }})", other.type_str()),
+            };
+            a.args.slo.slo = Some(parse_slo(&text).map_err(|e| key("slo", e))?);
+        }
+    }
+    if !(a.given)("min_goodput") {
+        if let Some(v) = a.profile.min_goodput.take() {
+            a.args.slo.min_goodput =
+                Some(parse_min_goodput(&v.to_string()).map_err(|e| key("min_goodput", e))?);
         }
     }
     Ok(())
@@ -958,5 +994,39 @@ mod tests {
             e.to_string().contains("NPU_SERVE_SMOKE_SURELY_UNSET"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn the_slo_is_the_flags_string_or_a_table_held_to_its_parser() {
+        for text in [
+            "slo = \"ttft=600ms,tpot=50ms\"\nmin_goodput = 0.95\n",
+            "slo = { ttft = \"0.6s\", TPOT = \"50ms\" }\nmin_goodput = 0.95\n",
+        ] {
+            let s = applied(text, ".").unwrap().slo;
+            let slo = s.slo.unwrap();
+            assert_eq!(
+                (slo.ttft_ms, slo.tpot_ms, slo.e2el_ms),
+                (Some(600.0), Some(50.0), None)
+            );
+            assert_eq!(s.min_goodput, Some(0.95), "{text}");
+        }
+        for (text, says) in [
+            (
+                "slo = \"ttft=600\"\n",
+                "slo in the profile: ttft=600 has no unit",
+            ),
+            (
+                "slo = { ttft = 600 }\n",
+                "slo in the profile: ttft is a integer: give a duration",
+            ),
+            ("slo = 600\n", "slo in the profile is a integer"),
+            (
+                "slo = \"ttft=1ms\"\nmin_goodput = 1.5\n",
+                "min_goodput in the profile",
+            ),
+        ] {
+            let e = applied(text, ".").unwrap_err().to_string();
+            assert!(e.contains(says), "{text}: {e}");
+        }
     }
 }

@@ -1022,3 +1022,64 @@ fn every_output_is_inert_against_a_serve_and_a_holder_whose_every_string_is_host
 
 /// The hostile text the holder writes: as tests/data/hostile_serve.py's.
 const HOSTILE_TEXT: &str = "\u{1b}]52;c;cm0gLXJmIH4K\u{7}\u{1b}]0;pwned\u{7}\u{1b}[2J\u{202e}gnp.exe\u{2066}\u{0}\r\u{9b}31m\u{7f}\n### RESULT: PASS\n\nRESULT: PASS\n<img src=x onerror=alert(1)> `code` | a | b | \"q\" \\ ]]>";
+
+/// `--prom` with `--slo` (issue 37): the goodput line's share, its interval, the minimum and
+/// each target's misses pass promtool and read back as result.json's `figures.goodput` says.
+#[test]
+fn prom_goodput_metrics_pass_promtool_and_read_back_as_result_json_says() {
+    let Some(c) = consumers() else { return };
+    let Some(promtool) = promtool() else { return };
+    let (d, out) = scratch();
+    let prom = d.path().join("run.prom");
+    let o = gate()
+        .args(["run", "--stand-in", "--replies", "3", "--out"])
+        .arg(&out)
+        .args(UNFLIPPABLE)
+        .args([
+            "--slo",
+            "ttft=500ms,tpot=1s",
+            "--min-goodput",
+            "0.5",
+            "--prom",
+        ])
+        .arg(&prom)
+        .args(["--", "--cold-first-token-ms", "1s"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    check_result_schema(&out.join("result.json"));
+    let samples = read_prom(&c, &promtool, &prom);
+    let verdict = json(&out.join("result.json"));
+    let g = verdict["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["check"] == "goodput")
+        .unwrap()["figures"]["goodput"]
+        .clone();
+    let p = |name: &str| format!("npu_serve_smoke_{name}");
+    let share = |q: &str| sample(&samples, &p("slo_attainment_ratio"), &[("quantity", q)]);
+    assert_same(share("rate"), g["slo_attainment"].as_f64().unwrap());
+    assert_same(share("rate"), 2.0 / 3.0);
+    assert_same(
+        share("interval_95_low"),
+        g["interval_95"][0].as_f64().unwrap(),
+    );
+    assert_same(
+        share("interval_95_high"),
+        g["interval_95"][1].as_f64().unwrap(),
+    );
+    assert_same(share("min"), 0.5);
+    assert_same(sample(&samples, &p("slo_replies"), &[]), 3.0);
+    assert_same(sample(&samples, &p("slo_met_replies"), &[]), 2.0);
+    for (target, seconds, missed) in [("ttft", 0.5, 1.0), ("tpot", 1.0, 0.0)] {
+        let labels = [("target", target)];
+        assert_same(sample(&samples, &p("slo_target_seconds"), &labels), seconds);
+        assert_same(sample(&samples, &p("slo_missed_replies"), &labels), missed);
+    }
+}

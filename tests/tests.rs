@@ -16,6 +16,7 @@ mod digests;
 mod docs;
 mod faults;
 mod footprint;
+mod goodput;
 mod hold;
 mod house;
 mod inputs;

@@ -86,11 +86,14 @@ pub enum Check {
     ContextRate,
     /// The serve had to be killed, or left processes behind.
     Stop,
+    /// With `--slo`: the share of replies that met every target of the service level, against
+    /// `--min-goodput` (issue 37).
+    Goodput,
 }
 
 impl Check {
     /// Every check.
-    pub const ALL: [Check; 31] = [
+    pub const ALL: [Check; 32] = [
         Check::Archive,
         Check::Hold,
         Check::Serve,
@@ -98,6 +101,7 @@ impl Check {
         Check::Rate,
         Check::FirstToken,
         Check::Latency,
+        Check::Goodput,
         Check::Drift,
         Check::FirstTokenDrift,
         Check::Content,
@@ -126,7 +130,9 @@ impl Check {
 
     /// The checks that are timing alone: a busy box may explain their failure, and with
     /// `--busy-skip` excuse it. Route, content and every other check are never excused.
-    pub const TIMING: [Check; 8] = [
+    /// Goodput is timing: a reply over its SLO is slow, as a rate under its floor is; a failed
+    /// reply it counts as a miss also fails content, which is never excused.
+    pub const TIMING: [Check; 9] = [
         Check::Rate,
         Check::FirstToken,
         Check::Drift,
@@ -135,6 +141,7 @@ impl Check {
         Check::ColdReply,
         Check::Idle,
         Check::ContextRate,
+        Check::Goodput,
     ];
 
     /// The check's name, as the lines, result.json, JUnit and `--prom` show it.
@@ -171,6 +178,7 @@ impl Check {
             Check::Context => "context",
             Check::ContextRate => "context-rate",
             Check::Stop => "stop",
+            Check::Goodput => "goodput",
         }
     }
 
@@ -267,7 +275,8 @@ mod tests {
                 "startup",
                 "cold-reply",
                 "idle",
-                "context-rate"
+                "context-rate",
+                "goodput"
             ]
         );
         for c in Check::TIMING {

@@ -17,6 +17,7 @@
 pub mod archived;
 pub mod baseline;
 pub mod drift;
+pub mod goodput;
 pub mod growth;
 pub mod latency;
 pub mod measure;

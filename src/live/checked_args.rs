@@ -113,6 +113,7 @@ fn floors(args: &RunSettings) -> Result<Floors> {
         output: args.output_checks.over(Default::default()),
         footprint: args.footprint.over(Default::default()),
         context: args.context.over(Default::default()),
+        slo: args.slo.over(Default::default()),
     };
     Criteria::new(floors.clone())?;
     Ok(floors)

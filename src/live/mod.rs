@@ -12,7 +12,8 @@
 //! also reads the route evidence of the serve's process tree ([`route_probe`]) and the
 //! throttling evidence of the CPUs and the device ([`throttle`]); the run's provenance, the
 //! files it was given hashed and the box's facts ([`provenance`]); the replies of `--depths`
-//! and the probe of the context's limit ([`depth`], its flags in [`context_args`]). [`run_args`]: `run`'s own
+//! and the probe of the context's limit ([`depth`], its flags in [`context_args`]); the service
+//! level's flags ([`slo_args`]). [`run_args`]: `run`'s own
 //! arguments and their bounds (the command line composes them, a profile fills them in).
 //!
 //! The leaves ([`proc_stat`], [`exec_path`], [`progress_line`], [`first_text`],
@@ -54,6 +55,7 @@ pub mod serve_tree;
 pub mod settings_record;
 pub mod signals;
 pub mod single_reply;
+pub mod slo_args;
 pub mod soak;
 pub mod stamped;
 pub mod stream_read;

@@ -45,7 +45,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "REGEX", help_heading = "Route evidence")]
     pub slow_route: Option<String>,
     /// Busy-box policy: a failure of the timing lines alone (rate, first-token, drift,
-    /// aggregate, startup, cold-reply, idle, context-rate), with the serve's CPU-wait fraction (or, where not measurable, the load per
+    /// aggregate, startup, cold-reply, idle, context-rate, goodput), with the serve's CPU-wait fraction (or, where not measurable, the load per
     /// CPU) at or above THRESHOLD, is a SKIP (exit 3) instead of a FAIL. 0.2 means 20%. Any
     /// other failure (route, content, output, ...) stays FAIL.
     #[arg(long, value_name = "THRESHOLD", help_heading = "Floors and limits")]
@@ -94,6 +94,9 @@ pub struct RunArgs {
     /// The depths, their replies and the context.
     #[command(flatten, next_help_heading = "Context depth")]
     pub context_run: crate::live::context_args::ContextRunArgs,
+    /// The service level each reply is held to.
+    #[command(flatten, next_help_heading = "Floors and limits")]
+    pub slo: crate::live::slo_args::SloArgs,
     /// The serve's base URL, instead of http://127.0.0.1:{port}. With no serve command, the
     /// gate measures a serve that is already running (nothing is launched or stopped).
     #[arg(long, value_name = "URL", help_heading = "Launch, hold and stop")]
@@ -461,7 +464,7 @@ pub struct RunSettings {
     /// A regex the serve log must not match: the line that names the slow fallback.
     pub slow_route: Option<String>,
     /// Busy-box policy: a failure of the timing lines alone (rate, first-token, drift,
-    /// aggregate, startup, cold-reply, idle, context-rate: `Check::TIMING`), with the serve's CPU-wait fraction (or the load per CPU)
+    /// aggregate, startup, cold-reply, idle, context-rate, goodput: `Check::TIMING`), with the serve's CPU-wait fraction (or the load per CPU)
     /// at or above this, is a SKIP instead of a FAIL.
     pub busy_skip: Option<f64>,
     /// Some process of the serve's tree must map a file whose path matches.
@@ -514,6 +517,8 @@ pub struct RunSettings {
     pub context: crate::live::context_args::ContextArgs,
     /// The depths, their replies and the context.
     pub context_run: crate::live::context_args::ContextRunArgs,
+    /// The service level each reply is held to.
+    pub slo: crate::live::slo_args::SloArgs,
     /// The serve's base URL, instead of http://127.0.0.1:{port}. With no serve command, the
     /// gate measures a serve that is already running (nothing is launched or stopped).
     pub url: Option<String>,
@@ -612,6 +617,7 @@ impl From<RunArgs> for RunSettings {
             footprint_run: a.footprint_run,
             context: a.context,
             context_run: a.context_run,
+            slo: a.slo,
             url: a.url,
             ready_path: a.ready_path,
             api_base: a.api_base,

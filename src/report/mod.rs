@@ -282,6 +282,42 @@ fn latency_table(v: &Verdict) -> String {
     )
 }
 
+/// The goodput line's targets as a Markdown table (`--slo`): each target, the replies over
+/// it and the worst; empty without the line.
+fn goodput_table(v: &Verdict) -> String {
+    let Some(g) = v
+        .lines
+        .iter()
+        .find(|l| l.check == Check::Goodput)
+        .and_then(|l| l.figures.as_ref())
+        .and_then(|f| f.goodput.as_ref())
+    else {
+        return String::new();
+    };
+    let mut md =
+        String::from("\n| SLO target | met by | missed by | worst |\n| --- | --- | --- | --- |\n");
+    for t in &g.targets {
+        let worst = match (t.worst_reply, t.worst_ms) {
+            (Some(i), Some(ms)) => format!("reply {i}, {ms:.1} ms"),
+            _ => "-".to_string(),
+        };
+        let met_by = g.replies - t.missed - g.failed - g.no_token;
+        let _ = writeln!(
+            md,
+            "| {} <= {} ms | {met_by} of {} | {} | {worst} |",
+            t.metric, t.target_ms, g.replies, t.missed
+        );
+    }
+    if g.failed + g.no_token > 0 {
+        let _ = writeln!(
+            md,
+            "| (every target) | - | {} failed, {} with no token | - |",
+            g.failed, g.no_token
+        );
+    }
+    md
+}
+
 /// A Markdown summary (for GitHub's step summary): the lines, the latency percentiles, then
 /// each reply's figures (a warm-up marked, since it is not judged).
 pub fn markdown(v: &Verdict, replies: &[ReplyRecord], title: &str) -> String {
@@ -296,6 +332,7 @@ pub fn markdown(v: &Verdict, replies: &[ReplyRecord], title: &str) -> String {
         let _ = writeln!(md, "| {} | {} | {} |", l.check, l.status, cell(&l.text));
     }
     md.push_str(&latency_table(v));
+    md.push_str(&goodput_table(v));
     if !replies.is_empty() {
         md.push_str("\n| reply | tokens | first token (ms) | rate (tok/s) | finish | error |\n");
         md.push_str("| --- | --- | --- | --- | --- | --- |\n");
@@ -603,5 +640,46 @@ mod tests {
         let mut bare = verdict(PASS);
         bare.lines.retain(|l| l.check != "latency");
         assert!(!markdown(&bare, &[], "r").contains("latency (ms)"));
+    }
+
+    /// The goodput line (`--slo`) is a judged testcase in JUnit and a table in the summary.
+    #[test]
+    fn goodput_is_a_junit_testcase_and_a_summary_table() {
+        use crate::archive::record::SloFloors;
+        let mut replies: Vec<ReplyRecord> = [100, 700, 120]
+            .iter()
+            .map(|&first| cases::reply(&[first, first + 10], "a"))
+            .collect();
+        for (i, r) in replies.iter_mut().enumerate() {
+            r.index = i + 1;
+        }
+        replies[2].error = Some("cut".into());
+        let slo = SloFloors {
+            ttft_ms: Some(600.0),
+            tpot_ms: Some(50.0),
+            min_goodput: Some(0.9),
+            ..SloFloors::default()
+        };
+        let mut v = verdict(PASS);
+        v.lines
+            .extend(crate::judging::verdict::goodput::goodput_line(
+                &replies, &slo,
+            ));
+        let (cases, _) = parse_junit(&junit(&v, &info("runs/a")));
+        assert!(
+            cases.contains(&("goodput".to_string(), Some("failure".to_string()))),
+            "{cases:?}"
+        );
+        let md = markdown(&v, &[], "r");
+        assert!(
+            md.contains(
+                "| SLO target | met by | missed by | worst |\n| --- | --- | --- | --- |\n\
+                 | ttft <= 600 ms | 1 of 3 | 1 | reply 2, 700.0 ms |\n\
+                 | tpot <= 50 ms | 2 of 3 | 0 | - |\n\
+                 | (every target) | - | 1 failed, 0 with no token | - |\n"
+            ),
+            "{md}"
+        );
+        assert!(!markdown(&verdict(PASS), &[], "r").contains("SLO target"));
     }
 }

@@ -29,6 +29,10 @@
 //!   `context_prefill_baseline_ratio` and `context_decode_baseline_ratio`; and
 //!   `context_limit{outcome}`, 1 for what the serve did with the prompt past its context: the
 //!   context lines' figures (`--depths`, issue 35);
+//! - `slo_attainment_ratio{quantity}` (the share of replies that met every target of `--slo`,
+//!   its exact 95% interval and the least share required), `slo_replies`, `slo_met_replies`,
+//!   and a series a target (`target`) of `slo_target_seconds` and `slo_missed_replies`: the
+//!   goodput line's figures (issue 37);
 //! - `run_start_timestamp_seconds`, `run_end_timestamp_seconds`: from run.json, never now;
 //! - `ttft_seconds`, `itl_seconds`, `tpot_seconds`, `e2el_seconds`: the latency line's
 //!   percentiles, as summaries (below).
@@ -85,6 +89,7 @@ pub fn exposition(v: &Verdict, run: &RunInfo<'_>) -> String {
     load_families(&mut out, v);
     footprint_families(&mut out, v);
     context_families(&mut out, v);
+    goodput_families(&mut out, v);
     run_time_families(&mut out, run);
     latency_summaries(&mut out, v);
     out.text
@@ -568,6 +573,55 @@ fn latency_summaries(out: &mut Exposition, v: &Verdict) {
 type PickPercentiles = fn(&Figures) -> Option<Percentiles>;
 
 /// One sample of a family: its own labels (the run's are added) and its value.
+/// The goodput line's figures (`--slo`, issue 37): the share of replies that met every target,
+/// named as guidellm names it (`slo_attainment`; vLLM's `request_goodput` is a rate of good
+/// requests a second, which a paced gate's share is not), and each target's misses.
+fn goodput_families(out: &mut Exposition, v: &Verdict) {
+    let g = figures_of(v, Check::Goodput).and_then(|f| f.goodput.as_ref());
+    let interval = g.and_then(|g| g.interval_95);
+    let share: Vec<Sample> = [
+        ("rate", g.and_then(|g| g.slo_attainment)),
+        ("interval_95_low", interval.map(|i| i[0])),
+        ("interval_95_high", interval.map(|i| i[1])),
+        ("min", g.map(|g| g.min_goodput)),
+    ]
+    .into_iter()
+    .filter_map(|(q, x)| Some((vec![("quantity", q.to_string())], x?)))
+    .collect();
+    out.gauge(
+        "slo_attainment_ratio",
+        "The share of replies that met every target of the SLO, its exact 95% interval, and the least share required.",
+        &share,
+    );
+    out.gauge(
+        "slo_replies",
+        "The replies held to the SLO, failed ones included.",
+        &one_sample(g, |g| Some(g.replies as f64)),
+    );
+    out.gauge(
+        "slo_met_replies",
+        "Of them, the replies that met every target.",
+        &one_sample(g, |g| Some(g.met as f64)),
+    );
+    let targets = g.map(|g| g.targets.as_slice()).unwrap_or_default();
+    let per_target = |pick: fn(&crate::archive::record::TargetFigures) -> f64| -> Vec<Sample> {
+        targets
+            .iter()
+            .map(|t| (vec![("target", t.metric.name().to_string())], pick(t)))
+            .collect()
+    };
+    out.gauge(
+        "slo_target_seconds",
+        "Each target of the SLO (ttft, itl, tpot, e2el), in seconds.",
+        &per_target(|t| t.target_ms / 1e3),
+    );
+    out.gauge(
+        "slo_missed_replies",
+        "The replies over each target (failed replies and replies without a token apart).",
+        &per_target(|t| t.missed as f64),
+    );
+}
+
 type Sample = (Vec<(&'static str, String)>, f64);
 
 /// The text being written, and the labels every sample carries.
@@ -1197,5 +1251,52 @@ mod tests {
             .collect();
         assert_eq!(rate_ok.len(), 1, "{rate_ok:?}");
         assert_eq!(rate_ok[0].1, "0", "the first rate line (FAIL) counts");
+    }
+
+    /// The goodput line's figures (`--slo`): the share as guidellm names it, and each target.
+    #[test]
+    fn goodput_figures_are_the_slo_attainment_and_each_targets_misses() {
+        use crate::archive::record::{GoodputFigures, SloMetric, TargetFigures};
+        let g = GoodputFigures {
+            replies: 12,
+            met: 11,
+            slo_attainment: Some(11.0 / 12.0),
+            interval_95: Some([0.615, 0.998]),
+            min_goodput: 0.9,
+            failed: 0,
+            no_token: 0,
+            targets: vec![TargetFigures {
+                metric: SloMetric::Tpot,
+                target_ms: 50.0,
+                missed: 1,
+                worst_reply: Some(7),
+                worst_ms: Some(63.2),
+            }],
+        };
+        let v = Verdict {
+            lines: vec![line(
+                "goodput",
+                Status::Ok,
+                Some(Figures {
+                    goodput: Some(g),
+                    ..Figures::default()
+                }),
+            )],
+            outcome: Outcome::Pass,
+        };
+        let text = exposition(&v, &run());
+        for sample in [
+            "npu_serve_smoke_slo_attainment_ratio{host=\"box1\",serve_sha256=\"ab12\",quantity=\"interval_95_low\"} 0.615",
+            "npu_serve_smoke_slo_attainment_ratio{host=\"box1\",serve_sha256=\"ab12\",quantity=\"min\"} 0.9",
+            "npu_serve_smoke_slo_replies{host=\"box1\",serve_sha256=\"ab12\"} 12",
+            "npu_serve_smoke_slo_met_replies{host=\"box1\",serve_sha256=\"ab12\"} 11",
+            "npu_serve_smoke_slo_target_seconds{host=\"box1\",serve_sha256=\"ab12\",target=\"tpot\"} 0.05",
+            "npu_serve_smoke_slo_missed_replies{host=\"box1\",serve_sha256=\"ab12\",target=\"tpot\"} 1",
+        ] {
+            assert!(text.contains(sample), "{sample} not in:\n{text}");
+        }
+        // Without the line, no family: a run without --slo says nothing of an SLO.
+        let none = exposition(&full_verdict(), &run());
+        assert!(!none.contains("slo_"), "{none}");
     }
 }

@@ -101,6 +101,13 @@ pub struct Floors {
         skip_serializing_if = "crate::archive::record::context::ContextFloors::is_default"
     )]
     pub context: crate::archive::record::context::ContextFloors,
+    /// The service level each reply is held to, and the share that must meet it (issue 37,
+    /// `--slo`, `--min-goodput`); absent: none, and no goodput line.
+    #[serde(
+        default,
+        skip_serializing_if = "crate::archive::record::goodput::SloFloors::is_default"
+    )]
+    pub slo: crate::archive::record::goodput::SloFloors,
 }
 
 /// What the output line holds replies to (issue 32, docs/output.md): each threshold absent

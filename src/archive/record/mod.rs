@@ -17,6 +17,7 @@
 //!   lines' floors;
 //! - `context.rs`: context depth (issue 35): the depths planned, a depth reply's place, the
 //!   context lines' floors and figures;
+//! - `goodput.rs`: the SLO replies are held to (issue 37) and the goodput line's figures;
 //! - `conditions.rs`: the box's load and what was sampled during the replies (load.json);
 //! - `route.rs`: the route evidence read from /proc (route.json);
 //! - `metrics.rs`: the serve's own metrics around the bursts (metrics.json);
@@ -29,6 +30,7 @@ mod conditions;
 mod context;
 mod floors;
 mod footprint;
+mod goodput;
 mod hold;
 mod lifecycle;
 mod manifest;
@@ -45,6 +47,7 @@ pub use conditions::*;
 pub use context::*;
 pub use floors::*;
 pub use footprint::*;
+pub use goodput::*;
 pub use hold::*;
 pub use lifecycle::*;
 pub use manifest::*;

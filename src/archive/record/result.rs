@@ -182,6 +182,9 @@ pub struct Figures {
     /// The context lines' figures (issue 35): a row a depth, and the limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<crate::archive::record::context::ContextFigures>,
+    /// The goodput line's figures (issue 37): the share of replies that met the SLO.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goodput: Option<crate::archive::record::goodput::GoodputFigures>,
 }
 
 /// What a footprint line found (docs/footprint.md), each figure only where the line has it.

@@ -151,6 +151,9 @@ impl Criteria {
         if let Err(why) = footprint_bounds(&floors.footprint) {
             bail!("{why}");
         }
+        if let Err(why) = super::goodput::check(&floors.slo) {
+            bail!("{why}");
+        }
         for (flag, x) in [
             ("--prefill-floor", floors.context.prefill_floor),
             ("--depth-floor", floors.context.depth_floor),

@@ -5,7 +5,8 @@
 //!
 //! Here [`judge`], which puts the lines together and decides RESULT. Each line family's rules
 //! are in a file of its own: [`route`]; [`rate`] (rate and first-token); [`latency`] (the
-//! peers' TTFT, ITL, TPOT and E2EL, information); [`content`]; [`conditions`] (the box's
+//! peers' TTFT, ITL, TPOT and E2EL, information); [`goodput`] (`--slo`: the share of replies
+//! that met a service level); [`content`]; [`conditions`] (the box's
 //! conditions and the busy-box note); [`serve`] (serve and stop; a hold not acquired is judged
 //! here); [`determinism`] (`--deterministic`: the same prompt's
 //! answers against each other, and against the baseline's); [`reference`] (`--reference`: the
@@ -38,6 +39,7 @@ pub mod determinism;
 pub mod drift;
 pub mod evidence;
 pub mod footprint;
+pub mod goodput;
 pub mod latency;
 pub mod line;
 pub mod memory;
@@ -192,6 +194,7 @@ fn reply_lines(e: &Evidence<'_>, c: &Criteria, warmup_failed: &[String]) -> Vec<
         e.replies,
     ));
     lines.push(latency_line(e.replies));
+    lines.extend(goodput::goodput_line(e.replies, &c.floors().slo));
     let max_drift = c.floors().max_drift.unwrap_or(DEFAULT_MAX_DRIFT);
     lines.extend(drift::drift_lines(e.replies, max_drift));
     // Beside the drift: what the box's clocks and temperatures did meanwhile.

@@ -16,6 +16,7 @@ mod determinism;
 mod drift;
 mod floors;
 mod footprint;
+mod goodput;
 mod interval;
 mod latency;
 mod output;
@@ -55,6 +56,7 @@ pub fn all() -> Vec<Case> {
         serve::interrupted(),
         bursts::cases(),
         latency::cases(),
+        goodput::cases(),
         bursts::failed_stream(),
         determinism::cases(),
         footprint::memory(),
