@@ -19,9 +19,9 @@
 //! is called `goodput`, as the flags of all three peers are.
 //!
 //! Per reply, each figure as the latency line defines it ([`crate::judging::latency`]):
-//! - TTFT: send to the first text event ([`measure`]'s first token);
+//! - TTFT: send to the first text event (the first token `measure` finds);
 //! - E2EL: send to the last data event;
-//! - TPOT: (E2EL - TTFT) / (output tokens - 1), output tokens as [`measure`] counts them;
+//! - TPOT: (E2EL - TTFT) / (output tokens - 1), output tokens as `measure` counts them;
 //! - ITL: the mean of the reply's gaps between consecutive text events, (last text event -
 //!   first) / (text events - 1): aiperf's per-request inter-token latency, and guidellm's,
 //!   which its `tpot_ms` objective is compared against ("to the last token received").
@@ -31,72 +31,18 @@
 //! that failed, or that ended without a token, met no target (guidellm's rule for errors;
 //! a reply with no token delivered nothing in time either).
 //!
-//! TODO(dedupe): the per-reply figures repeat `latency_figures`' arithmetic
-//! (src/judging/latency.rs); one per-reply function there could serve both.
-//!
 //! Pure: replies in, tallies out.
 
 use crate::archive::record::{ReplyRecord, SloFloors, SloMetric};
-use crate::judging::measure::measure;
+pub use crate::judging::latency::{reply_times, ReplyTimes};
 
-/// One reply's four figures, ms; each `None` where the reply has none.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct ReplyTimes {
-    /// Time to first token.
-    pub ttft_ms: Option<f64>,
-    /// Mean gap between consecutive text events (two text events or more).
-    pub itl_ms: Option<f64>,
-    /// Time per output token after the first (two output tokens or more).
-    pub tpot_ms: Option<f64>,
-    /// Send to the last data event.
-    pub e2el_ms: Option<f64>,
-}
-
-impl ReplyTimes {
-    /// The figure for `metric`.
-    pub fn get(&self, metric: SloMetric) -> Option<f64> {
-        match metric {
-            SloMetric::Ttft => self.ttft_ms,
-            SloMetric::Itl => self.itl_ms,
-            SloMetric::Tpot => self.tpot_ms,
-            SloMetric::E2el => self.e2el_ms,
-        }
-    }
-}
-
-/// `reply`'s four figures, computed as `latency_figures` computes them over replies.
-pub fn reply_times(reply: &ReplyRecord) -> ReplyTimes {
-    let ms = |ns: u64| ns as f64 / 1e6;
-    let m = measure(reply);
-    let texts: Vec<u64> = reply
-        .chunks
-        .iter()
-        .filter(|c| c.has_text())
-        .map(|c| c.at_ns)
-        .collect();
-    let itl_ms = match (texts.first(), texts.last()) {
-        (Some(&first), Some(&last)) if texts.len() >= 2 => {
-            Some(ms(last.saturating_sub(first)) / (texts.len() - 1) as f64)
-        }
-        _ => None,
-    };
-    let e2el_ms = reply
-        .chunks
-        .iter()
-        .map(|c| c.at_ns)
-        .max()
-        .map(|last| ms(last.saturating_sub(reply.sent_ns)));
-    let tpot_ms = match (e2el_ms, m.first_token_ms) {
-        (Some(latency), Some(first)) if m.tokens > 1.0 => {
-            Some((latency - first) / (m.tokens - 1.0))
-        }
-        _ => None,
-    };
-    ReplyTimes {
-        ttft_ms: m.first_token_ms,
-        itl_ms,
-        tpot_ms,
-        e2el_ms,
+/// The figure of `times` for `metric`.
+fn figure(times: &ReplyTimes, metric: SloMetric) -> Option<f64> {
+    match metric {
+        SloMetric::Ttft => times.ttft_ms,
+        SloMetric::Itl => times.itl_ms,
+        SloMetric::Tpot => times.tpot_ms,
+        SloMetric::E2el => times.e2el_ms,
     }
 }
 
@@ -127,8 +73,7 @@ pub fn attainment(reply: &ReplyRecord, slo: &SloFloors) -> Attainment {
         .targets()
         .into_iter()
         .filter_map(|(metric, target)| {
-            times
-                .get(metric)
+            figure(&times, metric)
                 .filter(|&value| value > target)
                 .map(|value| (metric, value))
         })
@@ -231,6 +176,8 @@ mod tests {
             t,
             ReplyTimes {
                 ttft_ms: Some(100.0),
+                ttfo_ms: Some(100.0),
+                gaps_ms: vec![10.0; 4],
                 itl_ms: Some(10.0),
                 tpot_ms: Some(10.0),
                 e2el_ms: Some(140.0),
@@ -259,7 +206,7 @@ mod tests {
     fn a_figure_exactly_at_its_target_meets_it_and_one_over_misses() {
         let r = reply_at(&[100, 110, 120, 130, 140], None);
         for m in SloMetric::ALL {
-            let at = reply_times(&r).get(m).unwrap();
+            let at = figure(&reply_times(&r), m).unwrap();
             assert_eq!(attainment(&r, &slo(&[(m, at)])), Attainment::Met, "{m}");
             let under = at - 1e-9;
             assert_eq!(

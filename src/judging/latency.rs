@@ -92,7 +92,6 @@ pub struct LatencyFigures {
 /// stream cut short, not of the serve's answer. Single-stream replies and a burst's streams are
 /// pooled, as vLLM pools every request of a benchmark whatever its concurrency.
 pub fn latency_figures(replies: &[ReplyRecord]) -> LatencyFigures {
-    let ms = |ns: u64| ns as f64 / 1e6;
     let mut ttft = Vec::new();
     let mut ttfo = Vec::new();
     let mut reasoned_first = 0;
@@ -104,32 +103,16 @@ pub fn latency_figures(replies: &[ReplyRecord]) -> LatencyFigures {
     for r in replies.iter().filter(|r| r.error.is_none()) {
         timed += 1;
         burst_streams += usize::from(r.burst.is_some());
-        let m = measure(r);
-        let texts: Vec<u64> = r
-            .chunks
-            .iter()
-            .filter(|c| c.has_text())
-            .map(|c| c.at_ns)
-            .collect();
-        itl.extend(texts.windows(2).map(|w| ms(w[1].saturating_sub(w[0]))));
-        let latency = r
-            .chunks
-            .iter()
-            .map(|c| c.at_ns)
-            .max()
-            .map(|last| ms(last.saturating_sub(r.sent_ns)));
-        e2el.extend(latency);
-        ttft.extend(m.first_token_ms);
-        ttfo.extend(m.first_content_token_ms);
+        let t = reply_times(r);
+        itl.extend(t.gaps_ms);
+        e2el.extend(t.e2el_ms);
+        ttft.extend(t.ttft_ms);
+        ttfo.extend(t.ttfo_ms);
         reasoned_first += usize::from(matches!(
-            (m.first_token_ms, m.first_content_token_ms),
+            (t.ttft_ms, t.ttfo_ms),
             (Some(any), Some(content)) if content > any
         ));
-        if let (Some(latency), Some(first)) = (latency, m.first_token_ms) {
-            if m.tokens > 1.0 {
-                tpot.push((latency - first) / (m.tokens - 1.0));
-            }
-        }
+        tpot.extend(t.tpot_ms);
     }
     LatencyFigures {
         ttft_ms: Percentiles::of(&ttft),
@@ -141,6 +124,68 @@ pub fn latency_figures(replies: &[ReplyRecord]) -> LatencyFigures {
         timed,
         burst_streams,
         replies: replies.len(),
+    }
+}
+
+/// One reply's latency figures, ms, each `None` where the reply has none: what the latency
+/// line pools over the replies and the goodput line holds each reply to (its SLO).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ReplyTimes {
+    /// Time to first token.
+    pub ttft_ms: Option<f64>,
+    /// Time to first content token (TTFO).
+    pub ttfo_ms: Option<f64>,
+    /// Every gap between consecutive text events, in order (the latency line pools them).
+    pub gaps_ms: Vec<f64>,
+    /// Their mean, (last text event - first) / (text events - 1), two text events or more:
+    /// aiperf's per-request inter-token latency.
+    pub itl_ms: Option<f64>,
+    /// Time per output token after the first, (E2EL - TTFT) / (tokens - 1), two output tokens
+    /// or more.
+    pub tpot_ms: Option<f64>,
+    /// Send to the last data event.
+    pub e2el_ms: Option<f64>,
+}
+
+/// `reply`'s latency figures, as the module's head defines them.
+pub fn reply_times(reply: &ReplyRecord) -> ReplyTimes {
+    let ms = |ns: u64| ns as f64 / 1e6;
+    let m = measure(reply);
+    let texts: Vec<u64> = reply
+        .chunks
+        .iter()
+        .filter(|c| c.has_text())
+        .map(|c| c.at_ns)
+        .collect();
+    let gaps_ms: Vec<f64> = texts
+        .windows(2)
+        .map(|w| ms(w[1].saturating_sub(w[0])))
+        .collect();
+    let itl_ms = match (texts.first(), texts.last()) {
+        (Some(&first), Some(&last)) if texts.len() >= 2 => {
+            Some(ms(last.saturating_sub(first)) / (texts.len() - 1) as f64)
+        }
+        _ => None,
+    };
+    let e2el_ms = reply
+        .chunks
+        .iter()
+        .map(|c| c.at_ns)
+        .max()
+        .map(|last| ms(last.saturating_sub(reply.sent_ns)));
+    let tpot_ms = match (e2el_ms, m.first_token_ms) {
+        (Some(latency), Some(first)) if m.tokens > 1.0 => {
+            Some((latency - first) / (m.tokens - 1.0))
+        }
+        _ => None,
+    };
+    ReplyTimes {
+        ttft_ms: m.first_token_ms,
+        ttfo_ms: m.first_content_token_ms,
+        gaps_ms,
+        itl_ms,
+        tpot_ms,
+        e2el_ms,
     }
 }
 
