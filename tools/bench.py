@@ -63,6 +63,17 @@ docs/performance.md, "A slow disk does not slow the measurement"):
      takes that long), against the same runs under strace with no delay: the median aggregate
      rate of the bursts each way, and their ratio, which must stay near 1: the gate's writer
      thread takes the delays, never the thread that stamps the streams.
+
+`--baseline-soak` runs another section alone, (j), a soak compared with a soak (a minute or two
+for the release build of the tests, then seconds; docs/performance.md, "A soak against a
+soak"):
+
+ (j) the baseline comparison (`judge_shift`: the Hodges-Lehmann shift, its interval and the
+     decision) of 20,000 replies against 20,000, 400 million pairwise differences, its wall
+     time the median of 5 calls, from the release build of the library's tests
+     (`cargo test --release --lib -- --ignored --exact
+     judging::baseline::tests::bench_soak_comparison`): the binary cannot time the comparison
+     apart from loading two archives of 20,000 replies, which takes far longer.
 """
 import argparse
 import json
@@ -122,6 +133,11 @@ SLOW_DISK_FLOORS = {
     "slow_disk_aggregate_ratio": 0.95,
 }
 SLOW_DISK_RUNS, SLOW_DISK_DELAY_US = 3, 100000
+# Section (j), --baseline-soak: limits (at most). "Well under a second" for 20,000 a side.
+BASELINE_SOAK_TARGETS = {
+    "baseline_soak_compare_s_20000_a_side": 0.25,
+}
+BASELINE_SOAK_TEST = "judging::baseline::tests::bench_soak_comparison"
 LOAD_STREAMS = (8, 64)
 LOAD_TOKENS = 2000
 # Aggregate rate steps, (streams, gap in ms), in turn: more streams at 1 ms, each stream a
@@ -798,6 +814,18 @@ def slow_disk_section(tmp, runs):
     }
 
 
+def baseline_soak_section():
+    """(j): the comparison of 20,000 replies against 20,000, timed by an ignored test of the
+    library built in release (it prints the median of 5 calls)."""
+    done = subprocess.run(["cargo", "test", "--release", "--locked", "--quiet", "--lib", "--",
+                           "--ignored", "--exact", BASELINE_SOAK_TEST, "--nocapture"],
+                          cwd=ROOT, check=True, capture_output=True, text=True)
+    for line in done.stdout.splitlines():
+        if line.startswith("bench: judge_shift 20000 x 20000 median_s "):
+            return {"baseline_soak_compare_s_20000_a_side": float(line.split()[-1])}
+    raise RuntimeError(f"{BASELINE_SOAK_TEST} printed no figure:\n{done.stdout}")
+
+
 def overhead(tmp, trials):
     results = []
     for i in range(trials):
@@ -837,15 +865,20 @@ def main():
                    help="run section (h) alone, compare over 300 run directories (seconds)")
     p.add_argument("--slow-disk", action="store_true",
                    help="run section (i) alone, bursts with every sync delayed 100 ms (a minute)")
+    p.add_argument("--baseline-soak", action="store_true",
+                   help="run section (j) alone, 20,000 replies compared with 20,000 (a minute)")
     p.add_argument("--rounds", type=int, default=3, help="with --load: bursts a run (3)")
     p.add_argument("--load-gap-ms", default="1",
                    help="with --load: the gap of the 8- and 64-stream cost runs (1 ms)")
     args = p.parse_args()
     trials = args.trials or (3 if args.load else 5)
-    if not args.no_build:
+    # Section (j) builds and runs the library's tests in release itself; the rest use the binary.
+    if not args.no_build and not args.baseline_soak:
         subprocess.run(["cargo", "build", "--release", "--locked", "--quiet"], cwd=ROOT, check=True)
     prefix = "npu-serve-smoke-bench."
-    if args.slow_disk:
+    if args.baseline_soak:
+        figures, targets, floors = baseline_soak_section(), BASELINE_SOAK_TARGETS, {}
+    elif args.slow_disk:
         with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
             figures = slow_disk_section(tmp, args.trials or SLOW_DISK_RUNS)
         targets, floors = {}, SLOW_DISK_FLOORS

@@ -19,6 +19,8 @@
 
 use statrs::distribution::{ContinuousCDF, Normal};
 
+use super::pairwise::kth_difference;
+
 /// The interval's default confidence, two-sided: each end is a one-sided 5% test, the level
 /// [`replies_needed`] plans for.
 pub const DEFAULT_CONFIDENCE: f64 = 0.90;
@@ -26,9 +28,6 @@ pub const DEFAULT_CONFIDENCE: f64 = 0.90;
 pub const DEFAULT_NOISE: f64 = 0.03;
 /// `--max-regression`'s default: the most regression a passing interval may still allow.
 pub const DEFAULT_MAX_REGRESSION: f64 = 0.10;
-/// The most replies a side may bring: the shift sorts m*n differences, 4 million (32 MB of f64)
-/// at 2,000 a side. More is a caller's mistake, said as [`ShiftError::TooMany`].
-pub const MAX_REPLIES: usize = 2_000;
 /// Under this many replies on either side the comparison is thin and only inconclusive: at 3 a
 /// side the Mann-Whitney test rejects only when every candidate reply is below every baseline
 /// one, so one lucky reply decides it. Go's benchstat draws the same line ("need >= 6 samples").
@@ -41,6 +40,15 @@ pub const REPLIES_NEEDED_CAP: usize = 10_000;
 /// replies against many, where the normal approximation is at its worst. Above it, the normal
 /// approximation with continuity correction.
 const EXACT_MAX_PAIRS: usize = 2_500;
+/// The most lag-1 correlation the interval is widened for: the AR(1) inflation of a mean grows
+/// without bound as rho nears 1, and at 0.9 it is already 19 (a side's replies worth a
+/// nineteenth as many independent ones).
+pub const MAX_CORRELATION: f64 = 0.9;
+/// How many standard errors above the pooled, bias-corrected lag-1 estimate the correlation
+/// taken for the interval is ([`Correlation`]): one, a one-sided 84% upper bound. The estimate
+/// alone, noisy at 6 to 12 replies a side, left an unchanged serve failing 7% of the time at
+/// rho 0.8 on a noisy box (docs/baseline.md, "Correlated replies").
+const CORRELATION_MARGIN: f64 = 1.0;
 /// The power [`replies_needed`] plans for.
 const POWER: f64 = 0.80;
 /// A tail probability within this of the level counts as at the level: 1 - 0.9 is
@@ -132,6 +140,71 @@ pub struct Shift {
     /// The pooled standard deviation of the two sides' logs, each about its own mean (about the
     /// per-reply relative spread: 0.03 for 3%). `None` with fewer than 3 values in all.
     pub pooled_sd: Option<f64>,
+    /// The serial correlation of the replies, and whether it widened the interval. `None` when
+    /// a side has fewer than [`FEWEST_REPLIES_A_SIDE`] values (the comparison is thin and
+    /// inconclusive anyway) or the logs of a side have no spread: the interval is then the one
+    /// for independent replies.
+    pub correlation: Option<Correlation>,
+}
+
+/// The replies' serial correlation, as [`hodges_lehmann`] took it into the interval.
+///
+/// **Why.** The Mann-Whitney interval assumes independent replies. Neighbouring replies on a
+/// real box are not (a clock that steps, a cache that stays warm, another process's burst:
+/// [`super::drift`] simulates AR(1) at rho 0.5 for the same reason), and positive correlation
+/// makes each side's mean wander more than its spread shows: the interval is too narrow, and
+/// an unchanged serve FAILs more often than the 5% a 90% interval's end promises (17.5% at
+/// rho 0.8, 30 replies a side, a 10% spread; docs/baseline.md, "Correlated replies").
+///
+/// **The variance of U.** Under no shift, with each side stationary with the continuous
+/// marginal F and the sides independent of each other, U = sum_ij 1[c_i > b_j] has the
+/// Hoeffding projection (Hoeffding 1948, Ann. Math. Statist. 19, 293-325; Lehmann,
+/// *Nonparametrics*, 1975, appendix sec. 5) U - mn/2 ~ n sum_i (F(c_i) - 1/2) - m sum_j
+/// (F(b_j) - 1/2): a sum over each side. F(x) is uniform with variance 1/12, so
+/// Var(U) ~ n^2 Var(sum_i F(c_i)) + m^2 Var(sum_j F(b_j)) = (n^2 m f_c + m^2 n f_b) / 12,
+/// where f is how much the side's serial correlation inflates the variance of a sum over
+/// independent values. With independent replies f = 1 and, with the exact distribution's mn/12
+/// added, this is the usual mn(m + n + 1)/12. For AR(1) with lag-1 correlation rho the
+/// inflation of a mean of n values is f = 1 + 2 sum_{h<n} (1 - h/n) rho^h (Box, Jenkins &
+/// Reinsel, *Time Series Analysis*, 4th ed. 2008, sec. 2.1.6), which tends to (1 + rho) /
+/// (1 - rho). F(x_t) of a Gaussian AR(1) correlates (6/pi) asin(rho^h / 2) at lag h, a little
+/// less than rho^h (Kendall & Gibbons, *Rank Correlation Methods*, 5th ed. 1990, ch. 9), so
+/// rho^h errs on the wide side. Equivalently each side counts as n / f independent replies,
+/// its effective size. k is then the normal approximation's, with continuity correction, to
+/// that variance, and never larger than the independent k: the interval only ever widens.
+///
+/// **The estimate.** rho is the lag-1 autocorrelation of the logs in reply order, pooled over
+/// both sides (sum of both sides' lag-1 products about their own means over the sum of both
+/// sides' squares): the two runs are on the same box with the same serve and model, or the
+/// comparison is not made, so they share the box's correlation, and pooling halves the
+/// variance of an estimate that is very noisy at 6 to 12 replies a side. r1 is biased low by
+/// about (1 + 3 rho) / n for a series of n (Marriott & Pope 1954, Biometrika 41, 390-402;
+/// Kendall 1954, Biometrika 41, 403-404), so it is corrected: rho-hat = (h r1 + 1) / (h - 3)
+/// with h = (m + n) / 2, the two series' pooled length. Its standard error is about
+/// sqrt((1 - rho^2) / (m + n)) (Bartlett 1946, JRSS Suppl. 8, 27-41), and the rho taken is
+/// rho-hat plus one standard error ([`CORRELATION_MARGIN`]), clamped to [0,
+/// [`MAX_CORRELATION`]]: never below 0, so negative correlation never narrows the interval. The
+/// margin is what the simulation needed to hold an unchanged serve's FAIL rate under 5% at 6
+/// and 12 replies a side and rho 0.8 (docs/baseline.md); it costs power at rho 0 too, since
+/// a few replies cannot rule correlation out.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Correlation {
+    /// The candidate's own lag-1 autocorrelation r1 of its logs, uncorrected.
+    pub candidate_r1: f64,
+    /// The baseline's own r1.
+    pub baseline_r1: f64,
+    /// The pooled r1 of both sides, bias-corrected (Marriott & Pope): rho-hat.
+    pub pooled: f64,
+    /// The correlation the interval was widened for: rho-hat plus one standard error, clamped
+    /// to [0, [`MAX_CORRELATION`]].
+    pub rho: f64,
+    /// The candidate's replies counted as independent ones: m / f_c (m when rho is 0).
+    pub candidate_effective: f64,
+    /// The baseline's: n / f_b.
+    pub baseline_effective: f64,
+    /// Whether the interval is wider than the independent one (a smaller k). When false, the
+    /// interval is exactly the independent one, from the exact distribution where m*n allows.
+    pub widened: bool,
 }
 
 /// About how many replies a side would likely decide an inconclusive comparison.
@@ -175,14 +248,6 @@ pub enum ShiftError {
         /// The value.
         value: f64,
     },
-    /// A side over [`MAX_REPLIES`].
-    #[error("the {side} has {count} values, more than the {MAX_REPLIES} a side compared")]
-    TooMany {
-        /// Which side.
-        side: Side,
-        /// How many it has.
-        count: usize,
-    },
     /// A confidence outside (0, 1).
     #[error("confidence {0} is not between 0 and 1")]
     Confidence(f64),
@@ -210,7 +275,10 @@ pub enum ShiftError {
 /// (1 - confidence) / 2. Ties among the figures are not corrected for: timings rarely tie, and
 /// with ties the coverage is approximate.
 ///
-/// Each side may hold up to [`MAX_REPLIES`] values; every value must be finite and > 0.
+/// Every value must be finite and > 0. Any number a side: the order statistics are selected
+/// without making the m*n differences ([`super::pairwise`]), in O(m + n) memory and about
+/// O((m + n) log(mn)) time, so a soak's 20,000 replies against another's take a fraction of a
+/// second.
 pub fn hodges_lehmann(
     candidate: &[f64],
     baseline: &[f64],
@@ -221,7 +289,24 @@ pub fn hodges_lehmann(
     }
     let c = logs(candidate, Side::Candidate)?;
     let b = logs(baseline, Side::Baseline)?;
-    let (center, interval) = shift_of(&c, &b, confidence);
+    let independent = interval_rank(c.len(), b.len(), confidence);
+    let mut correlation = correlation_of(&c, &b);
+    let rank = match &mut correlation {
+        Some(k) => {
+            let (m, n) = (c.len(), b.len());
+            let inflations = (mean_inflation(k.rho, m), mean_inflation(k.rho, n));
+            let widened = widened_rank(m, n, inflations, confidence);
+            match (independent, widened) {
+                (Some((ik, _, _)), Some((wk, _))) if ik <= wk => independent,
+                (_, widened) => {
+                    k.widened = true;
+                    widened.map(|(wk, coverage)| (wk, coverage, Method::Normal))
+                }
+            }
+        }
+        None => independent,
+    };
+    let (center, interval) = shift_at(&c, &b, rank);
     Ok(Shift {
         ratio: center.exp(),
         interval: interval.map(|i| Interval {
@@ -232,6 +317,7 @@ pub fn hodges_lehmann(
         candidate: c.len(),
         baseline: b.len(),
         pooled_sd: pooled_sd(&c, &b),
+        correlation,
     })
 }
 
@@ -254,9 +340,14 @@ pub fn judge_shift(
     let thin = shift.candidate < FEWEST_REPLIES_A_SIDE || shift.baseline < FEWEST_REPLIES_A_SIDE;
     let decision = decide(shift.interval.as_ref(), worse, noise, max_regression, thin);
     let replies_needed = match decision {
-        Decision::Inconclusive => shift
-            .pooled_sd
-            .map(|sd| replies_needed(sd, worse, noise, max_regression)),
+        Decision::Inconclusive => shift.pooled_sd.map(|sd| {
+            replies_needed(
+                sd * planned_inflation(&shift).sqrt(),
+                worse,
+                noise,
+                max_regression,
+            )
+        }),
         Decision::Fail | Decision::Ok => None,
     };
     Ok(Judged {
@@ -376,12 +467,6 @@ fn logs(values: &[f64], side: Side) -> Result<Vec<f64>, ShiftError> {
     if values.is_empty() {
         return Err(ShiftError::NoValues(side));
     }
-    if values.len() > MAX_REPLIES {
-        return Err(ShiftError::TooMany {
-            side,
-            count: values.len(),
-        });
-    }
     values
         .iter()
         .enumerate()
@@ -406,30 +491,109 @@ fn check_thresholds(noise: f64, max_regression: f64) -> Result<(), ShiftError> {
     }
 }
 
-/// The Hodges-Lehmann estimate of the shift of `c` against `b` (finite values, both sides
-/// non-empty) and its interval, on the values' own scale.
-fn shift_of(c: &[f64], b: &[f64], confidence: f64) -> (f64, Option<Interval>) {
-    let mut d: Vec<f64> = c
-        .iter()
-        .flat_map(|ci| b.iter().map(move |bj| ci - bj))
-        .collect();
-    let pairs = d.len();
-    // Three selections, each O(mn), instead of sorting 4 million differences.
-    let mut nth = |i: usize| *d.select_nth_unstable_by(i, f64::total_cmp).1;
+/// The estimate and the interval [D(k), D(mn+1-k)] for `rank`'s (k, coverage, method).
+fn shift_at(c: &[f64], b: &[f64], rank: Option<(usize, f64, Method)>) -> (f64, Option<Interval>) {
+    let mut c_up = c.to_vec();
+    c_up.sort_by(f64::total_cmp);
+    let mut b_down = b.to_vec();
+    b_down.sort_by(|x, y| y.total_cmp(x));
+    let pairs = c.len() as u64 * b.len() as u64;
+    let nth = |i: u64| kth_difference(&c_up, &b_down, i);
     let center = if pairs % 2 == 1 {
         nth(pairs / 2)
     } else {
         (nth(pairs / 2 - 1) + nth(pairs / 2)) / 2.0
     };
-    let interval =
-        interval_rank(c.len(), b.len(), confidence).map(|(rank, coverage, method)| Interval {
-            low: nth(rank - 1),
-            high: nth(pairs - rank),
-            rank,
-            coverage,
-            method,
-        });
+    let interval = rank.map(|(rank, coverage, method)| Interval {
+        low: nth(rank as u64 - 1),
+        high: nth(pairs - rank as u64),
+        rank,
+        coverage,
+        method,
+    });
     (center, interval)
+}
+
+/// The pooled, bias-corrected, bounded lag-1 correlation of the sides' logs in reply order, as
+/// [`Correlation`] describes. `None` when a side has fewer than [`FEWEST_REPLIES_A_SIDE`]
+/// values, or a side's logs have no spread (no correlation to read).
+fn correlation_of(c: &[f64], b: &[f64]) -> Option<Correlation> {
+    let (m, n) = (c.len(), b.len());
+    if m < FEWEST_REPLIES_A_SIDE || n < FEWEST_REPLIES_A_SIDE {
+        return None;
+    }
+    let ((lc, sc), (lb, sb)) = (lag_sums(c), lag_sums(b));
+    if !(sc > 0.0 && sb > 0.0) {
+        return None;
+    }
+    let h = (m + n) as f64 / 2.0;
+    let pooled = (h * (lc + lb) / (sc + sb) + 1.0) / (h - 3.0);
+    let error = ((1.0 - (pooled * pooled).min(1.0)) / (m + n) as f64).sqrt();
+    let rho = (pooled + CORRELATION_MARGIN * error).clamp(0.0, MAX_CORRELATION);
+    Some(Correlation {
+        candidate_r1: lc / sc,
+        baseline_r1: lb / sb,
+        pooled,
+        rho,
+        candidate_effective: m as f64 / mean_inflation(rho, m),
+        baseline_effective: n as f64 / mean_inflation(rho, n),
+        widened: false,
+    })
+}
+
+/// The factor the replies [`replies_needed`] plans for are scaled by: the larger side's
+/// inflation of a mean at the correlation found, as many replies again tends to (1 + rho) /
+/// (1 - rho), the limit of [`mean_inflation`]. 1 without correlation.
+fn planned_inflation(shift: &Shift) -> f64 {
+    shift
+        .correlation
+        .map_or(1.0, |k| (1.0 + k.rho) / (1.0 - k.rho))
+}
+
+/// One side's lag-1 sums in reply order, about its own mean: (sum over t of
+/// (x_t - mean)(x_{t+1} - mean), sum of (x_t - mean)^2). Their ratio is the usual lag-1
+/// autocorrelation r1 (Box, Jenkins & Reinsel, *Time Series Analysis*, 4th ed. 2008, sec. 2.1.4).
+fn lag_sums(x: &[f64]) -> (f64, f64) {
+    let mean = x.iter().sum::<f64>() / x.len() as f64;
+    let lagged = x
+        .windows(2)
+        .map(|w| (w[0] - mean) * (w[1] - mean))
+        .sum::<f64>();
+    let squares = x.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>();
+    (lagged, squares)
+}
+
+/// How much lag-1 correlation `rho` (AR(1): lag h correlates rho^h) inflates the variance of a
+/// mean of `n` values over independent ones: 1 + 2 sum_{h=1}^{n-1} (1 - h/n) rho^h
+/// (Box, Jenkins & Reinsel 2008, sec. 2.1.6; it tends to (1 + rho) / (1 - rho) as n grows).
+fn mean_inflation(rho: f64, n: usize) -> f64 {
+    let nf = n as f64;
+    1.0 + 2.0
+        * (1..n)
+            .map(|h| (1.0 - h as f64 / nf) * rho.powi(h as i32))
+            .sum::<f64>()
+}
+
+/// k for the `confidence` interval when the sides' replies are serially correlated, from the
+/// normal approximation to U with its variance inflated side by side: mn (n f_c + m f_b + 1) /
+/// 12, `f_c` and `f_b` each side's inflation of a mean. (See [`Correlation`] for why.)
+fn widened_rank(
+    m: usize,
+    n: usize,
+    (f_c, f_b): (f64, f64),
+    confidence: f64,
+) -> Option<(usize, f64)> {
+    let (mf, nf) = (m as f64, n as f64);
+    let mean = mf * nf / 2.0;
+    let sd = (mf * nf * (nf * f_c + mf * f_b + 1.0) / 12.0).sqrt();
+    let normal = Normal::standard();
+    let alpha = (1.0 - confidence) / 2.0;
+    let c = (mean - 0.5 + normal.inverse_cdf(alpha) * sd).floor();
+    if !(c >= 0.0 && c.is_finite()) {
+        return None;
+    }
+    let coverage = 1.0 - 2.0 * normal.cdf((c + 0.5 - mean) / sd);
+    Some((c as usize + 1, coverage))
 }
 
 /// k for the two-sided `confidence` interval [D(k), D(mn+1-k)] with sides of m and n, its
@@ -529,6 +693,12 @@ fn pooled_sd(a: &[f64], b: &[f64]) -> Option<f64> {
 mod tests {
     use super::*;
     use crate::judging::test_rng::SplitMix;
+
+    /// The Hodges-Lehmann estimate of the shift of `c` against `b` and its interval for
+    /// independent replies, on the values' own scale: what the published examples give.
+    fn shift_of(c: &[f64], b: &[f64], confidence: f64) -> (f64, Option<Interval>) {
+        shift_at(c, b, interval_rank(c.len(), b.len(), confidence))
+    }
 
     /// P(U <= c) exactly, for the convention checks.
     fn cdf(m: usize, n: usize, c: usize) -> f64 {
@@ -728,14 +898,6 @@ mod tests {
             hodges_lehmann(&ok, &[], 0.9),
             Err(ShiftError::NoValues(Side::Baseline))
         );
-        let many = vec![1.0; MAX_REPLIES + 1];
-        assert_eq!(
-            hodges_lehmann(&ok, &many, 0.9),
-            Err(ShiftError::TooMany {
-                side: Side::Baseline,
-                count: MAX_REPLIES + 1
-            })
-        );
         for c in [0.0, 1.0, -0.5, f64::NAN] {
             assert!(matches!(
                 hodges_lehmann(&ok, &ok, c),
@@ -765,11 +927,247 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_soak_against_a_soak_is_compared_whole() {
+        // 20,000 replies a side, 400 million differences (3.2 GB as f64), as a --soak brings:
+        // no cap, the order statistics selected. Log-normal draws 2% apart, 5% slower.
+        let mut rng = SplitMix(0x5EED_0037);
+        let mut side = |center: f64| -> Vec<f64> {
+            (0..20_000)
+                .map(|_| center * (0.02 * rng.normal()).exp())
+                .collect()
+        };
+        let base = side(100.0);
+        let cand = side(95.0);
+        let s = hodges_lehmann(&cand, &base, 0.90).unwrap();
+        assert!((s.ratio - 0.95).abs() < 0.001, "{s:?}");
+        let i = s.interval.unwrap();
+        assert_eq!(i.method, Method::Normal);
+        assert!(
+            i.low < s.ratio && s.ratio < i.high && i.high - i.low < 0.002,
+            "{i:?}"
+        );
+        assert_eq!((s.candidate, s.baseline), (20_000, 20_000));
+        // And the centre exactly as a sort would find it, on a smaller soak (1,000 a side,
+        // a million differences, sortable in a test).
+        let (c, b) = (&cand[..1_000], &base[..1_000]);
+        let mut all: Vec<f64> = c
+            .iter()
+            .flat_map(|x| b.iter().map(move |y| x.ln() - y.ln()))
+            .collect();
+        all.sort_by(f64::total_cmp);
+        let center = (all[499_999] + all[500_000]) / 2.0;
+        assert_eq!(hodges_lehmann(c, b, 0.90).unwrap().ratio, center.exp());
+    }
+
+    /// Not a test: the cost of a soak's comparison, for `tools/bench.py --baseline-soak`
+    /// (section (j), docs/performance.md), which runs it in a release build and reads the line
+    /// it prints. Ignored, and asserts nothing about time: wall time is the bench's business.
+    #[test]
+    #[ignore]
+    fn bench_soak_comparison() {
+        let mut rng = SplitMix(0x5EED_0039);
+        let mut side = |center: f64| -> Vec<f64> {
+            (0..20_000)
+                .map(|_| center * (0.02 * rng.normal()).exp())
+                .collect()
+        };
+        let (base, cand) = (side(100.0), side(95.0));
+        let mut walls = Vec::new();
+        for _ in 0..5 {
+            let start = std::time::Instant::now();
+            let j = judge(&cand, &base, Worse::Lower);
+            walls.push(start.elapsed().as_secs_f64());
+            assert_eq!(j.decision, Decision::Fail);
+        }
+        walls.sort_by(f64::total_cmp);
+        println!("bench: judge_shift 20000 x 20000 median_s {:.6}", walls[2]);
+    }
+
+    /// The decision with the interval for independent replies, whatever their correlation:
+    /// the rule as it was, for the simulations' "uncorrected" column.
+    fn decide_independent(c: &[f64], b: &[f64], worse: Worse) -> Decision {
+        let (_, i) = shift_of(c, b, DEFAULT_CONFIDENCE);
+        let i = i.map(|i| Interval {
+            low: i.low.exp(),
+            high: i.high.exp(),
+            ..i
+        });
+        let thin = c.len() < FEWEST_REPLIES_A_SIDE || b.len() < FEWEST_REPLIES_A_SIDE;
+        decide(
+            i.as_ref(),
+            worse,
+            DEFAULT_NOISE,
+            DEFAULT_MAX_REGRESSION,
+            thin,
+        )
+    }
+
+    /// FAIL rates over `trials` pairs of independent runs of `size` replies a side, each run
+    /// a stationary AR(1) in the logs with lag-1 correlation `rho` and log spread `sd`:
+    /// (unchanged serve corrected, unchanged uncorrected, true 10% regression corrected,
+    /// regression uncorrected). The regression is 10% the `worse` way.
+    fn correlated_rates(
+        seed: u64,
+        rho: f64,
+        sd: f64,
+        worse: Worse,
+        size: usize,
+        trials: usize,
+    ) -> [f64; 4] {
+        let mut rng = SplitMix(seed);
+        let bad = match worse {
+            Worse::Lower => 0.9f64.ln(),
+            Worse::Higher => 1.1f64.ln(),
+        };
+        let mut fails = [0usize; 4];
+        for _ in 0..trials {
+            let b = rng.ar1(size, rho, sd);
+            let c = rng.ar1(size, rho, sd);
+            let r: Vec<f64> = c.iter().map(|x| x + bad).collect();
+            let exp =
+                |v: &[f64]| -> Vec<f64> { v.iter().map(|x| (100.0f64.ln() + x).exp()).collect() };
+            let (b, c, r) = (exp(&b), exp(&c), exp(&r));
+            let judged = |x: &[f64]| judge(x, &b, worse).decision == Decision::Fail;
+            let plain = |x: &[f64]| {
+                let logs = |v: &[f64]| v.iter().map(|y| y.ln()).collect::<Vec<_>>();
+                decide_independent(&logs(x), &logs(&b), worse) == Decision::Fail
+            };
+            for (k, failed) in [judged(&c), plain(&c), judged(&r), plain(&r)]
+                .into_iter()
+                .enumerate()
+            {
+                fails[k] += failed as usize;
+            }
+        }
+        fails.map(|f| f as f64 / trials as f64)
+    }
+
+    /// The most an observed A/A FAIL rate may be over `trials` when the true rate is at most
+    /// 5%: 5% plus 2.33 binomial standard errors (a one-sided 1% allowance for chance).
+    fn most_aa(trials: usize) -> f64 {
+        0.05 + 2.33 * (0.05 * 0.95 / trials as f64).sqrt()
+    }
+
+    #[test]
+    fn correlated_replies_keep_an_unchanged_serve_under_five_percent() {
+        // AR(1) at rho 0.5 and 0.8 on a noisy box (a 10% spread of first-token times, the
+        // hardest cell of the grid in docs/baseline.md), 6, 12 and 30 replies a side, 1,000
+        // trials each: the A/A FAIL rate stays under 5% (with the binomial allowance), where
+        // the interval for independent replies FAILed it up to 20% of the time.
+        let trials = 1_000;
+        for rho in [0.5, 0.8] {
+            for size in [6, 12, 30] {
+                let [aa, aa_plain, power, _] =
+                    correlated_rates(0x5EED_0041, rho, 0.10, Worse::Higher, size, trials);
+                eprintln!("rho {rho}, {size} a side: A/A {aa:.3} (uncorrected {aa_plain:.3}), power {power:.3}");
+                assert!(aa <= most_aa(trials), "rho {rho}, {size} a side: {aa}");
+            }
+        }
+        // What the correction buys, at 30 a side and rho 0.8: uncorrected, an unchanged serve
+        // FAILs far more than 5%.
+        let [aa, aa_plain, _, _] =
+            correlated_rates(0x5EED_0042, 0.8, 0.10, Worse::Higher, 30, trials);
+        assert!(aa_plain > 0.10 && aa < 0.05, "{aa_plain} {aa}");
+    }
+
+    #[test]
+    fn correlation_is_estimated_pooled_bounded_and_carried() {
+        // Independent-looking replies (alternating): no widening, the exact interval.
+        let j = judge(
+            &spread(100.0, 0.03, 12),
+            &spread(100.0, 0.03, 12),
+            Worse::Lower,
+        );
+        let k = j.shift.correlation.unwrap();
+        assert_eq!((k.rho, k.widened), (0.0, false));
+        assert_eq!(j.shift.interval.unwrap().method, Method::Exact);
+        assert!(k.candidate_r1 < 0.0 && k.baseline_r1 < 0.0, "{k:?}");
+        assert_eq!((k.candidate_effective, k.baseline_effective), (12.0, 12.0));
+        // Replies that slow down one after another (ascending) on both sides: correlation near
+        // the cap, an interval from the inflated normal, wider, and fewer effective replies.
+        // (Pooled, one ascending side against an alternating one would nearly cancel: the
+        // estimate assumes one box's correlation on both sides.)
+        let mut up = spread(100.0, 0.03, 30);
+        up.sort_by(f64::total_cmp);
+        let j = judge(&up, &up, Worse::Lower);
+        let k = j.shift.correlation.unwrap();
+        assert!(
+            k.widened && k.rho > 0.5 && k.rho <= MAX_CORRELATION,
+            "{k:?}"
+        );
+        assert!(k.candidate_effective < 30.0 / 2.0, "{k:?}");
+        assert_eq!(j.shift.interval.unwrap().method, Method::Normal);
+        let plain = judge(
+            &spread(100.0, 0.03, 30),
+            &spread(100.0, 0.03, 30),
+            Worse::Lower,
+        );
+        assert!(j.shift.interval.unwrap().rank < plain.shift.interval.unwrap().rank);
+        // Under 6 a side: not estimated, the interval is the independent one.
+        let j = judge(&[1.0, 2.0, 3.0], &[1.0, 2.0, 3.0], Worse::Lower);
+        assert_eq!(j.shift.correlation, None);
+        // The bias correction and bound by hand: r1 pooled -0.2 at 6 a side (h = 6) is
+        // (6 * -0.2 + 1) / 3 = -0.0667, plus sqrt((1 - 0.00444) / 12) = 0.2880: 0.2213.
+        let pooled: f64 = (6.0 * -0.2 + 1.0) / 3.0;
+        let bound = pooled + ((1.0 - pooled * pooled) / 12.0).sqrt();
+        assert!((bound - 0.2213).abs() < 1e-4, "{bound}");
+        // The inflation of a mean: 1 at rho 0, (1 + rho) / (1 - rho) in the limit, and by hand
+        // at 3 values and rho 0.5: 1 + 2 (2/3 * 0.5 + 1/3 * 0.25) = 1.8333.
+        assert_eq!(mean_inflation(0.0, 30), 1.0);
+        assert!((mean_inflation(0.5, 3) - 1.833_333).abs() < 1e-6);
+        assert!((mean_inflation(0.5, 100_000) - 3.0).abs() < 1e-3);
+        // A widened interval asks for more replies: an inconclusive comparison of correlated
+        // replies plans for (1 + rho) / (1 - rho) times as many.
+        let mut wide = spread(97.0, 0.15, 30);
+        wide.sort_by(f64::total_cmp);
+        let j = judge(&up, &wide, Worse::Lower);
+        let (Decision::Inconclusive, Some(k)) = (j.decision, j.shift.correlation) else {
+            panic!("{j:?}");
+        };
+        let plain = replies_needed(j.shift.pooled_sd.unwrap(), Worse::Lower, 0.03, 0.10);
+        assert!(k.rho > 0.0 && Some(plain) != j.replies_needed, "{j:?}");
+    }
+
+    /// The grid of docs/baseline.md, "Correlated replies": A/A and 10%-regression FAIL rates,
+    /// corrected and uncorrected, 2,000 trials a cell. Ignored for its time (minutes in a
+    /// debug build); `cargo test --release --lib -- --ignored --nocapture
+    /// correlated_replies_grid` prints it.
+    #[test]
+    #[ignore]
+    fn correlated_replies_grid() {
+        let trials = 2_000;
+        println!("| spread | rho | a side | A/A FAIL | uncorrected | 10% FAIL | uncorrected |");
+        for (sd, worse) in [
+            (0.015, Worse::Lower),
+            (0.07, Worse::Higher),
+            (0.05, Worse::Higher),
+            (0.10, Worse::Higher),
+        ] {
+            for rho in [0.0, 0.3, 0.5, 0.8] {
+                for size in [6, 12, 30] {
+                    let r = correlated_rates(0x5EED_0043, rho, sd, worse, size, trials);
+                    let [aa, aa_plain, power, power_plain] = r.map(|x| x * 100.0);
+                    println!(
+                        "| {sd} | {rho} | {size} | {aa:.1}% | {aa_plain:.1}% | {power:.1}% | {power_plain:.1}% |"
+                    );
+                    assert!(r[0] <= most_aa(trials), "sd {sd} rho {rho} {size}: {r:?}");
+                }
+            }
+        }
+    }
+
     /// n figures around `center` with a log spread `sd`: the normal quantiles at (i - 1/2)/n,
     /// deterministic and symmetric, so the sample is exactly what it is meant to be.
+    ///
+    /// In reply order they alternate low and high (the lowest, the highest, the second lowest,
+    /// ...): negatively correlated, so the interval is the independent one. In ascending order
+    /// they would read as replies that slow down one after another, correlation near 1, and
+    /// the interval would widen for it.
     fn spread(center: f64, sd: f64, n: usize) -> Vec<f64> {
         let normal = Normal::standard();
         (0..n)
+            .map(|t| if t % 2 == 0 { t / 2 } else { n - 1 - t / 2 })
             .map(|i| center * (sd * normal.inverse_cdf((i as f64 + 0.5) / n as f64)).exp())
             .collect()
     }
@@ -954,15 +1352,18 @@ mod tests {
 
     #[test]
     fn the_rules_error_rates_at_six_replies_a_side() {
-        // 3% log-normal spread, 6 replies a side, 2,000 trials each: an unchanged serve FAILs
-        // under 5% of the time, a true 10% regression at least 80%. Binomial standard error at
-        // 2,000 trials is at most 1.1%, far inside both margins; the seed makes it repeatable.
+        // 3% log-normal spread, 6 independent replies a side, 2,000 trials each: an unchanged
+        // serve FAILs under 5% of the time, a true 10% regression at least 65%. Binomial
+        // standard error at 2,000 trials is at most 1.1%, far inside both margins; the seed
+        // makes it repeatable. Before the interval allowed for serial correlation the
+        // regression FAILed 98.8% of the time here; six replies cannot rule correlation out,
+        // and the bound on it ([`Correlation`]) now leaves about 28% of these inconclusive.
         let mut rng = SplitMix(0x5EED_0018);
         let (fail, ok, inconclusive) = rates(&mut rng, 1.0, 0.03, 2_000);
         eprintln!("unchanged: FAIL {fail:.4}, OK {ok:.4}, inconclusive {inconclusive:.4}");
         assert!(fail < 0.05, "unchanged serve failed {fail}");
         let (fail, ok, inconclusive) = rates(&mut rng, 0.9, 0.03, 2_000);
         eprintln!("10% slower: FAIL {fail:.4}, OK {ok:.4}, inconclusive {inconclusive:.4}");
-        assert!(fail >= 0.80, "10% regression failed only {fail}");
+        assert!(fail >= 0.65, "10% regression failed only {fail}");
     }
 }

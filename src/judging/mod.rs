@@ -1,7 +1,8 @@
 //! Judging: what a recorded run means. Measurement of a recorded reply and the statistics
 //! (median and its interval) in [`measure`]; the peers' latency figures (TTFT, ITL, TPOT,
 //! E2EL percentiles) in [`latency`]; a candidate against an accepted baseline (the
-//! Hodges-Lehmann shift, its interval and the decision) in [`baseline`]; whether a figure
+//! Hodges-Lehmann shift, its interval and the decision) in [`baseline`], the order statistics
+//! of its pairwise differences selected without making them in [`pairwise`]; whether a figure
 //! drifted over the run (Mann-Kendall, Sen's slope, blocks) in [`drift`]; how fast a
 //! figure grows per reply (Sen's slope with its interval, for a leak) in [`growth`]; a rate
 //! of trials with its exact interval (Clopper-Pearson) in [`proportion`]; the serve's log
@@ -21,6 +22,7 @@ pub mod goodput;
 pub mod growth;
 pub mod latency;
 pub mod measure;
+pub(crate) mod pairwise;
 pub mod prompt_cache;
 pub mod proportion;
 pub mod provenance;
