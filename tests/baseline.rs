@@ -451,3 +451,40 @@ fn a_kind_with_too_few_replies_is_left_out_and_none_leaves_it_inconclusive() {
         "{stdout}"
     );
 }
+
+#[test]
+fn runs_of_2500_replies_compare_with_each_other_with_no_cap() {
+    // Two real stand-in runs of 2,500 replies each (a soak's length; the comparison once
+    // stopped at 2,000 a side and said "cannot compare"). Two live runs a minute apart on a
+    // shared box may differ by more than the noise, so the live pair is held to its shape;
+    // the decisions are held on the recorded run, scaled.
+    let script = ["--ttft-ms", "2", "--tokens", "8", "--gaps-ms", "1"];
+    let (_d, first) = scratch();
+    let (code, stdout) = stand_in_run(&first, &["--replies", "2500"], &script);
+    assert_eq!(code, Some(0), "{stdout}");
+    let (_d2, second) = scratch();
+    let gate = ["--replies", "2500", "--baseline", first.to_str().unwrap()];
+    let (code, stdout) = stand_in_run(&second, &gate, &script);
+    assert!(matches!(code, Some(0) | Some(1) | Some(4)), "{stdout}");
+    for check in ["baseline-rate", "baseline-first-token"] {
+        let l = line(&stdout, check);
+        assert!(!l.contains("cannot compare"), "{l}");
+        assert!(l.contains(" and 2500 replies"), "{l}");
+    }
+    let judged = |dir: &Path| judge(dir, &["--baseline", first.to_str().unwrap()]);
+    let (_d3, same) = derived(&first, 1.0, |_, _| {});
+    let (code, stdout) = judged(&same);
+    assert_eq!(code, Some(0), "{stdout}");
+    let rate = line(&stdout, "baseline-rate");
+    assert!(
+        rate.contains("ok    decode rate 1.000x") && rate.contains("2500 and 2500 replies"),
+        "{rate}"
+    );
+    let (_d4, slower) = derived(&first, 1.0 / 0.9, |_, _| {});
+    let (code, stdout) = judged(&slower);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(
+        line(&stdout, "baseline-rate").contains("FAIL  decode rate 0.90"),
+        "{stdout}"
+    );
+}

@@ -82,6 +82,10 @@ pub struct Figures {
     /// Against the baseline: the ratio's 90% interval (Mann-Whitney).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interval_90: Option<[f64; 2]>,
+    /// Against the baseline: the lag-1 correlation of neighbouring replies the 90% interval
+    /// was widened for, when it was (issue 37).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub correlation: Option<f64>,
     /// Against the baseline: how many of the baseline's replies the comparison rests on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline_values: Option<usize>,

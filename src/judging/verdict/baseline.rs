@@ -119,6 +119,7 @@ pub(crate) fn baseline_lines(e: &Evidence<'_>, c: &Criteria) -> Vec<Line> {
             let figures = judged.map_or_else(Figures::default, |j| Figures {
                 ratio: Some(j.shift.ratio),
                 interval_90: j.shift.interval.map(|i| [i.low, i.high]),
+                correlation: j.shift.correlation.filter(|c| c.widened).map(|c| c.rho),
                 values: Some(j.shift.candidate),
                 baseline_values: Some(j.shift.baseline),
                 ..Figures::default()
@@ -261,8 +262,15 @@ fn describe(j: &Judged, worse: Worse, noise: f64, max: f64, name: &str) -> Strin
         Worse::Lower => 1.0 - s.ratio,
         Worse::Higher => s.ratio - 1.0,
     };
+    let widened = match s.correlation {
+        Some(c) if c.widened => format!(
+            ", widened for correlated replies (lag-1 correlation {:.2}: as {:.1} and {:.1} independent replies)",
+            c.rho, c.candidate_effective, c.baseline_effective
+        ),
+        _ => String::new(),
+    };
     let interval = match s.interval {
-        Some(i) => format!("90% interval {:.3}x to {:.3}x", i.low, i.high),
+        Some(i) => format!("90% interval {:.3}x to {:.3}x{widened}", i.low, i.high),
         None => "too few replies for a 90% interval".to_string(),
     };
     let moved = if change >= 0.0 {

@@ -805,12 +805,30 @@ mod tests {
     #[test]
     fn against_the_baseline_each_depth_is_a_ratio_with_its_rules() {
         // Six replies a side at 1,024: the candidate's first token at 800 ms against 400 ms,
-        // prefill half the baseline's: a regression beyond noise.
+        // prefill half the baseline's: a regression beyond noise. The times zigzag: six
+        // rising by a millisecond each would read as replies correlated in their order, and
+        // widen the interval past deciding.
         let ours: Vec<ReplyRecord> = (0..6)
-            .map(|i| at(1024, i, 800 + u64::from(i), Some(1024), FOUND))
+            .map(|i| {
+                at(
+                    1024,
+                    i,
+                    800 + u64::from(i % 2) * 5 + u64::from(i),
+                    Some(1024),
+                    FOUND,
+                )
+            })
             .collect();
         let theirs: Vec<ReplyRecord> = (0..6)
-            .map(|i| at(1024, i, 400 + u64::from(i), Some(1024), FOUND))
+            .map(|i| {
+                at(
+                    1024,
+                    i,
+                    400 + u64::from(i % 2) * 5 + u64::from(i),
+                    Some(1024),
+                    FOUND,
+                )
+            })
             .collect();
         let m = plan(&[1024], None);
         let startup = Startup::Ready {
