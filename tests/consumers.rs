@@ -1055,13 +1055,7 @@ fn prom_goodput_metrics_pass_promtool_and_read_back_as_result_json_says() {
     check_result_schema(&out.join("result.json"));
     let samples = read_prom(&c, &promtool, &prom);
     let verdict = json(&out.join("result.json"));
-    let g = verdict["lines"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|l| l["check"] == "goodput")
-        .unwrap()["figures"]["goodput"]
-        .clone();
+    let g = line_figures(&verdict, "goodput")["goodput"].clone();
     let p = |name: &str| format!("npu_serve_smoke_{name}");
     let share = |q: &str| sample(&samples, &p("slo_attainment_ratio"), &[("quantity", q)]);
     assert_same(share("rate"), g["slo_attainment"].as_f64().unwrap());

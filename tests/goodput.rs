@@ -35,13 +35,7 @@ fn issue_37_one_cold_reply_of_four_misses_the_ttft_target_and_judge_says_the_sam
     assert_eq!(floors["e2el_ms"], 3_600_000.0);
     assert_eq!(floors["min_goodput"], 0.9);
     let result = json(&out.join("result.json"));
-    let g = result["lines"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|l| l["check"] == "goodput")
-        .unwrap()["figures"]["goodput"]
-        .clone();
+    let g = line_figures(&result, "goodput")["goodput"].clone();
     assert_eq!(
         (g["replies"].as_u64(), g["met"].as_u64()),
         (Some(4), Some(3))

@@ -198,15 +198,7 @@ fn issue_37_a_reasoning_first_replys_first_content_token_is_timed_and_judged_apa
     }
 
     let result = json(&out.join("result.json"));
-    let figures = |check: &str| {
-        result["lines"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|l| l["check"] == check)
-            .unwrap_or_else(|| panic!("no {check} line in {result}"))["figures"]
-            .clone()
-    };
+    let figures = |check: &str| line_figures(&result, check);
     let latency = figures("latency");
     let (ttft_p50, ttfo_p50) = (
         latency["ttft_ms"]["p50"].as_f64().unwrap(),

@@ -168,6 +168,17 @@ pub fn check_result_schema(path: &Path) {
 }
 
 /// Read a JSON file. Every result.json read is also held to its schema.
+/// The figures of `check`'s line in a result.json read with [`json`].
+pub fn line_figures(result: &Value, check: &str) -> Value {
+    result["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["check"] == check)
+        .unwrap_or_else(|| panic!("no {check} line in {result}"))["figures"]
+        .clone()
+}
+
 pub fn json(path: &Path) -> Value {
     if path.file_name().is_some_and(|n| n == "result.json") {
         check_result_schema(path);

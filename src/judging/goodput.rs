@@ -186,23 +186,6 @@ mod tests {
     }
 
     #[test]
-    fn tpot_counts_the_serves_tokens_and_itl_the_text_events() {
-        // 3 text events carrying 9 tokens and a usage event at 260 ms: TPOT (260 - 100) / 8 =
-        // 20, ITL (200 - 100) / 2 = 50.
-        let mut r = reply_at(&[100, 150, 200], Some(9));
-        r.content = " ok ok ok".repeat(3);
-        let mut usage = r.chunks[0].clone();
-        usage.at_ns = 260_000_000;
-        usage.content_chars = 0;
-        r.chunks.push(usage);
-        let t = reply_times(&r);
-        assert_eq!(
-            (t.tpot_ms, t.itl_ms, t.e2el_ms),
-            (Some(20.0), Some(50.0), Some(260.0))
-        );
-    }
-
-    #[test]
     fn a_figure_exactly_at_its_target_meets_it_and_one_over_misses() {
         let r = reply_at(&[100, 110, 120, 130, 140], None);
         for m in SloMetric::ALL {

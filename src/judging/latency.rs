@@ -280,6 +280,13 @@ mod tests {
         usage.at_ns = 260_000_000;
         usage.content_chars = 0;
         r.chunks.push(usage);
+        // Each reply's own figures, as the goodput line holds them: ITL its mean gap between
+        // text events, (200 - 100) / 2 = 50.
+        let t = reply_times(&r);
+        assert_eq!(
+            (t.tpot_ms, t.itl_ms, t.e2el_ms),
+            (Some(20.0), Some(50.0), Some(260.0))
+        );
         let f = latency_figures(&[r]);
         assert_eq!(f.e2el_ms.unwrap().p50, 260.0);
         assert_eq!(f.tpot_ms.unwrap().p50, 20.0);
