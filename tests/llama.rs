@@ -371,27 +371,31 @@ fn llama_servers_own_process_shows_its_cpu_backend_and_no_cuda_or_nvidia_device(
 /// (docs/baseline.md).
 const WIDE_BASELINE_MARGINS: [&str; 4] = ["--baseline-noise", "0.2", "--max-regression", "0.4"];
 
+/// Two runs of llama-server with the same `gate` flags, the second judged against the first
+/// with [`WIDE_BASELINE_MARGINS`]: the second's exit code and stdout (`None`: skipped).
+fn a_then_a(gate: &[&str]) -> Option<(Option<i32>, String)> {
+    let (_d, baseline) = scratch();
+    let (_d2, candidate) = scratch();
+    let (code, stdout) = llama_run(&baseline, gate, &[])?;
+    assert_eq!(code, Some(0), "{stdout}");
+    let with_baseline = [
+        gate,
+        &["--baseline", baseline.to_str().unwrap()],
+        &WIDE_BASELINE_MARGINS,
+    ]
+    .concat();
+    llama_run(&candidate, &with_baseline, &[])
+}
+
 #[test]
 fn llama_server_judged_against_a_second_run_of_itself_is_not_a_regression() {
     // The same binary, model and flags twice on this box: an A/A comparison. Whatever the box
     // does between the two runs, the candidate must not FAIL against itself (ok, or
     // inconclusive when the box changed under it).
     let _alone = exclusive();
-    let (_d, baseline) = scratch();
-    let (_d2, candidate) = scratch();
     // Floors no timing can flip: the rate floor once flipped here on a box busy with builds.
     let gate = [&UNFLIPPABLE[..], &["--replies", "6"]].concat();
-    let Some((code, stdout)) = llama_run(&baseline, &gate, &[]) else {
-        return;
-    };
-    assert_eq!(code, Some(0), "{stdout}");
-    let with_baseline = [
-        &gate[..],
-        &["--baseline", baseline.to_str().unwrap()],
-        &WIDE_BASELINE_MARGINS,
-    ]
-    .concat();
-    let Some((code, stdout)) = llama_run(&candidate, &with_baseline, &[]) else {
+    let Some((code, stdout)) = a_then_a(&gate) else {
         return;
     };
     assert!(matches!(code, Some(0) | Some(4)), "{stdout}");
@@ -691,8 +695,7 @@ fn llama_server_over_repeating_prompts_is_compared_cold_with_cold_and_cached_wit
     // its own business. Like with like, the unchanged build is no regression; the two-humped
     // pooled medians made this comparison inconclusive (issue 37).
     let _alone = exclusive();
-    let (d, baseline) = scratch();
-    let (_d2, candidate) = scratch();
+    let (d, _) = scratch();
     let prompts = d.path().join("six.jsonl");
     let six = [
         "What is the capital of France?",
@@ -713,17 +716,9 @@ fn llama_server_over_repeating_prompts_is_compared_cold_with_cold_and_cached_wit
         &["--warmup", "1", "--max-tokens", "16"],
     ]
     .concat();
-    let Some((code, stdout)) = llama_run(&baseline, &gate, &[]) else {
+    let Some((code, stdout)) = a_then_a(&gate) else {
         return;
     };
-    assert_eq!(code, Some(0), "{stdout}");
-    let with_baseline = [
-        &gate[..],
-        &["--baseline", baseline.to_str().unwrap()],
-        &WIDE_BASELINE_MARGINS,
-    ]
-    .concat();
-    let (code, stdout) = llama_run(&candidate, &with_baseline, &[]).unwrap();
     let first = line(&stdout, "baseline-first-token");
     assert!(
         first.contains("first token of cold prompts") || first.contains("cached prompts"),

@@ -16,8 +16,8 @@ use crate::archive::check::Check;
 use crate::archive::record::{Figures, Line, Status};
 use crate::archive::record::{ReplyRecord, RunManifest};
 use crate::judging::baseline::{
-    judge_shift, Decision, Judged, RepliesNeeded, ShiftError, Worse, DEFAULT_MAX_REGRESSION,
-    DEFAULT_NOISE, FEWEST_REPLIES_A_SIDE,
+    judge_shift_in_groups, Decision, Judged, RepliesNeeded, ShiftError, Worse,
+    DEFAULT_MAX_REGRESSION, DEFAULT_NOISE, FEWEST_REPLIES_A_SIDE,
 };
 use crate::judging::measure::measure;
 use crate::judging::prompt_cache::served_from_cache;
@@ -147,16 +147,52 @@ fn single(replies: &[ReplyRecord]) -> impl Iterator<Item = &ReplyRecord> + Clone
         .filter(|r| r.error.is_none() && r.burst.is_none() && !r.set_apart())
 }
 
-/// Each reply's figure: the decode rate or the first-token time, where it has one.
-fn figures<'a>(replies: impl Iterator<Item = &'a ReplyRecord>, worse: Worse) -> Vec<f64> {
-    replies
-        .map(measure)
-        .filter_map(|m| match worse {
+/// Each reply's figure (the decode rate or the first-token time, where it has one) and its
+/// prompt's group, in reply order.
+fn figures<'a>(replies: impl Iterator<Item = &'a ReplyRecord>, worse: Worse) -> Figured {
+    let mut out = Figured::default();
+    for r in replies {
+        let m = measure(r);
+        let value = match worse {
             Worse::Lower => m.rate_tok_s,
             Worse::Higher => m.first_token_ms,
-        })
-        .filter(|v| v.is_finite() && *v > 0.0)
-        .collect()
+        };
+        if let Some(v) = value.filter(|v| v.is_finite() && *v > 0.0) {
+            out.values.push(v);
+            out.groups.push(prompt_group(&r.prompt));
+        }
+    }
+    out
+}
+
+/// One side's figures and, beside each, its prompt's group ([`prompt_group`]).
+#[derive(Default)]
+struct Figured {
+    values: Vec<f64>,
+    groups: Vec<usize>,
+}
+
+/// A number for a prompt's text, the same on both sides of a comparison and in every run:
+/// std's SipHash with its fixed keys. Two prompts that collide are grouped as one, which only
+/// leaves their levels in the figures as before.
+fn prompt_group(prompt: &str) -> usize {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    prompt.hash(&mut h);
+    h.finish() as usize
+}
+
+/// Judge two sides' figures, with each reply's prompt as its group (the serial correlation is
+/// estimated with each prompt's own level taken out: `judge_shift_in_groups`).
+fn judge_figured(
+    c: &Figured,
+    b: &Figured,
+    worse: Worse,
+    noise: f64,
+    max: f64,
+) -> Result<Judged, ShiftError> {
+    let groups = Some((&c.groups[..], &b.groups[..]));
+    judge_shift_in_groups(&c.values, &b.values, groups, worse, noise, max)
 }
 
 /// A comparison's result: the judgement the line's figures come from (none when no kind of
@@ -185,7 +221,7 @@ fn compare(
     let apart = worse == Worse::Higher
         && (single(candidate).any(|r| cached(&r)) || single(baseline).any(|r| cached(&r)));
     if !apart {
-        let j = judge_shift(
+        let j = judge_figured(
             &figures(single(candidate), worse),
             &figures(single(baseline), worse),
             worse,
@@ -201,15 +237,14 @@ fn compare(
         let pick = |r: &&ReplyRecord| cached(r) == is_cached;
         let c = figures(single(candidate).filter(pick), worse);
         let b = figures(single(baseline).filter(pick), worse);
-        if c.len() < FEWEST_REPLIES_A_SIDE || b.len() < FEWEST_REPLIES_A_SIDE {
+        let (cn, bn) = (c.values.len(), b.values.len());
+        if cn < FEWEST_REPLIES_A_SIDE || bn < FEWEST_REPLIES_A_SIDE {
             parts.push(format!(
-                "{kind}: {} and {} replies, under {FEWEST_REPLIES_A_SIDE} a side: not compared",
-                c.len(),
-                b.len()
+                "{kind}: {cn} and {bn} replies, under {FEWEST_REPLIES_A_SIDE} a side: not compared"
             ));
             continue;
         }
-        let j = judge_shift(&c, &b, worse, noise, max)?;
+        let j = judge_figured(&c, &b, worse, noise, max)?;
         let said = describe(&j, worse, noise, max, name);
         parts.push(said.replacen("first token", &format!("first token of {kind}"), 1));
         judged.push(j);
