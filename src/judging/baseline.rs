@@ -619,6 +619,9 @@ fn lag_sums(x: &[f64]) -> (f64, f64) {
         .windows(2)
         .map(|w| (w[0] - mean) * (w[1] - mean))
         .sum::<f64>();
+    // cargo mutants: either `-` here turned `+`, (v + mean)(v - mean), sums to sum v^2 -
+    // n mean^2, the same sum of squares about the mean (the shortcut formula) up to rounding:
+    // an equivalent mutant, which no test of the value can tell from this line.
     let squares = x.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>();
     (lagged, squares)
 }
@@ -1425,6 +1428,120 @@ mod tests {
         let (fail, ok, inconclusive) = rates(&mut rng, 0.9, 0.03, 2_000);
         eprintln!("10% slower: FAIL {fail:.4}, OK {ok:.4}, inconclusive {inconclusive:.4}");
         assert!(fail >= 0.65, "10% regression failed only {fail}");
+    }
+
+    #[test]
+    fn lag_sums_by_hand() {
+        // 1..6: mean 3.5, deviations -2.5 -1.5 -0.5 0.5 1.5 2.5; lag-1 products 3.75 + 0.75 -
+        // 0.25 + 0.75 + 3.75 = 8.75, squares 2 (6.25 + 2.25 + 0.25) = 17.5 (r1 = 0.5).
+        assert_eq!(lag_sums(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]), (8.75, 17.5));
+        // pi's digits 3 1 4 1 5 9 2 6: mean 31/8, products sum to -593/64, squares to 423/8
+        // (all exact in binary, so exactly equal).
+        assert_eq!(
+            lag_sums(&[3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0]),
+            (-593.0 / 64.0, 423.0 / 8.0)
+        );
+    }
+
+    #[test]
+    fn correlation_of_by_hand() {
+        // The logs 1..6 (m = 6, r1 = 8.75 / 17.5 = 1/2) against pi's digits 3 1 4 1 5 9 2 6
+        // (n = 8, r1 = (-593/64) / (423/8) = -593/3384), sums from lag_sums_by_hand. Pooled
+        // r1 = (8.75 - 593/64) / (17.5 + 423/8) = -33/4520; h = 7; bias-corrected
+        // (7 * -33/4520 + 1) / (7 - 3) = 4273/18016 = 0.237178; standard error
+        // sqrt((1 - 0.237178^2) / 14) = 0.259635; rho = 0.496813, inside [0, 0.9].
+        // Effective sizes m / f(rho, m) and n / f(rho, n), f = 1 + 2 sum_{h<n} (1 - h/n)
+        // rho^h: 2.574611 and 3.218088. (Worked in exact fractions, then floats.)
+        let c = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
+        let b = [3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0];
+        let near = |a: f64, b: f64| (a - b).abs() < 1e-9;
+        for (k, swapped) in [
+            (correlation_of(&c, &b).unwrap(), false),
+            (correlation_of(&b, &c).unwrap(), true),
+        ] {
+            let (r1_6, r1_8) = (0.5, -593.0 / 3384.0);
+            let (eff_6, eff_8) = (2.574_611_317_539_728, 3.218_088_162_074_278);
+            let (cr1, br1, ce, be) = if swapped {
+                (r1_8, r1_6, eff_8, eff_6)
+            } else {
+                (r1_6, r1_8, eff_6, eff_8)
+            };
+            assert!(
+                near(k.candidate_r1, cr1) && near(k.baseline_r1, br1),
+                "{k:?}"
+            );
+            assert!(near(k.pooled, 4273.0 / 18016.0), "{k:?}");
+            assert!(near(k.rho, 0.496_813_325_413_689_83), "{k:?}");
+            assert!(
+                near(k.candidate_effective, ce) && near(k.baseline_effective, be),
+                "{k:?}"
+            );
+            assert!(!k.widened);
+        }
+        // 6 a side is enough on either side; 5 on either side is not.
+        assert_eq!(correlation_of(&c[..5], &b), None);
+        assert_eq!(correlation_of(&b, &c[..5]), None);
+        // A side with no spread has no correlation to read, whichever side it is.
+        assert_eq!(correlation_of(&[2.0; 6], &b), None);
+        assert_eq!(correlation_of(&c, &[2.0; 8]), None);
+    }
+
+    #[test]
+    fn widened_rank_by_hand() {
+        // m 10, n 20, f_c 2, f_b 3, 90%: mean 100, Var(U) = 200 (20 * 2 + 10 * 3 + 1) / 12
+        // = 1183.33, sd 34.39961; c = floor(99.5 - 1.644854 * 34.39961) = floor(42.9177) =
+        // 42, k 43; coverage 1 - 2 Phi((42.5 - 100) / 34.39961) = 0.905383. m 20 and n 10
+        // with the same inflations: Var = 200 (10 * 2 + 20 * 3 + 1) / 12 = 1350, sd 36.74235,
+        // c = floor(39.0642) = 39, k 40, coverage 0.900360. (Phi and its inverse from Python's
+        // statistics.NormalDist.)
+        let near = |a: f64, b: f64| (a - b).abs() < 1e-9;
+        let (k, coverage) = widened_rank(10, 20, (2.0, 3.0), 0.90).unwrap();
+        assert!(
+            k == 43 && near(coverage, 0.905_383_052_937_591_7),
+            "{k} {coverage}"
+        );
+        let (k, coverage) = widened_rank(20, 10, (2.0, 3.0), 0.90).unwrap();
+        assert!(
+            k == 40 && near(coverage, 0.900_360_005_345_695),
+            "{k} {coverage}"
+        );
+        // No inflation: the usual normal approximation, mn(m + n + 1)/12.
+        let (c, tail) = normal_critical(10, 10, 0.05).unwrap();
+        let (k, coverage) = widened_rank(10, 10, (1.0, 1.0), 0.90).unwrap();
+        assert_eq!((k, coverage), (c as usize + 1, 1.0 - 2.0 * tail));
+        assert!(
+            k == 28 && near(coverage, 0.911_026_988_298_186_6),
+            "{k} {coverage}"
+        );
+        // 3 a side: c = floor(4 - 1.644854 * 2.291288) = floor(0.2312) = 0, still an interval
+        // (k 1); 2 a side: floor(1.5 - 1.644854 * 1.290994) = -1, none.
+        let (k, coverage) = widened_rank(3, 3, (1.0, 1.0), 0.90).unwrap();
+        assert!(
+            k == 1 && near(coverage, 0.919_144_401_629_947_7),
+            "{k} {coverage}"
+        );
+        assert_eq!(widened_rank(2, 2, (1.0, 1.0), 0.90), None);
+    }
+
+    #[test]
+    fn planned_inflation_is_the_limit_of_a_mean_s() {
+        // (1 + rho) / (1 - rho) (Box, Jenkins & Reinsel 2008, sec. 2.1.6): 3 at rho 0.5, 9 at
+        // 0.8; 1 without a correlation.
+        let mut s = hodges_lehmann(&[1.0, 2.0, 3.0], &[1.0, 2.0, 3.0], 0.90).unwrap();
+        assert_eq!(s.correlation, None);
+        assert_eq!(planned_inflation(&s), 1.0);
+        for (rho, want) in [(0.5, 3.0), (0.8, 9.0), (0.0, 1.0)] {
+            s.correlation = Some(Correlation {
+                candidate_r1: rho,
+                baseline_r1: rho,
+                pooled: rho,
+                rho,
+                candidate_effective: 3.0,
+                baseline_effective: 3.0,
+                widened: false,
+            });
+            assert!((planned_inflation(&s) - want).abs() < 1e-12, "{rho}");
+        }
     }
 }
 

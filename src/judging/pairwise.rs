@@ -38,6 +38,9 @@ pub(crate) fn kth_difference(c: &[f64], b_desc: &[f64], k: u64) -> f64 {
     let mut high = vec![n; m];
     // Cells left of the active ranges: all known to be below the answer.
     let mut below = 0u64;
+    // cargo mutants: `^ k` turned `| k` or `& k` only changes the seed, so which pivots are
+    // drawn and how many steps it takes, never the answer (any pivot sequence ends at the same
+    // order statistic, as the tests against a full sort check): equivalent mutants.
     let mut rng = Pivots(0x4D6F_6E61_6861_6E21 ^ k);
     let mut lt = vec![0usize; m];
     let mut le = vec![0usize; m];
@@ -143,6 +146,28 @@ mod tests {
             let got = kth_difference(&cs, &bs, k as u64);
             assert_eq!(got.to_bits(), want.to_bits(), "k {k} of {c:?} - {b:?}");
         }
+    }
+
+    #[test]
+    fn pivots_are_splitmix64_scaled_by_multiply_shift() {
+        // splitmix64 seeded with 0 gives 0xE220A8397B1DCDAF, 0x6E789E6AA1B965F4,
+        // 0x06C45D188009454F (Vigna's reference splitmix64.c, prng.di.unimi.it, the values
+        // xoshiro's seeding publishes). Multiply-shift by 2^64 - 1 is floor(z - z / 2^64) =
+        // z - 1, every bit of the draw; by 10 it is floor(10 z / 2^64): 0.8833, 0.4315 and
+        // 0.0264 of the way, so 8, 4, 0.
+        let mut p = Pivots(0);
+        let all: Vec<u64> = (0..3).map(|_| p.below(u64::MAX)).collect();
+        assert_eq!(
+            all,
+            [
+                0xE220_A839_7B1D_CDAF - 1,
+                0x6E78_9E6A_A1B9_65F4 - 1,
+                0x06C4_5D18_8009_454F - 1
+            ]
+        );
+        let mut p = Pivots(0);
+        let tenths: Vec<u64> = (0..3).map(|_| p.below(10)).collect();
+        assert_eq!(tenths, [8, 4, 0]);
     }
 
     #[test]
