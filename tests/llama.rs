@@ -730,8 +730,10 @@ fn llama_server_over_repeating_prompts_is_compared_cold_with_cold_and_cached_wit
                 || first.contains("cached prompts: ")),
         "compared like with like: {stdout}"
     );
-    // The decision on recorded data: the baseline's own archive against itself, each kind
-    // compared with its own kind, rules the regression out.
+    // The decision on recorded data: the baseline's own archive against itself. The cold kind
+    // (17 a side) rules the regression out; the cached kind has 7 a side, too few to decide
+    // once the correlation its prompts' order shows is allowed for, so it may stay
+    // inconclusive, never FAIL.
     let o = assert_cmd::Command::new(BIN)
         .arg("judge")
         .arg(&baseline)
@@ -741,12 +743,16 @@ fn llama_server_over_repeating_prompts_is_compared_cold_with_cold_and_cached_wit
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(o.status.code(), Some(0), "{stdout}");
+    assert!(matches!(o.status.code(), Some(0) | Some(4)), "{stdout}");
     let first = line(&stdout, "baseline-first-token");
+    assert!(!first.contains("FAIL"), "{stdout}");
+    let cold = first
+        .split("cached prompts")
+        .next()
+        .unwrap_or_else(|| panic!("{first}"));
     assert!(
-        first.contains(" ok ")
-            && first.contains("first token of cold prompts 1.000x")
-            && first.contains("a regression of 40.0% is ruled out"),
+        cold.contains("first token of cold prompts 1.000x")
+            && cold.contains("a regression of 40.0% is ruled out"),
         "{stdout}"
     );
 }
