@@ -369,7 +369,16 @@ fn llama_servers_own_process_shows_its_cpu_backend_and_no_cuda_or_nvidia_device(
 /// Baseline margins wide enough for a plumbing test of a real serve's archives, not a timing
 /// verdict: the default 3% noise would FAIL an A/A about one run in fifty at a 10% spread
 /// (docs/baseline.md).
-const WIDE_BASELINE_MARGINS: [&str; 4] = ["--baseline-noise", "0.2", "--max-regression", "0.4"];
+/// The startup line's ratio rests on one launch a side (about 300 ms against 500 ms once on a
+/// busy box): held far off too.
+const WIDE_BASELINE_MARGINS: [&str; 6] = [
+    "--baseline-noise",
+    "0.2",
+    "--max-regression",
+    "0.4",
+    "--max-startup-regression",
+    "100",
+];
 
 /// Two runs of llama-server with the same `gate` flags into `baseline` and `candidate`, the
 /// second judged against the first with [`WIDE_BASELINE_MARGINS`]: the second's exit code and
