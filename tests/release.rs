@@ -1,0 +1,1 @@
+//! The release workflow and the tarballs it makes (issue 38, item 2).
