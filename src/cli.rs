@@ -10,7 +10,7 @@ use crate::live::supervise::SuperviseArgs;
 use crate::live::{gate, supervise};
 use crate::report::compare::{self, CompareArgs};
 use crate::standin::StandInArgs;
-use crate::{exit_codes, judge, profile, selftest, standin};
+use crate::{build_info, exit_codes, judge, manual, profile, selftest, standin};
 
 const EXAMPLES: &str = "\
 Examples:
@@ -33,11 +33,13 @@ bare number is milliseconds, as before. All but --gaps-ms come to a whole number
 milliseconds. Sizes (--leak, --first-reply-alloc, --device-memory-base, --device-leak) take a
 unit: 4MiB, 512KiB, 300MB.";
 
-/// npu-serve-smoke: a release gate for LLM inference servers. It launches a serve, streams
-/// fixed prompts over its OpenAI-compatible chat API, and judges route, rate, first-token and
-/// content against floors, archiving everything in a run directory.
+/// A release gate for LLM inference servers.
+///
+/// npu-serve-smoke launches a serve, streams fixed prompts over its OpenAI-compatible chat
+/// API, and judges route, rate, first-token and content against floors, archiving everything
+/// in a run directory.
 #[derive(Debug, Parser)]
-#[command(name = "npu-serve-smoke", version, propagate_version = true)]
+#[command(name = "npu-serve-smoke", version = build_info::LONG_VERSION, propagate_version = true)]
 #[command(after_help = format!("{EXAMPLES}\n\n{}", exit_codes::HELP))]
 pub struct Cli {
     /// What to do.
@@ -67,6 +69,13 @@ pub enum Command {
         /// The shell.
         #[arg(value_enum)]
         shell: clap_complete::Shell,
+    },
+    /// Print the manual page, or write every command's page into a directory.
+    Man {
+        /// Write npu-serve-smoke.1 and a page a command (npu-serve-smoke-run.1, ...) here,
+        /// instead of printing the command's own page.
+        #[arg(long, value_name = "DIR")]
+        out: Option<std::path::PathBuf>,
     },
     /// The gate's own supervisor of a serve it launches (not for people: `run` starts it).
     #[command(name = "__supervise", hide = true)]
@@ -152,6 +161,17 @@ pub fn dispatch(cli: Cli, given: &[String]) -> Result<u8> {
         Command::SelfTest => selftest::run(),
         Command::Compare(args) => compare::run(args),
         Command::Supervise(args) => supervise::run(args),
+        Command::Man { out: Some(dir) } => {
+            for name in manual::write_pages(command(), &dir)? {
+                crate::console::out(&format!("{}\n", dir.join(name).display()));
+            }
+            Ok(exit_codes::PASS)
+        }
+        Command::Man { out: None } => {
+            let pages = manual::pages(command())?;
+            crate::console::out(&String::from_utf8_lossy(&pages[0].1));
+            Ok(exit_codes::PASS)
+        }
         Command::Completions { shell } => {
             // Into a buffer first: clap_complete panics when its writer fails (a closed
             // stdout), and a shell's completion script is small.

@@ -51,11 +51,13 @@
 //!   stand-in.
 //! - At the top: [`cli`]: the command line and the dispatch to each command; [`profile`]: gate
 //!   profiles; [`judge`]: `judge DIR`; [`prompts`]: the fixed prompts; [`depth_prompt`]: the long prompts of `--depths`, made here; [`tool_spec`]: what a prompt's tools and formats ask and expect; [`exit_codes`]: the exit
-//!   codes; [`clock`]: CLOCK_MONOTONIC; [`inert`]: foreign text made safe for each output;
+//!   codes; [`build_info`]: the gate's own version, commit and build date; [`manual`]: the
+//!   manual pages, made from the command line; [`clock`]: CLOCK_MONOTONIC; [`inert`]: foreign text made safe for each output;
 //!   [`console`]: stdout and stderr, written without ever
 //!   failing the run (`say!`).
 
 pub mod archive;
+pub mod build_info;
 pub mod cli;
 pub mod clock;
 pub mod console;
@@ -65,6 +67,7 @@ pub mod inert;
 pub mod judge;
 pub mod judging;
 pub mod live;
+pub mod manual;
 pub mod profile;
 pub mod prompts;
 #[cfg(test)]
