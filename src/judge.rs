@@ -11,7 +11,6 @@ use crate::archive::digest::Integrity;
 use crate::archive::record::Floors;
 use crate::archive::rundir::{self, Archive, BaselineRun, ResultFile};
 use crate::archive::safe_open::Want;
-use crate::exit_codes;
 use crate::judging::archived::judge_archive;
 use crate::judging::verdict::Criteria;
 use crate::live::reference_args::ReferenceArgs;
@@ -21,6 +20,7 @@ use crate::live::run_args::{
 use crate::report::output::{self, OutputArgs, OutputFile, Outputs, Writing};
 use crate::report::timeline;
 use crate::report::RunInfo;
+use crate::{build_info, exit_codes, inert};
 
 /// `judge`: re-judge an archive.
 #[derive(Debug, Args)]
@@ -98,6 +98,13 @@ pub fn run(args: JudgeArgs) -> Result<u8> {
     refuse_writing_into(&args.dir, args.svg.as_deref(), &outputs)?;
     let archive = rundir::load_archive(&args.dir)?;
     say_what_the_archive_lacks(&archive, &args.dir);
+    if let Some(note) = made_by_another_gate(
+        &archive.manifest.tool_version,
+        archive.manifest.tool_commit.as_deref(),
+        (build_info::VERSION, build_info::COMMIT),
+    ) {
+        crate::say!("{}: {note}", args.dir.display());
+    }
     let criteria = Criteria::new(floors_asked(&args, &archive)?)?;
     let reference = compared_run(
         "reference",
@@ -180,6 +187,56 @@ fn say_what_the_archive_lacks(archive: &Archive, dir: &Path) {
         crate::say!(
             "the archive is incomplete: the run could not write {missing}; judging what is there"
         );
+    }
+}
+
+/// What to say when another build of the gate made the archive than the one judging it: its
+/// lines are this build's rules over that build's records, and may differ from what it said
+/// then. `None` for the same version and commit, and for the same version where either
+/// commit is unknown (nothing to tell them apart by). The archive's words are shown inert: a
+/// rewritten run.json is text like any other.
+fn made_by_another_gate(
+    version: &str,
+    commit: Option<&str>,
+    (this_version, this_commit): (&str, &str),
+) -> Option<String> {
+    let known = |c: &str| c != "unknown";
+    let made = match commit.filter(|c| known(c)) {
+        Some(c) => format!(
+            "npu-serve-smoke {} (commit {})",
+            shown(version),
+            shown(build_info::short_commit(c))
+        ),
+        None => format!("npu-serve-smoke {} (commit not recorded)", shown(version)),
+    };
+    let this = format!(
+        "{this_version} (commit {})",
+        build_info::short_commit(this_commit)
+    );
+    if version != this_version {
+        return Some(format!(
+            "made by {made}, judged by {this}: this version's rules over that version's records, which may differ from what it said then"
+        ));
+    }
+    match commit {
+        Some(c) if known(c) && known(this_commit) && c != this_commit => Some(format!(
+            "made by another build of the same version, {made}, judged by {this}: this build's rules, which may differ from what it said then"
+        )),
+        _ => None,
+    }
+}
+
+/// A version or commit as the archive has it: as it is where it looks like one, else quoted
+/// and cut short.
+fn shown(word: &str) -> String {
+    let plain = word.len() <= 40
+        && word
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b".+-_~".contains(&b));
+    if plain && !word.is_empty() {
+        word.to_string()
+    } else {
+        inert::quote(word, 40)
     }
 }
 
@@ -375,4 +432,65 @@ fn inside(path: &Path, dir: &Path) -> bool {
         },
     };
     resolved.starts_with(&dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const THIS: (&str, &str) = ("0.2.0", "1111111111111111111111111111111111111111");
+
+    #[test]
+    fn another_version_is_said_with_both_versions_and_commits() {
+        let note = made_by_another_gate(
+            "0.1.0",
+            Some("2222222222222222222222222222222222222222"),
+            THIS,
+        )
+        .unwrap();
+        assert_eq!(
+            note,
+            "made by npu-serve-smoke 0.1.0 (commit 222222222222), judged by 0.2.0 (commit \
+             111111111111): this version's rules over that version's records, which may differ \
+             from what it said then"
+        );
+        // An archive from before commits were recorded is still another version.
+        let note = made_by_another_gate("0.1.0", None, THIS).unwrap();
+        assert!(
+            note.starts_with(
+                "made by npu-serve-smoke 0.1.0 (commit not recorded), judged by 0.2.0"
+            ),
+            "{note}"
+        );
+        let note = made_by_another_gate("0.1.0", Some("unknown"), THIS).unwrap();
+        assert!(note.contains("(commit not recorded)"), "{note}");
+    }
+
+    #[test]
+    fn another_build_of_the_same_version_is_said_only_where_both_commits_are_known() {
+        let note = made_by_another_gate(
+            "0.2.0",
+            Some("2222222222222222222222222222222222222222"),
+            THIS,
+        )
+        .unwrap();
+        assert!(note.starts_with("made by another build of the same version, npu-serve-smoke 0.2.0 (commit 222222222222), judged by 0.2.0 (commit 111111111111)"), "{note}");
+        assert_eq!(made_by_another_gate("0.2.0", Some(THIS.1), THIS), None);
+        assert_eq!(made_by_another_gate("0.2.0", None, THIS), None);
+        assert_eq!(made_by_another_gate("0.2.0", Some("unknown"), THIS), None);
+        assert_eq!(
+            made_by_another_gate("0.2.0", Some("2222222"), ("0.2.0", "unknown")),
+            None
+        );
+    }
+
+    #[test]
+    fn the_archives_words_are_shown_inert() {
+        let note = made_by_another_gate("0.1.0\u{1b}[2J\nRESULT: PASS", None, THIS).unwrap();
+        assert!(!note.contains('\u{1b}') && !note.contains('\n'), "{note}");
+        assert!(
+            note.starts_with("made by npu-serve-smoke \"0.1.0"),
+            "{note}"
+        );
+    }
 }

@@ -54,3 +54,4 @@ mod standin_route;
 mod standin_tools;
 mod supervise;
 mod tools;
+mod version;

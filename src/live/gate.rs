@@ -196,7 +196,8 @@ async fn execute(plan: Plan) -> Result<u8> {
 fn new_manifest(plan: &Plan, base_ns: u64) -> RunManifest {
     RunManifest {
         schema: SCHEMA,
-        tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        tool_version: crate::build_info::VERSION.to_string(),
+        tool_commit: Some(crate::build_info::COMMIT.to_string()),
         argv: std::env::args().collect(),
         serve_argv: match &plan.launch {
             Launch::Spawn { argv, .. } => Some(argv.clone()),

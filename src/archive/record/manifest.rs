@@ -63,6 +63,10 @@ pub struct RunManifest {
     pub schema: u32,
     /// npu-serve-smoke's version.
     pub tool_version: String,
+    /// The git commit that npu-serve-smoke was built from (`unknown` where its build could not
+    /// tell); absent in runs from before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_commit: Option<String>,
     /// The gate's own command line.
     pub argv: Vec<String>,
     /// The serve's command line, after `{port}` was filled in; `None` when attached to a running serve.
