@@ -65,12 +65,16 @@ fn from_git(dir: &Path) -> Option<String> {
         return None;
     }
     let head = git(&["rev-parse", "HEAD"]).filter(|c| is_commit(c))?;
-    if let Some(git_dir) = git(&["rev-parse", "--absolute-git-dir"]) {
-        // HEAD moves on a checkout; logs/HEAD on every commit, reset or checkout.
-        for watched in ["HEAD", "logs/HEAD"] {
-            let path = Path::new(&git_dir).join(watched);
-            if path.exists() {
-                println!("cargo:rerun-if-changed={}", path.display());
+    // What moves when HEAD does: HEAD itself on a checkout, its branch's ref (loose or packed)
+    // on a commit, and the reflog on either. `--git-path` finds each in a worktree too.
+    let mut watched = vec!["HEAD".to_string(), "logs/HEAD".into(), "packed-refs".into()];
+    if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"]) {
+        watched.push(branch);
+    }
+    for name in watched {
+        if let Some(path) = git(&["rev-parse", "--path-format=absolute", "--git-path", &name]) {
+            if Path::new(&path).exists() {
+                println!("cargo:rerun-if-changed={path}");
             }
         }
     }
