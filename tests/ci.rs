@@ -16,14 +16,15 @@ const REPO: &str = env!("CARGO_MANIFEST_DIR");
 
 /// tools/ci/gate.sh with its inputs as environment variables, as action.yml gives them, the
 /// debug gate first on PATH (so it is never built here), and GitHub's output and summary files.
-struct Script {
-    cmd: Command,
-    output: PathBuf,
+/// tests/action_release.rs runs it too, with a version.
+pub(crate) struct Script {
+    pub(crate) cmd: Command,
+    pub(crate) output: PathBuf,
     summary: PathBuf,
     _dir: tempfile::TempDir,
 }
 
-fn script(inputs: &[(&str, &str)]) -> Script {
+pub(crate) fn script(inputs: &[(&str, &str)]) -> Script {
     let dir = tempfile::tempdir().unwrap();
     let output = dir.path().join("github-output");
     let summary = dir.path().join("step-summary.md");
@@ -56,6 +57,8 @@ fn script(inputs: &[(&str, &str)]) -> Script {
         "GATE_ARGS",
         "GATE_ON_SKIP",
         "GATE_ON_INCONCLUSIVE",
+        "GATE_VERSION",
+        "GATE_RELEASE_URL",
     ] {
         cmd.env_remove(var);
     }
@@ -71,7 +74,7 @@ fn script(inputs: &[(&str, &str)]) -> Script {
 }
 
 impl Script {
-    fn run(&mut self) -> Output {
+    pub(crate) fn run(&mut self) -> Output {
         // Holds this test's shared claim on the box while the script's gate runs.
         let _box = gate();
         self.cmd.output().unwrap()
@@ -87,7 +90,7 @@ impl Script {
             .collect()
     }
 
-    fn output(&self, name: &str) -> Option<String> {
+    pub(crate) fn output(&self, name: &str) -> Option<String> {
         self.outputs()
             .into_iter()
             .find(|(k, _)| k == name)
@@ -95,7 +98,7 @@ impl Script {
     }
 }
 
-fn stderr(o: &Output) -> String {
+pub(crate) fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
@@ -414,6 +417,7 @@ fn the_example_workflow_passes_actionlint_and_the_scripts_pass_shellcheck() {
 
     let o = Command::new("shellcheck")
         .arg(repo.join("tools/ci/gate.sh"))
+        .arg(repo.join("tools/ci/fetch-gate.sh"))
         .arg(repo.join("docs/ci/fleet-example.sh"))
         .arg(repo.join("tools/install-llama-server.sh"))
         .arg(repo.join("tools/install-report-tools.sh"))

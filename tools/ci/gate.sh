@@ -15,12 +15,21 @@
 #   GATE_ARGS             anything else for `run`, one argument a line (e.g. --stand-in)
 #   GATE_ON_SKIP          fail (default) or pass: what a SKIP (exit 3, hold not acquired) is
 #   GATE_ON_INCONCLUSIVE  fail (default) or pass: what an INCONCLUSIVE (exit 4) is
-#   GATE_BIN              the gate to run; else npu-serve-smoke on PATH; else built with cargo
-#                         from GITHUB_ACTION_PATH (or this script's checkout) into a cache
+#   GATE_VERSION          a released gate to run, e.g. 0.2.0 or v0.2.0: tools/ci/fetch-gate.sh
+#                         downloads this runner's tarball (Linux, x86_64 or aarch64) and the
+#                         release's SHA256SUMS into a new directory, checks the sum and unpacks
+#                         it; anything wrong is one line and exit 2 before anything runs
+#   GATE_RELEASE_URL      where releases are downloaded from, <url>/v<version>/<asset> (e.g. an
+#                         internal mirror); default
+#                         https://github.com/$GITHUB_ACTION_REPOSITORY/releases/download
+#   GATE_BIN              the gate to run (not with GATE_VERSION); else npu-serve-smoke on PATH;
+#                         else built with cargo from GITHUB_ACTION_PATH (or this script's
+#                         checkout) into a cache
 # Numbers go to the gate as given: its own parser refuses a bad one with its one line, exit 2.
 # Exit: the gate's code, except a SKIP or INCONCLUSIVE counted as pass, which exits 0. Writes
-# `result`, `exit-code`, `run-dir` and `artifact-name` to GITHUB_OUTPUT when it is set; the gate
-# itself writes the step summary when GITHUB_STEP_SUMMARY is set.
+# `result`, `exit-code`, `run-dir`, `artifact-name` and, with a version, `gate-version` to
+# GITHUB_OUTPUT when it is set; the gate itself writes the step summary when
+# GITHUB_STEP_SUMMARY is set.
 set -euo pipefail
 
 say() { echo "gate.sh: $*" >&2; }
@@ -39,9 +48,21 @@ on_inconclusive=${GATE_ON_INCONCLUSIVE:-fail}
 policy on-skip "$on_skip"
 policy on-inconclusive "$on_inconclusive"
 
-# The gate: given, on PATH, or built (once; cargo's incremental target dir makes later builds
-# of the same checkout quick) from the action's own checkout.
+# The gate: a release checked against its SHA256SUMS, given, on PATH, or built (once; cargo's
+# incremental target dir makes later builds of the same checkout quick) from the action's own
+# checkout. A release goes into a new directory each run, removed when the script ends: never a
+# cache the serve under test could rewrite between runs (fetch-gate.sh says why).
 gate=${GATE_BIN:-}
+if [ -n "${GATE_VERSION:-}" ]; then
+    if [ -n "$gate" ]; then
+        say "GATE_BIN and version both name the gate to run: give one"
+        exit 2
+    fi
+    gate=$("$(dirname "${BASH_SOURCE[0]}")/fetch-gate.sh" "$GATE_VERSION" "${GATE_RELEASE_URL:-}") ||
+        exit $?
+    fetched=${gate%/*/*}
+    trap 'rm -rf -- "$fetched"' EXIT
+fi
 if [ -z "$gate" ]; then
     gate=$(command -v npu-serve-smoke || true)
 fi
@@ -110,6 +131,9 @@ if [ -n "${GITHUB_OUTPUT:-}" ]; then
         echo "exit-code=$code"
         [ -d "$out" ] && echo "run-dir=$out"
         echo "artifact-name=${artifact//[^A-Za-z0-9._-]/-}"
+        if [ -n "${GATE_VERSION:-}" ]; then
+            echo "gate-version=${GATE_VERSION#v}"
+        fi
     } >>"$GITHUB_OUTPUT"
 fi
 exit "$status"
