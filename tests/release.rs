@@ -1,10 +1,13 @@
-//! The release scripts (issue 38, item 2): `tools/release/*.sh`, run here for real: a tarball
-//! of the debug gate with the pages and completions `tools/package-assets.sh` makes, listed,
-//! unpacked and run; SHA256SUMS checked by `sha256sum -c`, and refused once tampered; the tag
-//! checked against Cargo.toml's version; bad arguments refused in one line.
+//! The release workflow and the tarballs it makes (issue 38, item 2).
 //!
-//! shellcheck comes from `tools/install-report-tools.sh`. Without it that test says it
-//! skipped; under CI=true it fails.
+//! The workflow itself cannot run here (no musl or aarch64 standard library can be fetched,
+//! no GitHub): it is held to actionlint and GitHub's workflow schema, and read for the scripts
+//! and targets it must name. Its logic lives in `tools/release/*.sh`, which run here for real:
+//! a tarball of the debug gate with the pages and completions `tools/package-assets.sh` makes,
+//! listed, unpacked and run; SHA256SUMS checked by `sha256sum -c`, and refused once tampered.
+//!
+//! The linters come from `tools/install-report-tools.sh`. Without them those tests say they
+//! skipped; under CI=true they fail.
 
 use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;
@@ -13,10 +16,12 @@ use std::process::{Command, Output};
 
 use sha2::{Digest, Sha256};
 
+use crate::ci::{actionlint, check_schema, linters};
 use crate::util::BIN;
 
 const REPO: &str = env!("CARGO_MANIFEST_DIR");
 const VERSION: &str = env!("CARGO_PKG_VERSION");
+const WORKFLOW: &str = ".github/workflows/release.yml";
 const TARGETS: [&str; 2] = ["x86_64-unknown-linux-musl", "aarch64-unknown-linux-musl"];
 const COMPLETIONS: [&str; 3] = [
     "npu-serve-smoke.bash",
@@ -405,4 +410,148 @@ fn the_release_scripts_pass_shellcheck() {
     let o = shellcheck().unwrap().arg(&broken).output().unwrap();
     assert_eq!(o.status.code(), Some(1));
     assert!(stdout(&o).contains("SC2086"), "{}", stdout(&o));
+}
+
+#[test]
+fn the_release_workflow_passes_actionlint_and_githubs_workflow_schema() {
+    let Some(l) = linters() else { return };
+    let workflow = Path::new(REPO).join(WORKFLOW);
+    let o = actionlint(&l, &workflow);
+    assert!(
+        o.status.success(),
+        "actionlint: {}{}",
+        stdout(&o),
+        stderr(&o)
+    );
+    let o = check_schema(&l, "vendor.github-workflows", &workflow);
+    assert!(o.status.success(), "schema: {}{}", stdout(&o), stderr(&o));
+
+    // Both checks read this file: a job's output misspelt where another job uses it is
+    // refused by actionlint; a job with no runner, by the schema.
+    let text = std::fs::read_to_string(&workflow).unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let broken = d.path().join("release.yml");
+    let misspelt = text.replace(
+        "VERSION: ${{ needs.version.outputs.version }}",
+        "VERSION: ${{ needs.version.outputs.verison }}",
+    );
+    assert_ne!(misspelt, text);
+    std::fs::write(&broken, misspelt).unwrap();
+    let o = actionlint(&l, &broken);
+    assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).contains("verison"), "{}", stdout(&o));
+
+    let runnerless = text.replacen("    runs-on: ubuntu-latest\n", "", 1);
+    assert_ne!(runnerless, text);
+    std::fs::write(&broken, runnerless).unwrap();
+    assert!(!check_schema(&l, "vendor.github-workflows", &broken)
+        .status
+        .success());
+}
+
+/// The workflow's lines, comments left out, so a name only mentioned in a comment counts for
+/// nothing.
+fn workflow_lines() -> Vec<String> {
+    std::fs::read_to_string(Path::new(REPO).join(WORKFLOW))
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .map(|l| l.trim().to_string())
+        .collect()
+}
+
+/// The one line that contains `text`.
+fn one_line_with<'a>(lines: &'a [String], text: &str) -> &'a str {
+    let found: Vec<&String> = lines.iter().filter(|l| l.contains(text)).collect();
+    assert_eq!(found.len(), 1, "{text}: {found:?}");
+    found[0]
+}
+
+#[test]
+fn the_release_workflow_runs_on_a_version_tag_and_calls_the_scripts_for_both_targets() {
+    let lines = workflow_lines();
+    let text = lines.join("\n");
+    assert!(text.contains("on:\npush:\ntags:\n- \"v*\"\n"), "{text}");
+
+    // Both targets in the build matrix, and both awaited before anything is published.
+    for target in TARGETS {
+        one_line_with(&lines, &format!("- target: {target}"));
+    }
+    one_line_with(
+        &lines,
+        &format!("for target in {} {}; do", TARGETS[0], TARGETS[1]),
+    );
+    for arch in ["amd64", "arm64"] {
+        one_line_with(&lines, &format!("deb-arch: {arch}"));
+    }
+
+    // The scripts tested above, with their arguments in order.
+    one_line_with(&lines, "version=$(tools/release/version.sh \"$TAG\" .)");
+    one_line_with(
+        &lines,
+        "run: tools/package-assets.sh target/debug/npu-serve-smoke assets",
+    );
+    one_line_with(
+        &lines,
+        "tools/release/tarball.sh \"$VERSION\" \"$TARGET\" \"$BIN\" assets . dist",
+    );
+    one_line_with(&lines, "tools/release/sums.sh dist");
+    one_line_with(
+        &lines,
+        "cargo deb --target \"$TARGET\" --no-build --output dist",
+    );
+
+    // cargo-deb and cross pinned to one version each.
+    let pinned = |name: &str, prefix: &str| {
+        let key = format!("{name}: {prefix}");
+        let line = one_line_with(&lines, &key);
+        let v = line.strip_prefix(&key).unwrap_or_else(|| panic!("{line}"));
+        let parts: Vec<&str> = v.split('.').collect();
+        assert!(
+            parts.len() == 3 && parts.iter().all(|p| p.parse::<u32>().is_ok()),
+            "{line}"
+        );
+    };
+    pinned("CARGO_DEB_VERSION", "");
+    pinned("CROSS_VERSION", "v");
+    one_line_with(
+        &lines,
+        "run: cargo install cargo-deb --locked --version \"$CARGO_DEB_VERSION\"",
+    );
+    one_line_with(&lines, "releases/download/$CROSS_VERSION/");
+
+    // Every file goes up: the tarballs, the .debs and their sums.
+    one_line_with(
+        &lines,
+        "--generate-notes dist/*.tar.gz dist/*.deb dist/SHA256SUMS",
+    );
+}
+
+#[test]
+fn the_release_workflow_puts_the_assets_where_cargo_debs_config_reads_them() {
+    // cargo-deb reads an asset named target/release/... from target/<triple>/release/...
+    // when given --target; the workflow copies the pages and completions there.
+    let lines = workflow_lines();
+    one_line_with(&lines, "cp -R assets \"target/$TARGET/release/assets\"");
+    let manifest: toml::Table =
+        toml::from_str(&std::fs::read_to_string(Path::new(REPO).join("Cargo.toml")).unwrap())
+            .unwrap();
+    let Some(deb) = manifest["package"]
+        .get("metadata")
+        .and_then(|m| m.get("deb"))
+    else {
+        eprintln!("skipped: Cargo.toml has no [package.metadata.deb] to hold the workflow to");
+        return;
+    };
+    let sources: Vec<&str> = deb["assets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a[0].as_str().unwrap())
+        .filter(|s| s.contains("/man/") || s.contains("/complete/"))
+        .collect();
+    assert!(sources.len() >= 4, "{sources:?}");
+    for s in sources {
+        assert!(s.starts_with("target/release/assets/"), "{s}");
+    }
 }
