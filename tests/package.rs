@@ -320,3 +320,96 @@ fn the_debian_package_passes_lintian_installs_with_dpkg_and_works_as_installed()
     );
     assert!(fish.starts_with("run\t"), "{fish}");
 }
+
+/// The release workflow's .deb step, as it runs there (`tools/build-deb.sh --target TRIPLE
+/// --no-build --assets assets`) but on this box's binary in a cross build's place: the pages
+/// and completions handed to it land where Cargo.toml's assets read them for that target, and
+/// the package ships them with the binary stripped. The cross build itself cannot run here.
+#[test]
+fn the_release_workflows_deb_step_packages_a_built_binary_with_the_assets_it_is_given() {
+    let Some(cargo_deb) = cargo_deb() else { return };
+    let d = tempfile::tempdir().unwrap();
+    let triple = "x86_64-unknown-linux-musl";
+    let target_dir = d.path().join("target");
+    let release = target_dir.join(triple).join("release");
+    std::fs::create_dir_all(&release).unwrap();
+    std::fs::copy(BIN, release.join("npu-serve-smoke")).unwrap();
+    let assets = d.path().join("assets");
+    run_ok(
+        Command::new("bash")
+            .arg(Path::new(REPO).join("tools/package-assets.sh"))
+            .arg(BIN)
+            .arg(&assets),
+    );
+    let build_deb = |args: &[&str]| {
+        Command::new("bash")
+            .arg(Path::new(REPO).join("tools/build-deb.sh"))
+            .args(args)
+            .env("CARGO_DEB", &cargo_deb)
+            .env("CARGO_TARGET_DIR", &target_dir)
+            .output()
+            .unwrap()
+    };
+    let out = d.path().join("dist");
+    let (assets_s, out_s) = (assets.to_str().unwrap(), out.to_str().unwrap());
+    let o = build_deb(&[
+        "--target",
+        triple,
+        "--no-build",
+        "--assets",
+        assets_s,
+        "--output",
+        out_s,
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let deb = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());
+    assert_eq!(
+        deb,
+        out.join(format!("npu-serve-smoke_{VERSION}-1_amd64.deb"))
+    );
+    let listing = run_ok(Command::new("dpkg-deb").arg("-c").arg(&deb));
+    for file in shipped() {
+        assert!(listing.contains(&format!("./{file}")), "{file}:\n{listing}");
+    }
+    // The pages it was given, gzipped as policy asks; the given directory left as it was.
+    assert!(assets.join("man/npu-serve-smoke-run.1").exists());
+    assert!(release.join("assets/man/npu-serve-smoke-run.1.gz").exists());
+    // Stripped: the debug binary's DWARF is not in the package's copy.
+    let unpacked = d.path().join("unpacked");
+    run_ok(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&unpacked));
+    let sections = run_ok(
+        Command::new("readelf")
+            .arg("-S")
+            .arg(unpacked.join("usr/bin/npu-serve-smoke")),
+    );
+    assert!(!sections.contains(".debug_info"), "{sections}");
+
+    // Wrong hands: one line, exit 2, no package.
+    for (args, says) in [
+        (
+            vec!["--assets", "/nonexistent", "--no-build", "--target", triple],
+            "build-deb.sh: /nonexistent holds no pages and completions",
+        ),
+        (
+            vec![
+                "--target",
+                "aarch64-unknown-linux-musl",
+                "--no-build",
+                "--assets",
+                assets_s,
+            ],
+            "build-deb.sh: no binary at ",
+        ),
+        (vec!["--output"], "build-deb.sh: --output needs a value"),
+        (
+            vec!["--frobnicate"],
+            "build-deb.sh: unknown argument '--frobnicate'",
+        ),
+    ] {
+        let o = build_deb(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with(says), "{args:?}: {err}");
+    }
+}
