@@ -395,8 +395,9 @@ fn a_sum_one_digit_off_stops_it_before_anything_runs() {
     assert_eq!(
         r.refused(&s, &o),
         format!(
-            "gate.sh: {} does not match SHA256SUMS (sha256 {sum}, expected {wrong}): not running it",
-            asset()
+            "gate.sh: {} does not match SHA256SUMS from {}/v{VERSION}/SHA256SUMS (sha256 {sum}, expected {wrong}): not running it",
+            asset(),
+            r.server.url()
         )
     );
 }
@@ -415,10 +416,48 @@ fn a_tarball_changed_after_it_was_summed_stops_it_before_anything_runs() {
     assert_eq!(
         r.refused(&s, &o),
         format!(
-            "gate.sh: {} does not match SHA256SUMS (sha256 {swapped}, expected {summed}): not running it",
+            "gate.sh: {} does not match SHA256SUMS from {}/v{VERSION}/SHA256SUMS (sha256 {swapped}, expected {summed}): not running it",
+            asset(),
+            r.server.url()
+        )
+    );
+}
+
+/// `sha256sums` pinned in the workflow: the server's SHA256SUMS is never asked for, so a mirror
+/// that serves another build with sums to match is caught, and a release the pin matches runs.
+#[test]
+fn pinned_sums_are_used_instead_of_the_servers_and_a_build_they_do_not_pin_never_runs() {
+    let r = Release::new();
+    r.put_tarball(&r.marker_gate("pinned"));
+    let pinned = r.sum_line();
+    let pinned_sum = sha256_of(&r.tarball());
+    // The server now serves another build, and sums that match it.
+    r.put_tarball(&r.marker_gate("served"));
+    let served = sha256_of(&r.tarball());
+    r.put_sums(&r.sum_line());
+    let mut s = r.script(VERSION);
+    s.cmd.env("GATE_SHA256SUMS", pinned.trim_end());
+    let o = s.run();
+    assert_eq!(
+        r.refused(&s, &o),
+        format!(
+            "gate.sh: {} does not match SHA256SUMS from the workflow's sha256sums (sha256 {served}, expected {pinned_sum}): not running it",
             asset()
         )
     );
+    assert_eq!(r.server.asked(), [format!("/v{VERSION}/{}", asset())]);
+
+    // The pinned build, served: it runs (the marker "gate" leaves its marker), and the server's
+    // SHA256SUMS, now wrong, was never read.
+    let r = Release::new();
+    r.put_tarball(&r.marker_gate("pinned"));
+    let pinned = r.sum_line();
+    r.put_sums(&format!("{}  {}\n", "0".repeat(64), asset()));
+    let mut s = r.script(VERSION);
+    s.cmd.env("GATE_SHA256SUMS", &pinned);
+    let o = s.run();
+    assert!(r.marker().exists(), "{}", stderr(&o));
+    assert_eq!(r.server.asked(), [format!("/v{VERSION}/{}", asset())]);
 }
 
 #[test]

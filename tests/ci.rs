@@ -59,6 +59,7 @@ pub(crate) fn script(inputs: &[(&str, &str)]) -> Script {
         "GATE_ON_INCONCLUSIVE",
         "GATE_VERSION",
         "GATE_RELEASE_URL",
+        "GATE_SHA256SUMS",
     ] {
         cmd.env_remove(var);
     }

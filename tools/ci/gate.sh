@@ -22,6 +22,8 @@
 #   GATE_RELEASE_URL      where releases are downloaded from, <url>/v<version>/<asset> (e.g. an
 #                         internal mirror); default
 #                         https://github.com/$GITHUB_ACTION_REPOSITORY/releases/download
+#   GATE_SHA256SUMS       with GATE_VERSION: the release's SHA256SUMS, pinned in the workflow,
+#                         used instead of the server's (fetch-gate.sh reads it)
 #   GATE_BIN              the gate to run (not with GATE_VERSION); else npu-serve-smoke on PATH;
 #                         else built with cargo from GITHUB_ACTION_PATH (or this script's
 #                         checkout) into a cache
