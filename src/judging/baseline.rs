@@ -377,11 +377,10 @@ pub fn judge_shift_in_groups(
     let decision = decide(shift.interval.as_ref(), worse, noise, max_regression, thin);
     let replies_needed = match decision {
         Decision::Inconclusive => shift.pooled_sd.map(|sd| {
-            replies_needed(
-                sd * planned_inflation(&shift).sqrt(),
-                worse,
-                noise,
-                max_regression,
+            let inflation = planned_inflation(&shift);
+            correlated_floor(
+                replies_needed(sd * inflation.sqrt(), worse, noise, max_regression),
+                inflation,
             )
         }),
         Decision::Fail | Decision::Ok => None,
@@ -599,6 +598,23 @@ fn less_group_means(c: &[f64], b: &[f64], (gc, gb): Groups<'_>) -> (Vec<f64>, Ve
             .collect()
     };
     (less(c, gc), less(b, gb))
+}
+
+/// A plan of at least [`FEWEST_REPLIES_A_SIDE`] *independent* replies a side: correlated
+/// replies count as fewer (each side as n / inflation), and under that many the interval is not
+/// made at all, however small the spread. Without this a steady serve with correlated replies
+/// was told "about 6 replies a side would likely decide it" at 16 a side.
+fn correlated_floor(needed: RepliesNeeded, inflation: f64) -> RepliesNeeded {
+    // Less a hair: 6 x 19 in floating point is 114.00000000000003, and 115 would be a count
+    // the arithmetic made up.
+    let floor = (FEWEST_REPLIES_A_SIDE as f64 * inflation - 1e-9).ceil();
+    match needed {
+        RepliesNeeded::About(_) if floor.is_nan() || floor > REPLIES_NEEDED_CAP as f64 => {
+            RepliesNeeded::OverCap
+        }
+        RepliesNeeded::About(n) => RepliesNeeded::About(n.max(floor as usize)),
+        RepliesNeeded::OverCap => RepliesNeeded::OverCap,
+    }
 }
 
 /// The factor the replies [`replies_needed`] plans for are scaled by: the larger side's
@@ -1542,6 +1558,23 @@ mod tests {
             });
             assert!((planned_inflation(&s) - want).abs() < 1e-12, "{rho}");
         }
+    }
+
+    #[test]
+    fn a_plan_asks_at_least_six_independent_replies_a_side() {
+        use RepliesNeeded::{About, OverCap};
+        // Uncorrelated: the spread's plan stands.
+        assert_eq!(correlated_floor(About(6), 1.0), About(6));
+        assert_eq!(correlated_floor(About(40), 1.0), About(40));
+        // At rho 0.9 (inflation 19), 6 independent replies are 114 correlated ones, whatever
+        // the spread asks; a larger plan from the spread stands.
+        assert_eq!(correlated_floor(About(6), 19.0), About(114));
+        assert_eq!(correlated_floor(About(200), 19.0), About(200));
+        // 3 is 18 exactly; a fraction over rounds up.
+        assert_eq!(correlated_floor(About(6), 3.0), About(18));
+        assert_eq!(correlated_floor(About(6), 3.1), About(19));
+        assert_eq!(correlated_floor(About(6), 2000.0), OverCap);
+        assert_eq!(correlated_floor(OverCap, 1.0), OverCap);
     }
 }
 

@@ -392,24 +392,25 @@ fn judge_against(exe: &Path, dir: &Path, baseline: &Path) -> Result<(Option<i32>
     Ok((o.status.code(), if line.is_empty() { stdout } else { line }))
 }
 
-/// A real run of 16 replies as the baseline; the candidate is the same archive with every
+/// A real run of 40 replies as the baseline; the candidate is the same archive with every
 /// reply's times after its send scaled by 1.25 (a serve 20% slower, as recorded data, so the
-/// decision does not rest on this box's timing). 16 replies 20 ms apart, not fewer: the
-/// interval widens for neighbouring replies' correlation (issue 37), and on a box busy enough
-/// to make 8 replies' rates wander together, the run against itself could not rule a 10%
-/// regression out.
+/// decision does not rest on this box's timing). 40 replies, not fewer: the interval widens
+/// for neighbouring replies' correlation (issue 37), taken one standard error high, and at 16 a
+/// side (CI, 2026-12-04) a steady stand-in's first tokens were read as correlated 0.9, as 1.3
+/// independent replies a side, and the run against itself was inconclusive. Over five runs of
+/// 40 here the correlation read 0.02 to 0.39, as 18 to 39 independent replies a side.
 fn baseline_judged(exe: &Path, tmp: &Path) -> Result<(), String> {
     let gate: Vec<&str> = UNFLIPPABLE
         .iter()
         .copied()
-        .chain(["--replies", "16"])
+        .chain(["--replies", "40"])
         .collect();
     let base = gate_run(
         exe,
         tmp,
         "baseline",
         &gate,
-        &["--tokens", "12", "--gaps-ms", "20"],
+        &["--tokens", "12", "--gaps-ms", "5"],
     )?;
     base.expect_code(0)?;
     let (code, said) = judge_against(exe, &base.dir, &base.dir)?;
