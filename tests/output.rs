@@ -467,19 +467,10 @@ fn completions_for_each_shell() {
 /// What a real bash offers at `npu-serve-smoke WORDS<TAB>`: the completion script is sourced
 /// and its function called with COMP_WORDS set, as bash does on TAB.
 fn bash_completes(script: &std::path::Path, words: &[&str]) -> Vec<String> {
-    let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
     let program = format!(
-        "source '{}'\nCOMP_WORDS=(npu-serve-smoke {})\nCOMP_CWORD={}\n\
-         _npu__serve__smoke npu-serve-smoke '{}' '{}'\nprintf '%s\\n' \"${{COMPREPLY[@]}}\"\n",
+        "source '{}'\n{}",
         script.display(),
-        quoted.join(" "),
-        words.len(),
-        words[words.len() - 1],
-        if words.len() > 1 {
-            words[words.len() - 2]
-        } else {
-            "npu-serve-smoke"
-        },
+        bash_tab("_npu__serve__smoke", words)
     );
     let o = std::process::Command::new("bash")
         .args(["--norc", "--noprofile", "-c", &program])

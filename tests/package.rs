@@ -126,22 +126,12 @@ fn dpkg_root(deb: &Path, root: &Path) {
 /// completion is loaded by bash-completion's own loader (`complete -D`'s handler, which bash
 /// calls on the first TAB for a command with no completion) from the system directories.
 fn fresh_bash_completes(root: &Path, words: &[&str]) -> Vec<String> {
-    let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
     let program = format!(
         "source /usr/share/bash-completion/bash_completion\n\
          _completion_loader npu-serve-smoke\n\
          f=$(complete -p npu-serve-smoke | sed -n 's/.* -F \\([^ ]*\\) .*/\\1/p')\n\
-         [ -n \"$f\" ] || {{ echo 'no completion loaded' >&2; exit 1; }}\n\
-         COMP_WORDS=(npu-serve-smoke {})\nCOMP_CWORD={}\n\
-         \"$f\" npu-serve-smoke '{}' '{}'\nprintf '%s\\n' \"${{COMPREPLY[@]}}\"\n",
-        quoted.join(" "),
-        words.len(),
-        words[words.len() - 1],
-        if words.len() > 1 {
-            words[words.len() - 2]
-        } else {
-            "npu-serve-smoke"
-        },
+         [ -n \"$f\" ] || {{ echo 'no completion loaded' >&2; exit 1; }}\n{}",
+        bash_tab("\"$f\"", words)
     );
     let usr = root.join("usr");
     let out = run_ok(

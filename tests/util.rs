@@ -563,6 +563,25 @@ pub fn forget_digests(dir: &Path) {
     std::fs::write(&path, manifest.to_string()).unwrap();
 }
 
+/// The lines that make bash complete `npu-serve-smoke WORDS<TAB>` with the completion function
+/// `function`, as bash does on TAB (COMP_WORDS, COMP_CWORD, the function called with the
+/// command, the word and the one before), then print COMPREPLY a line each.
+pub fn bash_tab(function: &str, words: &[&str]) -> String {
+    let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
+    let previous = if words.len() > 1 {
+        words[words.len() - 2]
+    } else {
+        "npu-serve-smoke"
+    };
+    format!(
+        "COMP_WORDS=(npu-serve-smoke {})\nCOMP_CWORD={}\n\
+         {function} npu-serve-smoke '{}' '{previous}'\nprintf '%s\\n' \"${{COMPREPLY[@]}}\"\n",
+        quoted.join(" "),
+        words.len(),
+        words[words.len() - 1],
+    )
+}
+
 /// Every `.rs` file under `dir`, in name order (tests/layers.rs and tests/house.rs read src/).
 pub fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let mut entries: Vec<_> = std::fs::read_dir(dir)
