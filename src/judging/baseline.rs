@@ -1574,6 +1574,9 @@ mod tests {
         assert_eq!(correlated_floor(About(6), 3.0), About(18));
         assert_eq!(correlated_floor(About(6), 3.1), About(19));
         assert_eq!(correlated_floor(About(6), 2000.0), OverCap);
+        // At the cap itself, still a count; one over, past it.
+        assert_eq!(correlated_floor(About(6), 10_000.0 / 6.0), About(10_000));
+        assert_eq!(correlated_floor(About(6), 10_001.0 / 6.0), OverCap);
         assert_eq!(correlated_floor(OverCap, 1.0), OverCap);
     }
 }
