@@ -168,8 +168,7 @@ pub fn dispatch(cli: Cli, given: &[String]) -> Result<u8> {
             Ok(exit_codes::PASS)
         }
         Command::Man { out: None } => {
-            let pages = manual::pages(command())?;
-            crate::console::out(&String::from_utf8_lossy(&pages[0].1));
+            crate::console::out(&String::from_utf8_lossy(&manual::page(command())?));
             Ok(exit_codes::PASS)
         }
         Command::Completions { shell } => {

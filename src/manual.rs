@@ -11,14 +11,35 @@ use crate::build_info;
 
 /// Every page: (file name, roff). The hidden commands (the supervisor) have none.
 pub fn pages(cmd: clap::Command) -> Result<Vec<(String, Vec<u8>)>> {
-    let mut cmd = cmd.disable_help_subcommand(true);
-    cmd.build();
+    let cmd = built(cmd);
     let mut out = Vec::new();
     add(&cmd, &mut out)?;
     Ok(out)
 }
 
+/// The command's own page alone (what `man` prints), its subcommands' not rendered.
+pub fn page(cmd: clap::Command) -> Result<Vec<u8>> {
+    Ok(render(&built(cmd))?.1)
+}
+
+/// The command as the pages describe it: built (so subcommands carry their full names, as
+/// `npu-serve-smoke-run`), without clap's `help` subcommand.
+fn built(cmd: clap::Command) -> clap::Command {
+    let mut cmd = cmd.disable_help_subcommand(true);
+    cmd.build();
+    cmd
+}
+
 fn add(cmd: &clap::Command, out: &mut Vec<(String, Vec<u8>)>) -> Result<()> {
+    out.push(render(cmd)?);
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        add(sub, out)?;
+    }
+    Ok(())
+}
+
+/// One command's page: (file name, roff).
+fn render(cmd: &clap::Command) -> Result<(String, Vec<u8>)> {
     let man = clap_mangen::Man::new(cmd.clone())
         // The build's date, not the day the page was rendered: a rebuilt package is the same.
         .date(build_info::BUILD_DATE)
@@ -26,11 +47,7 @@ fn add(cmd: &clap::Command, out: &mut Vec<(String, Vec<u8>)>) -> Result<()> {
         .manual("npu-serve-smoke manual");
     let mut roff = Vec::new();
     man.render(&mut roff)?;
-    out.push((man.get_filename(), roff));
-    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
-        add(sub, out)?;
-    }
-    Ok(())
+    Ok((man.get_filename(), roff))
 }
 
 /// Write every page into `dir` (made if missing), each file atomically.
@@ -77,11 +94,11 @@ mod tests {
             .unwrap()
             .1;
         let run = String::from_utf8_lossy(run);
-        assert!(
-            run.starts_with(".ie \\n(.g .ds Aq \\(aq") || run.contains(".TH"),
-            "{run}"
-        );
+        assert!(run.contains("\n.TH npu-serve-smoke-run 1 "), "{run}");
         assert!(run.contains("first\\-token\\-ms"), "{run}");
         assert!(run.contains(build_info::BUILD_DATE), "{run}");
+        // What `man` prints is the command's own page, the first of them.
+        assert_eq!(page(crate::cli::command()).unwrap(), pages[0].1);
+        assert_eq!(pages[0].0, "npu-serve-smoke.1");
     }
 }
