@@ -177,6 +177,20 @@ impl Release {
         self.files().join(asset())
     }
 
+    /// The URL SHA256SUMS is fetched from.
+    fn sums_url(&self) -> String {
+        format!("{}/v{VERSION}/SHA256SUMS", self.server.url())
+    }
+
+    /// The line that refuses the tarball for its sum: `actual`, not `expected` as the sums
+    /// `from` say.
+    fn mismatch(&self, from: &str, actual: &str, expected: &str) -> String {
+        format!(
+            "gate.sh: {} does not match SHA256SUMS from {from} (sha256 {actual}, expected {expected}): not running it",
+            asset()
+        )
+    }
+
     /// The URL the tarball is fetched from.
     fn tarball_url(&self) -> String {
         format!("{}/v{VERSION}/{}", self.server.url(), asset())
@@ -392,14 +406,7 @@ fn a_sum_one_digit_off_stops_it_before_anything_runs() {
     r.put_sums(&format!("{wrong}  {}\n", asset()));
     let mut s = r.script(VERSION);
     let o = s.run();
-    assert_eq!(
-        r.refused(&s, &o),
-        format!(
-            "gate.sh: {} does not match SHA256SUMS from {}/v{VERSION}/SHA256SUMS (sha256 {sum}, expected {wrong}): not running it",
-            asset(),
-            r.server.url()
-        )
-    );
+    assert_eq!(r.refused(&s, &o), r.mismatch(&r.sums_url(), &sum, &wrong));
 }
 
 #[test]
@@ -415,11 +422,7 @@ fn a_tarball_changed_after_it_was_summed_stops_it_before_anything_runs() {
     let o = s.run();
     assert_eq!(
         r.refused(&s, &o),
-        format!(
-            "gate.sh: {} does not match SHA256SUMS from {}/v{VERSION}/SHA256SUMS (sha256 {swapped}, expected {summed}): not running it",
-            asset(),
-            r.server.url()
-        )
+        r.mismatch(&r.sums_url(), &swapped, &summed)
     );
 }
 
@@ -440,10 +443,7 @@ fn pinned_sums_are_used_instead_of_the_servers_and_a_build_they_do_not_pin_never
     let o = s.run();
     assert_eq!(
         r.refused(&s, &o),
-        format!(
-            "gate.sh: {} does not match SHA256SUMS from the workflow's sha256sums (sha256 {served}, expected {pinned_sum}): not running it",
-            asset()
-        )
+        r.mismatch("the workflow's sha256sums", &served, &pinned_sum)
     );
     assert_eq!(r.server.asked(), [format!("/v{VERSION}/{}", asset())]);
 
@@ -469,7 +469,7 @@ fn sha256sums_without_exactly_one_well_formed_line_for_the_tarball_stops_it() {
         "{}  npu-serve-smoke-{VERSION}-riscv64gc-unknown-linux-musl.tar.gz\n",
         "a".repeat(64)
     );
-    let sums_url = format!("{}/v{VERSION}/SHA256SUMS", r.server.url());
+    let sums_url = r.sums_url();
     let asset = asset();
     let no_line = format!("has no line for {asset}");
     for (sums, says) in [
@@ -532,7 +532,7 @@ fn a_failed_download_stops_it() {
     let mut s = r.script(VERSION);
     let o = s.run();
     let line = r.refused(&s, &o);
-    let sums_url = format!("{}/v{VERSION}/SHA256SUMS", r.server.url());
+    let sums_url = r.sums_url();
     assert!(
         line.starts_with(&format!(
             "gate.sh: failed to download {sums_url} (curl: (22) "

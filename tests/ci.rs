@@ -365,10 +365,7 @@ fn the_ci_files_pass_github_and_gitlab_schemas() {
         );
     }
     // And the schema check has teeth: an action with no `using` is refused.
-    let d = tempfile::tempdir().unwrap();
-    let broken = d.path().join("action.yml");
-    let action = std::fs::read_to_string(repo.join("action.yml")).unwrap();
-    std::fs::write(&broken, action.replace("  using: composite\n", "")).unwrap();
+    let (_d, broken) = edited_copy(&repo.join("action.yml"), "  using: composite\n", "");
     assert!(!check_schema(&l, "vendor.github-actions", &broken)
         .status
         .success());
@@ -399,15 +396,11 @@ fn the_example_workflow_passes_actionlint_and_the_scripts_pass_shellcheck() {
     );
     // The linter reads it: the same workflow with an event's text pasted into a script is
     // refused, as script injection.
-    let d = tempfile::tempdir().unwrap();
-    let broken = d.path().join("github-matrix.yml");
-    let text = std::fs::read_to_string(&workflow).unwrap();
-    let injected = text.replace(
+    let (_d, broken) = edited_copy(
+        &workflow,
         "run: echo \"the gate said $RESULT\"",
         "run: echo \"${{ github.event.head_commit.message }}\"",
     );
-    assert_ne!(injected, text);
-    std::fs::write(&broken, injected).unwrap();
     let o = actionlint(&l, &broken);
     assert_eq!(o.status.code(), Some(1));
     assert!(

@@ -199,11 +199,14 @@ fn the_debian_package_passes_lintian_installs_with_dpkg_and_works_as_installed()
     );
 
     // lintian: no error and no warning; what is overridden is in the package, with its reason.
-    let o = Command::new("lintian")
-        .args(["--fail-on", "error,warning", "--pedantic"])
-        .arg(&deb)
-        .output()
-        .unwrap();
+    let lintian = |extra: &str| {
+        Command::new("lintian")
+            .args(["--fail-on", "error,warning", extra])
+            .arg(&deb)
+            .output()
+            .unwrap()
+    };
+    let o = lintian("--pedantic");
     let said = text(&o);
     assert!(o.status.success(), "lintian: {said}");
     assert!(
@@ -214,11 +217,7 @@ fn the_debian_package_passes_lintian_installs_with_dpkg_and_works_as_installed()
     );
     // And it reads this package: without the package's overrides, the warning they answer is
     // back and fails it.
-    let o = Command::new("lintian")
-        .args(["--fail-on", "error,warning", "--no-override"])
-        .arg(&deb)
-        .output()
-        .unwrap();
+    let o = lintian("--no-override");
     assert!(!o.status.success(), "lintian --no-override: {}", text(&o));
     assert!(
         text(&o).contains("W: npu-serve-smoke: initial-upload-closes-no-bugs"),

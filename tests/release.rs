@@ -17,7 +17,7 @@ use std::process::{Command, Output};
 use sha2::{Digest, Sha256};
 
 use crate::ci::{actionlint, check_schema, linters};
-use crate::util::BIN;
+use crate::util::{edited_copy, BIN};
 
 const REPO: &str = env!("CARGO_MANIFEST_DIR");
 const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -404,12 +404,7 @@ fn the_release_scripts_pass_shellcheck() {
     assert!(o.status.success(), "shellcheck: {}", stdout(&o));
 
     // It reads them: the tarball's path unquoted is word splitting (SC2086).
-    let d = tempfile::tempdir().unwrap();
-    let broken = d.path().join("tarball.sh");
-    let text = std::fs::read_to_string(&scripts[0]).unwrap();
-    let unquoted = text.replace("echo \"$tarball\"", "echo $tarball");
-    assert_ne!(unquoted, text);
-    std::fs::write(&broken, unquoted).unwrap();
+    let (_d, broken) = edited_copy(&scripts[0], "echo \"$tarball\"", "echo $tarball");
     let o = shellcheck().unwrap().arg(&broken).output().unwrap();
     assert_eq!(o.status.code(), Some(1));
     assert!(stdout(&o).contains("SC2086"), "{}", stdout(&o));
@@ -431,19 +426,16 @@ fn the_release_workflow_passes_actionlint_and_githubs_workflow_schema() {
 
     // Both checks read this file: a job's output misspelt where another job uses it is
     // refused by actionlint; a job with no runner, by the schema.
-    let text = std::fs::read_to_string(&workflow).unwrap();
-    let d = tempfile::tempdir().unwrap();
-    let broken = d.path().join("release.yml");
-    let misspelt = text.replace(
+    let (_d, broken) = edited_copy(
+        &workflow,
         "VERSION: ${{ needs.version.outputs.version }}",
         "VERSION: ${{ needs.version.outputs.verison }}",
     );
-    assert_ne!(misspelt, text);
-    std::fs::write(&broken, misspelt).unwrap();
     let o = actionlint(&l, &broken);
     assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
     assert!(stdout(&o).contains("verison"), "{}", stdout(&o));
 
+    let text = std::fs::read_to_string(&workflow).unwrap();
     let runnerless = text.replacen("    runs-on: ubuntu-latest\n", "", 1);
     assert_ne!(runnerless, text);
     std::fs::write(&broken, runnerless).unwrap();

@@ -563,6 +563,19 @@ pub fn forget_digests(dir: &Path) {
     std::fs::write(&path, manifest.to_string()).unwrap();
 }
 
+/// `file` with every `from` made `to`, as a file of the same name in a fresh temporary
+/// directory: a broken copy for a linter to refuse. Panics if `from` is not in it (the copy
+/// would not be broken).
+pub fn edited_copy(file: &Path, from: &str, to: &str) -> (tempfile::TempDir, PathBuf) {
+    let text = std::fs::read_to_string(file).unwrap();
+    let edited = text.replace(from, to);
+    assert_ne!(edited, text, "{from:?} is not in {}", file.display());
+    let d = tempfile::tempdir().unwrap();
+    let copy = d.path().join(file.file_name().unwrap());
+    std::fs::write(&copy, edited).unwrap();
+    (d, copy)
+}
+
 /// The lines that make bash complete `npu-serve-smoke WORDS<TAB>` with the completion function
 /// `function`, as bash does on TAB (COMP_WORDS, COMP_CWORD, the function called with the
 /// command, the word and the one before), then print COMPREPLY a line each.
