@@ -739,10 +739,11 @@ fn llama_server_over_repeating_prompts_is_compared_cold_with_cold_and_cached_wit
                 || first.contains("cached prompts: ")),
         "compared like with like: {stdout}"
     );
-    // The decision on recorded data: the baseline's own archive against itself. The cold kind
-    // (17 a side) rules the regression out; the cached kind has 7 a side, too few to decide
-    // once the correlation its prompts' order shows is allowed for, so it may stay
-    // inconclusive, never FAIL.
+    // The decision on recorded data: the baseline's own archive against itself, never FAIL.
+    // The cold kind (17 a side) is 1.000x and, where it makes an interval, rules the regression
+    // out; a busy box can make 17 replies wander together enough (lag-1 correlation read 0.9,
+    // as 2 independent replies a side: CI, 2026-12-04) that no interval is made, and then it
+    // must say so. The cached kind has 7 a side and may stay inconclusive.
     let o = assert_cmd::Command::new(BIN)
         .arg("judge")
         .arg(&baseline)
@@ -760,8 +761,12 @@ fn llama_server_over_repeating_prompts_is_compared_cold_with_cold_and_cached_wit
         .next()
         .unwrap_or_else(|| panic!("{first}"));
     assert!(
-        cold.contains("first token of cold prompts 1.000x")
-            && cold.contains("a regression of 40.0% is ruled out"),
+        cold.contains("first token of cold prompts 1.000x"),
+        "{stdout}"
+    );
+    assert!(
+        cold.contains("a regression of 40.0% is ruled out")
+            || cold.contains("(too few replies for a 90% interval; "),
         "{stdout}"
     );
 }
