@@ -740,10 +740,11 @@ fn llama_server_over_repeating_prompts_is_compared_cold_with_cold_and_cached_wit
         "compared like with like: {stdout}"
     );
     // The decision on recorded data: the baseline's own archive against itself, never FAIL.
-    // The cold kind (17 a side) is 1.000x and, where it makes an interval, rules the regression
-    // out; a busy box can make 17 replies wander together enough (lag-1 correlation read 0.9,
-    // as 2 independent replies a side: CI, 2026-12-04) that no interval is made, and then it
-    // must say so. The cached kind has 7 a side and may stay inconclusive.
+    // The cold kind (17 a side) is 1.000x, and either rules the regression out or says it is
+    // inconclusive between the noise and the regression: whether 17 live replies decide it is
+    // the box's business (a busy box made them wander together, lag-1 correlation 0.84 to 0.9,
+    // as 2 independent replies a side, twice in CI on 2026-12-04). The decision rules are
+    // held on derived archives in tests/baseline.rs. The cached kind has 7 a side.
     let o = assert_cmd::Command::new(BIN)
         .arg("judge")
         .arg(&baseline)
@@ -766,7 +767,7 @@ fn llama_server_over_repeating_prompts_is_compared_cold_with_cold_and_cached_wit
     );
     assert!(
         cold.contains("a regression of 40.0% is ruled out")
-            || cold.contains("(too few replies for a 90% interval; "),
+            || cold.contains("inconclusive between the 20.0% noise and a 40.0% regression"),
         "{stdout}"
     );
 }
