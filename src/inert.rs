@@ -14,6 +14,7 @@
 //! | inside a quote on one line | [`quote`] |
 //! | GitHub's step summary (Markdown) | [`markdown`] |
 //! | XML text and attribute values (JUnit; SVG text, which plotters escapes for markup) | [`xml`] |
+//! | HTML text and attribute values (report.html) | [`html`] |
 //! | a Prometheus label value | [`prom_label`] |
 //! | JSON printed where a terminal reads it (`--json`) | [`json`] |
 //!
@@ -148,6 +149,29 @@ pub fn xml(s: &str) -> Cow<'_, str> {
     out.into()
 }
 
+/// For HTML text and double-quoted attribute values (report.html): the markup characters as
+/// entities, and what [`acts`] shown as its escape, the newline and tab kept (whitespace in
+/// HTML). A serve's `<script>` is text on the page, and its U+202E cannot turn the page's
+/// line around.
+pub fn html(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            '\n' | '\t' => out.push(c),
+            // The noncharacters HTML's parser reports as errors.
+            '\u{fdd0}'..='\u{fdef}' => push_escape(&mut out, c),
+            c if (c as u32) & 0xfffe == 0xfffe => push_escape(&mut out, c),
+            c => push_visible(&mut out, c),
+        }
+    }
+    out
+}
+
 /// For a Prometheus label value (text exposition format): what [`acts`] shown as its escape
 /// first, then backslash, double quote and line feed escaped as the format asks. A `\u{1b}`
 /// reads back as those six characters, never as the byte.
@@ -205,6 +229,10 @@ mod tests {
         no_raw(&quote(HOSTILE, 1000), &[]);
         no_raw(&markdown(HOSTILE), &[]);
         no_raw(&xml(HOSTILE), &['\n']);
+        no_raw(&html(HOSTILE), &['\n']);
+        assert!(!html(HOSTILE).contains(['<', '>', '"', '\'']));
+        assert!(html(HOSTILE).contains("&lt;img src=x&gt;") && html("a&b").contains("a&amp;b"));
+        assert_eq!(html("\u{fdd0}\u{1fffe}"), "\\u{fdd0}\\u{1fffe}");
         no_raw(&prom_label(HOSTILE), &[]);
         assert!(!prom_label(HOSTILE).contains('\n'));
         assert!(

@@ -18,8 +18,8 @@ use crate::live::run_args::{
     BaselineArgs, BurstFloorArgs, DeterminismArgs, DriftArgs, RouteEvidenceArgs,
 };
 use crate::report::output::{self, OutputArgs, OutputFile, Outputs, Writing};
-use crate::report::timeline;
 use crate::report::RunInfo;
+use crate::report::{html, timeline};
 use crate::{build_info, exit_codes, inert};
 
 /// `judge`: re-judge an archive.
@@ -82,6 +82,10 @@ pub struct JudgeArgs {
     /// Draw the run's timeline to FILE (SVG); never into the archive.
     #[arg(long, value_name = "FILE", help_heading = "Outputs")]
     pub svg: Option<PathBuf>,
+    /// Write the verdict as one self-contained HTML page to FILE (the run's report.html as
+    /// judged now), linking to the run's files by relative path; never into the archive.
+    #[arg(long, value_name = "FILE", help_heading = "Outputs")]
+    pub html: Option<PathBuf>,
     /// How to report the verdict.
     #[command(flatten, next_help_heading = "Outputs")]
     pub output: OutputArgs,
@@ -95,7 +99,19 @@ pub fn run(args: JudgeArgs) -> Result<u8> {
         .as_deref()
         .map(|p| OutputFile::open(p, Writing::Replace, Want::Output).context("--svg"))
         .transpose()?;
-    refuse_writing_into(&args.dir, args.svg.as_deref(), &outputs)?;
+    let html = args
+        .html
+        .as_deref()
+        .map(|p| OutputFile::open(p, Writing::Replace, Want::Output).context("--html"))
+        .transpose()?;
+    refuse_writing_into(
+        &args.dir,
+        [
+            ("--svg", args.svg.as_deref()),
+            ("--html", args.html.as_deref()),
+        ],
+        &outputs,
+    )?;
     let archive = rundir::load_archive(&args.dir)?;
     say_what_the_archive_lacks(&archive, &args.dir);
     if let Some(note) = made_by_another_gate(
@@ -123,16 +139,26 @@ pub fn run(args: JudgeArgs) -> Result<u8> {
         baseline.as_ref(),
         reference.as_ref(),
     )?;
-    if let Some(out) = &svg {
-        let title = format!("{} (RESULT: {})", args.dir.display(), verdict.outcome);
-        let context = timeline::TimelineContext::of_run(criteria.floors(), archive.load.as_ref());
-        let svg = timeline::svg(&archive.replies, &context, &title)?;
-        out.write(svg.as_bytes())?;
+    let picture = match svg.is_some() || html.is_some() {
+        true => {
+            let title = format!("{} (RESULT: {})", args.dir.display(), verdict.outcome);
+            let context =
+                timeline::TimelineContext::of_run(criteria.floors(), archive.load.as_ref());
+            Some(timeline::svg(&archive.replies, &context, &title)?)
+        }
+        false => None,
+    };
+    if let (Some(out), Some(picture)) = (&svg, &picture) {
+        out.write(picture.as_bytes())?;
     }
     let title = args.dir.display().to_string();
     let mut result = ResultFile::new(verdict);
     // Said again in judge's own result: what it judged is not all the run had.
     result.not_archived = archive.not_archived.clone();
+    if let Some(out) = &html {
+        let page = judged_page(&args.dir, out.path(), &archive, &result, picture.as_deref());
+        out.write(page.as_bytes())?;
+    }
     outputs.emit(
         &result,
         &archive.replies,
@@ -141,11 +167,64 @@ pub fn run(args: JudgeArgs) -> Result<u8> {
     Ok(exit_codes::for_outcome(&result.verdict.outcome))
 }
 
+/// The page of the archive in `dir` as judged now, for the file `page` (outside it): its links
+/// reach the run's files from where the page is.
+fn judged_page(
+    dir: &Path,
+    page: &Path,
+    archive: &Archive,
+    result: &ResultFile,
+    picture: Option<&str>,
+) -> String {
+    let mut files = html::run::archived_files(archive);
+    // The run's own picture and page, where it made them: judged then, by the run's rules.
+    for drawn in [rundir::TIMELINE, rundir::REPORT] {
+        let recorded = archive
+            .manifest
+            .digests
+            .as_ref()
+            .is_some_and(|d| d.contains_key(drawn));
+        if recorded || dir.join(drawn).is_file() {
+            files.push(drawn.to_string());
+        }
+    }
+    let page_dir = match page.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    // Only to write the links: nothing is read or written through these paths.
+    let files_href = match (std::fs::canonicalize(page_dir), std::fs::canonicalize(dir)) {
+        (Ok(from), Ok(to)) => format!("{}/", html::relative_href(&from, &to)),
+        _ => format!(
+            "{}/",
+            html::percent_encoded(dir.as_os_str().as_encoded_bytes())
+        ),
+    };
+    let judged_by = format!(
+        "judge, from the archive (npu-serve-smoke {}, commit {})",
+        build_info::VERSION,
+        build_info::short_commit(build_info::COMMIT)
+    );
+    html::run::render(&html::run::RunPage {
+        title: &dir.display().to_string(),
+        judged_by: &judged_by,
+        result,
+        archive,
+        timeline: picture,
+        files: &files,
+        files_href: &files_href,
+    })
+}
+
 /// Refuse an output asked for inside the run directory `dir`. The archive is evidence: judging
 /// it never changes it (an --svg over its timeline.svg once redrew a passing run as FAIL; a
 /// --junit over its result.json replaced it).
-fn refuse_writing_into(dir: &Path, svg: Option<&Path>, outputs: &Outputs) -> Result<()> {
-    let asked = [("--svg", svg)]
+fn refuse_writing_into<'p>(
+    dir: &Path,
+    drawn: [(&'static str, Option<&'p Path>); 2],
+    outputs: &'p Outputs,
+) -> Result<()> {
+    let asked = drawn
         .into_iter()
         .chain(outputs.files().map(|(what, p)| (what, Some(p))));
     for (what, path) in asked {

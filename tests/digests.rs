@@ -184,6 +184,7 @@ fn an_untouched_archive_holds_the_digest_of_each_file_and_judges_as_the_run_did(
         [
             "load.json",
             "replies.jsonl",
+            "report.html",
             "result.json",
             "route.json",
             "serve.log",

@@ -161,6 +161,7 @@ fn check_verdict_stands(e: &Ended, expected: &str, replies: usize) {
         "metrics.json",
         "result.json",
         "timeline.svg",
+        "report.html",
         "serve.log",
     ];
     for f in &files {

@@ -38,6 +38,7 @@ mod record;
 mod reference;
 mod reference_llama;
 mod release;
+mod report_html;
 mod route;
 mod route_logs;
 mod run;

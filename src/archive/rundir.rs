@@ -56,6 +56,9 @@ pub const LOAD: &str = "load.json";
 pub const RESULT: &str = "result.json";
 /// timeline.svg
 pub const TIMELINE: &str = "timeline.svg";
+/// report.html: the run as a person opens it (issue 39), the verdict, figures and timeline on
+/// one self-contained page.
+pub const REPORT: &str = "report.html";
 /// What the serve's processes mapped and held open, and the busy counter ([`RouteRecord`]).
 pub const ROUTE: &str = "route.json";
 /// The serve's own metrics, scraped around the concurrent bursts ([`MetricsRecord`]).

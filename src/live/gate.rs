@@ -30,8 +30,8 @@ use crate::live::run_args::RunSettings;
 use crate::live::serve::ServeProcess;
 use crate::live::serve_log_read::{finish_serve_log, read_serve_log};
 use crate::live::signals::Interrupts;
-use crate::report::timeline;
 use crate::report::RunInfo;
+use crate::report::{html, timeline};
 use crate::{clock, exit_codes};
 
 /// The name of a default run directory, e.g. 20261129T201104Z, under runs/.
@@ -306,8 +306,8 @@ async fn stop_serve(
     record
 }
 
-/// Judge the run from what the gate holds in memory, write timeline.svg and result.json, seal
-/// the archive and report: the exit code for the verdict.
+/// Judge the run from what the gate holds in memory, write timeline.svg, result.json and
+/// report.html, seal the archive and report: the exit code for the verdict.
 async fn judge_and_archive(
     plan: &Plan,
     archive: &Archive,
@@ -327,13 +327,32 @@ async fn judge_and_archive(
     let title = format!("{} (RESULT: {})", dir_path.display(), verdict.outcome);
     let context = timeline::TimelineContext::of_run(plan.criteria.floors(), archive.load.as_ref());
     // The picture is for people: failing to draw it never changes the verdict.
-    match timeline::svg(&archive.replies, &context, &title) {
-        Ok(svg) => rec.file(rundir::TIMELINE, svg.into_bytes()),
-        Err(e) => crate::say!("no timeline.svg: {e:#}"),
-    }
+    let svg = match timeline::svg(&archive.replies, &context, &title) {
+        Ok(svg) => {
+            rec.file(rundir::TIMELINE, svg.clone().into_bytes());
+            Some(svg)
+        }
+        Err(e) => {
+            crate::say!("no timeline.svg: {e:#}");
+            None
+        }
+    };
     let mut result = ResultFile::new(verdict);
     result.not_archived = rec.flush().await;
     rec.json(rundir::RESULT, &result);
+    // Last before the seal, so run.json's digests hold it too.
+    let mut files = html::run::archived_files(archive);
+    files.extend(svg.is_some().then(|| rundir::TIMELINE.to_string()));
+    let page = html::run::render(&html::run::RunPage {
+        title: &dir_path.display().to_string(),
+        judged_by: "run, as it ran",
+        result: &result,
+        archive,
+        timeline: svg.as_deref(),
+        files: &files,
+        files_href: "",
+    });
+    rec.file(rundir::REPORT, page.into_bytes());
     let sealed = rec.finish_sealed();
     result.not_archived = sealed.not_archived;
     let title = dir_path.display().to_string();

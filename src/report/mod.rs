@@ -6,6 +6,7 @@
 //! It uses the archive and judging; never live. `tests/layers.rs` checks this.
 
 pub mod compare;
+pub mod html;
 pub mod output;
 pub mod prom;
 pub mod timeline;

@@ -12,10 +12,11 @@
 //!
 //! A file a step, none importing this one: [`row`] the row of a run (a leaf the others read),
 //! [`read`] the run directories read into rows, [`table`](mod@table) the rows in groups and as
-//! the table printed, [`csv`] and [`svg`] the other writers; each writer takes rows and returns
+//! the table printed, [`csv`], [`svg`] and [`html`] the other writers; each writer takes rows and returns
 //! text. Here, the arguments and `run`, which wires them.
 
 pub mod csv;
+pub mod html;
 pub mod read;
 pub mod row;
 pub mod svg;
@@ -49,6 +50,18 @@ pub struct CompareArgs {
     /// Write a row a run as CSV (RFC 4180) to FILE; `-` for stdout, instead of the table.
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
+    /// Write the table and the picture as one self-contained HTML page to FILE, each run
+    /// linking to its own report.html by relative path.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+}
+
+/// Where the reports other than the table go, each opened before any run is read.
+#[derive(Debug)]
+struct ReportFiles {
+    svg: Option<OutputFile>,
+    csv: Option<OutputFile>,
+    html: Option<OutputFile>,
 }
 
 /// What `compare --help` says of the groups, the result, the outputs and the section below
@@ -68,7 +81,8 @@ are not what its gate wrote (run.json's digests) is FAIL, and a line below the t
 --svg FILE: a panel a host (its groups share it, a grey line where the serve or the model
 changed), the median rate on the left and the median first-token on the right over the runs'
 start times (UTC), each run a marker by its RESULT, the floor and the limit each run recorded
-drawn as steps. --csv FILE (or - for stdout): a header and a row a run: dir, host,
+drawn as steps. --html FILE: the table and that picture on one self-contained page, each run
+linking to its own report.html. --csv FILE (or - for stdout): a header and a row a run: dir, host,
 serve_sha256, model_sha256, started_utc, result, the medians, load1, ncpu, serve_cpu_wait, the
 floor and limit, the latency percentiles (count, mean, p50, p90, p99 of ttft_ms, itl_ms,
 tpot_ms, e2el_ms, where the verdict has them) and why a directory was unreadable. Both are
@@ -92,7 +106,7 @@ fn csv_to_stdout(args: &CompareArgs) -> bool {
 /// Refuse what cannot be done before any run is read: a report file that cannot be written
 /// (its directory missing), or two outputs for stdout.
 /// Both are opened here, before any run is read, and written through what was opened.
-fn check_args(args: &CompareArgs) -> Result<(Option<OutputFile>, Option<OutputFile>)> {
+fn check_args(args: &CompareArgs) -> Result<ReportFiles> {
     if csv_to_stdout(args) && args.json {
         bail!("--csv - and --json both write to stdout: give --csv a FILE, or drop one");
     }
@@ -105,13 +119,39 @@ fn check_args(args: &CompareArgs) -> Result<(Option<OutputFile>, Option<OutputFi
     };
     let svg = open(args.svg.as_ref(), "--svg")?;
     let csv = open(args.csv.as_ref().filter(|_| !csv_to_stdout(args)), "--csv")?;
-    Ok((svg, csv))
+    let html = open(args.html.as_ref(), "--html")?;
+    Ok(ReportFiles { svg, csv, html })
+}
+
+/// The way from the page `page` to each row's report.html, where its run has one.
+fn run_links(page: &Path, rows: &[Row]) -> Vec<Option<String>> {
+    let page_dir = match page.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    // Only to write the links: nothing is read or written through these paths.
+    let from = std::fs::canonicalize(page_dir).ok();
+    rows.iter()
+        .map(|r| {
+            let dir = Path::new(&r.dir);
+            if r.group.is_none() || !dir.join(crate::archive::rundir::REPORT).is_file() {
+                return None;
+            }
+            let to = std::fs::canonicalize(dir).ok()?;
+            let href = crate::report::html::relative_href(from.as_deref()?, &to);
+            Some(format!("{href}/{}", crate::archive::rundir::REPORT))
+        })
+        .collect()
 }
 
 /// Run `compare`: exit 0 when at least one run could be read, 2 when none could (or a report
 /// file cannot be written).
 pub fn run(args: CompareArgs) -> Result<u8> {
-    let (svg, csv) = check_args(&args)?;
+    let ReportFiles {
+        svg,
+        csv,
+        html: page,
+    } = check_args(&args)?;
     let rows = rows(&args.dirs);
     if args.json {
         crate::console::out(&format!("{}\n", serde_json::to_string_pretty(&rows)?));
@@ -123,8 +163,16 @@ pub fn run(args: CompareArgs) -> Result<u8> {
     if let Some(out) = &csv {
         out.write(csv::csv(&rows).as_bytes())?;
     }
-    if let Some(out) = &svg {
-        out.write(svg::svg(&rows)?.as_bytes())?;
+    let picture = match svg.is_some() || page.is_some() {
+        true => Some(svg::svg(&rows)?),
+        false => None,
+    };
+    if let (Some(out), Some(picture)) = (&svg, &picture) {
+        out.write(picture.as_bytes())?;
+    }
+    if let Some(out) = &page {
+        let links = run_links(out.path(), &rows);
+        out.write(html::render(&rows, &links, picture.as_deref()).as_bytes())?;
     }
     if rows.iter().all(|r| r.group.is_none()) {
         bail!(
@@ -146,6 +194,7 @@ mod tests {
             json,
             svg: svg.map(PathBuf::from),
             csv: csv.map(PathBuf::from),
+            html: None,
         };
         let e = check_args(&args(true, None, Some("-"))).unwrap_err();
         assert!(format!("{e:#}").contains("both write to stdout"), "{e:#}");
@@ -154,6 +203,12 @@ mod tests {
         assert!(format!("{e:#}").contains("does not exist"), "{e:#}");
         let e = check_args(&args(false, None, Some("/nonexistent/dir/h.csv"))).unwrap_err();
         assert!(format!("{e:#}").starts_with("--csv: "), "{e:#}");
+        let html = CompareArgs {
+            html: Some(PathBuf::from("/nonexistent/dir/h.html")),
+            ..args(false, None, None)
+        };
+        let e = check_args(&html).unwrap_err();
+        assert!(format!("{e:#}").starts_with("--html: "), "{e:#}");
         assert!(check_args(&args(false, None, Some("-"))).is_ok());
         assert!(check_args(&args(true, None, None)).is_ok());
     }
