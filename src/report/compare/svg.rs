@@ -16,6 +16,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::row::{GroupKey, Row};
+use crate::judging::verdict::words::plural;
 
 /// Hosts drawn at most: a band is 300 pixels high; a picture of a fleet larger than this is
 /// better read as the CSV.
@@ -177,8 +178,9 @@ pub fn svg(rows: &[Row]) -> Result<String> {
         root.fill(&WHITE).map_err(drawing_error)?;
         let readable = rows.len() - unreadable;
         let title = format!(
-            "{readable} runs on {} hosts: median decode rate and first token, by start (UTC)",
-            hosts.len()
+            "{} on {}: median decode rate and first token, by start (UTC)",
+            plural(readable, "run", "runs"),
+            plural(hosts.len(), "host", "hosts"),
         );
         root.draw(&Text::new(
             title,
@@ -217,17 +219,21 @@ pub fn svg(rows: &[Row]) -> Result<String> {
         let mut notes = Vec::new();
         if hosts.len() > MAX_HOSTS {
             notes.push(format!(
-                "{} more hosts not drawn (read them with --csv)",
-                hosts.len() - MAX_HOSTS
+                "{} not drawn (read them with --csv)",
+                plural(hosts.len() - MAX_HOSTS, "more host", "more hosts")
             ));
         }
         if unplaced > 0 {
             notes.push(format!(
-                "{unplaced} runs without a readable start time not drawn"
+                "{} without a readable start time not drawn",
+                plural(unplaced, "run", "runs")
             ));
         }
         if unreadable > 0 {
-            notes.push(format!("{unreadable} unreadable directories not drawn"));
+            notes.push(format!(
+                "{} not drawn",
+                plural(unreadable, "unreadable directory", "unreadable directories")
+            ));
         }
         if hosts.is_empty() {
             notes.push("no run could be read".to_string());
@@ -377,7 +383,11 @@ fn draw_panel(
         chart
             .draw_series(std::iter::once(Text::new(
                 format!(
-                    "the floor / limit of {off_scale} runs is above the axis, drawn along its top"
+                    "the floor / limit of {} above the axis, drawn along its top",
+                    match off_scale {
+                        1 => "1 run is".to_string(),
+                        n => format!("{n} runs are"),
+                    }
                 ),
                 (x_range.start, y_max * 0.93),
                 ("sans-serif", 11).into_font().color(&FLOOR),
@@ -480,7 +490,7 @@ mod tests {
         assert!(count("PASS").iter().all(|s| s == "circle"));
         assert!(count("SKIP").iter().all(|s| s == "rect"));
         assert!(count("FAIL").iter().all(|s| s == "polygon"));
-        assert!(svg.contains("1 unreadable directories not drawn"), "{svg}");
+        assert!(svg.contains("1 unreadable directory not drawn"), "{svg}");
         assert!(svg.contains("6 runs on 2 hosts"));
         assert!(svg.contains("a: median decode rate") && svg.contains("b: median first token"));
     }
@@ -527,7 +537,7 @@ mod tests {
         rows[1].rate_floor_tok_s = Some(1e9);
         let svg = svg(&rows).unwrap();
         assert!(
-            svg.contains("the floor / limit of 1 runs is above the axis"),
+            svg.contains("the floor / limit of 1 run is above the axis"),
             "{svg}"
         );
     }
@@ -573,5 +583,35 @@ mod tests {
             filled(&svg, marker_of("PASS").colour).len(),
             MAX_HOSTS * 2 + 1
         );
+    }
+
+    #[test]
+    fn counts_say_one_thing_or_many() {
+        let one = svg(&[run("a", "1", "2026-11-01T10:00:00Z", "PASS", 9.0, 1.0)]).unwrap();
+        assert!(one.contains("1 run on 1 host: "), "{one}");
+        let mut rows: Vec<Row> = (0..=MAX_HOSTS)
+            .map(|i| {
+                run(
+                    &format!("h{i:02}"),
+                    "1",
+                    "2026-11-01T10:00:00Z",
+                    "PASS",
+                    9.0,
+                    1.0,
+                )
+            })
+            .collect();
+        rows[0].started_unix_s = None;
+        rows[1].rate_floor_tok_s = Some(1e9);
+        let many = svg(&rows).unwrap();
+        assert!(many.contains("1 more host not drawn"), "{}", many.len());
+        assert!(many.contains("1 run without a readable start time not drawn"));
+        assert!(many.contains("the floor / limit of 1 run is above the axis"));
+        let mut rows = fleet();
+        rows[1].rate_floor_tok_s = Some(1e9);
+        rows[2].rate_floor_tok_s = Some(1e9);
+        assert!(svg(&rows)
+            .unwrap()
+            .contains("the floor / limit of 2 runs are above the axis"));
     }
 }
