@@ -7,6 +7,12 @@
 //! group would split a host's history at every release, which is the history wanted.
 //!
 //! Up to [`MAX_HOSTS`] hosts are drawn (in the table's order); the rest are named as left out.
+//!
+//! Every text lies inside the picture (issue 39): the texts are in a monospace font, so a
+//! text's width is known from its characters; a host name too long for its panel is
+//! shortened with an ellipsis, and a group's label near the right edge is put left of its
+//! line. Host names and hashes are archive text, made inert before plotters escapes the
+//! markup.
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -14,8 +20,10 @@ use std::ops::Range;
 use anyhow::{anyhow, Result};
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::row::{GroupKey, Row};
+use crate::judging::verdict::words::plural;
 
 /// Hosts drawn at most: a band is 300 pixels high; a picture of a fleet larger than this is
 /// better read as the CSV.
@@ -153,7 +161,47 @@ fn label(unix_s: f64) -> String {
     s.get(..16).unwrap_or(&s).replace('T', " ")
 }
 
-/// The comparison as SVG text: the legend, then a band a host (at most [`MAX_HOSTS`]).
+/// The picture's font: a monospace stack, so that a text's width follows from its length and
+/// every text can be kept inside the picture (issue 39).
+const FONT: &str = "DejaVu Sans Mono, Liberation Mono, monospace";
+
+/// The most pixels `text` can take at plotters' font `size`. plotters writes `font-size` as
+/// size / 1.24; a character of [`FONT`] advances 0.6 em, so 0.62 em is an upper bound; a
+/// character outside ASCII may come from a fallback font (a CJK or emoji glyph, up to 1.25 em
+/// wide), so it counts 1.3 em.
+fn text_px(text: &str, size: u32) -> i32 {
+    let em = f64::from(size) / 1.24;
+    let ems: f64 = text
+        .chars()
+        .map(|c| if c.is_ascii() { 0.62 } else { 1.3 })
+        .sum();
+    (ems * em).ceil() as i32
+}
+
+/// `text` whole if it fits in `max_px` at `size`, else its beginning and an ellipsis.
+fn fit(text: &str, size: u32, max_px: i32) -> String {
+    if text_px(text, size) <= max_px {
+        return text.to_string();
+    }
+    let mut out = String::new();
+    for c in text.chars() {
+        out.push(c);
+        if text_px(&out, size) + text_px("\u{2026}", size) > max_px {
+            out.pop();
+            break;
+        }
+    }
+    out.push('\u{2026}');
+    out
+}
+
+/// `text` in [`FONT`] at `size`, in `colour`.
+fn font(size: u32, colour: &RGBColor) -> TextStyle<'static> {
+    (FONT, size).into_font().color(colour)
+}
+
+/// The comparison as SVG text: the legend, then a band a host (at most [`MAX_HOSTS`]), then
+/// what was not drawn, a line each.
 pub fn svg(rows: &[Row]) -> Result<String> {
     let mut hosts: BTreeMap<&str, Vec<Run>> = BTreeMap::new();
     let mut unplaced = 0;
@@ -170,79 +218,92 @@ pub fn svg(rows: &[Row]) -> Result<String> {
     }
     let unreadable = rows.iter().filter(|r| r.group.is_none()).count();
     let drawn = hosts.len().min(MAX_HOSTS);
-    let height = TOP_PX + BAND_PX * drawn.max(1) as u32 + 30;
+    let notes = notes(hosts.len(), unplaced, unreadable);
+    let height = TOP_PX + BAND_PX * drawn.max(1) as u32 + NOTE_PX * notes.len() as u32 + 12;
     let mut out = String::new();
     {
         let root = SVGBackend::with_string(&mut out, (WIDTH, height)).into_drawing_area();
         root.fill(&WHITE).map_err(drawing_error)?;
-        let readable = rows.len() - unreadable;
         let title = format!(
-            "{readable} runs on {} hosts: median decode rate and first token, by start (UTC)",
-            hosts.len()
+            "{} on {}: median decode rate and first token, by start (UTC)",
+            plural(rows.len() - unreadable, "run", "runs"),
+            plural(hosts.len(), "host", "hosts"),
         );
-        root.draw(&Text::new(
-            title,
-            (16, 12),
-            ("sans-serif", 18).into_font().color(&TEXT),
-        ))
-        .map_err(drawing_error)?;
-        let mut x = 16;
-        for m in MARKERS {
-            draw_marker(&root, (x + 5, 52), m).map_err(drawing_error)?;
-            let text = format!("{} ({})", m.result, m.shape);
-            root.draw(&Text::new(
-                text.clone(),
-                (x + 16, 45),
-                ("sans-serif", 13).into_font().color(&TEXT),
-            ))
+        let title = fit(&title, 18, WIDTH as i32 - 32);
+        root.draw(&Text::new(title, (16, 12), font(18, &TEXT)))
             .map_err(drawing_error)?;
-            x += 30 + 8 * text.len() as i32;
-        }
-        root.draw(&PathElement::new(
-            [(x, 52), (x + 20, 52)],
-            FLOOR.stroke_width(2),
-        ))
-        .map_err(drawing_error)?;
-        root.draw(&Text::new(
-            "each run's floor / limit",
-            (x + 26, 45),
-            ("sans-serif", 13).into_font().color(&TEXT),
-        ))
-        .map_err(drawing_error)?;
+        legend(&root)?;
         let (_, body) = root.split_vertically(TOP_PX);
+        let (body, _) = body.split_vertically(BAND_PX * drawn.max(1) as u32);
         let bands = body.split_evenly((drawn.max(1), 1));
         for ((host, runs), band) in hosts.iter().take(MAX_HOSTS).zip(&bands) {
             draw_host(band, host, runs)?;
         }
-        let mut notes = Vec::new();
-        if hosts.len() > MAX_HOSTS {
-            notes.push(format!(
-                "{} more hosts not drawn (read them with --csv)",
-                hosts.len() - MAX_HOSTS
-            ));
-        }
-        if unplaced > 0 {
-            notes.push(format!(
-                "{unplaced} runs without a readable start time not drawn"
-            ));
-        }
-        if unreadable > 0 {
-            notes.push(format!("{unreadable} unreadable directories not drawn"));
-        }
-        if hosts.is_empty() {
-            notes.push("no run could be read".to_string());
-        }
-        if !notes.is_empty() {
-            root.draw(&Text::new(
-                notes.join("; "),
-                (16, height as i32 - 22),
-                ("sans-serif", 13).into_font().color(&TEXT),
-            ))
-            .map_err(drawing_error)?;
+        let first = TOP_PX + BAND_PX * drawn.max(1) as u32 + 4;
+        for (i, note) in notes.iter().enumerate() {
+            let y = (first + NOTE_PX * i as u32) as i32;
+            let note = fit(note, 13, WIDTH as i32 - 32);
+            root.draw(&Text::new(note, (16, y), font(13, &TEXT)))
+                .map_err(drawing_error)?;
         }
         root.present().map_err(drawing_error)?;
     }
     Ok(out)
+}
+
+/// A line of the notes below the bands.
+const NOTE_PX: u32 = 18;
+
+/// What the picture leaves out, a sentence each.
+fn notes(hosts: usize, unplaced: usize, unreadable: usize) -> Vec<String> {
+    let mut notes = Vec::new();
+    if hosts > MAX_HOSTS {
+        notes.push(format!(
+            "{} not drawn (read them with --csv)",
+            plural(hosts - MAX_HOSTS, "more host", "more hosts")
+        ));
+    }
+    if unplaced > 0 {
+        notes.push(format!(
+            "{} without a readable start time not drawn",
+            plural(unplaced, "run", "runs")
+        ));
+    }
+    if unreadable > 0 {
+        notes.push(format!(
+            "{} not drawn",
+            plural(unreadable, "unreadable directory", "unreadable directories")
+        ));
+    }
+    if hosts == 0 {
+        notes.push("no run could be read".to_string());
+    }
+    notes
+}
+
+/// The legend: each RESULT's marker and name, then the floor's step, left to right.
+fn legend(root: &DrawingArea<SVGBackend, Shift>) -> Result<()> {
+    let mut x = 16;
+    for m in MARKERS {
+        draw_marker(root, (x + 5, 52), m).map_err(drawing_error)?;
+        let text = format!("{} ({})", m.result, m.shape);
+        let width = text_px(&text, 13);
+        root.draw(&Text::new(text, (x + 16, 45), font(13, &TEXT)))
+            .map_err(drawing_error)?;
+        x += 16 + width + 24;
+    }
+    root.draw(&PathElement::new(
+        [(x, 52), (x + 20, 52)],
+        FLOOR.stroke_width(2),
+    ))
+    .map_err(drawing_error)?;
+    root.draw(&Text::new(
+        "each run's floor / limit",
+        (x + 26, 45),
+        font(13, &TEXT),
+    ))
+    .map_err(drawing_error)?;
+    Ok(())
 }
 
 /// A host's band: the rate on the left, the first-token time on the right.
@@ -266,32 +327,51 @@ fn draw_host(band: &DrawingArea<SVGBackend, Shift>, host: &str, runs: &[Run]) ->
     // (plotters escapes the markup, not the controls XML forbids).
     let host = crate::inert::xml(host);
     let panel = |r: &Run| (r.row.median_rate_tok_s, r.row.rate_floor_tok_s);
-    draw_panel(
-        &left,
-        &format!("{host}: median decode rate"),
-        "tok/s",
-        runs,
-        &x_range,
-        panel,
-    )?;
+    draw_panel(&left, &host, RATE, runs, &x_range, panel)?;
     let panel = |r: &Run| (r.row.median_first_token_ms, r.row.first_token_limit_ms);
-    draw_panel(
-        &right,
-        &format!("{host}: median first token"),
-        "ms",
-        runs,
-        &x_range,
-        panel,
-    )?;
+    draw_panel(&right, &host, FIRST_TOKEN, runs, &x_range, panel)?;
     Ok(())
 }
+
+/// What a panel draws: its name in the caption and its unit.
+struct Figure {
+    name: &'static str,
+    unit: &'static str,
+}
+
+const RATE: Figure = Figure {
+    name: "median decode rate",
+    unit: "tok/s",
+};
+const FIRST_TOKEN: Figure = Figure {
+    name: "median first token",
+    unit: "ms",
+};
+
+/// The panel's caption, `{host}: {figure}`, the host shortened so that it fits `width`
+/// pixels less the chart's margins.
+fn caption(host: &str, figure: &Figure, width: i32) -> String {
+    let tail = format!(": {}", figure.name);
+    let room = width - MARGIN_PX - right_margin_px() - text_px(&tail, CAPTION_SIZE) - 4;
+    format!("{}{tail}", fit(host, CAPTION_SIZE, room))
+}
+
+const MARGIN_PX: i32 = 10;
+const TICK_SIZE: u32 = 12;
+
+/// The chart's right margin: half a time label, so that a label centred on the axis's right
+/// end stays inside the panel.
+fn right_margin_px() -> i32 {
+    text_px("2026-12-01 20:04", TICK_SIZE) / 2 + 4
+}
+const CAPTION_SIZE: u32 = 14;
 
 /// One panel: a marker a run with the figure, the floor's steps, a grey line where the group
 /// changed.
 fn draw_panel(
     area: &DrawingArea<SVGBackend, Shift>,
-    caption: &str,
-    unit: &str,
+    host: &str,
+    figure: Figure,
     runs: &[Run],
     x_range: &Range<f64>,
     figure_and_floor: impl Fn(&Run) -> (Option<f64>, Option<f64>),
@@ -312,9 +392,14 @@ fn draw_panel(
     // A floor above the axis is drawn along its top, and said.
     let off_scale = floors.iter().filter(|f| f.1 > y_max).count();
     let floors: Vec<(f64, f64)> = floors.iter().map(|&(x, f)| (x, f.min(y_max))).collect();
+    let width = area.dim_in_pixel().0 as i32;
     let mut chart = ChartBuilder::on(area)
-        .caption(caption, ("sans-serif", 14))
-        .margin(10)
+        .caption(
+            caption(host, &figure, width),
+            (FONT, CAPTION_SIZE).into_font(),
+        )
+        .margin(MARGIN_PX)
+        .margin_right(right_margin_px())
         .x_label_area_size(30)
         .y_label_area_size(70)
         .build_cartesian_2d(x_range.clone(), 0f64..y_max)
@@ -323,35 +408,25 @@ fn draw_panel(
         .configure_mesh()
         .x_labels(4)
         .x_label_formatter(&|x| label(*x))
-        .y_desc(unit)
+        .y_desc(figure.unit)
+        .label_style((FONT, TICK_SIZE))
+        .axis_desc_style((FONT, TICK_SIZE))
+        // The grid lighter than a group change's grey line, so that the two are not confused.
+        .bold_line_style(BLACK.mix(0.1))
         .light_line_style(BLACK.mix(0.04))
         .draw()
         .map_err(err)?;
-    for pair in runs.windows(2) {
-        if pair[0].group == pair[1].group {
-            continue;
-        }
-        let (t, g) = (pair[1].at, pair[1].group);
+    let changes: Vec<(f64, &GroupKey)> = runs
+        .windows(2)
+        .filter(|pair| pair[0].group != pair[1].group)
+        .map(|pair| (pair[1].at, pair[1].group))
+        .collect();
+    for &(t, _) in &changes {
         chart
             .draw_series(LineSeries::new(
                 [(t, 0.0), (t, y_max)],
                 GROUP_LINE.stroke_width(1),
             ))
-            .map_err(err)?;
-        let short = |s: &Option<String>| {
-            s.as_ref()
-                .map_or_else(|| "-".to_string(), |h| h.chars().take(12).collect())
-        };
-        chart
-            .draw_series(std::iter::once(Text::new(
-                format!(
-                    "serve {} model {}",
-                    short(&g.serve_sha256),
-                    short(&g.model_sha256)
-                ),
-                (t, y_max * 0.99),
-                ("sans-serif", 10).into_font().color(&GROUP_LINE),
-            )))
             .map_err(err)?;
     }
     if !floors.is_empty() {
@@ -363,35 +438,108 @@ fn draw_panel(
             .map_err(err)?;
     }
     let plot = chart.plotting_area();
-    for &(x, y, result) in &values {
+    let offset = plot.get_base_pixel();
+    let inside = plot.strip_coord_spec();
+    let relative = |x: f64, y: f64| {
         let at = plot.map_coordinate(&(x, y));
-        let offset = plot.get_base_pixel();
-        draw_marker(
-            &plot.strip_coord_spec(),
-            (at.0 - offset.0, at.1 - offset.1),
-            marker_of(result),
-        )
-        .map_err(err)?;
+        (at.0 - offset.0, at.1 - offset.1)
+    };
+    for &(x, y, result) in &values {
+        draw_marker(&inside, relative(x, y), marker_of(result)).map_err(err)?;
     }
+    let (plot_w, plot_h) = inside.dim_in_pixel();
+    let (plot_w, plot_h) = (plot_w as i32, plot_h as i32);
+    let mut row = 0;
     if off_scale > 0 {
-        chart
-            .draw_series(std::iter::once(Text::new(
-                format!(
-                    "the floor / limit of {off_scale} runs is above the axis, drawn along its top"
-                ),
-                (x_range.start, y_max * 0.93),
-                ("sans-serif", 11).into_font().color(&FLOOR),
-            )))
+        let note = format!(
+            "the floor / limit of {} above the axis, drawn along its top",
+            match off_scale {
+                1 => "1 run is".to_string(),
+                n => format!("{n} runs are"),
+            }
+        );
+        let note = fit(&note, 11, plot_w - 8);
+        inside
+            .draw(&Text::new(note, (4, 4), font(11, &FLOOR)))
+            .map_err(err)?;
+        row = 1;
+    }
+    let lines: Vec<(i32, &GroupKey)> = changes
+        .iter()
+        .map(|&(t, g)| (relative(t, 0.0).0, g))
+        .collect();
+    group_labels(&inside, &lines, plot_w, row).map_err(err)?;
+    if values.is_empty() {
+        let text = fit(
+            &format!("no run of this host has a {}", figure.name),
+            13,
+            plot_w - 8,
+        );
+        inside
+            .draw(&Text::new(text, (4, plot_h / 2), font(13, &TEXT)))
             .map_err(err)?;
     }
-    if values.is_empty() {
-        chart
-            .draw_series(std::iter::once(Text::new(
-                format!("no run of this host has a {caption}"),
-                (x_range.start, y_max * 0.5),
-                ("sans-serif", 13).into_font().color(&TEXT),
-            )))
-            .map_err(err)?;
+    Ok(())
+}
+
+/// A group's label at its grey line's top: `serve 0123456789ab model 0123456789ab` (archive
+/// text, made inert).
+fn group_label(g: &GroupKey) -> String {
+    let short = |s: &Option<String>| {
+        s.as_ref().map_or_else(
+            || "-".to_string(),
+            |h| crate::inert::xml(&h.chars().take(12).collect::<String>()).into_owned(),
+        )
+    };
+    format!(
+        "serve {} model {}",
+        short(&g.serve_sha256),
+        short(&g.model_sha256)
+    )
+}
+
+const GROUP_SIZE: u32 = 10;
+const GROUP_ROW_PX: i32 = 11;
+/// Rows of group labels at a panel's top, where the axis leaves room above the figures.
+const GROUP_ROWS: i32 = 3;
+
+/// Each group change's label, at the top of its line `(x pixel, group)` in a plot `plot_w`
+/// wide: right of the line, or left of it (anchored at its end) where the right has no room,
+/// shortened where neither side has; a label that would overlap one already placed goes a row
+/// down, from `first_row` on.
+fn group_labels<DB: DrawingBackend>(
+    plot: &DrawingArea<DB, Shift>,
+    lines: &[(i32, &GroupKey)],
+    plot_w: i32,
+    first_row: i32,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    let mut placed: Vec<(i32, i32, i32)> = Vec::new();
+    for &(x, g) in lines {
+        let text = group_label(g);
+        let (right, left) = (plot_w - x - 3, x - 3);
+        let wanted = text_px(&text, GROUP_SIZE);
+        let on_right = wanted <= right || right >= left;
+        let text = fit(&text, GROUP_SIZE, if on_right { right } else { left });
+        let w = text_px(&text, GROUP_SIZE);
+        let (x0, x1) = if on_right {
+            (x + 3, x + 3 + w)
+        } else {
+            (x - 3 - w, x - 3)
+        };
+        let row = (first_row..first_row + GROUP_ROWS)
+            .find(|&r| !placed.iter().any(|&(a, b, pr)| pr == r && a < x1 && x0 < b))
+            .unwrap_or(first_row + GROUP_ROWS - 1);
+        placed.push((x0, x1, row));
+        let style = font(GROUP_SIZE, &GROUP_LINE);
+        let (at, style) = if on_right {
+            ((x + 3, 4 + row * GROUP_ROW_PX), style)
+        } else {
+            (
+                (x - 3, 4 + row * GROUP_ROW_PX),
+                style.pos(Pos::new(HPos::Right, VPos::Top)),
+            )
+        };
+        plot.draw(&Text::new(text, at, style))?;
     }
     Ok(())
 }
@@ -400,7 +548,175 @@ fn draw_panel(
 mod tests {
     use super::*;
     use crate::report::compare::unix_seconds;
-    use crate::report::timeline::tests::{elements, hex};
+    use quick_xml::events::Event;
+    use std::collections::HashMap;
+
+    /// Each element's name and attributes, in document order (as timeline's tests read theirs;
+    /// a copy, so the two modules' tests change independently).
+    fn elements(svg: &str) -> Vec<(String, HashMap<String, String>)> {
+        let mut reader = quick_xml::Reader::from_str(svg);
+        let mut all = Vec::new();
+        loop {
+            match reader.read_event().expect("the SVG is well-formed XML") {
+                Event::Eof => break,
+                Event::Empty(e) | Event::Start(e) => all.push((
+                    String::from_utf8_lossy(e.name().as_ref()).to_string(),
+                    attributes(&e),
+                )),
+                _ => {}
+            }
+        }
+        all
+    }
+
+    fn attributes(e: &quick_xml::events::BytesStart) -> HashMap<String, String> {
+        e.attributes()
+            .map(|a| {
+                let a = a.expect("a well-formed attribute");
+                let value = a.unescape_value().expect("an escaped value").to_string();
+                (String::from_utf8_lossy(a.key.as_ref()).to_string(), value)
+            })
+            .collect()
+    }
+
+    fn hex(c: RGBColor) -> String {
+        format!("#{:02X}{:02X}{:02X}", c.0, c.1, c.2)
+    }
+
+    /// A text's box in the picture, pixels, and what it says.
+    #[derive(Debug, Clone)]
+    struct TextBox {
+        x0: f64,
+        y0: f64,
+        x1: f64,
+        y1: f64,
+        text: String,
+    }
+
+    impl TextBox {
+        fn overlaps(&self, o: &TextBox) -> bool {
+            self.x0 < o.x1 && o.x0 < self.x1 && self.y0 < o.y1 && o.y0 < self.y1
+        }
+    }
+
+    /// The picture's size (its viewBox) and every `<text>` as the box it can take, read from
+    /// what plotters wrote (x, y, dy, text-anchor, font-size, a rotation) independently of the
+    /// drawing code: a character of a monospace font advances 0.6 em (0.62 taken), one outside
+    /// ASCII up to 1.3 em; a line is 0.95 em above its baseline and 0.25 em below.
+    fn text_boxes(svg: &str) -> ((f64, f64), Vec<TextBox>) {
+        let mut reader = quick_xml::Reader::from_str(svg);
+        let (mut view, mut boxes, mut open) = ((0.0, 0.0), Vec::new(), None);
+        loop {
+            match reader.read_event().expect("the SVG is well-formed XML") {
+                Event::Eof => break,
+                Event::Start(e) if e.name().as_ref() == b"svg" => {
+                    let a = attributes(&e);
+                    let v: Vec<f64> = a["viewBox"]
+                        .split_whitespace()
+                        .map(|n| n.parse().unwrap())
+                        .collect();
+                    assert_eq!((v[0], v[1]), (0.0, 0.0));
+                    view = (v[2], v[3]);
+                }
+                Event::Start(e) if e.name().as_ref() == b"text" => {
+                    open = Some((attributes(&e), String::new()));
+                }
+                Event::Text(t) => {
+                    if let Some((_, text)) = open.as_mut() {
+                        text.push_str(&t.decode().unwrap());
+                    }
+                }
+                // quick-xml reads `&lt;` as a reference of its own.
+                Event::GeneralRef(r) => {
+                    if let Some((_, text)) = open.as_mut() {
+                        let name = r.decode().unwrap();
+                        let c = quick_xml::escape::resolve_predefined_entity(&name);
+                        text.push_str(c.unwrap_or_else(|| panic!("&{name};")));
+                    }
+                }
+                Event::End(e) if e.name().as_ref() == b"text" => {
+                    let (a, text) = open.take().unwrap();
+                    boxes.push(text_box(&a, text.trim_matches('\n')));
+                }
+                _ => {}
+            }
+        }
+        (view, boxes)
+    }
+
+    fn text_box(a: &HashMap<String, String>, text: &str) -> TextBox {
+        let num = |k: &str| -> f64 { a[k].parse().unwrap() };
+        let (x, y, size) = (num("x"), num("y"), num("font-size"));
+        let fonts = a["font-family"].to_lowercase();
+        assert!(
+            fonts.contains("mono"),
+            "a text not in a monospace font: {a:?}"
+        );
+        let ems: f64 = text
+            .chars()
+            .map(|c| if c.is_ascii() { 0.62 } else { 1.3 })
+            .sum();
+        let w = ems * size;
+        let (x0, x1) = match a["text-anchor"].as_str() {
+            "start" => (x, x + w),
+            "middle" => (x - w / 2.0, x + w / 2.0),
+            "end" => (x - w, x),
+            other => panic!("text-anchor {other}"),
+        };
+        let baseline = y + match a["dy"].as_str() {
+            "0.76em" => 0.76 * size,
+            "0.5ex" => 0.25 * size,
+            "-0.5ex" => -0.25 * size,
+            other => panic!("dy {other}"),
+        };
+        let (y0, y1) = (baseline - 0.95 * size, baseline + 0.25 * size);
+        // rotate(a, cx, cy) turns the box about the text's point.
+        let turn = a.get("transform").map_or(0.0, |t| {
+            let inner = t.trim_start_matches("rotate(").trim_end_matches(')');
+            inner
+                .split(',')
+                .next()
+                .unwrap()
+                .trim()
+                .parse::<f64>()
+                .unwrap()
+        });
+        let (sin, cos) = turn.to_radians().sin_cos();
+        let corners = [(x0, y0), (x1, y0), (x0, y1), (x1, y1)].map(|(px, py)| {
+            let (dx, dy) = (px - x, py - y);
+            (x + dx * cos - dy * sin, y + dx * sin + dy * cos)
+        });
+        let fold = |f: fn(f64, f64) -> f64, pick: fn(&(f64, f64)) -> f64, init: f64| {
+            corners.iter().map(pick).fold(init, f)
+        };
+        TextBox {
+            x0: fold(f64::min, |c| c.0, f64::INFINITY),
+            y0: fold(f64::min, |c| c.1, f64::INFINITY),
+            x1: fold(f64::max, |c| c.0, f64::NEG_INFINITY),
+            y1: fold(f64::max, |c| c.1, f64::NEG_INFINITY),
+            text: text.to_string(),
+        }
+    }
+
+    /// Every text lies inside the picture, and the legend's entries (the texts above the
+    /// bands) overlap neither each other nor the title. Returns the boxes.
+    fn assert_texts_inside(svg: &str) -> Vec<TextBox> {
+        let ((w, h), boxes) = text_boxes(svg);
+        assert!(!boxes.is_empty());
+        for b in &boxes {
+            assert!(
+                b.x0 >= 0.0 && b.y0 >= 0.0 && b.x1 <= w && b.y1 <= h,
+                "a text outside the {w}x{h} picture: {b:?}"
+            );
+        }
+        let top: Vec<&TextBox> = boxes.iter().filter(|b| b.y1 < f64::from(TOP_PX)).collect();
+        for (i, a) in top.iter().enumerate() {
+            for b in &top[i + 1..] {
+                assert!(!a.overlaps(b), "legend texts overlap: {a:?} {b:?}");
+            }
+        }
+        boxes
+    }
 
     fn run(host: &str, serve: &str, start: &str, result: &str, rate: f64, floor: f64) -> Row {
         Row {
@@ -480,7 +796,7 @@ mod tests {
         assert!(count("PASS").iter().all(|s| s == "circle"));
         assert!(count("SKIP").iter().all(|s| s == "rect"));
         assert!(count("FAIL").iter().all(|s| s == "polygon"));
-        assert!(svg.contains("1 unreadable directories not drawn"), "{svg}");
+        assert!(svg.contains("1 unreadable directory not drawn"), "{svg}");
         assert!(svg.contains("6 runs on 2 hosts"));
         assert!(svg.contains("a: median decode rate") && svg.contains("b: median first token"));
     }
@@ -527,7 +843,7 @@ mod tests {
         rows[1].rate_floor_tok_s = Some(1e9);
         let svg = svg(&rows).unwrap();
         assert!(
-            svg.contains("the floor / limit of 1 runs is above the axis"),
+            svg.contains("the floor / limit of 1 run is above the axis"),
             "{svg}"
         );
     }
@@ -573,5 +889,228 @@ mod tests {
             filled(&svg, marker_of("PASS").colour).len(),
             MAX_HOSTS * 2 + 1
         );
+    }
+
+    /// fleet()'s two hosts and a third whose runs have no floor recorded.
+    fn three_hosts() -> Vec<Row> {
+        let mut rows = fleet();
+        for (i, result) in ["PASS", "FAIL"].into_iter().enumerate() {
+            let start = format!("2026-11-0{}T12:00:00Z", i + 1);
+            let mut r = run("c", "3", &start, result, 12.0, 4.0);
+            r.rate_floor_tok_s = None;
+            rows.push(r);
+        }
+        rows
+    }
+
+    /// One host's 13 runs, its serve changed at the last two (at the right edge), and its
+    /// model hashed: the longest label a group change has.
+    fn thirteen_runs() -> Vec<Row> {
+        (0..13)
+            .map(|i| {
+                let serve = match i {
+                    0..=10 => "1",
+                    11 => "2",
+                    _ => "3",
+                };
+                let start = format!("2026-11-{:02}T10:00:00Z", i + 1);
+                let mut r = run("gate-box", serve, &start, "PASS", 20.0 + f64::from(i), 5.0);
+                r.group.as_mut().unwrap().model_sha256 = Some("e".repeat(64));
+                r
+            })
+            .collect()
+    }
+
+    /// Archive text that would act: markup, a bidi override, an escape, a long run of
+    /// wide characters.
+    const HOSTILE: &str = "<b>x</b>&amp;\u{202e}\u{1b}]52;\u{2066}\u{7f}";
+
+    fn hostile() -> Vec<Row> {
+        let mut rows = vec![
+            run(HOSTILE, "1", "2026-11-01T10:00:00Z", "PASS", 20.0, 5.0),
+            run(
+                HOSTILE,
+                "\u{202e}<i>",
+                "2026-11-02T10:00:00Z",
+                "PASS",
+                21.0,
+                5.0,
+            ),
+            run(
+                &"\u{6f22}".repeat(90),
+                "1",
+                "2026-11-02T10:00:00Z",
+                "PASS",
+                21.0,
+                5.0,
+            ),
+        ];
+        rows[1].group.as_mut().unwrap().model_sha256 = Some("\u{202e}&<>\"'".repeat(3));
+        rows
+    }
+
+    fn scenarios() -> Vec<(&'static str, Vec<Row>)> {
+        let many: Vec<Row> = (0..MAX_HOSTS + 1)
+            .map(|i| {
+                run(
+                    &format!("h{i:02}"),
+                    "1",
+                    "2026-11-01T10:00:00Z",
+                    "PASS",
+                    9.0,
+                    1.0,
+                )
+            })
+            .collect();
+        let mut unplaced = fleet();
+        unplaced[0].started_unix_s = None;
+        vec![
+            ("three hosts", three_hosts()),
+            ("thirteen runs", thirteen_runs()),
+            (
+                "a 200-character host",
+                vec![run(
+                    &"h".repeat(200),
+                    "1",
+                    "2026-11-01T10:00:00Z",
+                    "PASS",
+                    9.0,
+                    1.0,
+                )],
+            ),
+            ("hostile", hostile()),
+            ("more hosts than drawn", many),
+            ("a run without a start", unplaced),
+            ("no run", vec![Row::default()]),
+        ]
+    }
+
+    #[test]
+    fn every_text_lies_inside_the_picture() {
+        for (name, rows) in scenarios() {
+            let svg = svg(&rows).unwrap();
+            let boxes = std::panic::catch_unwind(|| assert_texts_inside(&svg))
+                .unwrap_or_else(|_| panic!("{name}: its texts fail the check above"));
+            assert!(boxes.len() > 6, "{name}: {boxes:?}");
+        }
+    }
+
+    #[test]
+    fn a_group_label_at_the_right_edge_is_left_of_its_line_and_below_its_neighbour() {
+        let svg = svg(&thirteen_runs()).unwrap();
+        let labels: Vec<HashMap<String, String>> = elements(&svg)
+            .into_iter()
+            .filter(|(name, a)| name == "text" && a["fill"] == hex(GROUP_LINE))
+            .map(|(_, a)| a)
+            .collect();
+        // Two changes a panel, two panels.
+        assert_eq!(labels.len(), 4, "{labels:?}");
+        let (_, boxes) = text_boxes(&svg);
+        let boxes: Vec<&TextBox> = boxes
+            .iter()
+            .filter(|b| b.text.starts_with("serve "))
+            .collect();
+        assert_eq!(boxes[0].text, "serve 222222222222 model eeeeeeeeeeee");
+        assert!(
+            labels.iter().all(|a| a["text-anchor"] == "end"),
+            "{labels:?}"
+        );
+        for pair in boxes.chunks(2) {
+            assert!(!pair[0].overlaps(pair[1]), "{pair:?}");
+        }
+    }
+
+    #[test]
+    fn a_long_host_name_is_shortened_to_its_panel() {
+        let svg = svg(&[run(
+            &"h".repeat(200),
+            "1",
+            "2026-11-01T10:00:00Z",
+            "PASS",
+            9.0,
+            1.0,
+        )])
+        .unwrap();
+        let (_, boxes) = text_boxes(&svg);
+        let caption = boxes
+            .iter()
+            .find(|b| b.text.ends_with(": median decode rate"))
+            .unwrap();
+        assert!(caption.text.starts_with("hhhh"), "{caption:?}");
+        assert!(caption.text.contains("h\u{2026}: "), "{caption:?}");
+        assert!(
+            caption.x1 - caption.x0 <= f64::from(WIDTH / 2),
+            "{caption:?}"
+        );
+    }
+
+    #[test]
+    fn archive_text_is_shown_as_text_never_as_markup_or_controls() {
+        let svg = svg(&hostile()).unwrap();
+        for c in ['\u{202e}', '\u{1b}', '\u{2066}', '\u{7f}'] {
+            assert!(!svg.contains(c), "{c:?} reached the SVG");
+        }
+        assert!(!svg.contains("<b>") && !svg.contains("<i>"));
+        let names: Vec<String> = elements(&svg).into_iter().map(|(n, _)| n).collect();
+        assert!(!names.iter().any(|n| n == "b" || n == "i"), "{names:?}");
+        let (_, boxes) = text_boxes(&svg);
+        let texts: Vec<&str> = boxes.iter().map(|b| b.text.as_str()).collect();
+        let host = r"<b>x</b>&amp;\u{202e}\u{1b}]52;\u{2066}\u{7f}: median decode rate";
+        assert!(texts.contains(&host), "{texts:?}");
+        assert!(
+            texts
+                .iter()
+                .any(|t| t.starts_with(r"serve \u{202e}<i>\u{202e}<i>")),
+            "{texts:?}"
+        );
+        assert!(
+            texts
+                .iter()
+                .any(|t| t.contains(r#"model \u{202e}&<>"'\u{202e}&"#)),
+            "{texts:?}"
+        );
+    }
+
+    #[test]
+    fn counts_say_one_thing_or_many() {
+        let one = svg(&[run("a", "1", "2026-11-01T10:00:00Z", "PASS", 9.0, 1.0)]).unwrap();
+        assert!(one.contains("1 run on 1 host: "), "{one}");
+        let svg13 = svg(&thirteen_runs()).unwrap();
+        assert!(svg13.contains("13 runs on 1 host: "));
+        assert_eq!(
+            notes(MAX_HOSTS + 1, 1, 1),
+            [
+                "1 more host not drawn (read them with --csv)",
+                "1 run without a readable start time not drawn",
+                "1 unreadable directory not drawn",
+            ]
+        );
+        assert_eq!(
+            notes(MAX_HOSTS + 2, 2, 2),
+            [
+                "2 more hosts not drawn (read them with --csv)",
+                "2 runs without a readable start time not drawn",
+                "2 unreadable directories not drawn",
+            ]
+        );
+        assert_eq!(notes(0, 0, 0), ["no run could be read"]);
+        let mut rows = fleet();
+        rows[1].rate_floor_tok_s = Some(1e9);
+        rows[2].rate_floor_tok_s = Some(1e9);
+        assert!(svg(&rows)
+            .unwrap()
+            .contains("the floor / limit of 2 runs are above the axis"));
+    }
+
+    #[test]
+    fn fit_keeps_what_fits_and_shortens_the_rest() {
+        assert_eq!(fit("abc", 10, 100), "abc");
+        let cut = fit(&"a".repeat(100), 10, 100);
+        assert!(
+            cut.ends_with('\u{2026}') && text_px(&cut, 10) <= 100,
+            "{cut}"
+        );
+        assert!(text_px(&fit(&"\u{6f22}".repeat(50), 10, 100), 10) <= 100);
+        assert_eq!(text_px("abcd", 124), 4 * 62);
     }
 }
