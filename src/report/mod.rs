@@ -8,6 +8,8 @@
 pub mod compare;
 pub mod output;
 pub mod prom;
+#[cfg(test)]
+pub(crate) mod svg_check;
 pub mod timeline;
 
 use crate::archive::check::Check;
