@@ -206,6 +206,7 @@ pub(crate) mod tests {
         wrong.expect = Some("Paris".into());
         let replies = [reply(&[100, 110, 120], "a"), wrong, reply(&[900, 950], "c")];
         let svg = svg(&replies, &limit(600.0), "runs/a").unwrap();
+        legible("three", &svg);
         let (circles, texts) = read(&svg);
         assert_eq!(circles, 7 + 1, "a dot per token, and one in the legend");
         let all: String = texts
@@ -419,6 +420,7 @@ pub(crate) mod tests {
             refused,
         ];
         let svg = svg(&replies, &limit(600.0), "runs/d").unwrap();
+        legible("depths", &svg);
         let all = text_of(&svg);
         // Named above their bars, in the depth's colour.
         for name in ["depth 1,024", "limit probe, 3,072 tokens"] {
@@ -465,6 +467,7 @@ pub(crate) mod tests {
         replies.push(at_depth(10_000, 1024, "2504", false));
         replies.push(at_depth(11_000, 4096, "2504", false));
         let svg = svg(&replies, &limit(600.0), "runs/dp").unwrap();
+        legible("depths-panel", &svg);
         assert_eq!(circles_of(&svg, DEPTH).len(), 2 + 1, "and the legend's");
         assert_eq!(circles_of(&svg, POINT_OK).len(), 7 + 1);
         assert!(
@@ -526,6 +529,7 @@ pub(crate) mod tests {
             ..limit(600.0)
         };
         let svg = svg(&replies, &context, "runs/p").unwrap();
+        legible("panel", &svg);
         // Each kind once in the legend besides its points.
         let ok = circles_of(&svg, POINT_OK);
         assert_eq!(ok.len(), 7 + 1, "{ok:?}");
@@ -573,6 +577,7 @@ pub(crate) mod tests {
             "t",
         )
         .unwrap();
+        legible("throttle", &picture);
         let markers = lines_of(&picture, THROTTLE);
         assert_eq!(
             markers.len(),
@@ -624,6 +629,7 @@ pub(crate) mod tests {
             "t",
         )
         .unwrap();
+        legible("throttle-unplaced", &picture);
         assert!(lines_of(&picture, THROTTLE).is_empty());
         assert!(
             text_of(&picture).contains("1 throttle events, not placed"),
@@ -682,6 +688,7 @@ pub(crate) mod tests {
             "c",
         )
         .unwrap();
+        legible("clocks", &svg);
         assert_eq!(
             lines_of(&svg, CPU_CLOCK).len(),
             1 + 1,
@@ -754,6 +761,7 @@ pub(crate) mod tests {
             during: Some(&sampled),
         };
         let svg = svg(&replies, &context, "runs/long").unwrap();
+        legible("thousand", &svg);
         assert!(svg.len() < 1_000_000, "{} bytes", svg.len());
         assert_eq!(circles_of(&svg, POINT_OK).len(), 996 + 1);
         assert_eq!(circles_of(&svg, POINT_FAILED).len(), 4 + 1);
@@ -809,6 +817,7 @@ pub(crate) mod tests {
             during: Some(&sampled),
         };
         let svg = svg(&replies, &context, "runs/worst").unwrap();
+        legible("worst", &svg);
         assert!(svg.len() < 1_000_000, "{} bytes", svg.len());
         assert_eq!(circles_of(&svg, POINT_FAILED).len(), 1000 + 1);
         let rows = EDGE_ROWS + MARKED_ROWS + 1 + EDGE_ROWS;
