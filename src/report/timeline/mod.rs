@@ -1,29 +1,59 @@
 //! timeline.svg: the picture of a run, for people (the verdict never reads it).
 //!
 //! On top, one row per reply on a shared time axis (each row starts at its request's send): the
-//! wait for the first token as a bar, each token's arrival as a dot, the first-token limit as a
-//! line. A stall, a slow first token or a slow route shows at a glance. The replies of
-//! `--depths` (issue 35) are told apart: their bars brown, each named above its bar
-//! (`depth 1,024`, `limit probe, 3,072 tokens`), marked where it failed or did not give the
-//! fact, and never marked over the first-token limit (a long prompt's first token is its
-//! prefill, which the context lines judge, not the limit).
+//! wait for the first token as a bar, each token's arrival as a dot, its figures (first-token
+//! ms, rate, and a mark where it failed or was over the limit) on a line of their own above.
+//! A stall, a slow first token or a slow route shows at a glance. The replies of `--depths`
+//! (issue 35) are told apart: their bars brown, each named before its figures (`depth 1,024`,
+//! `limit probe, 3,072 tokens`), marked where it failed or did not give the fact, and never
+//! marked over the first-token limit (a long prompt's first token is its prefill, which the
+//! context lines judge, not the limit).
+//!
+//! The time axis spans the replies (issue 39, item 1). A first-token limit within 1.25 times
+//! the latest reply's end is a red line to scale, labelled with its value; a limit past that is
+//! an arrow at the axis's end with its value written beside it, not drawn to scale: a real
+//! llama-server run of 6 replies that ended by 1,100 ms under a 10,000 ms limit once spent 92%
+//! of the picture's width on empty time, its dots squeezed into the left edge.
 //!
 //! Below, from [`PANEL_FROM_REPLIES`] replies on, the rate over the run: one point a reply at
 //! the time it ended on the run's clock (seconds since the first request was sent), at its
 //! decode rate; failed replies in red, the streams of concurrent bursts in purple (their rate
 //! is a stream's share of the serve, so they are drawn, not hidden, but told apart), the
-//! replies at depth in brown (a long prompt's decode is slower, and not the rate line's); the rate
-//! floor as a labelled line; each CPU throttle event (a rise of the sampled throttle count) as
-//! an orange vertical line (events less than a pixel apart as one); the CPUs' mean clock and the device's clock, where sampled, as faint
-//! lines on a MHz axis on the right. A serve that slows as the box heats shows as a slope, and
-//! the throttle lines say when the box did.
+//! replies at depth in brown (a long prompt's decode is slower, and not the rate line's); the
+//! rate floor as a red line; each CPU throttle event (a rise of the sampled throttle count) as
+//! an orange vertical line (events less than a pixel apart as one); the CPUs' mean clock and the
+//! device's clock, where sampled, as faint lines on a MHz axis on the right. A serve that slows
+//! as the box heats shows as a slope, and the throttle lines say when the box did.
+//!
+//! Every text is outside what it could cover: row names left of the plot, figures on their own
+//! line above each row's band, units above the panel, ticks beside and below, each legend below
+//! its plot with its entries on lines that wrap at the picture's width. A text longer than its
+//! room is cut with an ellipsis (the title, a directory path, in its middle, keeping the run's
+//! name). What a serve or an archive wrote (the title, a failure's mark) is made inert
+//! (`crate::inert::xml`: controls and bidi marks shown as their escapes) and its markup escaped.
+//!
+//! The picture is written by `svg_writer`, not by plotters as before: plotters places a text
+//! in a font it does not know the width of, with its own offsets (`dy`), and lays its legend
+//! over the plot, so neither it nor a test could tell where a text ends; it drew the legend over
+//! the last two rows' figures. Here every text is in one monospace font stack, placed by its
+//! baseline with an explicit anchor, so its box is known from its characters; the layout keeps
+//! the boxes apart, and `report::svg_check` reads them back from the SVG and checks it in the
+//! tests (inside the picture, apart from each other, off the data, the legend off the plots).
+//! The cost is the axes and the legend by hand, a few hundred lines.
 //!
 //! A long run stays readable and small: up to [`ALL_ROWS_UP_TO`] replies every reply has a
 //! row; above that, rows for the first and last [`EDGE_ROWS`], and for the first
 //! [`MARKED_ROWS`] others that failed or were over the first-token limit, with a row between
 //! saying which replies were left out (each of them is still a point in the panel). The dots of
-//! all rows together are held to [`DOTS_IN_ROWS`] (at most [`MAX_DOTS_PER_ROW`] a row), so a
-//! thousand replies of 200 tokens draw into about 0.6 MB.
+//! all rows together are held to [`DOTS_IN_ROWS`] (at most [`MAX_DOTS_PER_ROW`] a row), and the
+//! panel's points to [`MAX_PANEL_POINTS`], so a thousand replies of 200 tokens draw into about
+//! 0.4 MB and a soak of 5,000 with an hour of the box's samples into about 0.5 MB.
+//!
+//! # Layout
+//! [`svg`] measures the replies (`drawn`: which get a row, their marks, the throttle events,
+//! the colours), picks the axes, then writes top-down: the title, the rows and their legend
+//! (`rows`), the rate panel and its legend (`panel`), with `svg_writer`'s shapes, texts,
+//! ticks and legend flow.
 
 mod drawn;
 mod panel;
