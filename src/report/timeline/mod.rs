@@ -277,7 +277,9 @@ pub(crate) mod tests {
 
     #[test]
     fn a_run_with_no_finished_reply_says_so() {
-        let (circles, texts) = read(&svg(&[], &limit(600.0), "runs/b").unwrap());
+        let picture = svg(&[], &limit(600.0), "runs/b").unwrap();
+        legible("nothing", &picture);
+        let (circles, texts) = read(&picture);
         assert_eq!(circles, 0);
         assert!(
             !texts.iter().any(|(t, _)| t.starts_with("reply")),
@@ -1096,5 +1098,33 @@ pub(crate) mod tests {
         let plain = super::svg(&replies, &limit(600.0), "runs/h").unwrap();
         legible("hostile-reply", &plain);
         assert!(!plain.contains("script") && !plain.contains('\u{202e}'));
+    }
+
+    /// Every size of run the rows have a rule for, under limits from none to far past the
+    /// replies, with replies that failed, that have no token, and slow ones: each legible.
+    #[test]
+    fn runs_of_every_size_under_every_limit_are_legible() {
+        for n in [1u64, 2, 7, 8, 9, 61, 200] {
+            let mut replies: Vec<ReplyRecord> = (0..n)
+                .map(|i| timed(i * 900, 40 + (i * 37) % 900, 1 + i % 9, 2 + (i * 13) % 60))
+                .collect();
+            replies[0].chunks.clear();
+            if n > 2 {
+                replies[1].expect = Some("Paris".into());
+            }
+            for limit_ms in [0.0, 50.0, 600.0, 1_000.0, 10_000.0, 1e9] {
+                let context = TimelineContext {
+                    first_token_limit_ms: limit_ms,
+                    rate_floor_tok_s: 120.0,
+                    during: None,
+                };
+                let picture = svg(&replies, &context, "runs/sizes").unwrap();
+                let faults = svg_check::faults(&picture);
+                assert!(
+                    faults.is_empty(),
+                    "{n} replies, limit {limit_ms} ms: {faults:#?}"
+                );
+            }
+        }
     }
 }
