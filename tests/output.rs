@@ -207,8 +207,8 @@ fn a_timeline_is_drawn_for_each_run_and_for_an_archive_elsewhere() {
     assert_eq!(before, after, "judge writes nothing into the archive");
 }
 
-/// The rate panel's point of a plain reply, its throttle marker (src/report/timeline.rs gives
-/// each its own colour).
+/// The rate panel's point of a plain reply, its throttle marker (src/report/timeline/drawn.rs
+/// gives each its own colour).
 const PANEL_POINT: &str = r##"fill="#1F77B4""##;
 const THROTTLE_MARKER: &str = r##"stroke="#FF7F0E""##;
 

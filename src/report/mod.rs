@@ -9,6 +9,8 @@ pub mod compare;
 pub mod html;
 pub mod output;
 pub mod prom;
+#[cfg(test)]
+pub(crate) mod svg_check;
 pub mod timeline;
 
 use crate::archive::check::Check;
