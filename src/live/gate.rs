@@ -339,8 +339,8 @@ async fn judge_and_archive(
     };
     let mut result = ResultFile::new(verdict);
     result.not_archived = rec.flush().await;
-    rec.json(rundir::RESULT, &result);
-    // Last before the seal, so run.json's digests hold it too.
+    // The page before result.json, so result.json can say if the page could not be written;
+    // both before the seal, so run.json's digests hold them.
     let mut files = html::run::archived_files(archive);
     files.extend(svg.is_some().then(|| rundir::TIMELINE.to_string()));
     let page = html::run::render(&html::run::RunPage {
@@ -353,6 +353,8 @@ async fn judge_and_archive(
         files_href: "",
     });
     rec.file(rundir::REPORT, page.into_bytes());
+    result.not_archived = rec.flush().await;
+    rec.json(rundir::RESULT, &result);
     let sealed = rec.finish_sealed();
     result.not_archived = sealed.not_archived;
     let title = dir_path.display().to_string();
