@@ -12,6 +12,7 @@
 
 use crate::report::timeline::svg_writer::{columns, ADVANCE_EM, ASCENT_EM, DESCENT_EM};
 use quick_xml::events::{BytesStart, Event};
+use std::collections::HashMap;
 
 /// Boxes that only touch do not overlap: coordinates are written to a tenth of a pixel.
 const EPS: f64 = 0.05;
@@ -121,7 +122,8 @@ pub(crate) struct Picture {
     pub unfollowed: Vec<String>,
 }
 
-fn attributes(e: &BytesStart) -> std::collections::HashMap<String, String> {
+/// An element's attributes, unescaped (as written where a value is not well escaped).
+pub(crate) fn attributes(e: &BytesStart) -> HashMap<String, String> {
     e.attributes()
         .flatten()
         .map(|a| {
@@ -414,6 +416,24 @@ pub(crate) fn assert_legible(svg: &str) {
             .collect::<Vec<_>>()
             .join("\n")
     );
+}
+
+/// Each element's name and attributes (unescaped), in document order: the pictures' tests
+/// (timeline's, compare's) read them with it.
+pub(crate) fn elements(svg: &str) -> Vec<(String, HashMap<String, String>)> {
+    let mut reader = quick_xml::Reader::from_str(svg);
+    let mut all = Vec::new();
+    loop {
+        match reader.read_event().expect("the SVG is well-formed XML") {
+            Event::Eof => break,
+            Event::Empty(e) | Event::Start(e) => all.push((
+                String::from_utf8_lossy(e.name().as_ref()).to_string(),
+                attributes(&e),
+            )),
+            _ => {}
+        }
+    }
+    all
 }
 
 #[cfg(test)]

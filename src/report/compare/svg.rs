@@ -548,36 +548,9 @@ fn group_labels<DB: DrawingBackend>(
 mod tests {
     use super::*;
     use crate::report::compare::unix_seconds;
+    use crate::report::svg_check::{attributes, elements};
     use quick_xml::events::Event;
     use std::collections::HashMap;
-
-    /// Each element's name and attributes, in document order (as timeline's tests read theirs;
-    /// a copy, so the two modules' tests change independently).
-    fn elements(svg: &str) -> Vec<(String, HashMap<String, String>)> {
-        let mut reader = quick_xml::Reader::from_str(svg);
-        let mut all = Vec::new();
-        loop {
-            match reader.read_event().expect("the SVG is well-formed XML") {
-                Event::Eof => break,
-                Event::Empty(e) | Event::Start(e) => all.push((
-                    String::from_utf8_lossy(e.name().as_ref()).to_string(),
-                    attributes(&e),
-                )),
-                _ => {}
-            }
-        }
-        all
-    }
-
-    fn attributes(e: &quick_xml::events::BytesStart) -> HashMap<String, String> {
-        e.attributes()
-            .map(|a| {
-                let a = a.expect("a well-formed attribute");
-                let value = a.unescape_value().expect("an escaped value").to_string();
-                (String::from_utf8_lossy(a.key.as_ref()).to_string(), value)
-            })
-            .collect()
-    }
 
     fn hex(c: RGBColor) -> String {
         format!("#{:02X}{:02X}{:02X}", c.0, c.1, c.2)

@@ -174,8 +174,8 @@ pub(crate) mod tests {
     use super::svg_writer::{Colour, BLACK, BLUE, RED};
     use super::*;
     use crate::archive::record::{DepthSlot, DuringReplies};
+    use crate::report::svg_check::elements;
     use crate::selftest::cases::reply;
-    use plotters::style::RGBColor;
 
     #[test]
     fn thinning_keeps_at_most_max_and_the_first_and_last() {
@@ -312,39 +312,6 @@ pub(crate) mod tests {
         r.end_ns += sent_ms * MS;
         r.chunks.iter_mut().for_each(|c| c.at_ns += sent_ms * MS);
         r
-    }
-
-    /// Every element of the SVG with its attributes, the document read as XML (the other
-    /// SVG's tests, `compare::svg`, read theirs with it too).
-    pub(crate) fn elements(svg: &str) -> Vec<(String, std::collections::HashMap<String, String>)> {
-        let mut reader = quick_xml::Reader::from_str(svg);
-        let mut all = Vec::new();
-        loop {
-            match reader.read_event().expect("the SVG is well-formed XML") {
-                quick_xml::events::Event::Eof => break,
-                quick_xml::events::Event::Empty(e) | quick_xml::events::Event::Start(e) => {
-                    let attributes = e
-                        .attributes()
-                        .flatten()
-                        .map(|a| {
-                            let key = String::from_utf8_lossy(a.key.as_ref()).to_string();
-                            (key, String::from_utf8_lossy(&a.value).to_string())
-                        })
-                        .collect();
-                    all.push((
-                        String::from_utf8_lossy(e.name().as_ref()).to_string(),
-                        attributes,
-                    ));
-                }
-                _ => {}
-            }
-        }
-        all
-    }
-
-    /// A plotters colour as SVG writes it (`compare::svg`'s tests read their picture with it).
-    pub(crate) fn hex(c: RGBColor) -> String {
-        Colour(c.0, c.1, c.2).hex()
     }
 
     /// The circles filled with `colour`, as (cx, cy).
