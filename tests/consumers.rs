@@ -25,23 +25,9 @@ struct Consumers {
 }
 
 fn consumers() -> Option<Consumers> {
-    match (
-        std::env::var("JUNIT_XSD"),
-        std::env::var("REPORT_TOOLS_PYTHON"),
-    ) {
-        (Ok(xsd), Ok(python)) => Some(Consumers {
-            xsd: xsd.into(),
-            python: python.into(),
-        }),
-        _ if std::env::var("CI").as_deref() == Ok("true") => panic!(
-            "JUNIT_XSD and REPORT_TOOLS_PYTHON must name the report tools in CI: \
-             eval \"$(tools/install-report-tools.sh)\""
-        ),
-        _ => {
-            eprintln!("skipped: no report tools (run: eval \"$(tools/install-report-tools.sh)\")");
-            None
-        }
-    }
+    let [xsd, python] =
+        <[PathBuf; 2]>::try_from(report_tools(&["JUNIT_XSD", "REPORT_TOOLS_PYTHON"])?).ok()?;
+    Some(Consumers { xsd, python })
 }
 
 /// What a broken build prints: a colour escape, BEL, \x01, HTML, Markdown.

@@ -20,23 +20,9 @@ struct Readers {
 }
 
 fn readers() -> Option<Readers> {
-    match (
-        std::env::var("CHROMIUM"),
-        std::env::var("REPORT_TOOLS_PYTHON"),
-    ) {
-        (Ok(chromium), Ok(python)) => Some(Readers {
-            chromium: chromium.into(),
-            python: python.into(),
-        }),
-        _ if std::env::var("CI").as_deref() == Ok("true") => panic!(
-            "CHROMIUM and REPORT_TOOLS_PYTHON must name the report tools in CI: \
-             eval \"$(tools/install-report-tools.sh)\""
-        ),
-        _ => {
-            eprintln!("skipped: no report tools (run: eval \"$(tools/install-report-tools.sh)\")");
-            None
-        }
-    }
+    let [chromium, python] =
+        <[PathBuf; 2]>::try_from(report_tools(&["CHROMIUM", "REPORT_TOOLS_PYTHON"])?).ok()?;
+    Some(Readers { chromium, python })
 }
 
 /// The page as html5lib reads it: tests/data/html_check.py's JSON.

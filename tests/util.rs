@@ -610,3 +610,24 @@ pub fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
         }
     }
 }
+
+/// The report tools named by the environment variables `vars` (set by
+/// `eval "$(tools/install-report-tools.sh)"`), in their order; `None` (the test skips) outside
+/// CI, a panic in CI, where a skipped consumer would be a check that cannot fail.
+pub fn report_tools(vars: &[&str]) -> Option<Vec<PathBuf>> {
+    let found: Vec<Option<PathBuf>> = vars
+        .iter()
+        .map(|v| std::env::var_os(v).map(PathBuf::from))
+        .collect();
+    if found.iter().all(Option::is_some) {
+        return Some(found.into_iter().flatten().collect());
+    }
+    if std::env::var("CI").as_deref() == Ok("true") {
+        panic!(
+            "{} must name the report tools in CI: eval \"$(tools/install-report-tools.sh)\"",
+            vars.join(" and ")
+        );
+    }
+    eprintln!("skipped: no report tools (run: eval \"$(tools/install-report-tools.sh)\")");
+    None
+}

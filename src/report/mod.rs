@@ -252,6 +252,21 @@ pub fn junit(v: &Verdict, run: &RunInfo<'_>) -> Vec<u8> {
 
 /// The latency line's percentiles as a Markdown table, named as vLLM's and guidellm's reports
 /// name them; empty when the verdict has no latency figures.
+/// The latency percentiles a line's figures have, each with its name as the reports print it:
+/// TTFT, ITL, TPOT, E2EL.
+pub(crate) fn latency_rows(
+    f: &crate::archive::record::Figures,
+) -> impl Iterator<Item = (&'static str, &crate::archive::record::Percentiles)> {
+    [
+        ("TTFT (time to first token)", &f.ttft_ms),
+        ("ITL (inter-token latency)", &f.itl_ms),
+        ("TPOT (time per output token)", &f.tpot_ms),
+        ("E2EL (end-to-end latency)", &f.e2el_ms),
+    ]
+    .into_iter()
+    .filter_map(|(name, p)| Some((name, p.as_ref()?)))
+}
+
 fn latency_table(v: &Verdict) -> String {
     let Some(f) = v
         .lines
@@ -261,21 +276,13 @@ fn latency_table(v: &Verdict) -> String {
     else {
         return String::new();
     };
-    let rows = [
-        ("TTFT (time to first token)", &f.ttft_ms),
-        ("ITL (inter-token latency)", &f.itl_ms),
-        ("TPOT (time per output token)", &f.tpot_ms),
-        ("E2EL (end-to-end latency)", &f.e2el_ms),
-    ];
     let mut md = String::new();
-    for (name, p) in rows {
-        if let Some(p) = p {
-            let _ = writeln!(
-                md,
-                "| {name} | {} | {:.1} | {:.1} | {:.1} | {:.1} |",
-                p.count, p.mean, p.p50, p.p90, p.p99
-            );
-        }
+    for (name, p) in latency_rows(f) {
+        let _ = writeln!(
+            md,
+            "| {name} | {} | {:.1} | {:.1} | {:.1} | {:.1} |",
+            p.count, p.mean, p.p50, p.p90, p.p99
+        );
     }
     if md.is_empty() {
         return md;

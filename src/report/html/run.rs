@@ -249,24 +249,25 @@ fn figures_section(lines: &[Line]) -> String {
     out
 }
 
-/// The latency percentiles (ms), as the step summary has them.
+/// The latency percentiles (ms), as the step summary has them, with the time to the first
+/// output (a reasoning model's first answer token) after the first token's.
 fn latency_table(f: &Figures) -> String {
-    let rows: [(&str, &Option<Percentiles>); 5] = [
-        ("TTFT (time to first token)", &f.ttft_ms),
-        ("TTFO (time to first output)", &f.ttfo_ms),
-        ("ITL (inter-token latency)", &f.itl_ms),
-        ("TPOT (time per output token)", &f.tpot_ms),
-        ("E2EL (end-to-end latency)", &f.e2el_ms),
-    ];
+    let ttfo = f
+        .ttfo_ms
+        .as_ref()
+        .map(|p| ("TTFO (time to first output)", p));
+    let mut rows: Vec<(&str, &Percentiles)> = crate::report::latency_rows(f).collect();
+    if let Some(ttfo) = ttfo {
+        let after_ttft = usize::from(f.ttft_ms.is_some());
+        rows.insert(after_ttft, ttfo);
+    }
     let mut body = String::new();
     for (name, p) in rows {
-        if let Some(p) = p {
-            let _ = writeln!(
-                body,
-                "<tr><td>{name}</td><td class=\"num\">{}</td><td class=\"num\">{:.1}</td><td class=\"num\">{:.1}</td><td class=\"num\">{:.1}</td><td class=\"num\">{:.1}</td></tr>",
-                p.count, p.mean, p.p50, p.p90, p.p99
-            );
-        }
+        let _ = writeln!(
+            body,
+            "<tr><td>{name}</td><td class=\"num\">{}</td><td class=\"num\">{:.1}</td><td class=\"num\">{:.1}</td><td class=\"num\">{:.1}</td><td class=\"num\">{:.1}</td></tr>",
+            p.count, p.mean, p.p50, p.p90, p.p99
+        );
     }
     if body.is_empty() {
         return body;

@@ -314,6 +314,19 @@ pub(crate) mod tests {
         r
     }
 
+    /// An hour of 250 ms samples from the run's start: the throttle count `throttles(k)` at
+    /// the k-th, the CPU clock a saw of `cpu_period` MHz over 2,000, the device's at 900.
+    fn clocked_hour(throttles: impl Fn(u64) -> u64, cpu_period: f64) -> DuringReplies {
+        let mut samples: Vec<_> = (0..14_400)
+            .map(|k| sample(k as f64 * 250.0, Some(throttles(k))))
+            .collect();
+        for s in &mut samples {
+            s.cpu_mhz = Some(2000.0 + s.t_ms % cpu_period);
+            s.device_mhz = Some(900.0);
+        }
+        during(Some(0), samples)
+    }
+
     /// The circles filled with `colour`, as (cx, cy).
     fn circles_of(svg: &str, colour: Colour) -> Vec<(f64, f64)> {
         elements(svg)
@@ -802,14 +815,7 @@ pub(crate) mod tests {
         replies
             .iter_mut()
             .for_each(|r| r.expect = Some("Paris".into()));
-        let mut samples: Vec<_> = (0..14_400)
-            .map(|k| sample(k as f64 * 250.0, Some(k)))
-            .collect();
-        for s in &mut samples {
-            s.cpu_mhz = Some(2000.0 + s.t_ms % 700.0);
-            s.device_mhz = Some(900.0);
-        }
-        let sampled = during(Some(0), samples);
+        let sampled = clocked_hour(|k| k, 700.0);
         let context = TimelineContext {
             first_token_limit_ms: 600.0,
             rate_floor_tok_s: 50.0,
@@ -948,14 +954,7 @@ pub(crate) mod tests {
                 stream: 1,
             });
         }
-        let mut samples: Vec<_> = (0..14_400)
-            .map(|k| sample(k as f64 * 250.0, Some(k / 900)))
-            .collect();
-        for s in &mut samples {
-            s.cpu_mhz = Some(2000.0 + s.t_ms % 1400.0);
-            s.device_mhz = Some(900.0);
-        }
-        let sampled = during(Some(0), samples);
+        let sampled = clocked_hour(|k| k / 900, 1400.0);
         let context = TimelineContext {
             first_token_limit_ms: 600.0,
             rate_floor_tok_s: 150.0,
