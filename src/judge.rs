@@ -139,14 +139,12 @@ pub fn run(args: JudgeArgs) -> Result<u8> {
         baseline.as_ref(),
         reference.as_ref(),
     )?;
-    let picture = match svg.is_some() || html.is_some() {
-        true => {
-            let title = format!("{} (RESULT: {})", args.dir.display(), verdict.outcome);
-            let context =
-                timeline::TimelineContext::of_run(criteria.floors(), archive.load.as_ref());
-            Some(timeline::svg(&archive.replies, &context, &title)?)
-        }
-        false => None,
+    let picture = if svg.is_some() || html.is_some() {
+        let title = format!("{} (RESULT: {})", args.dir.display(), verdict.outcome);
+        let context = timeline::TimelineContext::of_run(criteria.floors(), archive.load.as_ref());
+        Some(timeline::svg(&archive.replies, &context, &title)?)
+    } else {
+        None
     };
     if let (Some(out), Some(picture)) = (&svg, &picture) {
         out.write(picture.as_bytes())?;
@@ -176,30 +174,7 @@ fn judged_page(
     result: &ResultFile,
     picture: Option<&str>,
 ) -> String {
-    let mut files = html::run::archived_files(archive);
-    // The run's own picture and page, where it made them: judged then, by the run's rules.
-    for drawn in [rundir::TIMELINE, rundir::REPORT] {
-        let recorded = archive
-            .manifest
-            .digests
-            .as_ref()
-            .is_some_and(|d| d.contains_key(drawn));
-        if recorded || dir.join(drawn).is_file() {
-            files.push(drawn.to_string());
-        }
-    }
-    let page_dir = match page.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    // Only to write the links: nothing is read or written through these paths.
-    let files_href = match (std::fs::canonicalize(page_dir), std::fs::canonicalize(dir)) {
-        (Ok(from), Ok(to)) => format!("{}/", html::relative_href(&from, &to)),
-        _ => format!(
-            "{}/",
-            html::percent_encoded(dir.as_os_str().as_encoded_bytes())
-        ),
-    };
+    let way = html::way_to(page, dir);
     let judged_by = format!(
         "judge, from the archive (npu-serve-smoke {}, commit {})",
         build_info::VERSION,
@@ -211,9 +186,44 @@ fn judged_page(
         result,
         archive,
         timeline: picture,
-        files: &files,
-        files_href: &files_href,
+        files: &judged_files(dir, archive),
+        files_href: way.as_deref().map_err(String::as_str),
     })
+}
+
+/// The archive's files as its page lists them: what its records say it has, and its own
+/// picture and page where it made them; each linked only where it is a file in the directory
+/// now and is what the gate wrote (a page rewritten after the run is no page of the run's).
+fn judged_files(dir: &Path, archive: &Archive) -> Vec<html::run::RunFile> {
+    let mut names = html::run::archived_files(archive);
+    let recorded = |name: &str| {
+        let digests = archive.manifest.digests.as_ref();
+        digests.is_some_and(|d| d.contains_key(name)) || dir.join(name).exists()
+    };
+    names.extend(
+        [rundir::TIMELINE, rundir::REPORT]
+            .into_iter()
+            .filter(|name| recorded(name))
+            .map(str::to_string),
+    );
+    let changed: &[String] = match &archive.integrity {
+        Integrity::Changed(what) => what,
+        _ => &[],
+    };
+    names
+        .into_iter()
+        .map(|name| {
+            let is_file = std::fs::symlink_metadata(dir.join(&name)).is_ok_and(|m| m.is_file());
+            let unlinked = if changed.iter().any(|c| c.starts_with(&format!("{name} "))) {
+                Some("changed after the run".to_string())
+            } else if !is_file {
+                Some("not in the run directory as a file".to_string())
+            } else {
+                None
+            };
+            html::run::RunFile { name, unlinked }
+        })
+        .collect()
 }
 
 /// Refuse an output asked for inside the run directory `dir`. The archive is evidence: judging

@@ -57,6 +57,9 @@ struct Rendered {
     width: u32,
     height: u32,
     content_height: u32,
+    /// Whether the page's right margin is white from top to bottom: nothing wider than the
+    /// window (a cut table) reaches it.
+    right_margin_white: bool,
 }
 
 const WINDOW: (u32, u32) = (1280, 6000);
@@ -101,14 +104,20 @@ fn render(r: &Readers, page: &Path, png: &Path) -> Rendered {
     let info = reader.next_frame(&mut buf).unwrap();
     let channels = info.color_type.samples();
     let row_bytes = info.line_size;
+    let white = |px: &[u8]| px[..3] == [255, 255, 255];
     let content_height = (0..info.height)
         .rev()
         .find(|&y| {
             let row = &buf[y as usize * row_bytes..(y as usize + 1) * row_bytes];
-            row.chunks(channels).any(|px| px[..3] != [255, 255, 255])
+            row.chunks(channels).any(|px| !white(px))
         })
         .map_or(0, |y| y + 1);
+    let right_margin_white = (0..info.height).all(|y| {
+        let row = &buf[y as usize * row_bytes..(y as usize + 1) * row_bytes];
+        row.chunks(channels).rev().take(6).all(white)
+    });
     Rendered {
+        right_margin_white,
         console,
         width: info.width,
         height: info.height,
@@ -133,6 +142,12 @@ fn check_page(r: &Readers, page: &Path) -> Value {
         .collect();
     assert_eq!(active, Vec::<String>::new(), "{}", page.display());
     assert_eq!(strings(&doc["acting"]), Vec::<String>::new());
+    assert_eq!(
+        strings(&doc["csp"]),
+        ["default-src 'none'; style-src 'unsafe-inline'"],
+        "{}: nothing may load or run",
+        page.display()
+    );
     let dir = page.parent().unwrap();
     for link in strings(&doc["links"]) {
         assert!(!link.contains(':'), "{link}: not a relative path");
@@ -143,6 +158,11 @@ fn check_page(r: &Readers, page: &Path) -> Value {
     let seen = render(r, page, &png);
     assert_eq!(seen.console, Vec::<String>::new(), "{}", page.display());
     assert_eq!((seen.width, seen.height), WINDOW);
+    assert!(
+        seen.right_margin_white,
+        "{}: wider than the window",
+        page.display()
+    );
     assert!(
         seen.content_height > 400 && seen.content_height < WINDOW.1,
         "{}: content {} px high",
@@ -189,8 +209,6 @@ fn every_run_directory_has_a_sealed_report_that_parses_and_renders() {
     assert!(text.trim_start().starts_with("RESULT: PASS"), "{text}");
     assert!(strings(&doc["elements"]).contains(&"svg".to_string()));
     for word in [
-        "rate",
-        "ok",
         "first-token",
         "TTFT",
         "p99",
@@ -198,6 +216,16 @@ fn every_run_directory_has_a_sealed_report_that_parses_and_renders() {
         "replies.jsonl",
     ] {
         assert!(text.contains(word), "{word} not in {text}");
+    }
+    let statuses = doc["statuses"].as_array().unwrap();
+    assert!(statuses.len() >= 5, "{statuses:?}");
+    for s in statuses {
+        let (class, word) = (s[0].as_str().unwrap(), s[1].as_str().unwrap());
+        assert_eq!(
+            class,
+            format!("status status-{word}"),
+            "a status is its word"
+        );
     }
     assert_eq!(
         doc["title"].as_str().unwrap(),
@@ -212,6 +240,16 @@ fn every_run_directory_has_a_sealed_report_that_parses_and_renders() {
     let text = doc["text"].as_str().unwrap();
     assert!(text.trim_start().starts_with("RESULT: FAIL"), "{text}");
     assert!(text.contains("contentFAIL"), "{text}");
+    let statuses: Vec<String> = doc["statuses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| format!("{}={}", s[0].as_str().unwrap(), s[1].as_str().unwrap()))
+        .collect();
+    assert!(
+        statuses.contains(&"status status-fail=FAIL".to_string()),
+        "{statuses:?}"
+    );
 }
 
 /// judge --html writes the page elsewhere, linking back into the run by relative path; never
@@ -226,11 +264,10 @@ fn judge_writes_its_page_elsewhere_with_links_into_the_run() {
     let pages = d.path().join("pages");
     std::fs::create_dir(&pages).unwrap();
     let page = pages.join("judged.html");
+    // Both named relative to the working directory, as a CI step names them.
     let o = gate()
-        .arg("judge")
-        .arg(&out)
-        .arg("--html")
-        .arg(&page)
+        .current_dir(d.path())
+        .args(["judge", "runs/rc 3#?", "--html", "pages/judged.html"])
         .args(["--floor", "100000"])
         .output()
         .unwrap();
@@ -253,6 +290,22 @@ fn judge_writes_its_page_elsewhere_with_links_into_the_run() {
     let text = doc["text"].as_str().unwrap();
     assert!(text.trim_start().starts_with("RESULT: FAIL"), "{text}");
     assert!(text.contains("judge, from the archive"), "{text}");
+
+    // A file gone since the run is named, not linked: no link on the page reaches nothing.
+    std::fs::remove_file(out.join("timeline.svg")).unwrap();
+    let o = gate()
+        .arg("judge")
+        .arg(&out)
+        .arg("--html")
+        .arg(&page)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "a changed archive fails");
+    let doc = check_page(&r, &page);
+    assert!(!strings(&doc["links"])
+        .iter()
+        .any(|l| l.ends_with("timeline.svg")));
+    assert!(doc["text"].as_str().unwrap().contains("timeline.svg: "));
 
     let o = gate()
         .arg("judge")
@@ -307,7 +360,8 @@ fn a_hostile_serves_strings_are_text_on_the_page() {
     let Some(r) = readers() else { return };
     let serve = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/hostile_serve.py");
     let d = tempfile::tempdir().unwrap();
-    let out = d.path().join("run");
+    // The run's own name is foreign too: whatever CI named it.
+    let out = d.path().join("run <script>alert(1)\u{202e}");
     let o = gate()
         .args(["run", "--replies", "3", "--out"])
         .arg(&out)
@@ -331,6 +385,7 @@ fn a_hostile_serves_strings_are_text_on_the_page() {
     assert!(text.contains("<img src=x onerror=alert(1)>"), "{text}");
     assert!(text.contains("\\u{202e}gnp.exe\\u{2066}"), "{text}");
     assert!(text.contains("\\u{1b}]52;"), "{text}");
+    assert!(text.contains("run <script>alert(1)\\u{202e}"), "{text}");
     for c in text.chars() {
         assert!(
             !npu_serve_smoke::inert::acts(c) || matches!(c, '\n' | '\t'),
@@ -341,6 +396,10 @@ fn a_hostile_serves_strings_are_text_on_the_page() {
     assert!(
         !raw.contains("<img"),
         "an element of the serve's in the page"
+    );
+    assert!(
+        !raw.contains("<script"),
+        "an element of the run's name in the page"
     );
 }
 

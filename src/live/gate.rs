@@ -343,6 +343,10 @@ async fn judge_and_archive(
     // both before the seal, so run.json's digests hold them.
     let mut files = html::run::archived_files(archive);
     files.extend(svg.is_some().then(|| rundir::TIMELINE.to_string()));
+    let files: Vec<html::run::RunFile> = files
+        .iter()
+        .map(|f| html::run::RunFile::linked(f))
+        .collect();
     let page = html::run::render(&html::run::RunPage {
         title: &dir_path.display().to_string(),
         judged_by: "run, as it ran",
@@ -350,7 +354,7 @@ async fn judge_and_archive(
         archive,
         timeline: svg.as_deref(),
         files: &files,
-        files_href: "",
+        files_href: Ok(""),
     });
     rec.file(rundir::REPORT, page.into_bytes());
     result.not_archived = rec.flush().await;

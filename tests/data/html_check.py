@@ -9,7 +9,12 @@ import sys
 
 import html5lib
 
-ACTIVE = {"script", "iframe", "object", "embed", "img", "link", "base", "form", "meta"}
+# What loads or runs: HTML's elements, SVG's (image, use, foreignObject), and a stylesheet
+# (the page's one is in its head; one in the body is not the page's).
+ACTIVE = {
+    "script", "iframe", "object", "embed", "img", "link", "base", "form", "meta",
+    "image", "use", "foreignObject", "audio", "video", "source", "track", "frame",
+}
 
 with open(sys.argv[1], "rb") as f:
     data = f.read()
@@ -22,6 +27,13 @@ errors = [
 elements = []
 acting = []
 links = []
+statuses = []
+csp = [
+    m.get("content")
+    for m in document.iter("meta")
+    if (m.get("http-equiv") or "").lower() == "content-security-policy"
+]
+body = document.find("body")
 for element in document.iter():
     if not isinstance(element.tag, str):
         continue  # a comment
@@ -31,9 +43,15 @@ for element in document.iter():
         attribute = attribute.split("}")[-1]
         if attribute.lower().startswith("on") or attribute.lower() in ("src", "srcdoc", "action"):
             acting.append(f"{name}@{attribute}={value}")
+        if attribute == "style" and "url(" in value.replace(" ", "").lower():
+            acting.append(f"{name}@style={value}")
         if attribute == "href":
             links.append(value)
-body = document.find("body")
+    classes = (element.get("class") or "").split()
+    if name == "td" and "status" in classes:
+        statuses.append([" ".join(classes), "".join(element.itertext())])
+if body is not None:
+    acting.extend(f"style in the body: {''.join(s.itertext())[:80]}" for s in body.iter("style"))
 print(
     json.dumps(
         {
@@ -42,6 +60,8 @@ print(
             "active": [e for e in elements if e in ACTIVE],
             "acting": acting,
             "links": links,
+            "statuses": statuses,
+            "csp": csp,
             "title": "".join(document.find("head/title").itertext()) if document.find("head/title") is not None else None,
             "text": "".join(body.itertext()) if body is not None else "",
         }

@@ -1,7 +1,7 @@
-//! `compare --html`: the page of runs side by side (issue 39): the runs side by side as the table has them (a line a group above its
-//! runs), each run's RESULT spelled out and coloured, each linking to its own report.html;
-//! the picture of the fleet; and what the table says below it (changed archives, unreadable
-//! directories, provenance differences).
+//! `compare --html` (issue 39): the runs as the table has them (a line a group above its
+//! runs), each RESULT spelled out and coloured, each run linking to its own report.html; the
+//! picture of the fleet; then the notes the printed table has below it (changed archives,
+//! unreadable directories, provenance differences).
 
 use std::fmt::Write as _;
 
@@ -9,9 +9,8 @@ use super::row::{GroupKey, Row};
 use super::table::differs;
 use crate::report::html::{figure, inline_svg, page, result_class, text};
 
-/// Where each run's own page is, from the page being written: `Some(href)` where the run has a
-/// report.html, `None` where it has none (a run from before it, or an unreadable directory).
-pub type RunLinks = [Option<String>];
+/// Where each run's own page is, from the page being written, or why it is not linked.
+pub type RunLinks = [Result<String, String>];
 
 /// The page of `rows` (in the table's order), with `links[i]` the way to row `i`'s report and
 /// `picture` compare's SVG where it was drawn.
@@ -70,12 +69,14 @@ fn table(rows: &[Row], links: &RunLinks) -> String {
         let wait = r
             .serve_cpu_wait
             .map_or("-".to_string(), |w| format!("{:.0}%", w * 100.0));
-        let run = match links.get(i).and_then(Option::as_deref) {
-            Some(href) => format!("<a href=\"{}\">{}</a>", text(href), text(&r.dir)),
-            None => format!(
-                "{} <span class=\"note\">(no report.html: a run from before it)</span>",
-                text(&r.dir)
+        let run = match links.get(i) {
+            Some(Ok(href)) => format!("<a href=\"{}\">{}</a>", text(href), text(&r.dir)),
+            Some(Err(why)) => format!(
+                "{} <span class=\"note\">({})</span>",
+                text(&r.dir),
+                text(why)
             ),
+            None => text(&r.dir),
         };
         let _ = writeln!(
             out,

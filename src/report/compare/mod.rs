@@ -12,8 +12,8 @@
 //!
 //! A file a step, none importing this one: [`row`] the row of a run (a leaf the others read),
 //! [`read`] the run directories read into rows, [`table`](mod@table) the rows in groups and as
-//! the table printed, [`csv`], [`svg`] and [`html`] the other writers; each writer takes rows and returns
-//! text. Here, the arguments and `run`, which wires them.
+//! the table printed, [`csv`], [`svg`] and [`html`] the other writers; each writer takes rows
+//! and returns text. Here, the arguments and `run`, which wires them.
 
 pub mod csv;
 pub mod html;
@@ -85,7 +85,7 @@ drawn as steps. --html FILE: the table and that picture on one self-contained pa
 linking to its own report.html. --csv FILE (or - for stdout): a header and a row a run: dir, host,
 serve_sha256, model_sha256, started_utc, result, the medians, load1, ncpu, serve_cpu_wait, the
 floor and limit, the latency percentiles (count, mean, p50, p90, p99 of ttft_ms, itl_ms,
-tpot_ms, e2el_ms, where the verdict has them) and why a directory was unreadable. Both are
+tpot_ms, e2el_ms, where the verdict has them) and why a directory was unreadable. Each is
 written atomically; a FILE whose directory does not exist is refused (exit 2) before any run is
 read.
 
@@ -105,7 +105,7 @@ fn csv_to_stdout(args: &CompareArgs) -> bool {
 
 /// Refuse what cannot be done before any run is read: a report file that cannot be written
 /// (its directory missing), or two outputs for stdout.
-/// Both are opened here, before any run is read, and written through what was opened.
+/// Each is opened here, before any run is read, and written through what was opened.
 fn check_args(args: &CompareArgs) -> Result<ReportFiles> {
     if csv_to_stdout(args) && args.json {
         bail!("--csv - and --json both write to stdout: give --csv a FILE, or drop one");
@@ -123,23 +123,26 @@ fn check_args(args: &CompareArgs) -> Result<ReportFiles> {
     Ok(ReportFiles { svg, csv, html })
 }
 
-/// The way from the page `page` to each row's report.html, where its run has one.
-fn run_links(page: &Path, rows: &[Row]) -> Vec<Option<String>> {
-    let page_dir = match page.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    // Only to write the links: nothing is read or written through these paths.
-    let from = std::fs::canonicalize(page_dir).ok();
+/// The way from the page `page` to each row's report.html, or why there is none to link: no
+/// report.html there as a file (a run from before it), one changed after the run, or no way
+/// from the page.
+fn run_links(page: &Path, rows: &[Row]) -> Vec<Result<String, String>> {
+    use crate::archive::rundir::REPORT;
     rows.iter()
         .map(|r| {
             let dir = Path::new(&r.dir);
-            if r.group.is_none() || !dir.join(crate::archive::rundir::REPORT).is_file() {
-                return None;
+            let is_file = std::fs::symlink_metadata(dir.join(REPORT)).is_ok_and(|m| m.is_file());
+            if r.group.is_none() || !is_file {
+                return Err(format!("no {REPORT}: a run from before it, or not a file"));
             }
-            let to = std::fs::canonicalize(dir).ok()?;
-            let href = crate::report::html::relative_href(from.as_deref()?, &to);
-            Some(format!("{href}/{}", crate::archive::rundir::REPORT))
+            if r.changed
+                .as_deref()
+                .is_some_and(|c| c.contains(&format!("{REPORT} ")))
+            {
+                return Err(format!("its {REPORT} was changed after the run"));
+            }
+            let way = crate::report::html::way_to(page, dir)?;
+            Ok(format!("{way}{REPORT}"))
         })
         .collect()
 }
@@ -163,9 +166,10 @@ pub fn run(args: CompareArgs) -> Result<u8> {
     if let Some(out) = &csv {
         out.write(csv::csv(&rows).as_bytes())?;
     }
-    let picture = match svg.is_some() || page.is_some() {
-        true => Some(svg::svg(&rows)?),
-        false => None,
+    let picture = if svg.is_some() || page.is_some() {
+        Some(svg::svg(&rows)?)
+    } else {
+        None
     };
     if let (Some(out), Some(picture)) = (&svg, &picture) {
         out.write(picture.as_bytes())?;

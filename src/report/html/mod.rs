@@ -122,6 +122,38 @@ pub fn inline_svg(svg: &str) -> String {
     out
 }
 
+/// The way from the page to be written at `page` to the directory `dir`, ending in `/`, as a
+/// browser resolves it from where the page was opened: both made absolute against the working
+/// directory and their `..` folded by name, never by following a link, so a page and the runs
+/// it links, copied together as one artifact, keep their links (a canonical path would climb
+/// out through a link to where it pointed on this box). `Err` says why there is no way.
+pub fn way_to(page: &Path, dir: &Path) -> Result<String, String> {
+    let absolute = |p: &Path| {
+        std::path::absolute(p)
+            .map(|p| folded(&p))
+            .map_err(|e| format!("the working directory could not be read ({e})"))
+    };
+    let page = absolute(page)?;
+    let from = page.parent().unwrap_or(Path::new("/"));
+    let to = absolute(dir)?;
+    Ok(format!("{}/", relative_href(from, &to)))
+}
+
+/// `p` (absolute) with `.` dropped and each `..` taking away the name before it.
+fn folded(p: &Path) -> std::path::PathBuf {
+    let mut out = std::path::PathBuf::from("/");
+    for c in p.components() {
+        match c {
+            Component::Normal(name) => out.push(name),
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir | Component::RootDir | Component::Prefix(_) => {}
+        }
+    }
+    out
+}
+
 /// The relative address of `to` as seen from a page in the directory `from`: both absolute
 /// and with no `.` or `..` (canonical), each name percent-encoded (RFC 3986's unreserved
 /// characters kept), so a name with `#`, `?`, a space or a quote is still the file's.
@@ -184,6 +216,20 @@ mod tests {
             href("/w", "/w/r #1?\"x\"/report.html"),
             "r%20%231%3F%22x%22/report.html"
         );
+    }
+
+    #[test]
+    fn the_way_to_a_run_is_told_by_name_from_where_the_page_is() {
+        let cwd = std::env::current_dir().unwrap();
+        let way = |page: &str, dir: &str| way_to(Path::new(page), Path::new(dir)).unwrap();
+        assert_eq!(way("page.html", "runs/rc3"), "runs/rc3/");
+        assert_eq!(way("out/page.html", "runs/./rc3"), "../runs/rc3/");
+        assert_eq!(way("out/x/../page.html", "runs/rc3/.."), "../runs/");
+        assert_eq!(way("/w/pages/p.html", "/w/runs/rc3"), "../runs/rc3/");
+        // An absolute run and a page by a relative name meet where the working directory is.
+        let run = cwd.join("runs/rc3");
+        assert_eq!(way("p.html", run.to_str().unwrap()), "runs/rc3/");
+        assert_eq!(way("p.html", "."), "./");
     }
 
     #[test]

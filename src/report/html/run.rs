@@ -30,16 +30,36 @@ pub struct RunPage<'a> {
     pub archive: &'a Archive,
     /// timeline.svg's text, where it was drawn.
     pub timeline: Option<&'a str>,
-    /// The run's files to link, by name: see [`archived_files`].
-    pub files: &'a [String],
+    /// The run's files, by name, each linked unless it says why not: see [`archived_files`].
+    pub files: &'a [RunFile],
     /// What goes before a file's name in its link: empty on a page inside the run directory,
-    /// the way there (ending in `/`) on one elsewhere.
-    pub files_href: &'a str,
+    /// the way there (ending in `/`) on one elsewhere; `Err` says why there is no way (then no
+    /// file is linked).
+    pub files_href: Result<&'a str, &'a str>,
+}
+
+/// A file of the run, as the page lists it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunFile {
+    /// Its name in the run directory.
+    pub name: String,
+    /// Why it is not linked (`None`: linked): absent, or changed after the run.
+    pub unlinked: Option<String>,
+}
+
+impl RunFile {
+    /// A file to link.
+    pub fn linked(name: &str) -> Self {
+        RunFile {
+            name: name.to_string(),
+            unlinked: None,
+        }
+    }
 }
 
 /// The run's files its records say it has, in the order a reader wants them: run.json,
 /// result.json, replies.jsonl, serve.log, then the others. The timeline and the page itself are
-/// the caller's to add (they are drawn, not recorded).
+/// the caller's to add (they are drawn, not recorded); so is looking whether each is there.
 pub fn archived_files(archive: &Archive) -> Vec<String> {
     let has = [
         (rundir::MANIFEST, true),
@@ -444,31 +464,31 @@ fn key_values(rows: &[(&str, String)]) -> String {
     out
 }
 
-/// The run's files, each linked by its relative path; one the run could not write named as
-/// such, unlinked.
+/// The run's files, each linked by its relative path; one the run could not write, one absent
+/// or changed, or every one where there is no way to them from the page, named with why.
 fn files(p: &RunPage) -> String {
     let mut out = String::from("<h2 id=\"files\">Files</h2>\n<ul class=\"files\">\n");
-    for name in p.files {
-        let missing = p.result.not_archived.iter().find(|m| &m.file == name);
-        match missing {
-            Some(m) => {
-                let _ = writeln!(
-                    out,
-                    "<li>{}: not archived ({})</li>",
-                    text(name),
-                    text(&m.error)
-                );
-            }
-            None => {
-                let _ = writeln!(
-                    out,
-                    "<li><a href=\"{}{}\">{}</a></li>",
-                    text(p.files_href),
-                    super::percent_encoded(name.as_bytes()),
-                    text(name)
-                );
-            }
-        }
+    if let Err(why) = p.files_href {
+        let _ = writeln!(out, "<li class=\"note\">Not linked: {}</li>", text(why));
+    }
+    for file in p.files {
+        let missing = p.result.not_archived.iter().find(|m| m.file == file.name);
+        let why = match (missing, &file.unlinked) {
+            (Some(m), _) => Some(format!("not archived ({})", m.error)),
+            (None, Some(why)) => Some(why.clone()),
+            (None, None) => None,
+        };
+        let _ = match (why, p.files_href) {
+            (Some(why), _) => writeln!(out, "<li>{}: {}</li>", text(&file.name), text(&why)),
+            (None, Ok(href)) => writeln!(
+                out,
+                "<li><a href=\"{}{}\">{}</a></li>",
+                text(href),
+                super::percent_encoded(file.name.as_bytes()),
+                text(&file.name)
+            ),
+            (None, Err(_)) => writeln!(out, "<li>{}</li>", text(&file.name)),
+        };
     }
     out.push_str("</ul>\n");
     out
@@ -504,7 +524,7 @@ mod tests {
         ResultFile::new(cases::named(case).unwrap().verdict().unwrap())
     }
 
-    fn page_of(result: &ResultFile, archive: &Archive, title: &str, files: &[String]) -> String {
+    fn page_of(result: &ResultFile, archive: &Archive, title: &str, files: &[RunFile]) -> String {
         render(&RunPage {
             title,
             judged_by: "run, as it ran",
@@ -512,7 +532,7 @@ mod tests {
             archive,
             timeline: Some("<?xml version=\"1.0\"?>\n<svg width=\"10\" height=\"10\"></svg>"),
             files,
-            files_href: "../runs/rc3/",
+            files_href: Ok("../runs/rc3/"),
         })
     }
 
@@ -560,7 +580,14 @@ mod tests {
             replies_archived: None,
             replies_made: None,
         });
-        let files = vec![rundir::REPLIES.to_string(), rundir::LOAD.to_string()];
+        let files = [
+            RunFile::linked(rundir::REPLIES),
+            RunFile::linked(rundir::LOAD),
+            RunFile {
+                name: rundir::REPORT.into(),
+                unlinked: Some("changed after the run".into()),
+            },
+        ];
         let page = page_of(&result, &a, hostile, &files);
         assert!(!page.contains("<script"), "{page}");
         assert!(!page.contains('\u{202e}'), "{page}");
@@ -569,6 +596,10 @@ mod tests {
         // What the run could not write is named, not linked.
         assert!(!page.contains("href=\"../runs/rc3/load.json\""), "{page}");
         assert!(page.contains("load.json: not archived"), "{page}");
+        assert!(
+            page.contains("<li>report.html: changed after the run</li>"),
+            "{page}"
+        );
     }
 
     #[test]
