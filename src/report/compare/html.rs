@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use super::row::{GroupKey, Row};
 use super::table::differs;
-use crate::report::html::{figure, inline_svg, page, result_class, text};
+use crate::report::html::{figure, inline_svg, page, result_class, table_head, text};
 
 /// Where each run's own page is, from the page being written, or why it is not linked.
 pub type RunLinks = [Result<String, String>];
@@ -47,8 +47,19 @@ pub fn render(rows: &[Row], links: &RunLinks, picture: Option<&str>) -> String {
 
 /// The table: a group's line above its runs, a row a run.
 fn table(rows: &[Row], links: &RunLinks) -> String {
-    let mut out = String::from(
-        "<table class=\"compare\">\n<thead><tr><th>started (UTC)</th><th>RESULT</th><th>median rate (tok/s)</th><th>floor</th><th>median first token (ms)</th><th>limit</th><th>load before</th><th>serve CPU wait</th><th>run</th></tr></thead>\n<tbody>\n",
+    let mut out = table_head(
+        "compare",
+        &[
+            "started (UTC)",
+            "RESULT",
+            "median rate (tok/s)",
+            "floor",
+            "median first token (ms)",
+            "limit",
+            "load before",
+            "serve CPU wait",
+            "run",
+        ],
     );
     let mut current: Option<&GroupKey> = None;
     for (i, r) in rows.iter().enumerate() {

@@ -190,6 +190,17 @@ pub fn percent_encoded(name: &[u8]) -> String {
     out
 }
 
+/// A table's opening, of class `class`, with its head row of `names` (the gate's words), up
+/// to its body's first row.
+pub fn table_head(class: &str, names: &[&str]) -> String {
+    let mut out = format!("<table class=\"{class}\">\n<thead><tr>");
+    for name in names {
+        let _ = write!(out, "<th>{}</th>", text(name));
+    }
+    out.push_str("</tr></thead>\n<tbody>\n");
+    out
+}
+
 /// A figure as the page shows it: `-` where absent, else to `digits` decimals.
 pub fn figure(v: Option<f64>, digits: usize) -> String {
     v.map_or("-".to_string(), |x| format!("{x:.digits$}"))

@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use super::{figure, inline_svg, outcome_class, page, status_cell, text};
+use super::{figure, inline_svg, outcome_class, page, status_cell, table_head, text};
 use crate::archive::check::Check;
 use crate::archive::record::{Figures, Line, Percentiles, ReplyRecord};
 use crate::archive::rundir::{self, Archive, ResultFile};
@@ -128,9 +128,8 @@ pub fn render(p: &RunPage) -> String {
 /// The verdict's lines: check, status (a word and a colour), what it says, and its figures
 /// folded under it.
 fn lines_table(lines: &[Line]) -> String {
-    let mut out = String::from(
-        "<h2 id=\"verdict\">Verdict</h2>\n<table class=\"verdict\">\n<thead><tr><th>check</th><th>status</th><th>detail</th></tr></thead>\n<tbody>\n",
-    );
+    let mut out = String::from("<h2 id=\"verdict\">Verdict</h2>\n");
+    out.push_str(&table_head("verdict", &["check", "status", "detail"]));
     for l in lines {
         let _ = write!(
             out,
@@ -249,7 +248,10 @@ fn figures_section(lines: &[Line]) -> String {
         0,
     );
     if !rows.is_empty() {
-        out.push_str("<table>\n<thead><tr><th>figure</th><th>value</th><th>held to</th><th>values</th></tr></thead>\n<tbody>\n");
+        out.push_str(&table_head(
+            "figures",
+            &["figure", "value", "held to", "values"],
+        ));
         out.push_str(&rows);
         out.push_str("</tbody>\n</table>\n");
     }
@@ -292,8 +294,10 @@ fn latency_table(f: &Figures) -> String {
     if body.is_empty() {
         return body;
     }
+    let names = ["latency (ms)", "values", "mean", "p50", "p90", "p99"];
     format!(
-        "<table class=\"latency\">\n<thead><tr><th>latency (ms)</th><th>values</th><th>mean</th><th>p50</th><th>p90</th><th>p99</th></tr></thead>\n<tbody>\n{body}</tbody>\n</table>\n"
+        "{}{body}</tbody>\n</table>\n",
+        table_head("latency", &names)
     )
 }
 
@@ -311,7 +315,17 @@ fn replies_table(replies: &[ReplyRecord]) -> String {
     if replies.is_empty() {
         return out;
     }
-    out.push_str("<table class=\"replies\">\n<thead><tr><th>reply</th><th>tokens</th><th>first token (ms)</th><th>rate (tok/s)</th><th>finish</th><th>error</th></tr></thead>\n<tbody>\n");
+    out.push_str(&table_head(
+        "replies",
+        &[
+            "reply",
+            "tokens",
+            "first token (ms)",
+            "rate (tok/s)",
+            "finish",
+            "error",
+        ],
+    ));
     for r in replies.iter().take(MOST_REPLY_ROWS) {
         let m = measure(r);
         let _ = writeln!(
