@@ -149,6 +149,12 @@ pub fn xml(s: &str) -> Cow<'_, str> {
     out.into()
 }
 
+/// A noncharacter (U+FDD0 to U+FDEF, and the last two code points of every plane): HTML's
+/// parser reports each as an error, so a page shows it as its escape.
+pub fn is_noncharacter(c: char) -> bool {
+    matches!(c, '\u{fdd0}'..='\u{fdef}') || (c as u32) & 0xfffe == 0xfffe
+}
+
 /// For HTML text and double-quoted attribute values (report.html): the markup characters as
 /// entities, and what [`acts`] shown as its escape, the newline and tab kept (whitespace in
 /// HTML). A serve's `<script>` is text on the page, and its U+202E cannot turn the page's
@@ -163,9 +169,7 @@ pub fn html(s: &str) -> String {
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
             '\n' | '\t' => out.push(c),
-            // The noncharacters HTML's parser reports as errors.
-            '\u{fdd0}'..='\u{fdef}' => push_escape(&mut out, c),
-            c if (c as u32) & 0xfffe == 0xfffe => push_escape(&mut out, c),
+            c if is_noncharacter(c) => push_escape(&mut out, c),
             c => push_visible(&mut out, c),
         }
     }

@@ -214,8 +214,9 @@ fn judged_files(dir: &Path, archive: &Archive) -> Vec<html::run::RunFile> {
         .into_iter()
         .map(|name| {
             let is_file = std::fs::symlink_metadata(dir.join(&name)).is_ok_and(|m| m.is_file());
-            let unlinked = if changed.iter().any(|c| c.starts_with(&format!("{name} "))) {
-                Some("changed after the run".to_string())
+            let clause = changed.iter().find(|c| c.starts_with(&format!("{name} ")));
+            let unlinked = if let Some(clause) = clause {
+                Some(format!("changed after the run ({clause})"))
             } else if !is_file {
                 Some("not in the run directory as a file".to_string())
             } else {

@@ -305,7 +305,11 @@ fn judge_writes_its_page_elsewhere_with_links_into_the_run() {
     assert!(!strings(&doc["links"])
         .iter()
         .any(|l| l.ends_with("timeline.svg")));
-    assert!(doc["text"].as_str().unwrap().contains("timeline.svg: "));
+    let text = doc["text"].as_str().unwrap();
+    assert!(
+        text.contains("timeline.svg: changed after the run (timeline.svg is gone)"),
+        "{text}"
+    );
 
     let o = gate()
         .arg("judge")

@@ -112,8 +112,8 @@ pub fn inline_svg(svg: &str) -> String {
     };
     let mut out = String::with_capacity(svg.len());
     for c in svg.chars() {
-        let noncharacter = matches!(c, '\u{fdd0}'..='\u{fdef}') || (c as u32) & 0xfffe == 0xfffe;
-        if noncharacter || (crate::inert::acts(c) && !matches!(c, '\n' | '\t')) {
+        if crate::inert::is_noncharacter(c) || (crate::inert::acts(c) && !matches!(c, '\n' | '\t'))
+        {
             crate::inert::push_escape(&mut out, c);
         } else {
             out.push(c);
@@ -245,11 +245,13 @@ mod tests {
 
     #[test]
     fn an_inlined_picture_loses_its_prolog_and_shows_what_html_calls_an_error() {
-        let svg = "<?xml version=\"1.0\"?>\n<svg><text>a\u{202e}b\u{fdd0}\u{7}</text></svg>";
+        let svg =
+            "<?xml version=\"1.0\"?>\n<svg>\n\t<text>a\u{202e}b\u{fdd0}\u{7}\u{1fffe}</text></svg>";
         assert_eq!(
             inline_svg(svg),
-            "<svg><text>a\\u{202e}b\\u{fdd0}\\u{7}</text></svg>"
+            "<svg>\n\t<text>a\\u{202e}b\\u{fdd0}\\u{7}\\u{1fffe}</text></svg>"
         );
+        assert_eq!(inline_svg("<svg>\u{fffd}é</svg>"), "<svg>\u{fffd}é</svg>");
     }
 
     #[test]
