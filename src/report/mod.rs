@@ -347,19 +347,8 @@ pub fn markdown(v: &Verdict, replies: &[ReplyRecord], title: &str) -> String {
         md.push_str("\n| reply | tokens | first token (ms) | rate (tok/s) | finish | error |\n");
         md.push_str("| --- | --- | --- | --- | --- | --- |\n");
         for r in replies {
-            let m = measure(r);
-            let opt = |v: Option<f64>, d: usize| v.map_or("-".to_string(), |x| format!("{x:.d$}"));
-            let _ = writeln!(
-                md,
-                "| {}{} | {} | {} | {} | {} | {} |",
-                r.index,
-                if r.warmup { " (warm-up)" } else { "" },
-                m.tokens,
-                opt(m.first_token_ms, 0),
-                opt(m.rate_tok_s, 1),
-                cell(r.finish_reason.as_deref().unwrap_or("-")),
-                cell(r.error.as_deref().unwrap_or("")),
-            );
+            let cells = reply_cells(r).map(|c| cell(&c));
+            let _ = writeln!(md, "| {} |", cells.join(" | "));
         }
     }
     md.push('\n');
@@ -367,6 +356,21 @@ pub fn markdown(v: &Verdict, replies: &[ReplyRecord], title: &str) -> String {
 }
 
 /// `s` as inert Markdown for a table cell: [`crate::inert::markdown`].
+/// A reply's row as the reports list it, unescaped: the reply (marked if a warm-up), its
+/// tokens, first token (ms), rate (tok/s), finish_reason and error (the last two foreign).
+pub(crate) fn reply_cells(r: &ReplyRecord) -> [String; 6] {
+    let m = measure(r);
+    let figure = |v: Option<f64>, d: usize| v.map_or("-".to_string(), |x| format!("{x:.d$}"));
+    [
+        format!("{}{}", r.index, if r.warmup { " (warm-up)" } else { "" }),
+        m.tokens.to_string(),
+        figure(m.first_token_ms, 0),
+        figure(m.rate_tok_s, 1),
+        r.finish_reason.as_deref().unwrap_or("-").to_string(),
+        r.error.as_deref().unwrap_or("").to_string(),
+    ]
+}
+
 pub fn md_inert(s: &str) -> String {
     crate::inert::markdown(s)
 }

@@ -9,7 +9,6 @@ use super::{figure, inline_svg, outcome_class, page, status_cell, table_head, te
 use crate::archive::check::Check;
 use crate::archive::record::{Figures, Line, Percentiles, ReplyRecord};
 use crate::archive::rundir::{self, Archive, ResultFile};
-use crate::judging::measure::measure;
 use crate::judging::verdict::words::grouped;
 
 /// The most replies the page lists one a row: past this the rest are counted, and
@@ -327,17 +326,11 @@ fn replies_table(replies: &[ReplyRecord]) -> String {
         ],
     ));
     for r in replies.iter().take(MOST_REPLY_ROWS) {
-        let m = measure(r);
+        let [reply, tokens, first, rate, finish, error] =
+            crate::report::reply_cells(r).map(|c| text(&c));
         let _ = writeln!(
             out,
-            "<tr><td>{}{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td class=\"detail\">{}</td></tr>",
-            r.index,
-            if r.warmup { " (warm-up)" } else { "" },
-            m.tokens,
-            figure(m.first_token_ms, 0),
-            figure(m.rate_tok_s, 1),
-            text(r.finish_reason.as_deref().unwrap_or("-")),
-            text(r.error.as_deref().unwrap_or("")),
+            "<tr><td>{reply}</td><td class=\"num\">{tokens}</td><td class=\"num\">{first}</td><td class=\"num\">{rate}</td><td>{finish}</td><td class=\"detail\">{error}</td></tr>",
         );
     }
     out.push_str("</tbody>\n</table>\n");
