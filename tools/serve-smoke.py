@@ -1,12 +1,18 @@
 #!/usr/bin/env python3
-"""Prove a freshly built llama-server serves: start it on loopback with the given model, wait
-for GET /health, ask for one real streamed chat completion, and stop it.
+"""Prove a freshly installed serve serves: start it on loopback, wait for GET /health, ask for
+one real streamed chat completion, and stop it. The installers write their marker only after
+this passed (tools/install-llama-server.sh, tools/install-vllm.sh).
 
 `--version` runs no kernel: a build whose CPU kernels use an instruction this box does not run
 (AMX's `tilezero` under a virtual machine that does not pass AMX through) prints its version
-and then dies of SIGILL on its first token. Only a real completion shows that it serves.
+and then dies of SIGILL on its first token; an import that works can still fail at the first
+forward pass. Only a real completion shows that it serves.
 
-    llama-smoke.py SERVER MODEL
+    serve-smoke.py NAME READY_TIMEOUT_S -- COMMAND [ARG...]
+
+`{port}` in the command becomes a free loopback port. NAME prefixes every line (the installer's
+name). The serve runs in its own process group, which is ended as a whole (vLLM's engine is a
+child process).
 
 Exit 0 and one line on stderr when the server streamed text; exit 1 with a line saying what
 happened (how the server ended, the last lines of its log) when it did not. Talks only to
@@ -23,13 +29,13 @@ import tempfile
 import time
 import http.client
 
-READY_TIMEOUT_S = 180.0
 REPLY_TIMEOUT_S = 180.0
 LOG_TAIL_LINES = 15
+NAME = "serve-smoke"
 
 
 def say(text):
-    print(f"install-llama-server: {text}", file=sys.stderr, flush=True)
+    print(f"{NAME}: {text}", file=sys.stderr, flush=True)
 
 
 def free_port():
@@ -122,18 +128,41 @@ def stream_completion(port, server):
         conn.close()
 
 
-def main():
-    if len(sys.argv) != 3:
-        print("usage: llama-smoke.py SERVER MODEL", file=sys.stderr)
-        return 2
-    server_path, model = sys.argv[1:]
-    port = free_port()
-    log = tempfile.NamedTemporaryFile(prefix="llama-smoke.", suffix=".log", delete=False)
-    argv = [server_path, "-m", model, "--host", "127.0.0.1", "--port", str(port),
-            "-t", "1", "-c", "512", "-np", "1"]
-    server = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+def stop(server):
+    """End the serve's whole process group: TERM, then KILL after a bounded wait."""
+    if server.poll() is None:
+        try:
+            os.killpg(server.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pass
     try:
-        deadline = time.monotonic() + READY_TIMEOUT_S
+        os.killpg(server.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    server.wait()
+
+
+def main():
+    global NAME
+    args = sys.argv[1:]
+    if len(args) < 4 or args[2] != "--":
+        print("usage: serve-smoke.py NAME READY_TIMEOUT_S -- COMMAND [ARG...]", file=sys.stderr)
+        return 2
+    NAME = args[0]
+    ready_timeout = float(args[1])
+    port = free_port()
+    argv = [a.replace("{port}", str(port)) for a in args[3:]]
+    log = tempfile.NamedTemporaryFile(prefix=f"{NAME}.", suffix=".log", delete=False)
+    server = subprocess.Popen(
+        argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
+    )
+    started = time.monotonic()
+    try:
+        deadline = started + ready_timeout
         while True:
             if server.poll() is not None:
                 raise RuntimeError(f"the server {how_it_ended(server.returncode)} before it was ready")
@@ -143,8 +172,9 @@ def main():
             except OSError:
                 pass
             if time.monotonic() > deadline:
-                raise RuntimeError(f"the server was not ready within {READY_TIMEOUT_S:.0f} s")
-            time.sleep(0.2)
+                raise RuntimeError(f"the server was not ready within {ready_timeout:.0f} s")
+            time.sleep(0.5)
+        ready_s = time.monotonic() - started
         try:
             text = stream_completion(port, server)
         except (OSError, ValueError, http.client.HTTPException) as e:
@@ -160,21 +190,15 @@ def main():
             raise RuntimeError("the streamed chat completion carried no text")
         if server.poll() is not None:
             raise RuntimeError(f"the server {how_it_ended(server.returncode)} after its reply")
-        say(f"smoke completion ok: {text.strip()[:60]!r}")
+        say(f"ready in {ready_s:.0f} s; smoke completion ok: {text.strip()[:60]!r}")
         os.unlink(log.name)
         return 0
     except RuntimeError as e:
-        say(f"the built llama-server does not serve: {e}; the last lines of its log ({log.name}):")
+        say(f"the installed serve does not serve: {e}; the last lines of its log ({log.name}):")
         print(log_tail(log.name), file=sys.stderr, flush=True)
         return 1
     finally:
-        if server.poll() is None:
-            server.terminate()
-            try:
-                server.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
+        stop(server)
 
 
 if __name__ == "__main__":
