@@ -286,9 +286,11 @@ fn matches(c: &ToolCallRecord, e: &Expected) -> Result<(), String> {
     let Some(want) = &e.arguments else {
         return Ok(());
     };
-    // Arguments that are not JSON are the arguments rule's, said once.
-    let Ok(args) = serde_json::from_str::<Value>(&c.arguments) else {
-        return Ok(());
+    // Arguments that are not JSON, or JSON of another kind than an object, are the arguments
+    // rule's, said once.
+    let args = match serde_json::from_str::<Value>(&c.arguments) {
+        Ok(args) if not_an_object(&args).is_none() => args,
+        _ => return Ok(()),
     };
     let why = match want {
         ArgsExpect::Schema(s) => s.problem(&args),
@@ -328,11 +330,37 @@ fn call_faults(name: &str, c: &ToolCallRecord, spec: &Spec) -> Option<String> {
         ))
         }
     };
+    // OpenAI's `arguments` is the JSON text of an object, whatever the function's parameters
+    // say. A parser that hands over the model's bare value (vLLM's hermes parser gave
+    // `"\"Paris\""` for SmolLM2, issue 51) or encodes the object twice made JSON of another
+    // kind: named as that, not as a schema's complaint about a type.
+    if let Some(kind) = not_an_object(&args) {
+        return Some(format!(
+            "{name} [arguments]: its call of {called} has arguments that are {kind}, not a JSON object: {}",
+            quote(&c.arguments, QUOTED)
+        ));
+    }
     let problem = f.parameters.as_ref().and_then(|p| p.problem(&args))?;
     Some(format!(
         "{name} [arguments]: its call of {called} has arguments {} that do not satisfy its parameters: {problem}",
         quote(&c.arguments, QUOTED)
     ))
+}
+
+/// What a call's arguments are where they are JSON but not an object: a JSON string holding an
+/// object's text is an object encoded twice.
+fn not_an_object(args: &Value) -> Option<&'static str> {
+    Some(match args {
+        Value::Object(_) => return None,
+        Value::String(s) if matches!(serde_json::from_str(s), Ok(Value::Object(_))) => {
+            "an object encoded twice (a JSON string holding its text)"
+        }
+        Value::String(_) => "a JSON string",
+        Value::Array(_) => "a JSON array",
+        Value::Number(_) => "a JSON number",
+        Value::Bool(_) => "a JSON boolean",
+        Value::Null => "JSON null",
+    })
 }
 
 /// How the calls were streamed: `finish_reason` `tool_calls` (or `stop` for a call forced by a
@@ -623,6 +651,43 @@ mod tests {
             &m,
             "arguments",
             "do not satisfy its parameters: \"city\" is a required property",
+        );
+        // JSON, but not an object: named as what it is, whatever the parameters allow.
+        for (arguments, kind) in [
+            (r#""Paris""#, "a JSON string"),
+            (r#""{\"city\": \"Paris\"}""#, "an object encoded twice"),
+            (r#"["Paris"]"#, "a JSON array"),
+            ("7", "a JSON number"),
+            ("true", "a JSON boolean"),
+            ("null", "JSON null"),
+        ] {
+            let r = reply(
+                vec![call(0, "c", "get_weather", arguments)],
+                "",
+                "tool_calls",
+            );
+            fails(
+                &r,
+                &m,
+                "arguments",
+                &format!("has arguments that are {kind}"),
+            );
+            fails(&r, &m, "arguments", "not a JSON object");
+        }
+        let free = manifest(
+            json!([{"prompt": "What is the weather in Paris?", "tools": [{"type": "function",
+            "function": {"name": "get_weather"}}]}]),
+        );
+        let bare = reply(
+            vec![call(0, "c", "get_weather", r#""Paris""#)],
+            "",
+            "tool_calls",
+        );
+        fails(
+            &bare,
+            &free,
+            "arguments",
+            "a JSON string, not a JSON object",
         );
     }
 

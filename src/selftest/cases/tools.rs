@@ -236,6 +236,13 @@ fn arguments() -> Vec<Case> {
             calls(TIME, vec![call(0, "get_weather", r#"{"town": "Tokyo"}"#)]),
             "reply 3 [arguments]: its call of \"get_weather\" has arguments \"{\\\"town\\\": \\\"Tokyo\\\"}\" that do not satisfy its parameters: \"city\" is a required property",
         ),
+        // vLLM's hermes parser with SmolLM2 (issue 51): the model's bare value as arguments.
+        broken(
+            "arguments that are a JSON string where an object is due fail tools [arguments]",
+            WEATHER,
+            calls(WEATHER, vec![call(0, "get_weather", r#""Paris""#)]),
+            "reply 1 [arguments]: its call of \"get_weather\" has arguments that are a JSON string, not a JSON object: \"\\\"Paris\\\"\"",
+        ),
         broken(
             "arguments other than the values expected fail tools [expected arguments]",
             WEATHER,
