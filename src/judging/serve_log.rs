@@ -1,5 +1,5 @@
 //! The serve's log, read once as a stream for what the verdict needs of it: whether the route
-//! patterns match, and its last lines.
+//! patterns match, its last lines, and its last line of a warm-up ([`WARMUP`]).
 //!
 //! A serve's log can be a gigabyte (a candidate at `-lv 4`, or one printing a line per token),
 //! so it is never held whole: the scan keeps one line at a time (at most [`LINE_CAP`] bytes:
@@ -28,6 +28,22 @@ pub const KEPT_LINE_CAP: usize = 1024;
 /// How many of the log's last non-blank lines are kept, for a serve that did not come up.
 pub const TAIL_LINES: usize = 5;
 
+/// The words real serves log while they warm up or compile before they serve: vLLM's CPU
+/// worker (`Warming up model for the compilation...`, vllm/v1/worker/cpu_model_runner.py; most
+/// of its 136 s to ready on a 2-core box, issue 51), its GPU worker's graph capture (`Capturing
+/// CUDA graphs`, vllm/v1/worker/gpu_model_runner.py) and torch.compile (`Compiling a graph for
+/// dynamic shape`, vllm/compilation/backends.py), vllm-ascend's ACL graphs, and llama.cpp's
+/// `warming up the model with an empty run` (common/common.cpp). Literals, so the regex
+/// crate's literal search finds them without slowing a long log's scan.
+pub const WARMUP: &str = "Warming up|warming up|Warm-up|warm-up|warmup|Capturing CUDA graph|\
+    Capturing ACL graph|Compiling a graph|torch\\.compile";
+
+fn warmup_regex() -> &'static Regex {
+    static RE: std::sync::LazyLock<Regex> =
+        std::sync::LazyLock::new(|| Regex::new(WARMUP).expect("WARMUP is a valid regex"));
+    &RE
+}
+
 /// What the verdict needs of a serve log.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LogScan {
@@ -37,6 +53,10 @@ pub struct LogScan {
     pub slow_line: Option<String>,
     /// The last non-blank lines, oldest first, each cut to [`KEPT_LINE_CAP`] bytes.
     pub tail: Vec<String>,
+    /// The line of a warm-up or compiling before the serve served ([`WARMUP`]) that no line
+    /// saying the warm-up ended (`done`, `took`, `finished`, `complete`) followed, cut to
+    /// [`KEPT_LINE_CAP`] bytes: a serve not ready in time is named as one still warming up.
+    pub warmup_line: Option<String>,
     /// Why the log was not read, when it was not (the run was interrupted first): the route is
     /// then not judged.
     pub unread: Option<String>,
@@ -119,6 +139,14 @@ impl Scanner<'_> {
             if self.out.slow_line.is_none() && slow.is_match(&text) {
                 self.out.slow_line = Some(kept(&text));
             }
+        }
+        if warmup_regex().is_match(&text) {
+            // vLLM ends its warm-up with `Warming up done.` and `init engine (profile, create
+            // kv cache, warmup model) took 107.25 s`: a warm-up that says it ended is over.
+            let ended = ["done", "took", "finished", "complete"]
+                .iter()
+                .any(|w| text.contains(w));
+            self.out.warmup_line = (!ended).then(|| kept(&text));
         }
         if !text.trim().is_empty() {
             if self.tail.len() == TAIL_LINES {
@@ -309,6 +337,43 @@ mod tests {
         assert!(scan.fast_matched);
         assert_eq!(scan.slow_line, None, "no escape is left to match");
         assert_eq!(scan.tail, ["device: NPU"]);
+    }
+
+    /// vLLM 0.32's CPU worker as it warmed up here (issue 51), line by line.
+    const VLLM_WARMUP: [&str; 5] = [
+        "(Worker pid=10348) INFO 12-06 01:29:21 [default_loader.py:501] Loading weights took 2.20 seconds",
+        "(Worker pid=10348) INFO 12-06 01:29:23 [cpu_model_runner.py:87] Warming up model for the compilation...",
+        "(EngineCore pid=10130) INFO 12-06 01:30:24 [shm_broadcast.py:871] No available shared memory broadcast block found in 60 seconds.",
+        "(Worker pid=10348) INFO 12-06 01:31:08 [cpu_model_runner.py:91] Warming up done.",
+        "(EngineCore pid=10130) INFO 12-06 01:31:10 [core.py:402] init engine (profile, create kv cache, warmup model) took 107.25 s",
+    ];
+
+    #[test]
+    fn a_warm_up_under_way_is_kept_and_one_that_ended_is_not() {
+        let at = |n: usize| LogScan::of_text(&VLLM_WARMUP[..n].join("\n"), None, None);
+        assert_eq!(at(1).warmup_line, None, "loading weights is no warm-up");
+        assert_eq!(at(2).warmup_line.as_deref(), Some(VLLM_WARMUP[1]));
+        assert_eq!(
+            at(3).warmup_line.as_deref(),
+            Some(VLLM_WARMUP[1]),
+            "a later line of another kind leaves it under way"
+        );
+        assert_eq!(at(4).warmup_line, None, "`Warming up done.` ends it");
+        assert_eq!(at(5).warmup_line, None, "`warmup model) took` ends it too");
+        let again = format!(
+            "{}\n{}",
+            VLLM_WARMUP.join("\n"),
+            "Capturing CUDA graph shapes: 40%"
+        );
+        assert_eq!(
+            LogScan::of_text(&again, None, None).warmup_line.as_deref(),
+            Some("Capturing CUDA graph shapes: 40%")
+        );
+        let llama = "common_init_from_params: warming up the model with an empty run - please wait ... (--no-warmup to disable)";
+        assert_eq!(
+            LogScan::of_text(llama, None, None).warmup_line.as_deref(),
+            Some(llama)
+        );
     }
 
     #[test]

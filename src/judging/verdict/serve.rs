@@ -171,7 +171,8 @@ fn startup_or_end_line(e: &Evidence<'_>) -> Option<Line> {
                 None => String::new(),
             };
             format!(
-                "the serve was not ready after {timeout_s} s ({polled}{answers}){}",
+                "the serve was not ready after {timeout_s} s ({polled}{answers}){}{}",
+                warming_up(e.serve_log),
                 tail()
             )
         }
@@ -185,6 +186,21 @@ fn startup_or_end_line(e: &Evidence<'_>) -> Option<Line> {
         }
     };
     Some(Line::new(Check::Serve, Status::Fail, text))
+}
+
+/// What to do about a serve not ready in time: where its log shows a warm-up (graph compiling
+/// or capture, [`crate::judging::serve_log::WARMUP`]), that line, and the flag that gives it
+/// longer. Said for every serve, since one that compiles before it serves (vLLM: 136 s cold on a
+/// 2-core box, issue 51) looks like one that hangs until its log is read.
+fn warming_up(log: Option<&crate::judging::serve_log::LogScan>) -> String {
+    const RAISE: &str = "raise --ready-timeout (ready_timeout in a profile)";
+    match log.and_then(|l| l.warmup_line.as_deref()) {
+        Some(line) => format!(
+            "; it was still warming up, its log's last warm-up line {}: {RAISE} to cover its warm-up",
+            crate::judging::verdict::content::quote(line, 200)
+        ),
+        None => format!("; if it was still starting, {RAISE}"),
+    }
 }
 
 /// A serve that was ready and ended without the gate asking: how, and when.

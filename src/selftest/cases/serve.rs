@@ -32,7 +32,40 @@ pub(crate) fn startup() -> Vec<Case> {
         not_ready_answers: None,
         last_probe: None,
     };
-    c.expect = vec![("serve", Fail, "not ready after 120 s")];
+    c.expect = vec![
+        ("serve", Fail, "not ready after 120 s"),
+        (
+            "serve",
+            Fail,
+            "; if it was still starting, raise --ready-timeout (ready_timeout in a profile)",
+        ),
+    ];
+    c.absent = vec!["rate"];
+    c.outcome = Outcome::Fail;
+    cases.push(c);
+
+    // vLLM's CPU worker compiling its graphs when the limit ran out (issue 51): the warm-up is
+    // named, with the flag that covers it, though later lines followed it.
+    let mut c = base("a serve not ready while it warmed up is named as warming up");
+    c.replies = vec![];
+    c.planned = Some(3);
+    c.startup = Startup::NotReady {
+        timeout_s: 60.0,
+        url: None,
+        not_ready_answers: Some(0),
+        last_probe: None,
+    };
+    c.log = Some(
+        "(Worker pid=10348) INFO 12-06 01:29:21 [default_loader.py:501] Loading weights took 2.20 seconds\n\
+         (Worker pid=10348) INFO 12-06 01:29:23 [cpu_model_runner.py:87] Warming up model for the compilation...\n\
+         (EngineCore pid=10130) INFO 12-06 01:30:24 [shm_broadcast.py:871] No available shared memory broadcast block found in 60 seconds.\n",
+    );
+    c.expect = vec![(
+        "serve",
+        Fail,
+        "it was still warming up, its log's last warm-up line \"(Worker pid=10348) INFO 12-06 01:29:23 [cpu_model_runner.py:87] Warming up model for the compilation...\": raise --ready-timeout (ready_timeout in a profile) to cover its warm-up",
+    )];
+    c.refuse = vec![("serve", "if it was still starting")];
     c.absent = vec!["rate"];
     c.outcome = Outcome::Fail;
     cases.push(c);
