@@ -77,6 +77,7 @@ pub async fn reanchor(
         let Some(tokens) = base.logprobs.as_deref() else {
             continue;
         };
+        let tokens = reference::streamed(tokens, &base.content);
         let cut = base.finish_reason.as_deref() == Some("length");
         let prompt_max = work
             .prompts

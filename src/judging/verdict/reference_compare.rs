@@ -24,13 +24,39 @@ pub struct Answer<'a> {
 }
 
 impl<'a> Answer<'a> {
-    /// A recorded reply's answer.
+    /// A recorded reply's answer: its tokens those that spell its content ([`streamed`]).
     pub fn of(r: &'a ReplyRecord) -> Answer<'a> {
         Answer {
             content: &r.content,
-            logprobs: r.logprobs.as_deref(),
+            logprobs: r.logprobs.as_deref().map(|t| streamed(t, &r.content)),
             cut: r.finish_reason.as_deref() == Some("length"),
         }
+    }
+}
+
+/// A side's tokens without the one it never streamed as text: where all tokens but the last
+/// spell the content exactly, those. vLLM sends a logprob record for the token that ended its
+/// answer (`<|im_end|>`, which usage counts and the content, skipping special tokens, does not
+/// show); llama-server sends none. Read as text, that record would be the answer going on where
+/// the other engine's stopped: an unmeasured divergence, or a hard one with vLLM as the
+/// reference, where both said the same (issue 51). Tokens that spell the content, or do not
+/// spell its start token by token (another serve's shapes, a reasoning model's thinking), are
+/// kept as they are; so is more than one token past the content's end.
+pub fn streamed<'t>(tokens: &'t [TokenLogprob], content: &str) -> &'t [TokenLogprob] {
+    let Some((_, spoken)) = tokens.split_last() else {
+        return tokens;
+    };
+    let mut rest = content;
+    for t in spoken {
+        match rest.strip_prefix(t.token.as_str()) {
+            Some(after) => rest = after,
+            None => return tokens,
+        }
+    }
+    if rest.is_empty() {
+        spoken
+    } else {
+        tokens
     }
 }
 
@@ -511,6 +537,57 @@ pub(crate) mod tests {
         // moved chosen token's own share.
         assert_eq!(got.kls.len(), 4);
         assert!(got.kls.iter().all(|k| *k >= 0.0), "{:?}", got.kls);
+    }
+
+    #[test]
+    fn the_end_of_generation_token_vllm_sends_a_logprob_for_is_not_text() {
+        // vLLM's record of `<|im_end|>` after "The capital is Paris" (issue 51): not text.
+        let spelled = reference();
+        let mut with_end = reference();
+        with_end.push(tok(
+            "<|im_end|>",
+            -0.01,
+            &[("<|im_end|>", -0.01), (".", -5.0)],
+        ));
+        let content = "The capital is Paris";
+        assert_eq!(streamed(&with_end, content), &spelled[..]);
+        // Mutants caught: trimming a token that is part of the content, trimming where the
+        // tokens spell something else, trimming more than the one past the end.
+        assert_eq!(
+            streamed(&spelled, content),
+            &spelled[..],
+            "all spelled: kept"
+        );
+        assert_eq!(streamed(&with_end, "The capital is Lyon"), &with_end[..]);
+        assert_eq!(streamed(&with_end, "The capital"), &with_end[..]);
+        assert_eq!(streamed(&[], content), &[] as &[TokenLogprob]);
+        let only_end = [tok("<|im_end|>", -0.01, &[])];
+        assert_eq!(
+            streamed(&only_end, ""),
+            &[] as &[TokenLogprob],
+            "an empty answer"
+        );
+
+        // Compared, either engine on either side, the two answers are identical.
+        let vllm = ReplyRecord {
+            content: content.into(),
+            logprobs: Some(with_end.clone()),
+            finish_reason: Some("stop".into()),
+            ..ReplyRecord::new(1, "q", None)
+        };
+        let got = compare(Answer::of(&vllm), &spelled, false, 20, TIE);
+        assert_eq!(got.divergence, None, "vLLM as the candidate");
+        assert_eq!((got.positions, got.agreed), (4, 4));
+        let llama = Answer {
+            content,
+            logprobs: Some(&spelled),
+            cut: false,
+        };
+        let got = compare(llama, streamed(&with_end, content), false, 20, TIE);
+        assert_eq!(got.divergence, None, "vLLM as the reference");
+        // Without the trim, the end token read as text is the answer going on.
+        let got = compare(llama, &with_end, false, 20, TIE);
+        assert_eq!(got.divergence.map(|d| d.kind), Some(Kind::Hard));
     }
 
     #[test]

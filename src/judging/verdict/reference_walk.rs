@@ -5,7 +5,7 @@
 //! run makes the requests it names (`live::reanchor`), and `judge` walks the same records to the
 //! same lines.
 
-use super::reference_compare::{around, compare, spans, Answer, Divergence};
+use super::reference_compare::{around, compare, spans, streamed, Answer, Divergence};
 use crate::archive::record::{ReanchorRecord, TokenLogprob};
 use crate::inert::{one_line, quote};
 
@@ -91,7 +91,7 @@ fn continuation<'a>(r: &'a ReanchorRecord, rest: &str) -> Answer<'a> {
     });
     Answer {
         content,
-        logprobs,
+        logprobs: logprobs.map(|t| streamed(t, content)),
         cut: r.finish_reason.as_deref() == Some("length"),
     }
 }
