@@ -571,7 +571,11 @@ fn take_output_checks(a: &mut Applying<'_>) -> Result<()> {
 /// The request's extras for a continuation, where the serve is and how it is asked, the
 /// model, the hold, and the time limits.
 fn take_launch_and_time_limits(a: &mut Applying<'_>) -> Result<()> {
-    if !(a.given)("continue_body") {
+    // A profile's `[continue_body]` says how its serve continues a message (vLLM's needs
+    // `continue_final_message`): the profile stands for the serve in runs with a reference and
+    // without one, and a run without one sends no re-anchor, so the table waits for a reference
+    // rather than refusing the profile (the flag alone is refused without --reference).
+    if !(a.given)("continue_body") && a.args.reference.reference.is_some() {
         if let Some(table) = a.profile.continue_body.take() {
             a.args.continue_body = Some(serde_json::to_string(&table)?);
         }
@@ -736,15 +740,31 @@ mod tests {
 
     #[test]
     fn the_re_anchor_keys_are_read_and_bounded() {
-        let profile: Profile = toml::from_str(
-            "reference_reanchor = 3\n[continue_body]\ncontinue_final_message = true\nadd_generation_prompt = false\n",
-        )
-        .unwrap();
-        let merged = apply(run_args(&["x", "run"]), profile, Path::new("/p"), |_| false).unwrap();
+        let text = "reference_reanchor = 3\n[continue_body]\ncontinue_final_message = true\nadd_generation_prompt = false\n";
+        let with_reference = |args: &[&str]| {
+            let profile: Profile = toml::from_str(text).unwrap();
+            apply(run_args(args), profile, Path::new("/p"), |k| {
+                k == "reference"
+            })
+            .unwrap()
+        };
+        let merged = with_reference(&["x", "run", "--reference", "/r"]);
         assert_eq!(merged.reference.reference_reanchor, Some(3));
         assert_eq!(
             merged.continue_body.as_deref(),
             Some(r#"{"add_generation_prompt":false,"continue_final_message":true}"#)
+        );
+        // Without a reference the table waits: the profile of a serve that needs it (vLLM's)
+        // runs without one, where the flag alone would be refused.
+        let profile: Profile = toml::from_str(text).unwrap();
+        let alone = apply(run_args(&["x", "run"]), profile, Path::new("/p"), |_| false).unwrap();
+        assert_eq!(alone.continue_body, None);
+        let profile: Profile = toml::from_str(&format!("reference = \"ref\"\n{text}")).unwrap();
+        let from_profile =
+            apply(run_args(&["x", "run"]), profile, Path::new("/p"), |_| false).unwrap();
+        assert!(
+            from_profile.continue_body.is_some(),
+            "a profile's reference counts"
         );
         let over: Profile = toml::from_str("reference_reanchor = 65\n").unwrap();
         let e = apply(run_args(&["x", "run"]), over, Path::new("/p"), |_| false).unwrap_err();
