@@ -25,7 +25,7 @@ use crate::llama::llama;
 use crate::util::*;
 
 /// The ladder's prompts; the tests ask the first three.
-fn prompts() -> PathBuf {
+pub(crate) fn prompts() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/smollm2-ladder.jsonl")
 }
 
@@ -77,7 +77,7 @@ fn ladder_run(
 
 /// The reference: llama-server through the wrapper adding nothing, made once for the binary.
 /// Call it holding the box alone.
-fn reference() -> Option<&'static Path> {
+pub(crate) fn reference() -> Option<&'static Path> {
     static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
     DIR.get_or_init(|| {
         let out = tempfile::tempdir().unwrap().keep().join("reference");

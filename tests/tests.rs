@@ -56,3 +56,4 @@ mod standin_tools;
 mod supervise;
 mod tools;
 mod version;
+mod vllm;

@@ -74,6 +74,17 @@ soak"):
      (`cargo test --release --lib -- --ignored --exact
      judging::baseline::tests::bench_soak_comparison`): the binary cannot time the comparison
      apart from loading two archives of 20,000 replies, which takes far longer.
+
+`--vllm` runs another section alone, (k), the gate beside a real vLLM (3 to 5 minutes on 2
+cores; docs/performance.md, "Beside a real vLLM"; needs SERVE_VLLM and SMOLLM2_HF from
+`eval "$(tools/install-vllm.sh)"`):
+
+ (k) docs/profiles/vllm-cpu.toml as it is (compiled graphs, bursts of 4, the /metrics
+     scrapes, route evidence from the serve's tree), on the six prompts of
+     tests/data/smollm2-ladder.jsonl at 48 tokens, 6 replies: the gate's own CPU as a share of
+     one core over the run's wall time (run.json gate_cpu_s), and from the moment it says the
+     serve is ready to its exit (its CPU then read from /proc/PID/stat), the replies, bursts,
+     scrapes, stop and archive; and its peak RSS (run.json gate_max_rss_kib).
 """
 import argparse
 import json
@@ -138,6 +149,11 @@ BASELINE_SOAK_TARGETS = {
     "baseline_soak_compare_s_20000_a_side": 0.25,
 }
 BASELINE_SOAK_TEST = "judging::baseline::tests::bench_soak_comparison"
+# Section (k), --vllm: limits (at most). Issue 51: within the gate's budget beside a real serve.
+VLLM_TARGETS = {
+    "vllm_gate_cpu_share_of_a_core_serving": 0.01,
+    "vllm_gate_peak_rss_mib": 64.0,
+}
 LOAD_STREAMS = (8, 64)
 LOAD_TOKENS = 2000
 # Aggregate rate steps, (streams, gap in ms), in turn: more streams at 1 ms, each stream a
@@ -835,6 +851,53 @@ def overhead(tmp, trials):
     return {"overhead_ms": statistics.median(results), "overhead_ms_max": max(results)}
 
 
+def process_cpu_s(pid):
+    """User + system CPU of process `pid` (all its threads), from /proc/PID/stat."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def vllm_section(tmp, trials):
+    """The gate's cost beside a real vLLM: its CPU while the serve serves, its RSS."""
+    if not (os.environ.get("SERVE_VLLM") and os.environ.get("SMOLLM2_HF")):
+        raise SystemExit('bench: --vllm needs SERVE_VLLM and SMOLLM2_HF: eval "$(tools/install-vllm.sh)"')
+    profile = os.path.join(ROOT, "docs", "profiles", "vllm-cpu.toml")
+    prompts = os.path.join(ROOT, "tests", "data", "smollm2-ladder.jsonl")
+    whole, serving, rss, tokens = [], [], [], []
+    for i in range(trials):
+        note(f"vLLM run {i + 1} of {trials} (its warm-up is most of it)")
+        out = os.path.join(tmp, f"vllm-{i}")
+        start = time.monotonic()
+        gate = subprocess.Popen([BIN, "run", "--out", out, "--profile", profile, "--prompts", prompts,
+                                 "--replies", "6", *UNFLIPPABLE],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        ready = None
+        # The gate says on stderr when the serve is ready: its CPU then is what the wait cost
+        # (polls, the tree's samples), and all after it is the gate beside a serving serve.
+        for line in gate.stderr:
+            if ready is None and "the serve is ready after" in line:
+                ready = (time.monotonic(), process_cpu_s(gate.pid))
+        gate.wait()
+        end = time.monotonic()
+        if gate.returncode not in (0, 1) or ready is None:
+            raise RuntimeError(f"the gate against vLLM exited {gate.returncode}, ready {ready}")
+        with open(os.path.join(out, "run.json")) as f:
+            m = json.load(f)
+        replies = load_jsonl(os.path.join(out, "replies.jsonl"))
+        cpu = m["gate_cpu_s"]
+        whole.append(cpu / (end - start))
+        serving.append((cpu - ready[1]) / (end - ready[0]))
+        rss.append(m["gate_max_rss_kib"] / 1024)
+        tokens.append(sum(r["metrics"]["tokens"] for r in replies))
+    return {
+        "vllm_gate_cpu_share_of_a_core_whole_run": statistics.median(whole),
+        "vllm_gate_cpu_share_of_a_core_serving": statistics.median(serving),
+        "vllm_tokens_streamed": statistics.median(tokens),
+        "vllm_gate_peak_rss_mib": max(rss),
+    }
+
+
 def print_rate_steps(steps, header=True):
     if header:
         print("aggregate rate steps (medians over the runs of each step):")
@@ -867,6 +930,8 @@ def main():
                    help="run section (i) alone, bursts with every sync delayed 100 ms (a minute)")
     p.add_argument("--baseline-soak", action="store_true",
                    help="run section (j) alone, 20,000 replies compared with 20,000 (a minute)")
+    p.add_argument("--vllm", action="store_true",
+                   help="run section (k) alone, the gate beside a real vLLM (3 to 5 minutes)")
     p.add_argument("--rounds", type=int, default=3, help="with --load: bursts a run (3)")
     p.add_argument("--load-gap-ms", default="1",
                    help="with --load: the gap of the 8- and 64-stream cost runs (1 ms)")
@@ -878,6 +943,10 @@ def main():
     prefix = "npu-serve-smoke-bench."
     if args.baseline_soak:
         figures, targets, floors = baseline_soak_section(), BASELINE_SOAK_TARGETS, {}
+    elif args.vllm:
+        with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+            figures = vllm_section(tmp, args.trials or 1)
+        targets, floors = VLLM_TARGETS, {}
     elif args.slow_disk:
         with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
             figures = slow_disk_section(tmp, args.trials or SLOW_DISK_RUNS)
