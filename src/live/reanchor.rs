@@ -74,10 +74,10 @@ pub async fn reanchor(
         let Some(base) = theirs.iter().find(|r| r.prompt == ours.prompt) else {
             continue;
         };
-        let Some(tokens) = base.logprobs.as_deref() else {
+        // As the line reads them (`Answer::of`): the prefixes sent are the ones it judges.
+        let Some(tokens) = Answer::of(base).logprobs else {
             continue;
         };
-        let tokens = reference::streamed(tokens, &base.content);
         let cut = base.finish_reason.as_deref() == Some("length");
         let prompt_max = work
             .prompts

@@ -34,7 +34,7 @@ use std::collections::HashMap;
 
 use super::determinism::first_answers;
 use super::evidence::{Evidence, ReferenceEvidence};
-pub use super::reference_compare::{compare, streamed, Answer, Compared, Divergence, Kind, Margin};
+pub use super::reference_compare::{compare, Answer, Compared, Divergence, Kind, Margin};
 pub use super::reference_walk::{not_continued, walk, Walk, WalkEnd};
 use super::words::plural;
 use crate::archive::record::{
@@ -264,11 +264,11 @@ fn walk_prompts(
             unanswered += 1;
             continue;
         };
-        let Some(tokens) = base.logprobs.as_deref() else {
+        // The reference's tokens read as the candidate's are: without a record past its text.
+        let Some(tokens) = Answer::of(base).logprobs else {
             without += 1;
             continue;
         };
-        let tokens = streamed(tokens, &base.content);
         let answer = Answer::of(r);
         if answer.logprobs.is_none() {
             one_way += 1;

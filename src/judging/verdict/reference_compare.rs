@@ -42,7 +42,7 @@ impl<'a> Answer<'a> {
 /// reference, where both said the same (issue 51). Tokens that spell the content, or do not
 /// spell its start token by token (another serve's shapes, a reasoning model's thinking), are
 /// kept as they are; so is more than one token past the content's end.
-pub fn streamed<'t>(tokens: &'t [TokenLogprob], content: &str) -> &'t [TokenLogprob] {
+pub(crate) fn streamed<'t>(tokens: &'t [TokenLogprob], content: &str) -> &'t [TokenLogprob] {
     let Some((_, spoken)) = tokens.split_last() else {
         return tokens;
     };
