@@ -74,12 +74,24 @@ fn a_leaking_serve_fails_memory_and_judge_says_the_same() {
     }
     let load = json(&out.join("load.json"));
     let samples = load["during"]["samples"].as_array().unwrap();
-    // Every sample while the serve ran; the last look, once it is stopped, reads none.
-    let read = samples
+    // Every sample that looked at the serve's tree while it ran (its threads' CPU read with
+    // it), and no other: a sample over the tree's CPU budget reads the box alone, and the
+    // last look, once the serve is stopped, reads no memory.
+    let (last, running) = samples.split_last().unwrap();
+    assert_eq!(last["memory"], serde_json::Value::Null, "{last}");
+    let read = running
         .iter()
         .filter(|s| s["memory"]["processes"].as_u64() >= Some(1))
         .count();
-    assert!(read + 1 >= samples.len() && read >= 2, "{load}");
+    assert!(read >= 2, "{load}");
+    for s in running {
+        let looked = s["serve_cpu_ns"].is_u64();
+        let has_memory = s["memory"].is_object();
+        assert!(
+            has_memory == looked || !last["serve_cpu_ns"].is_u64(),
+            "memory is read at each look at the tree: {s}"
+        );
+    }
     check_result_schema(&out.join("result.json"));
     // judge gives the same lines from the archive.
     assert_eq!(gate_judge_lines(&out), verdict_lines(&stdout));

@@ -23,6 +23,7 @@ use crate::archive::record::{LoadSnapshot, RouteRecord};
 use crate::judging::verdict::conditions::throttle_summary;
 use crate::judging::verdict::Criteria;
 use crate::live::footprint::{self, DeviceMemoryFile};
+use crate::live::proc_scan;
 use crate::live::route_probe::RouteProbe;
 use crate::live::throttle::{self, BoxSources, DeviceFiles};
 
@@ -104,6 +105,61 @@ pub struct Sampler {
     launched: bool,
     /// `--device-memory`'s counter, where given.
     device_memory: Option<DeviceMemoryFile>,
+    /// What the tree's reads have cost so far, against what they may.
+    budget: TreeBudget,
+}
+
+/// What one sample reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Look {
+    /// The box and the serve's tree.
+    Tree,
+    /// The box alone: the tree's reads were over their budget.
+    BoxOnly,
+    /// The run's last look, once the serve is stopped: the box and the threads' CPU (a
+    /// thread's figures stay with it), never its memory, whose pids may be another's by then.
+    Last,
+}
+
+/// The share of one core (per mille: 0.2%) the serve's tree's reads may take, over the
+/// sampling so far.
+///
+/// The tree's reads grow with the serve: a walk of every thread's children, every thread's
+/// schedstat, every open file's link. Against vLLM's 4 processes, 72 threads and 172 open
+/// files they cost 2.5 ms of CPU a look on a 2-core VM whose system calls are slow, 1% of a
+/// core at 250 ms, the gate's whole budget beside the serve it measures (issue 51); an
+/// 8-worker device serve holds several times as many. Past this share the tree is looked at on fewer samples
+/// (the box still on every one), as the kernel lowers perf's sampling rate when its samples
+/// take more than `kernel.perf_cpu_time_max_percent` of a CPU.
+pub const TREE_PER_MILLE_OF_A_CORE: u64 = 2;
+
+/// The CPU the tree's reads have taken, and whether the next may be taken now (pure but for
+/// what it is told).
+#[derive(Debug, Default)]
+pub struct TreeBudget {
+    /// CPU the looks at the tree have taken, ns.
+    spent_ns: u64,
+}
+
+impl TreeBudget {
+    /// Whether a look fits now, `elapsed_ns` into the sampling: what the looks took so far is
+    /// within [`TREE_PER_MILLE_OF_A_CORE`] of the time.
+    pub fn due(&self, elapsed_ns: u64) -> bool {
+        u128::from(self.spent_ns) * 1000
+            <= u128::from(elapsed_ns) * u128::from(TREE_PER_MILLE_OF_A_CORE)
+    }
+
+    /// A look took `ns` of CPU.
+    pub fn spend(&mut self, ns: u64) {
+        self.spent_ns = self.spent_ns.saturating_add(ns);
+    }
+}
+
+/// This thread's CPU time, ns: the sampler's own cost (it runs on the gate's one thread).
+fn thread_cpu_ns() -> u64 {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID).map_or(0, |t| {
+        t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64
+    })
 }
 
 impl Sampler {
@@ -144,27 +200,23 @@ impl Sampler {
             device: device.clone(),
             launched: serve.is_some(),
             device_memory: device_memory.cloned(),
+            budget: TreeBudget::default(),
         };
         s.read_threads();
         s
     }
 
     fn read_threads(&mut self) {
+        let mut text = String::new();
         for &pid in &self.serve_tree {
-            let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            let Ok(tids) = proc_scan::thread_ids(pid) else {
                 continue;
             };
-            for task in tasks.flatten() {
-                let Some(tid) = task
-                    .file_name()
-                    .to_str()
-                    .and_then(|t| t.parse::<u32>().ok())
-                else {
-                    continue;
-                };
-                let Some(now) = std::fs::read_to_string(task.path().join("schedstat"))
+            for tid in tids {
+                let path = format!("/proc/{pid}/task/{tid}/schedstat");
+                let Some(now) = proc_scan::read_small_into(&path, &mut text)
                     .ok()
-                    .and_then(|t| parse_schedstat(&t))
+                    .and_then(|()| parse_schedstat(&text))
                 else {
                     continue;
                 };
@@ -190,22 +242,27 @@ impl Sampler {
         }))
     }
 
-    /// Take one sample now.
+    /// Take one sample now: the box every time; the serve's tree (its route evidence, its
+    /// threads' CPU and wait, its memory) when its reads fit the [`TreeBudget`].
     pub fn sample(&mut self) {
-        self.route.sample();
-        self.serve_tree.extend(self.route.tree());
-        self.sample_conditions();
+        let elapsed = self.start.elapsed().as_nanos() as u64;
+        if self.budget.due(elapsed) {
+            let spent = thread_cpu_ns();
+            self.route.sample();
+            self.serve_tree.extend(self.route.tree());
+            self.sample_conditions_kept(Look::Tree);
+            self.budget.spend(thread_cpu_ns().saturating_sub(spent));
+        } else {
+            self.sample_conditions_kept(Look::BoxOnly);
+        }
     }
 
-    /// The box's conditions and the serve's threads, without the route evidence.
-    fn sample_conditions(&mut self) {
-        self.sample_conditions_kept(false);
-    }
-
-    /// One sample, kept whatever the thinning when `last` (the run's last look).
-    fn sample_conditions_kept(&mut self, last: bool) {
-        self.read_threads();
-        let totals = self.serve_totals();
+    /// One sample: the box, and the serve's threads and memory as `look` says.
+    fn sample_conditions_kept(&mut self, look: Look) {
+        if look != Look::BoxOnly {
+            self.read_threads();
+        }
+        let totals = self.serve_totals().filter(|_| look != Look::BoxOnly);
         let throttling = self.box_sources.read();
         let (device_mhz, device_temp_c) = throttle::read_device(&self.device);
         self.samples.push(
@@ -226,13 +283,17 @@ impl Sampler {
                 // The tree as the route evidence walked it last: never a pid seen once and
                 // since gone, whose number another process may have taken. The last look
                 // comes once the serve is stopped: its pids may be another's by then.
-                memory: if self.launched && !last {
-                    footprint::read_processes(self.route.tree(), self.device_memory.as_ref())
+                memory: if self.launched && look == Look::Tree {
+                    footprint::read_processes(
+                        self.route.tree(),
+                        self.device_memory.as_ref(),
+                        |pid| self.route.drm_fds(pid),
+                    )
                 } else {
                     None
                 },
             },
-            last,
+            look == Look::Last,
         );
     }
 
@@ -241,7 +302,7 @@ impl Sampler {
     pub fn replies_done(&mut self) {
         self.route.replies_done();
         self.serve_tree.extend(self.route.tree());
-        self.sample_conditions();
+        self.sample_conditions_kept(Look::Tree);
     }
 
     /// The route evidence so far, for route.json.
@@ -252,7 +313,7 @@ impl Sampler {
     /// Stop: a last sample, the top CPU consumers over the window, and the summary.
     pub fn finish(mut self) -> DuringReplies {
         // The serve may be gone by now: its route evidence was read when the replies ended.
-        self.sample_conditions_kept(true);
+        self.sample_conditions_kept(Look::Last);
         let window_ms = self.start.elapsed().as_secs_f64() * 1e3;
         let me = std::process::id();
         let mut by_name: HashMap<String, (usize, u64)> = HashMap::new();
@@ -461,6 +522,38 @@ mod tests {
     }
 
     #[test]
+    fn the_tree_is_looked_at_while_its_reads_fit_their_share_of_a_core() {
+        let ms = 1_000_000u64;
+        let mut budget = TreeBudget::default();
+        // A look every 250 ms costing twice its share: past the first two (the first at no
+        // cost so far, the second exactly at its share), every other one fits.
+        let twice = 2 * 250 * ms * TREE_PER_MILLE_OF_A_CORE / 1000;
+        let looked: Vec<bool> = (1..=8)
+            .map(|i| {
+                let due = budget.due(i * 250 * ms);
+                if due {
+                    budget.spend(twice);
+                }
+                due
+            })
+            .collect();
+        assert_eq!(looked, [true, true, false, true, false, true, false, true]);
+        // A look at its share exactly fits; a nanosecond more waits.
+        let mut at = TreeBudget::default();
+        at.spend(250 * ms * TREE_PER_MILLE_OF_A_CORE / 1000);
+        assert!(at.due(250 * ms));
+        at.spend(1);
+        assert!(!at.due(250 * ms));
+        // A cheap tree (llama-server's: a few reads, 0.1 ms) is looked at on every sample.
+        let mut cheap = TreeBudget::default();
+        assert!((1..=100).all(|i| {
+            let due = cheap.due(i * 250 * ms);
+            cheap.spend(ms / 10);
+            due
+        }));
+    }
+
+    #[test]
     fn the_wait_fraction_is_wait_over_ready_time() {
         let d = summarize(&[], 1.0, Some((3_000_000_000, 1_000_000_000)), vec![]);
         assert_eq!(d.wait_fraction, Some(0.25));
@@ -504,6 +597,47 @@ mod tests {
             assert!(d.serve_cpu_s.unwrap() > 0.0, "{d:?}");
             assert!(d.wait_fraction.is_some());
         }
+    }
+
+    #[test]
+    fn a_tree_over_its_budget_is_left_for_a_later_sample_and_the_box_is_read_all_the_same() {
+        let me = ServeTree {
+            root: std::process::id(),
+            subreaper: None,
+        };
+        let criteria = Criteria::new(crate::archive::record::Floors {
+            first_token_ms: 1.0,
+            ..Default::default()
+        })
+        .unwrap();
+        let mut s = Sampler::start(Some(me), 0, &criteria, &DeviceFiles::default(), None);
+        // Looks so costly so far that none fits for an hour.
+        s.budget.spend(3_600_000_000_000);
+        s.sample();
+        let d = s.finish();
+        let skipped = &d.samples[0];
+        assert_eq!(
+            (skipped.serve_cpu_ns, skipped.memory.as_ref()),
+            (None, None),
+            "{skipped:?}"
+        );
+        assert!(skipped.load1 >= 0.0);
+        if std::path::Path::new("/proc/self/schedstat").exists() {
+            // The run's last look reads the threads whatever the budget: no CPU is lost.
+            assert!(d.samples[1].serve_cpu_ns.is_some(), "{:?}", d.samples[1]);
+            assert!(d.serve_cpu_s.is_some());
+        }
+    }
+
+    #[test]
+    fn the_sampler_s_own_cpu_is_read_from_its_thread() {
+        let before = thread_cpu_ns();
+        let mut x = 0u64;
+        for i in 0..20_000_000u64 {
+            x = x.wrapping_mul(31).wrapping_add(i);
+        }
+        std::hint::black_box(x);
+        assert!(thread_cpu_ns() > before, "{before}");
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The serve's footprint read from /proc (issue 34; docs/footprint.md): its memory summed over
 //! its process tree, and the device's memory where the box exposes it, at one look. The
-//! conditions sampler reads it every 250 ms and the replies at each end.
+//! conditions sampler reads it at each look at the serve's tree and the replies at each end.
 //!
 //! - Memory: /proc/PID/status of each process of the tree, once per process (its threads share
 //!   one address space, and summing /proc/PID/task/*/status would count it once a thread).
@@ -20,10 +20,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use procfs::process::{FDTarget, Process};
+use procfs::process::Process;
 
 use crate::archive::record::MemoryReading;
 use crate::live::footprint_args::MemoryUnit;
+use crate::live::proc_scan::{open_files, OpenFile};
 use crate::live::route_probe;
 use crate::live::serve_tree::walk_tree;
 use crate::live::throttle::{parse_integer, read_small};
@@ -80,14 +81,17 @@ pub fn read_tree(
     device: Option<&DeviceMemoryFile>,
 ) -> Option<MemoryReading> {
     let tree = walk_tree(root, subreaper).ok()?;
-    read_processes(&tree, device)
+    read_processes(&tree, device, |_| None)
 }
 
 /// The memory of the processes `pids` (a tree already walked), and `device` where given.
 /// `None` where none of them could be read.
-pub fn read_processes(
+/// `drm_fds` gives a process's fds on DRM nodes where they were just listed (by the route
+/// evidence, in the same sample); a process it gives `None` for has its fds listed here.
+pub fn read_processes<'a>(
     pids: &BTreeSet<u32>,
     device: Option<&DeviceMemoryFile>,
+    drm_fds: impl Fn(u32) -> Option<&'a [OpenFile]>,
 ) -> Option<MemoryReading> {
     let mut reading = MemoryReading::default();
     let mut clients = DrmClients::default();
@@ -109,7 +113,20 @@ pub fn read_processes(
         reading.swap = reading.swap.saturating_add(kib(status.vmswap));
         reading.rss_file = reading.rss_file.saturating_add(kib(status.rssfile));
         reading.rss_shmem = reading.rss_shmem.saturating_add(kib(status.rssshmem));
-        read_drm_fds(pid, &process, &mut clients);
+        match drm_fds(pid) {
+            Some(fds) => read_drm_fds(pid, fds, &mut clients),
+            // A box with no DRM node has none for the serve to hold: its fds are not listed
+            // (172 links for vLLM, each a system call, on every reply).
+            None if !box_has_drm_nodes() => {}
+            None => {
+                let fds = open_files(pid, MAX_FDS).unwrap_or_default();
+                let on_drm: Vec<OpenFile> = fds
+                    .into_iter()
+                    .filter(|f| is_drm_node(Path::new(&f.path)))
+                    .collect();
+                read_drm_fds(pid, &on_drm, &mut clients);
+            }
+        }
     }
     if reading.processes == 0 {
         return None;
@@ -119,26 +136,22 @@ pub fn read_processes(
     Some(reading)
 }
 
+/// Whether the box has a DRM node directory: /dev/dri or /dev/accel.
+fn box_has_drm_nodes() -> bool {
+    Path::new("/dev/dri").exists() || Path::new("/dev/accel").exists()
+}
+
 /// Whether an fd's link names a DRM device node: /dev/dri/card*, renderD*, or /dev/accel/*.
 pub fn is_drm_node(path: &Path) -> bool {
     path.starts_with("/dev/dri/") || path.starts_with("/dev/accel/")
 }
 
-/// The fdinfo of each fd `process` holds on a DRM node, into `clients`.
-fn read_drm_fds(pid: u32, process: &Process, clients: &mut DrmClients) {
-    let Ok(fds) = process.fd() else {
-        return;
-    };
-    for fd in fds.take(MAX_FDS).flatten() {
-        let FDTarget::Path(path) = &fd.target else {
-            continue;
-        };
-        if !is_drm_node(path) {
-            continue;
-        }
-        let fdinfo = format!("/proc/{pid}/fdinfo/{}", fd.fd);
+/// The fdinfo of each of `pid`'s fds on a DRM node, into `clients`.
+fn read_drm_fds(pid: u32, on_drm: &[OpenFile], clients: &mut DrmClients) {
+    for file in on_drm {
+        let fdinfo = format!("/proc/{pid}/fdinfo/{}", file.fd);
         if let Ok(text) = route_probe::read_small(&fdinfo) {
-            clients.add(&path.to_string_lossy(), &text);
+            clients.add(&file.path, &text);
         }
     }
 }

@@ -41,6 +41,7 @@ pub mod log_pipe;
 pub mod measure_serve;
 pub mod output_args;
 pub mod plan;
+pub mod proc_scan;
 pub mod proc_stat;
 pub mod progress_line;
 pub mod provenance;

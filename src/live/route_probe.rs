@@ -6,11 +6,11 @@
 //! The tree is the launched process and every descendant: its children, theirs, and the
 //! orphans the supervisor adopted as their subreaper (a daemon that forked twice leaves its
 //! parent's tree but is reparented to the supervisor, which launched only the serve). It is
-//! walked on every sample through `/proc/PID/task/TID/children`, which costs a few small
-//! reads. `/proc/PID/maps` is read only when a process is first seen, when the tree changes, and
+//! walked on every look through `/proc/PID/task/TID/children`, which costs a small read a
+//! thread (the conditions sampler looks as often as its budget allows). `/proc/PID/maps` is read only when a process is first seen, when the tree changes, and
 //! once after the replies: a serve maps its backends while it loads, and re-reading a large
 //! maps file every 250 ms would cost the gate what it must leave to the serve. Open files are
-//! read on every sample, so a device held only while the replies stream is seen.
+//! read on every look, so a device held while the replies stream is seen.
 //!
 //! What each file is is recorded with it (issue 30), as a name proves nothing: for a mapped
 //! file, its mappings' permissions and, once one is executable, its ELF header; for an open
@@ -20,19 +20,24 @@
 //! for open files. Evidence that cannot be read is recorded as a problem, never guessed: the
 //! verdict then FAILs the check with the reason.
 //!
-//! The /proc parsing is procfs's (maps, fd links, task children, stat); fdinfo keys of DRM
+//! The /proc parsing is procfs's for maps and stat; fd links and task children are read by
+//! hand ([`crate::live::proc_scan`], a system call an fd instead of four); fdinfo keys of DRM
 //! drivers (`drm-engine-<name>: N ns`) are not among procfs's typed fields, so an fdinfo file is
 //! read as text here.
 
 use std::collections::{BTreeSet, HashMap};
 
-use procfs::process::{FDTarget, MMPermissions, MMapPath, MemoryMap, Process};
+use std::path::Path;
+
+use procfs::process::{MMPermissions, MMapPath, MemoryMap, Process};
 use regex::Regex;
 
 use crate::archive::record::{
     CounterReading, CounterRecord, FileKind, Header, MapKind, ProcessRecord, RouteRecord,
 };
 use crate::judging::verdict::BusySource;
+use crate::live::footprint::is_drm_node;
+use crate::live::proc_scan::{open_files, OpenFile};
 use crate::live::serve_tree::walk_tree;
 
 /// The most processes of a tree recorded; a serve that forks more is recorded up to here.
@@ -61,6 +66,8 @@ struct Seen {
     matching: usize,
     /// Its fds whose file matched `--route-device` when last read.
     device_fds: Vec<i32>,
+    /// Its fds on a DRM node when last read, for the footprint's device memory.
+    drm_fds: Vec<OpenFile>,
 }
 
 /// Reads the serve tree's route evidence, sample by sample.
@@ -219,7 +226,7 @@ impl RouteProbe {
             if new || changed || all_maps {
                 self.read_maps(i, &process);
             }
-            self.read_open(i, &process);
+            self.read_open(i);
         }
     }
 
@@ -250,6 +257,7 @@ impl RouteProbe {
             },
             matching: 0,
             device_fds: Vec::new(),
+            drm_fds: Vec::new(),
         });
         Some(self.seen.len() - 1)
     }
@@ -288,31 +296,32 @@ impl RouteProbe {
         }
     }
 
-    fn read_open(&mut self, i: usize, process: &Process) {
-        let fds = match process.fd() {
-            Ok(fds) => fds,
-            Err(procfs::ProcError::NotFound(_)) => return,
+    fn read_open(&mut self, i: usize) {
+        let pid = self.seen[i].record.pid;
+        let files = match open_files(pid, MAX_FDS) {
+            Ok(files) => files,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
             Err(e) => {
-                let pid = self.seen[i].record.pid;
                 self.problem(format!("/proc/{pid}/fd: {e}"));
                 return;
             }
         };
         let seen = &mut self.seen[i];
-        let pid = seen.record.pid;
         let kinds = seen.record.open_kinds.get_or_insert_with(Default::default);
         seen.device_fds.clear();
-        for fd in fds.take(MAX_FDS).flatten() {
-            // Sockets, pipes and anonymous inodes name no device.
-            let FDTarget::Path(path) = fd.target else {
-                continue;
-            };
-            let path = path.display().to_string();
+        seen.drm_fds.clear();
+        for OpenFile { fd, path } in files {
             let mut budget = Budget {
                 bytes_left: &mut self.name_bytes_left,
                 matching: &mut seen.matching,
                 patterns: &self.patterns,
             };
+            if is_drm_node(Path::new(&path)) {
+                seen.drm_fds.push(OpenFile {
+                    fd,
+                    path: path.clone(),
+                });
+            }
             if !kinds.contains_key(&path)
                 && !budget.keep(&mut seen.record.open, &mut seen.record.truncated, &path)
             {
@@ -321,7 +330,7 @@ impl RouteProbe {
             // Stat'ed once a path; again while it could not be (closed between the link's read
             // and the stat, say).
             if matches!(kinds.get(&path), None | Some(FileKind::Unread(_))) {
-                kinds.insert(path.clone(), open_file_kind(pid, fd.fd));
+                kinds.insert(path.clone(), open_file_kind(pid, fd));
             }
             // Only a character device is a device, and only a device's fdinfo is its busy
             // counter: a regular file whose name matches could advance its own position while
@@ -329,9 +338,17 @@ impl RouteProbe {
             if kinds.get(&path) == Some(&FileKind::CharDevice)
                 && self.device.as_ref().is_some_and(|re| re.is_match(&path))
             {
-                seen.device_fds.push(fd.fd);
+                seen.device_fds.push(fd);
             }
         }
+    }
+
+    /// The fds `pid` held on a DRM node at this probe's last look, for its memory keys; `None`
+    /// where the probe does not look at `pid` (past [`MAX_PROCESSES`]).
+    pub fn drm_fds(&self, pid: u32) -> Option<&[OpenFile]> {
+        self.index
+            .get(&pid)
+            .map(|&i| self.seen[i].drm_fds.as_slice())
     }
 
     /// The busy counter now, with its unit where known; `None` source, nothing to read.

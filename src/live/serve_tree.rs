@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use procfs::process::Process;
+use crate::live::proc_scan::{read_small_into, thread_ids};
 
 /// The most processes a walk finds (four times the most the route evidence records), so a
 /// serve that forks without end is not walked without end.
@@ -17,10 +17,15 @@ pub fn walk_tree(root: u32, subreaper: Option<u32>) -> Result<BTreeSet<u32>, Str
     if !std::path::Path::new("/proc/self/task").exists() {
         return Err("/proc is not mounted: the serve's processes cannot be looked at".into());
     }
+    if !kernel_lists_children() {
+        return Err(
+            "this kernel has no /proc/PID/task/TID/children (CONFIG_PROC_CHILDREN): the serve's descendants cannot be found".into(),
+        );
+    }
     let mut found = BTreeSet::from([root]);
     let mut queue = vec![root];
     if let Some(reaper) = subreaper {
-        for orphan in children(reaper)? {
+        for orphan in children(reaper) {
             if found.insert(orphan) {
                 queue.push(orphan);
             }
@@ -30,7 +35,7 @@ pub fn walk_tree(root: u32, subreaper: Option<u32>) -> Result<BTreeSet<u32>, Str
         if found.len() >= MAX_WALKED {
             break;
         }
-        for child in children(pid)? {
+        for child in children(pid) {
             if found.insert(child) {
                 queue.push(child);
             }
@@ -40,25 +45,28 @@ pub fn walk_tree(root: u32, subreaper: Option<u32>) -> Result<BTreeSet<u32>, Str
 }
 
 /// The children of `pid`, from every one of its threads (a child belongs to the thread that
-/// forked it). A process that is gone has none.
-fn children(pid: u32) -> Result<Vec<u32>, String> {
-    let Ok(process) = Process::new(pid as i32) else {
-        return Ok(Vec::new());
-    };
-    let Ok(tasks) = process.tasks() else {
-        return Ok(Vec::new());
+/// forked it). A process or thread gone since it was listed has none.
+fn children(pid: u32) -> Vec<u32> {
+    let Ok(tids) = thread_ids(pid) else {
+        return Vec::new();
     };
     let mut out = Vec::new();
-    for task in tasks.flatten() {
-        match task.children() {
-            Ok(c) => out.extend(c),
-            Err(procfs::ProcError::NotFound(Some(path))) if path.ends_with("children") => {
-                return Err(
-                    "this kernel has no /proc/PID/task/TID/children (CONFIG_PROC_CHILDREN): the serve's descendants cannot be found".into(),
-                )
-            }
-            Err(_) => {}
+    let mut text = String::new();
+    for tid in tids {
+        // A thread ended since the listing has no file: whether the kernel has the file at
+        // all was asked of the gate's own thread before the walk.
+        if read_small_into(&format!("/proc/{pid}/task/{tid}/children"), &mut text).is_ok() {
+            out.extend(
+                text.split_ascii_whitespace()
+                    .filter_map(|c| c.parse::<u32>().ok()),
+            );
         }
     }
-    Ok(out)
+    out
+}
+
+/// Whether this kernel gives `/proc/PID/task/TID/children` (CONFIG_PROC_CHILDREN), asked of
+/// the gate's own thread: a serve's thread that has ended has no file either, and is no sign.
+fn kernel_lists_children() -> bool {
+    std::path::Path::new("/proc/thread-self/children").exists()
 }
