@@ -7,10 +7,11 @@
 //! orphans the supervisor adopted as their subreaper (a daemon that forked twice leaves its
 //! parent's tree but is reparented to the supervisor, which launched only the serve). It is
 //! walked on every look through `/proc/PID/task/TID/children`, which costs a small read a
-//! thread (the conditions sampler looks as often as its budget allows). `/proc/PID/maps` is read only when a process is first seen, when the tree changes, and
-//! once after the replies: a serve maps its backends while it loads, and re-reading a large
-//! maps file every 250 ms would cost the gate what it must leave to the serve. Open files are
-//! read on every look, so a device held while the replies stream is seen.
+//! thread (the conditions sampler looks as often as its budget allows). `/proc/PID/maps` is
+//! read only when a process is first seen, when the tree changes, and once after the replies:
+//! a serve maps its backends while it loads, and re-reading a large maps file every 250 ms
+//! would cost the gate what it must leave to the serve. Open files are read on every look, so
+//! a device held while the replies stream is seen.
 //!
 //! What each file is is recorded with it (issue 30), as a name proves nothing: for a mapped
 //! file, its mappings' permissions and, once one is executable, its ELF header; for an open
@@ -26,7 +27,6 @@
 //! read as text here.
 
 use std::collections::{BTreeSet, HashMap};
-
 use std::path::Path;
 
 use procfs::process::{MMPermissions, MMapPath, MemoryMap, Process};
