@@ -24,7 +24,7 @@ use procfs::process::Process;
 
 use crate::archive::record::MemoryReading;
 use crate::live::footprint_args::MemoryUnit;
-use crate::live::proc_scan::{open_files, OpenFile};
+use crate::live::proc_scan::{is_drm_node, open_files, OpenFile};
 use crate::live::route_probe;
 use crate::live::serve_tree::walk_tree;
 use crate::live::throttle::{parse_integer, read_small};
@@ -139,11 +139,6 @@ pub fn read_processes<'a>(
 /// Whether the box has a DRM node directory: /dev/dri or /dev/accel.
 fn box_has_drm_nodes() -> bool {
     Path::new("/dev/dri").exists() || Path::new("/dev/accel").exists()
-}
-
-/// Whether an fd's link names a DRM device node: /dev/dri/card*, renderD*, or /dev/accel/*.
-pub fn is_drm_node(path: &Path) -> bool {
-    path.starts_with("/dev/dri/") || path.starts_with("/dev/accel/")
 }
 
 /// The fdinfo of each of `pid`'s fds on a DRM node, into `clients`.

@@ -10,6 +10,7 @@
 
 use std::io::{self, Read};
 use std::os::fd::AsFd;
+use std::path::Path;
 
 use nix::dir::{Dir, Type};
 use nix::fcntl::OFlag;
@@ -69,6 +70,12 @@ pub fn open_files(pid: u32, max: usize) -> io::Result<Vec<OpenFile>> {
 /// `type:[inode]` and `anon_inode:name` forms (as procfs's `FDTarget` reads it).
 pub fn names_a_path(link: &str) -> bool {
     link.starts_with('/') || !link.contains(':')
+}
+
+/// Whether an fd's link names a DRM device node: /dev/dri/card*, renderD*, or /dev/accel/*
+/// (the route evidence and the footprint both ask it of the same listing).
+pub fn is_drm_node(path: &Path) -> bool {
+    path.starts_with("/dev/dri/") || path.starts_with("/dev/accel/")
 }
 
 /// The thread ids of `pid`; a process gone is `NotFound`.

@@ -36,8 +36,7 @@ use crate::archive::record::{
     CounterReading, CounterRecord, FileKind, Header, MapKind, ProcessRecord, RouteRecord,
 };
 use crate::judging::verdict::BusySource;
-use crate::live::footprint::is_drm_node;
-use crate::live::proc_scan::{open_files, OpenFile};
+use crate::live::proc_scan::{is_drm_node, open_files, OpenFile};
 use crate::live::serve_tree::walk_tree;
 
 /// The most processes of a tree recorded; a serve that forks more is recorded up to here.
