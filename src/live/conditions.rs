@@ -207,16 +207,15 @@ impl Sampler {
     }
 
     fn read_threads(&mut self) {
-        let mut text = String::new();
         for &pid in &self.serve_tree {
             let Ok(tids) = proc_scan::thread_ids(pid) else {
                 continue;
             };
             for tid in tids {
                 let path = format!("/proc/{pid}/task/{tid}/schedstat");
-                let Some(now) = proc_scan::read_small_into(&path, &mut text)
+                let Some(now) = proc_scan::read_small(&path)
                     .ok()
-                    .and_then(|()| parse_schedstat(&text))
+                    .and_then(|text| parse_schedstat(&text))
                 else {
                     continue;
                 };
@@ -566,25 +565,38 @@ mod tests {
         assert_eq!(summarize(&[], 1.0, None, vec![]).serve_cpu_s, None);
     }
 
-    #[test]
-    fn the_sampler_measures_this_process_tree() {
-        // This test process as the "serve": it burns CPU between samples, so its CPU time
-        // must rise (no timing figure is asserted).
+    fn criteria() -> Criteria {
+        Criteria::new(crate::archive::record::Floors {
+            first_token_ms: 1.0,
+            ..Default::default()
+        })
+        .unwrap()
+    }
+
+    /// A sampler with this test process as the launched "serve".
+    fn this_process_sampler() -> Sampler {
         let me = ServeTree {
             root: std::process::id(),
             subreaper: None,
         };
-        let criteria = Criteria::new(crate::archive::record::Floors {
-            first_token_ms: 1.0,
-            ..Default::default()
-        })
-        .unwrap();
-        let mut s = Sampler::start(Some(me), 0, &criteria, &DeviceFiles::default(), None);
+        Sampler::start(Some(me), 0, &criteria(), &DeviceFiles::default(), None)
+    }
+
+    /// Work for this thread's CPU time to rise by (no timing figure is asserted of it).
+    fn burn_cpu() {
         let mut x = 0u64;
         for i in 0..20_000_000u64 {
             x = x.wrapping_mul(31).wrapping_add(i);
         }
         std::hint::black_box(x);
+    }
+
+    #[test]
+    fn the_sampler_measures_this_process_tree() {
+        // This test process as the "serve": it burns CPU between samples, so its CPU time
+        // must rise (no timing figure is asserted).
+        let mut s = this_process_sampler();
+        burn_cpu();
         s.sample();
         let d = s.finish();
         assert_eq!(d.samples.len(), 2);
@@ -601,16 +613,7 @@ mod tests {
 
     #[test]
     fn a_tree_over_its_budget_is_left_for_a_later_sample_and_the_box_is_read_all_the_same() {
-        let me = ServeTree {
-            root: std::process::id(),
-            subreaper: None,
-        };
-        let criteria = Criteria::new(crate::archive::record::Floors {
-            first_token_ms: 1.0,
-            ..Default::default()
-        })
-        .unwrap();
-        let mut s = Sampler::start(Some(me), 0, &criteria, &DeviceFiles::default(), None);
+        let mut s = this_process_sampler();
         // Looks so costly so far that none fits for an hour.
         s.budget.spend(3_600_000_000_000);
         s.sample();
@@ -632,11 +635,7 @@ mod tests {
     #[test]
     fn the_sampler_s_own_cpu_is_read_from_its_thread() {
         let before = thread_cpu_ns();
-        let mut x = 0u64;
-        for i in 0..20_000_000u64 {
-            x = x.wrapping_mul(31).wrapping_add(i);
-        }
-        std::hint::black_box(x);
+        burn_cpu();
         assert!(thread_cpu_ns() > before, "{before}");
     }
 
@@ -647,16 +646,11 @@ mod tests {
         let temp = dir.path().join("temp1_input");
         std::fs::write(&freq, "1000000000\n").unwrap();
         std::fs::write(&temp, "55000\n").unwrap();
-        let criteria = Criteria::new(crate::archive::record::Floors {
-            first_token_ms: 1.0,
-            ..Default::default()
-        })
-        .unwrap();
         let device = DeviceFiles {
             freq: Some(freq.clone()),
             temp: Some(temp.clone()),
         };
-        let mut s = Sampler::start(None, 0, &criteria, &device, None);
+        let mut s = Sampler::start(None, 0, &criteria(), &device, None);
         s.sample();
         // The NPU slows and heats between looks; the last look sees it.
         std::fs::write(&freq, "300000000\n").unwrap();

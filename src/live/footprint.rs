@@ -24,8 +24,7 @@ use procfs::process::Process;
 
 use crate::archive::record::MemoryReading;
 use crate::live::footprint_args::MemoryUnit;
-use crate::live::proc_scan::{is_drm_node, open_files, OpenFile};
-use crate::live::route_probe;
+use crate::live::proc_scan::{self, is_drm_node, open_files, OpenFile};
 use crate::live::serve_tree::walk_tree;
 use crate::live::throttle::{parse_integer, read_small};
 
@@ -95,6 +94,7 @@ pub fn read_processes<'a>(
 ) -> Option<MemoryReading> {
     let mut reading = MemoryReading::default();
     let mut clients = DrmClients::default();
+    let drm_box = box_has_drm_nodes();
     for &pid in pids {
         let Ok(process) = Process::new(pid as i32) else {
             continue;
@@ -117,7 +117,7 @@ pub fn read_processes<'a>(
             Some(fds) => read_drm_fds(pid, fds, &mut clients),
             // A box with no DRM node has none for the serve to hold: its fds are not listed
             // (172 links for vLLM, each a system call, on every reply).
-            None if !box_has_drm_nodes() => {}
+            None if !drm_box => {}
             None => {
                 let fds = open_files(pid, MAX_FDS).unwrap_or_default();
                 let on_drm: Vec<OpenFile> = fds
@@ -145,7 +145,7 @@ fn box_has_drm_nodes() -> bool {
 fn read_drm_fds(pid: u32, on_drm: &[OpenFile], clients: &mut DrmClients) {
     for file in on_drm {
         let fdinfo = format!("/proc/{pid}/fdinfo/{}", file.fd);
-        if let Ok(text) = route_probe::read_small(&fdinfo) {
+        if let Ok(text) = proc_scan::read_small(&fdinfo) {
             clients.add(&file.path, &text);
         }
     }
@@ -352,14 +352,14 @@ mod tests {
     // The tests below each name the cargo mutant they catch (docs/testing.md).
 
     /// An fdinfo file is read whole up to 64 KiB, and no further (the serve's driver is not
-    /// trusted to keep it small), through the route probe's bounded read.
+    /// trusted to keep it small), through the bounded read of /proc's small files.
     #[test]
     fn an_fdinfo_file_is_read_whole_up_to_its_bound() {
         let d = tempfile::tempdir().unwrap();
         let small = d.path().join("small");
         std::fs::write(&small, "drm-client-id:\t3\ndrm-total-gtt:\t192 KiB\n").unwrap();
         assert_eq!(
-            route_probe::read_small(small.to_str().unwrap())
+            proc_scan::read_small(small.to_str().unwrap())
                 .ok()
                 .as_deref(),
             Some("drm-client-id:\t3\ndrm-total-gtt:\t192 KiB\n")
@@ -367,12 +367,12 @@ mod tests {
         let big = d.path().join("big");
         std::fs::write(&big, "x".repeat(100 * 1024)).unwrap();
         assert_eq!(
-            route_probe::read_small(big.to_str().unwrap())
+            proc_scan::read_small(big.to_str().unwrap())
                 .ok()
                 .map(|t| t.len()),
             Some(64 * 1024)
         );
-        assert!(route_probe::read_small(d.path().join("gone").to_str().unwrap()).is_err());
+        assert!(proc_scan::read_small(d.path().join("gone").to_str().unwrap()).is_err());
     }
 
     /// In the kernel's order (drm-usage-stats.rst, xe: `drm-driver` first, then

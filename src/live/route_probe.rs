@@ -36,7 +36,7 @@ use crate::archive::record::{
     CounterReading, CounterRecord, FileKind, Header, MapKind, ProcessRecord, RouteRecord,
 };
 use crate::judging::verdict::BusySource;
-use crate::live::proc_scan::{is_drm_node, open_files, OpenFile};
+use crate::live::proc_scan::{is_drm_node, open_files, read_small, OpenFile};
 use crate::live::serve_tree::walk_tree;
 
 /// The most processes of a tree recorded; a serve that forks more is recorded up to here.
@@ -54,8 +54,6 @@ const MAX_MATCHING: usize = 256;
 const MAX_PROBLEMS: usize = 32;
 /// The most fds of one process looked at in one sample.
 const MAX_FDS: usize = 16_384;
-/// The most bytes of a counter or fdinfo file read.
-const COUNTER_FILE_MAX: u64 = 64 * 1024;
 
 /// What is known of one process of the tree.
 #[derive(Debug)]
@@ -535,18 +533,6 @@ fn file_kind(meta: &std::fs::Metadata) -> FileKind {
     } else {
         FileKind::Other
     }
-}
-
-/// A small file's text, at most [`COUNTER_FILE_MAX`] bytes (a counter file, or an fdinfo file,
-/// which a serve's driver is not trusted to keep small).
-pub fn read_small(path: &str) -> Result<String, String> {
-    use std::io::Read;
-    let file = std::fs::File::open(path).map_err(|e| format!("{path}: {e}"))?;
-    let mut text = String::new();
-    file.take(COUNTER_FILE_MAX)
-        .read_to_string(&mut text)
-        .map_err(|e| format!("{path}: {e}"))?;
-    Ok(text)
 }
 
 /// The number a counter file holds now (`run` checks the file with this before anything

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::live::proc_scan::{read_small_into, thread_ids};
+use crate::live::proc_scan::{read_small, thread_ids};
 
 /// The most processes a walk finds (four times the most the route evidence records), so a
 /// serve that forks without end is not walked without end.
@@ -51,11 +51,10 @@ fn children(pid: u32) -> Vec<u32> {
         return Vec::new();
     };
     let mut out = Vec::new();
-    let mut text = String::new();
     for tid in tids {
         // A thread ended since the listing has no file: whether the kernel has the file at
         // all was asked of the gate's own thread before the walk.
-        if read_small_into(&format!("/proc/{pid}/task/{tid}/children"), &mut text).is_ok() {
+        if let Ok(text) = read_small(&format!("/proc/{pid}/task/{tid}/children")) {
             out.extend(
                 text.split_ascii_whitespace()
                     .filter_map(|c| c.parse::<u32>().ok()),
