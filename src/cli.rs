@@ -395,12 +395,16 @@ mod tests {
         use crate::judging::verdict::{output as o, reference as r};
         use crate::judging::{baseline as b, drift};
         use crate::live::run_args::DEFAULT_ROUNDS;
-        let numbers: [(&str, f64); 13] = [
+        let numbers: [(&str, f64); 14] = [
             ("baseline_noise", b::DEFAULT_NOISE),
             ("max_regression", b::DEFAULT_MAX_REGRESSION),
             ("max_drift", drift::DEFAULT_MAX_DRIFT),
             ("reference_tie", r::DEFAULT_TIE),
             ("reference_reanchor", r::DEFAULT_REANCHOR as f64),
+            (
+                "noise_factor",
+                crate::judging::verdict::reference_noise::DEFAULT_NOISE_FACTOR,
+            ),
             ("rounds", f64::from(DEFAULT_ROUNDS)),
             ("loop_share", o::DEFAULT_LOOP_SHARE),
             ("loop_repeats", o::DEFAULT_LOOP_REPEATS as f64),

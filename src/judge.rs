@@ -11,7 +11,7 @@ use crate::archive::digest::Integrity;
 use crate::archive::record::Floors;
 use crate::archive::rundir::{self, Archive, BaselineRun, ResultFile};
 use crate::archive::safe_open::Want;
-use crate::judging::archived::judge_archive;
+use crate::judging::archived::{check_noise, judge_archive, recorded_noise};
 use crate::judging::verdict::Criteria;
 use crate::live::reference_args::ReferenceArgs;
 use crate::live::run_args::{
@@ -132,12 +132,27 @@ pub fn run(args: JudgeArgs) -> Result<u8> {
         args.baseline.baseline.as_deref(),
         criteria.floors().baseline.as_deref(),
     )?;
+    // Asked for now, each noise build must be a readable run held beside the reference; recorded
+    // by the run and gone since, the line says so.
+    let noise = if args.reference.reference_noise.is_empty() {
+        recorded_noise(&criteria.floors().reference_noise)
+    } else {
+        let asked: Vec<BaselineRun> = args
+            .reference
+            .reference_noise
+            .iter()
+            .map(|dir| BaselineRun::load(dir))
+            .collect();
+        check_noise("--reference-noise", &asked, reference.as_ref())?;
+        asked
+    };
     let verdict = judge_archive(
         &archive,
         &criteria,
         archive.read_serve_log()?,
         baseline.as_ref(),
         reference.as_ref(),
+        &noise,
     )?;
     let picture = if svg.is_some() || html.is_some() {
         let title = format!("{} (RESULT: {})", args.dir.display(), verdict.outcome);
@@ -477,6 +492,16 @@ fn override_reference(floors: &mut Floors, reference: &ReferenceArgs) {
     // Past what the run recorded, no re-anchor is there to judge: the line says so.
     if reference.reference_reanchor.is_some() {
         floors.reference_reanchor = reference.reference_reanchor;
+    }
+    if !reference.reference_noise.is_empty() {
+        floors.reference_noise = reference
+            .reference_noise
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+    }
+    if reference.noise_factor.is_some() {
+        floors.noise_factor = reference.noise_factor;
     }
 }
 

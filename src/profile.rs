@@ -58,6 +58,9 @@ pub struct Profile {
     max_logprob_drift: Option<f64>,
     // As any integer, for the command line's message about the range.
     reference_reanchor: Option<i64>,
+    // Each relative to the profile's directory, as `reference` is.
+    reference_noise: Option<Vec<PathBuf>>,
+    noise_factor: Option<f64>,
     continue_body: Option<toml::Table>,
     // The output line's settings (issue 32): "on" or "off", shares, counts as any integer.
     output_checks: Option<String>,
@@ -341,6 +344,11 @@ fn take_drift_and_sampling(a: &mut Applying<'_>) -> Result<()> {
             a.args.reference.reference = Some(a.dir.join(p));
         }
     }
+    if !(a.given)("reference_noise") {
+        if let Some(dirs) = a.profile.reference_noise.take() {
+            a.args.reference.reference_noise = dirs.into_iter().map(|p| a.dir.join(p)).collect();
+        }
+    }
     Ok(())
 }
 
@@ -373,6 +381,15 @@ fn take_reference_bounds(a: &mut Applying<'_>) -> Result<()> {
             reference::drift,
         )? {
             a.args.reference.max_logprob_drift = Some(v);
+        }
+    }
+    if !(a.given)("noise_factor") {
+        if let Some(v) = bounded(
+            "noise_factor",
+            a.profile.noise_factor,
+            reference::noise_factor,
+        )? {
+            a.args.reference.noise_factor = Some(v);
         }
     }
     if !(a.given)("reference_reanchor") {

@@ -370,3 +370,249 @@ fn bad_re_anchor_settings_exit_2_before_anything_starts() {
         drop(d);
     }
 }
+
+/// A live known-good build against [`live_reference`] (issue 52): the stand-in's answers with
+/// their runners-up `margin` nats behind (the reference's are 3): the same text, other
+/// numerics. Its run directory, kept for the test.
+fn live_noise(margin: &str, gate_args: &[&str]) -> (tempfile::TempDir, PathBuf) {
+    let (d, out) = scratch();
+    let reference = live_reference().to_str().unwrap().to_string();
+    let mut args = vec!["--replies", "3", "--reference", &reference];
+    if !gate_args.contains(&"--logprobs") {
+        args.extend(["--logprobs", "5"]);
+    }
+    args.extend_from_slice(gate_args);
+    let (code, stdout) = stand_in_run(&out, &args, &["--flip-margin", margin, "--tokens", "12"]);
+    // Made with other settings than the reference's, its own line may fail: the run is made
+    // all the same.
+    if gate_args.is_empty() {
+        assert_eq!(code, Some(0), "{stdout}");
+    }
+    assert!(out.join("result.json").exists(), "{stdout}");
+    (d, out)
+}
+
+/// A live candidate against [`live_reference`] and `noise`: its runners-up `margin` nats
+/// behind, with `script` added.
+fn against_noise(
+    noise: &[&Path],
+    margin: &str,
+    script: &[&str],
+) -> (Option<i32>, String, tempfile::TempDir) {
+    let (d, out) = scratch();
+    let reference = live_reference().to_str().unwrap().to_string();
+    let mut args = vec![
+        "--replies".to_string(),
+        "3".into(),
+        "--logprobs".into(),
+        "5".into(),
+        "--reference".into(),
+        reference,
+    ];
+    for n in noise {
+        args.extend(["--reference-noise".to_string(), n.display().to_string()]);
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut full = vec!["--flip-margin", margin, "--tokens", "12"];
+    full.extend_from_slice(script);
+    let (code, stdout) = stand_in_run(&out, &args, &full);
+    (code, stdout, d)
+}
+
+#[test]
+fn a_live_candidate_is_held_to_the_noise_of_known_good_builds_and_judge_says_the_same() {
+    let (_n, noise) = live_noise("2.9", &[]);
+    // Inside the noise: its runners-up nearer the reference's than the known-good build's.
+    let (code, stdout, d) = against_noise(&[&noise], "2.95", &[]);
+    assert_eq!(code, Some(0), "{stdout}");
+    let l = line(&stdout, "reference");
+    assert!(
+        l.contains(" ok ")
+            && l.contains("held to 2x the worst of 1 known-good build (--reference-noise)")
+            && l.contains("over every position: same top token 100.0%"),
+        "{l}"
+    );
+    let out = d.path().join("run");
+    let (_, judged_out, _) = judged(&out, &[]);
+    assert_eq!(
+        line(&judged_out, "reference"),
+        l,
+        "judge reads the recorded noise"
+    );
+    let result: Value =
+        serde_json::from_slice(&std::fs::read(out.join("result.json")).unwrap()).unwrap();
+    let f = result["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["check"] == "reference")
+        .map(|l| l["figures"]["reference"].clone())
+        .unwrap();
+    assert_eq!(f["noise_factor"], 2.0, "{f}");
+    assert_eq!(f["noise"][0]["figures"]["positions"], 36, "{f}");
+    let (kl_here, kl_noise) = (
+        f["every_position"]["kl_mean"].as_f64().unwrap(),
+        f["noise"][0]["figures"]["kl_mean"].as_f64().unwrap(),
+    );
+    assert!(kl_here > 0.0 && kl_here < kl_noise, "{f}");
+    // A factor under the candidate's own ratio is refused only as a bound: 1 still holds it.
+    let (code, stdout, _) = judged(&out, &["--noise-factor", "1"]);
+    assert_eq!(code, Some(0), "{stdout}");
+
+    // Far outside: its runners-up 1 nat behind, a KL many times the noise's.
+    let (code, stdout, _d) = against_noise(&[&noise], "1", &[]);
+    assert_eq!(code, Some(1), "{stdout}");
+    let l = line(&stdout, "reference");
+    assert!(
+        l.contains("FAIL  KL mean")
+            && l.contains("x the noise's")
+            && l.contains(&noise.display().to_string()),
+        "{l}"
+    );
+
+    // A noise build wider than the candidate, which never goes hard, still fails a candidate
+    // that does.
+    let (_w, wide) = live_noise("2", &[]);
+    let (code, stdout, _d) = against_noise(&[&wide], "2.95", &["--logprob-flip", "2"]);
+    assert_eq!(code, Some(1), "{stdout}");
+    let l = line(&stdout, "reference");
+    assert!(
+        l.contains("hard divergences per 100 positions 8.33 beyond the limit 0.00")
+            && l.contains("the reference's margin 3.00 nats"),
+        "{l}"
+    );
+}
+
+#[test]
+fn a_noise_build_that_cannot_be_used_is_said_and_the_line_is_never_a_pass() {
+    // The reference's own numerics: it measures no noise.
+    let (_s, same) = live_noise("3", &[]);
+    // No logprobs though asked for.
+    let (_n, none) = {
+        let (d, out) = scratch();
+        let reference = live_reference().to_str().unwrap().to_string();
+        let (code, stdout) = stand_in_run(
+            &out,
+            &[
+                "--replies",
+                "3",
+                "--logprobs",
+                "5",
+                "--reference",
+                &reference,
+            ],
+            &["--flip-margin", "2.9", "--tokens", "12", "--no-logprobs"],
+        );
+        // Checked one way, from the reference's top-K, its line is ok: the run is made.
+        assert_eq!(code, Some(0), "{stdout}");
+        (d, out)
+    };
+    let (code, stdout, _d) = against_noise(&[&same, &none], "2.95", &[]);
+    assert_eq!(code, Some(4), "INCONCLUSIVE: {stdout}");
+    assert!(stdout.contains("RESULT: INCONCLUSIVE"), "{stdout}");
+    let l = line(&stdout, "reference");
+    assert!(
+        l.contains("inconclusive")
+            && l.contains("the noise cannot be used")
+            && l.contains("bit for bit")
+            && l.contains("recorded no logprobs"),
+        "{l}"
+    );
+}
+
+#[test]
+fn bad_noise_input_exits_2_on_one_line_before_anything_starts() {
+    let reference = live_reference().to_str().unwrap().to_string();
+    let (_k, other_k) = live_noise("2.9", &["--logprobs", "3"]);
+    let (_m, other_max) = live_noise("2.9", &["--max-tokens", "16"]);
+    let (_g, good) = live_noise("2.9", &[]);
+    let (d, _) = scratch();
+    let missing = d.path().join("missing");
+    let (other_k, other_max, good, missing) = (
+        other_k.display().to_string(),
+        other_max.display().to_string(),
+        good.display().to_string(),
+        missing.display().to_string(),
+    );
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["--reference-noise", &good],
+            "give --reference DIR with it",
+        ),
+        (
+            vec!["--reference", &reference, "--reference-noise", &missing],
+            "is not a readable run",
+        ),
+        (
+            vec!["--reference", &reference, "--reference-noise", &other_k],
+            "logprobs at top-3 in the noise build, top-5 at the reference",
+        ),
+        (
+            vec!["--reference", &reference, "--reference-noise", &other_max],
+            "max_tokens",
+        ),
+        (
+            vec![
+                "--reference",
+                &reference,
+                "--reference-noise",
+                &good,
+                "--noise-factor",
+                "0.5",
+            ],
+            "--noise-factor",
+        ),
+        (
+            vec!["--reference", &reference, "--noise-factor", "2"],
+            "give --reference-noise DIR with it",
+        ),
+    ];
+    for (args, says) in &cases {
+        let (d, out) = scratch();
+        let mut all = vec!["--replies", "3", "--logprobs", "5"];
+        all.extend_from_slice(args);
+        let (code, stdout) = stand_in_run(&out, &all, &[]);
+        assert_eq!(code, Some(2), "{args:?}: {stdout}");
+        assert!(!out.exists(), "{args:?}: a run directory was made");
+        drop(d);
+        // judge refuses the same, on one line.
+        let o = gate()
+            .arg("judge")
+            .arg(live_reference())
+            .args(args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "judge {args:?}: {stderr}");
+        let said: Vec<&str> = stderr
+            .lines()
+            .filter(|l| !(l.trim().is_empty() || l.starts_with("For more information")))
+            .collect();
+        assert_eq!(said.len(), 1, "judge {args:?}: {stderr}");
+        assert!(said[0].contains(says), "judge {args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn a_changed_noise_archive_fails_its_digest() {
+    let (_g, good) = live_noise("2.9", &[]);
+    let replies_file = good.join("replies.jsonl");
+    let mut text = std::fs::read_to_string(&replies_file).unwrap();
+    text = text.replacen("\"logprob\":", "\"logprob\": ", 1);
+    std::fs::write(&replies_file, text).unwrap();
+    let o = gate()
+        .arg("judge")
+        .arg(live_reference())
+        .args(["--reference"])
+        .arg(live_reference())
+        .arg("--reference-noise")
+        .arg(&good)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--reference-noise") && stderr.contains("changed"),
+        "{stderr}"
+    );
+}

@@ -85,6 +85,14 @@ cores; docs/performance.md, "Beside a real vLLM"; needs SERVE_VLLM and SMOLLM2_H
      one core over the run's wall time (run.json gate_cpu_s), and from the moment it says the
      serve is ready to its exit (its CPU then read from /proc/PID/stat), the replies, bursts,
      scrapes, stop and archive; and its peak RSS (run.json gate_max_rss_kib).
+
+`--noise` runs another section alone, (l), the reference line against known-good builds' noise
+(seconds; issue 52):
+
+ (l) `judge` of a candidate of NOISE_REPLIES replies of NOISE_TOKENS tokens, each with its top
+     NOISE_K logprobs, against a reference of the same and two --reference-noise builds (the
+     same text, other numerics): the whole judge's wall time and its peak RSS. The archives
+     are a real stand-in run with its replies made again by hand (no digests: made up here).
 """
 import argparse
 import json
@@ -154,6 +162,13 @@ VLLM_TARGETS = {
     "vllm_gate_cpu_share_of_a_core_serving": 0.01,
     "vllm_gate_peak_rss_mib": 64.0,
 }
+# Section (l), --noise: limits (at most). Issue 52: 2,000 replies of 200 tokens at K=10
+# against a reference and two noise builds in under 2 s and 256 MiB.
+NOISE_TARGETS = {
+    "noise_judge_s_2000_replies": 2.0,
+    "noise_judge_peak_rss_mib": 256.0,
+}
+NOISE_REPLIES, NOISE_TOKENS, NOISE_K = 2000, 200, 10
 LOAD_STREAMS = (8, 64)
 LOAD_TOKENS = 2000
 # Aggregate rate steps, (streams, gap in ms), in turn: more streams at 1 ms, each stream a
@@ -804,6 +819,68 @@ def compare_section(tmp, trials):
     }
 
 
+def noise_archives(tmp):
+    """A reference, two noise builds and a candidate: NOISE_REPLIES prompts answered once each,
+    NOISE_TOKENS tokens with their top NOISE_K logprobs, the same text on every side and each
+    side's numerics its own (the reference's runner-ups NOISE_K nats apart, the others' nudged
+    by a side's own amount)."""
+    real = os.path.join(tmp, "real")
+    subprocess.run([BIN, "run", "--stand-in", "--replies", "1", "--logprobs", str(NOISE_K), "--out", real,
+                    *UNFLIPPABLE, "--", "--tokens", "6"],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    with open(os.path.join(real, "run.json")) as f:
+        manifest = json.load(f)
+    manifest.pop("digests", None)
+    manifest["prompts"] = [{"prompt": f"prompt {i}", "max_tokens": NOISE_TOKENS} for i in range(NOISE_REPLIES)]
+    manifest["replies_planned"] = NOISE_REPLIES
+    template = load_jsonl(os.path.join(real, "replies.jsonl"))[0]
+    template.pop("metrics", None)
+    words = [f" w{i}" for i in range(NOISE_TOKENS)]
+
+    def tokens(nudge):
+        out = []
+        for i, w in enumerate(words):
+            top = [{"token": w, "logprob": -0.05 - nudge * (i % 3)}]
+            top += [{"token": f" alt{j}", "logprob": -3.0 - j + nudge * ((i + j) % 5)} for j in range(NOISE_K - 1)]
+            out.append({"token": w, "logprob": top[0]["logprob"], "top": top})
+        return out
+
+    dirs = {}
+    for side, nudge in (("reference", 0.0), ("noise-a", 0.01), ("noise-b", 0.02), ("candidate", 0.015)):
+        out = os.path.join(tmp, side)
+        shutil.copytree(real, out)
+        with open(os.path.join(out, "run.json"), "w") as f:
+            json.dump(manifest, f)
+        lp = tokens(nudge)
+        with open(os.path.join(out, "replies.jsonl"), "w") as f:
+            for i in range(NOISE_REPLIES):
+                reply = dict(template, index=i + 1, prompt=f"prompt {i}", content="".join(words),
+                             finish_reason="length", logprobs=lp)
+                f.write(json.dumps(reply) + "\n")
+        dirs[side] = out
+    return dirs
+
+
+def noise_section(tmp, trials):
+    d = noise_archives(tmp)
+    walls, rss = [], []
+    for _ in range(trials):
+        start = time.monotonic()
+        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        done = subprocess.run([BIN, "judge", d["candidate"], "--reference", d["reference"],
+                               "--reference-noise", d["noise-a"], "--reference-noise", d["noise-b"]],
+                              capture_output=True, text=True)
+        walls.append(time.monotonic() - start)
+        rss.append(max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024)
+        line = next((l for l in done.stdout.splitlines() if l.startswith("reference")), "")
+        if "held to 2x the worst of 2 known-good builds" not in line:
+            raise SystemExit(f"the reference line did not hold the candidate to both noise builds: {line[:400]}")
+    return {
+        "noise_judge_s_2000_replies": statistics.median(walls),
+        "noise_judge_peak_rss_mib": max(rss),
+    }
+
+
 def slow_disk_section(tmp, runs):
     rates = {}
     for delay in (0, SLOW_DISK_DELAY_US):
@@ -932,6 +1009,8 @@ def main():
                    help="run section (j) alone, 20,000 replies compared with 20,000 (a minute)")
     p.add_argument("--vllm", action="store_true",
                    help="run section (k) alone, the gate beside a real vLLM (3 to 5 minutes)")
+    p.add_argument("--noise", action="store_true",
+                   help="run section (l) alone, the reference line against two noise builds (seconds)")
     p.add_argument("--rounds", type=int, default=3, help="with --load: bursts a run (3)")
     p.add_argument("--load-gap-ms", default="1",
                    help="with --load: the gap of the 8- and 64-stream cost runs (1 ms)")
@@ -943,6 +1022,10 @@ def main():
     prefix = "npu-serve-smoke-bench."
     if args.baseline_soak:
         figures, targets, floors = baseline_soak_section(), BASELINE_SOAK_TARGETS, {}
+    elif args.noise:
+        with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+            figures = noise_section(tmp, trials)
+        targets, floors = NOISE_TARGETS, {}
     elif args.vllm:
         with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
             figures = vllm_section(tmp, args.trials or 1)

@@ -10,9 +10,10 @@ use anyhow::{Context, Result};
 use crate::archive::record::{Line, Outcome, Startup, Status};
 use crate::archive::rundir::{Archive, BaselineRun};
 use crate::judging::serve_log::LogScan;
+use crate::judging::verdict::reference::noise_mismatch;
 use crate::judging::verdict::{
-    self, Baseline, BaselineEvidence, Criteria, Evidence, ProcessEvidence, ReferenceEvidence,
-    Verdict,
+    self, Baseline, BaselineEvidence, Criteria, Evidence, NoiseBuild, ProcessEvidence,
+    ReferenceEvidence, Verdict,
 };
 
 /// Judge an archived run, scanning its serve log from `log` (the archive's serve.log, opened by
@@ -23,6 +24,7 @@ pub fn judge_archive(
     log: Option<impl Read>,
     baseline: Option<&BaselineRun>,
     reference: Option<&BaselineRun>,
+    noise: &[BaselineRun],
 ) -> Result<Verdict> {
     let log = match log {
         Some(file) => {
@@ -44,17 +46,20 @@ pub fn judge_archive(
         log.as_ref(),
         baseline,
         reference,
+        noise,
     ))
 }
 
 /// Judge an archived run with its serve log already scanned (with the same criteria), against
-/// its baseline and its reference (`--reference`, read as a baseline is) where asked.
+/// its baseline and its reference (`--reference`, read as a baseline is) where asked, with the
+/// known-good builds' runs against that reference (`--reference-noise`).
 pub fn judge_with_log(
     archive: &Archive,
     criteria: &Criteria,
     log: Option<&LogScan>,
     baseline: Option<&BaselineRun>,
     reference: Option<&BaselineRun>,
+    noise: &[BaselineRun],
 ) -> Verdict {
     let manifest = &archive.manifest;
     let hold_reason = manifest.hold.as_ref().filter(|h| !h.acquired).map(|h| {
@@ -80,6 +85,18 @@ pub fn judge_with_log(
             "no route.json: the run is from before route evidence, or ended before the replies",
         ),
     };
+    let noise: Vec<NoiseBuild<'_>> = noise
+        .iter()
+        .map(|n| match &n.archive {
+            Ok(a) => NoiseBuild::Recorded {
+                name: &n.name,
+                manifest: &a.manifest,
+                replies: &a.replies,
+                reanchors: &a.reanchors,
+            },
+            Err(why) => NoiseBuild::Missing { name: &n.name, why },
+        })
+        .collect();
     let evidence = Evidence {
         replies: &archive.replies,
         replies_planned: manifest.replies_planned
@@ -127,6 +144,7 @@ pub fn judge_with_log(
                     replies: &r.replies,
                     load: r.load.as_ref(),
                 },
+                noise: &noise,
             },
         },
         manifest: Some(manifest),
@@ -144,6 +162,51 @@ pub fn judge_with_log(
         Some(line) => changed(judged, line),
         None => judged,
     }
+}
+
+/// The known-good builds' runs `flag` names (`--reference-noise`), each held beside the
+/// `reference`: one that cannot be read, or whose prompts, max_tokens, temperature, sampling or
+/// logprobs K are not the reference's, is refused with one line before anything starts.
+pub fn check_noise(
+    flag: &str,
+    noise: &[BaselineRun],
+    reference: Option<&BaselineRun>,
+) -> Result<()> {
+    for n in noise {
+        let a = match &n.archive {
+            Ok(a) => a,
+            Err(why) => anyhow::bail!("{flag} {} is not a readable run: {why}", n.name),
+        };
+        if let Some(Ok(r)) = reference.map(|r| &r.archive) {
+            let why = noise_mismatch(&a.manifest, &r.manifest);
+            if !why.is_empty() {
+                anyhow::bail!(
+                    "{flag} {} was not run as the reference {} was, so its figures are no noise around it: {}",
+                    n.name,
+                    reference.map_or("", |r| r.name.as_str()),
+                    why.join("; ")
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The runs recorded as `--reference-noise` (`recorded`), each loaded, or why it cannot be read
+/// now kept for the reference line to say.
+pub fn recorded_noise(recorded: &[String]) -> Vec<BaselineRun> {
+    recorded
+        .iter()
+        .map(|dir| {
+            let mut run = BaselineRun::load(std::path::Path::new(dir));
+            if let Err(why) = &run.archive {
+                run.archive = Err(format!(
+                    "the run's noise build {dir} cannot be read now ({why})"
+                ));
+            }
+            run
+        })
+        .collect()
 }
 
 /// The verdict of an archive whose files are not what the gate wrote: its lines as they

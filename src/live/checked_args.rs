@@ -110,6 +110,13 @@ fn floors(args: &RunSettings) -> Result<Floors> {
         min_agreement: args.reference.min_agreement,
         max_logprob_drift: args.reference.max_logprob_drift,
         reference_reanchor: args.reference.reference_reanchor,
+        reference_noise: args
+            .reference
+            .reference_noise
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect(),
+        noise_factor: args.reference.noise_factor,
         output: args.output_checks.over(Default::default()),
         footprint: args.footprint.over(Default::default()),
         context: args.context.over(Default::default()),

@@ -322,6 +322,7 @@ async fn judge_and_archive(
         serve_log,
         plan.baseline.as_ref(),
         plan.reference.as_ref(),
+        &plan.noise,
     );
     // From here on nothing changes the verdict or the exit code: result.json says it.
     let title = format!("{} (RESULT: {})", dir_path.display(), verdict.outcome);

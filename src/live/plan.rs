@@ -12,6 +12,7 @@ use anyhow::{bail, Context, Result};
 use crate::archive::record::{BinaryInfo, ConcurrencyPlan, Sampling};
 use crate::archive::record::{ContextPlan, DEFAULT_DEPTH_REPLIES};
 use crate::archive::rundir::BaselineRun;
+use crate::judging::archived::check_noise;
 use crate::judging::verdict::{BusySource, Criteria};
 use crate::live::checked_args::{self, Reach};
 use crate::live::client::Client;
@@ -76,6 +77,9 @@ pub(crate) struct Plan {
     pub baseline: Option<BaselineRun>,
     /// The reference the candidate's tokens are held to, loaded before anything started.
     pub reference: Option<BaselineRun>,
+    /// Known-good builds' runs against that reference (`--reference-noise`), loaded and held
+    /// beside it before anything started.
+    pub noise: Vec<BaselineRun>,
     /// The fields of a re-anchor request: the request fields and `--continue-body`'s.
     pub continue_fields: Option<serde_json::Map<String, serde_json::Value>>,
     /// The concurrent bursts after the single-stream replies; `None` for one stream at a time.
@@ -116,11 +120,24 @@ impl Plan {
         // Absolute, so `judge` finds them again from wherever it is run.
         floors.baseline = args.baseline.as_deref().map(absolute);
         floors.reference = args.reference.reference.as_deref().map(absolute);
+        floors.reference_noise = args
+            .reference
+            .reference_noise
+            .iter()
+            .map(|p| absolute(p))
+            .collect();
         let criteria = Criteria::new(floors)?;
         // Read before anything starts: a baseline that is not a run is a usage error, not a
         // run lost at the end.
         let baseline = load_run("--baseline", args.baseline.as_deref())?;
         let reference = load_run("--reference", args.reference.reference.as_deref())?;
+        let noise: Vec<BaselineRun> = args
+            .reference
+            .reference_noise
+            .iter()
+            .map(|dir| BaselineRun::load(dir))
+            .collect();
+        check_noise("--reference-noise", &noise, reference.as_ref())?;
         let prompts = match &args.prompts {
             Some(path) => prompts::load(path)?,
             None => prompts::built_in(),
@@ -205,6 +222,7 @@ impl Plan {
             metrics,
             baseline,
             reference,
+            noise,
             continue_fields: requests.continue_fields,
             out: args.out,
             criteria,

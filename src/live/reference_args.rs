@@ -29,6 +29,16 @@ pub struct ReferenceArgs {
     /// is judged too. 0 judges each prompt up to its first divergence [default: 8]
     #[arg(long, value_name = "N", value_parser = parse_reanchor, allow_negative_numbers = true)]
     pub reference_reanchor: Option<usize>,
+    /// The archived run of a known-good build against the same reference (same prompts,
+    /// max_tokens, temperature 0 and --logprobs K), repeatable: the candidate's figures over
+    /// every position are held to the worst build's times --noise-factor, in place of the tie
+    /// margin's rule. A build that is the reference bit for bit, or itself broken, is not used.
+    #[arg(long, value_name = "DIR")]
+    pub reference_noise: Vec<PathBuf>,
+    /// How many times the worst --reference-noise build's figure the candidate's may reach,
+    /// 1 or more [default: 2]
+    #[arg(long, value_name = "X", value_parser = parse_noise_factor, allow_negative_numbers = true)]
+    pub noise_factor: Option<f64>,
 }
 
 use crate::judging::verdict::reference::MOST_REANCHOR;
@@ -74,6 +84,21 @@ pub fn drift(x: f64) -> Result<f64, String> {
             "--max-logprob-drift is a p90 of |Δ logprob| in nats, 0 or more, e.g. 0.1 (got {x})"
         ))
     }
+}
+
+/// `--noise-factor`: a factor, 1 or more (under 1 a candidate would have to beat the noise).
+pub fn noise_factor(x: f64) -> Result<f64, String> {
+    if x.is_finite() && x >= 1.0 {
+        Ok(x)
+    } else {
+        Err(format!(
+            "--noise-factor is how many times the worst noise build's figure the candidate's may reach, 1 or more, e.g. 2 (got {x})"
+        ))
+    }
+}
+
+fn parse_noise_factor(s: &str) -> Result<f64, String> {
+    noise_factor(number(s)?)
 }
 
 fn number(s: &str) -> Result<f64, String> {
@@ -125,6 +150,11 @@ mod tests {
         assert_eq!(parse_reanchor("64"), Ok(64));
         for bad in ["65", "-1", "1.5", "x"] {
             assert!(parse_reanchor(bad).is_err(), "{bad}");
+        }
+        assert_eq!(parse_noise_factor("1"), Ok(1.0));
+        assert_eq!(parse_noise_factor("2.5"), Ok(2.5));
+        for bad in ["0.99", "-2", "NaN", "inf", "x"] {
+            assert!(parse_noise_factor(bad).is_err(), "{bad}");
         }
     }
 }

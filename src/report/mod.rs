@@ -9,6 +9,7 @@ pub mod compare;
 pub mod html;
 pub mod output;
 pub mod prom;
+pub mod reference_table;
 #[cfg(test)]
 pub(crate) mod svg_check;
 pub mod timeline;
@@ -343,6 +344,7 @@ pub fn markdown(v: &Verdict, replies: &[ReplyRecord], title: &str) -> String {
     }
     md.push_str(&latency_table(v));
     md.push_str(&goodput_table(v));
+    md.push_str(&reference_table::reference_table(v));
     if !replies.is_empty() {
         md.push_str("\n| reply | tokens | first token (ms) | rate (tok/s) | finish | error |\n");
         md.push_str("| --- | --- | --- | --- | --- | --- |\n");

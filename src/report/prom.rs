@@ -19,6 +19,11 @@
 //! - `reference_positions`, `reference_agreement_ratio`, `reference_hard_divergences`,
 //!   `reference_near_ties`, `reference_reanchors`, `reference_logprob_delta_p90_nats`,
 //!   `reference_kl_mean_nats`: the reference line's figures (`--reference`);
+//! - `reference_same_top_ratio{side}`, `reference_every_kl_nats{side, quantity}`,
+//!   `reference_token_logprob_delta_nats{side, quantity}`,
+//!   `reference_hard_divergences_per_100{side}`: its figures over every position, the
+//!   candidate's and the worst usable noise build's (`side="noise_worst"`); with
+//!   `--reference-noise`, `reference_noise_factor` and `reference_noise_builds{usable}`;
 //! - `output_loops`, `output_stutters`, `output_not_text_ratio`, `output_same_answers`,
 //!   `output_stopped_ratio`, `output_length_ratio`: the output line's figures;
 //! - `load1`, `cpus`, `serve_cpu_wait_ratio`, `cpu_pressure_ratio`: the load line's figures;
@@ -50,7 +55,10 @@ use crate::archive::check::Check;
 use crate::archive::record::Unit;
 use std::fmt::Write as _;
 
-use crate::archive::record::{ContextFigures, DepthFigures, Figures, Line, Percentiles};
+use crate::archive::record::{
+    ContextFigures, DepthFigures, Figures, Line, Percentiles, PositionFigures, ReferenceFigures,
+};
+use crate::judging::verdict::reference_noise::worst_noise;
 use crate::judging::verdict::{Outcome, Status, Verdict};
 use crate::report::RunInfo;
 
@@ -250,6 +258,76 @@ fn reference_families(out: &mut Exposition, v: &Verdict) {
         "The mean KL divergence from the reference over its top-K, renormalised (an underestimate).",
         &one_sample(reference, |f| f.kl_mean),
     );
+    every_position_families(out, reference);
+}
+
+/// The reference line's figures over every position (issue 52): a series for the candidate
+/// (`side="candidate"`) and, with `--reference-noise`, one for the worst usable noise build's
+/// (`side="noise_worst"`), with the factor and how many builds were and were not usable.
+fn every_position_families(out: &mut Exposition, reference: Option<&ReferenceFigures>) {
+    let candidate = reference.and_then(|f| f.every_position);
+    let noise = reference.and_then(|f| worst_noise(&f.noise));
+    let sides = |pick: fn(&PositionFigures) -> Option<f64>| -> Vec<Sample> {
+        [("candidate", candidate), ("noise_worst", noise)]
+            .into_iter()
+            .filter_map(|(side, f)| {
+                f.as_ref()
+                    .and_then(pick)
+                    .map(|x| (vec![("side", side.to_string())], x))
+            })
+            .collect()
+    };
+    out.gauge(
+        "reference_same_top_ratio",
+        "The share of every position judged where the side's top token was the reference's.",
+        &sides(|f| f.same_top),
+    );
+    let with_quantity = |mean: fn(&PositionFigures) -> Option<f64>,
+                         p99: fn(&PositionFigures) -> Option<f64>|
+     -> Vec<Sample> {
+        let mut samples = Vec::new();
+        for (quantity, pick) in [("mean", mean), ("p99", p99)] {
+            for (mut labels, x) in sides(pick) {
+                labels.push(("quantity", quantity.to_string()));
+                samples.push((labels, x));
+            }
+        }
+        samples
+    };
+    out.gauge(
+        "reference_every_kl_nats",
+        "The KL divergence from the reference over both top-Ks and the rest of the mass (a lower bound of the whole vocabulary's), at every position measured: its mean and p99.",
+        &with_quantity(|f| f.kl_mean, |f| f.kl_p99),
+    );
+    out.gauge(
+        "reference_token_logprob_delta_nats",
+        "The |logprob difference| of the reference's token at every position measured, nats: its mean and p99.",
+        &with_quantity(|f| f.delta_mean, |f| f.delta_p99),
+    );
+    out.gauge(
+        "reference_hard_divergences_per_100",
+        "Hard divergences from the reference per 100 positions judged.",
+        &sides(|f| f.hard_per_100),
+    );
+    if let Some(f) = reference.filter(|f| !f.noise.is_empty()) {
+        out.gauge(
+            "reference_noise_factor",
+            "How many times the worst usable noise build's figure the candidate's may reach (--noise-factor).",
+            &one_sample(f.noise_factor.as_ref(), |x| Some(*x)),
+        );
+        let usable = f.noise.iter().filter(|n| n.unusable.is_none()).count();
+        out.gauge(
+            "reference_noise_builds",
+            "The known-good builds given with --reference-noise, by whether they could be used.",
+            &[
+                (vec![("usable", "true".to_string())], usable as f64),
+                (
+                    vec![("usable", "false".to_string())],
+                    (f.noise.len() - usable) as f64,
+                ),
+            ],
+        );
+    }
 }
 
 /// The output line's figures.

@@ -86,6 +86,14 @@ pub struct Floors {
     /// each prompt up to its first divergence).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reference_reanchor: Option<usize>,
+    /// `--reference-noise`: archived runs of known-good builds against the same reference,
+    /// whose figures the candidate's are held to (issue 52); absent: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reference_noise: Vec<String>,
+    /// `--noise-factor`: how many times the worst noise build's figure the candidate's may
+    /// reach (absent: 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noise_factor: Option<f64>,
     /// The output line's settings (issue 32); absent: its defaults.
     #[serde(default, skip_serializing_if = "OutputFloors::is_default")]
     pub output: OutputFloors,

@@ -333,6 +333,67 @@ pub struct ReferenceFigures {
     /// `--max-logprob-drift` (held to the p90 of |Δ logprob|), when given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_logprob_drift: Option<f64>,
+    /// The candidate's figures over every position judged (issue 52); absent in results from
+    /// before them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub every_position: Option<PositionFigures>,
+    /// The known-good builds the figures were held to (`--reference-noise`), each with the
+    /// same figures against the same reference, or why it could not be used.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub noise: Vec<NoiseFigures>,
+    /// `--noise-factor`: how many times the worst usable noise build's figure a candidate's
+    /// may reach; present when there is noise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noise_factor: Option<f64>,
+}
+
+/// A side's figures over every reference position judged (issue 52), as llama.cpp's
+/// `llama-perplexity --kl-divergence` reports them over every token: the KL divergence from
+/// the reference and |Δ logprob| of the reference's token where the side's logprobs start a
+/// token where the reference's does (`measured` of the `positions`), the share of positions
+/// whose top token was the reference's, and hard divergences per 100 positions. Means are
+/// arithmetic, p99 by Hyndman & Fan's definition 7.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PositionFigures {
+    /// Reference positions judged.
+    pub positions: usize,
+    /// Of them, where the side's logprobs were read at the same token start.
+    pub measured: usize,
+    /// The share of positions where the side's top token was the reference's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub same_top: Option<f64>,
+    /// The mean KL divergence (nats) over both top-Ks with the rest of the mass as one bucket:
+    /// a lower bound of the KL over the whole vocabulary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kl_mean: Option<f64>,
+    /// Its 99th percentile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kl_p99: Option<f64>,
+    /// The mean |Δ logprob| (nats) of the reference's token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delta_mean: Option<f64>,
+    /// Its 99th percentile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delta_p99: Option<f64>,
+    /// Hard divergences per 100 positions judged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hard_per_100: Option<f64>,
+}
+
+/// A known-good build's archive (`--reference-noise`) as the reference line read it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoiseFigures {
+    /// Its directory, as given.
+    pub run: String,
+    /// Its figures against the reference, over the prompts the candidate was judged on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub figures: Option<PositionFigures>,
+    /// Why it could not be used, when it could not: its figures are not a known-good build's
+    /// noise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unusable: Option<String>,
 }
 
 /// A distribution of |Δ logprob|, nats.

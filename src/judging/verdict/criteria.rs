@@ -170,6 +170,17 @@ impl Criteria {
                 );
             }
         }
+        if !floors.reference_noise.is_empty() && floors.reference.is_none() {
+            bail!("--reference-noise is known-good builds' runs against a reference, whose noise the candidate is held to: give --reference DIR with it");
+        }
+        if let Some(x) = floors.noise_factor {
+            if !(x.is_finite() && x >= 1.0) {
+                bail!("--noise-factor is how many times the worst noise build's figure the candidate's may reach, 1 or more, e.g. 2 (got {x})");
+            }
+            if floors.reference_noise.is_empty() {
+                bail!("--noise-factor scales the noise of --reference-noise builds: give --reference-noise DIR with it");
+            }
+        }
         if let Some(x) = floors.max_logprob_drift {
             if !(x.is_finite() && x >= 0.0) {
                 bail!("--max-logprob-drift is a p90 of |Δ logprob| in nats, 0 or more (got {x})");

@@ -131,7 +131,34 @@ pub enum ReferenceEvidence<'a> {
         candidate: &'a RunManifest,
         /// The reference run.
         reference: Baseline<'a>,
+        /// Known-good builds' runs against the same reference (`--reference-noise`), whose
+        /// figures the candidate's are held to; empty without.
+        noise: &'a [NoiseBuild<'a>],
     },
     /// A reference was asked for but cannot be read now: why.
     Missing(&'a str),
+}
+
+/// A known-good build's run against the same reference (`--reference-noise`), as its archive
+/// holds it, or why it cannot be read now.
+#[derive(Debug, Clone, Copy)]
+pub enum NoiseBuild<'a> {
+    /// Its archive.
+    Recorded {
+        /// How to name it: its directory, as given.
+        name: &'a str,
+        /// Its run.json.
+        manifest: &'a RunManifest,
+        /// Its replies.
+        replies: &'a [ReplyRecord],
+        /// Its re-anchors past its divergences from the reference.
+        reanchors: &'a [ReanchorRecord],
+    },
+    /// Recorded by the run and not readable now: its name, and why.
+    Missing {
+        /// Its directory, as recorded.
+        name: &'a str,
+        /// Why it cannot be read.
+        why: &'a str,
+    },
 }

@@ -49,6 +49,7 @@ pub mod rate;
 pub mod readiness;
 pub mod reference;
 pub mod reference_compare;
+pub mod reference_noise;
 pub mod reference_walk;
 pub mod route;
 pub mod serve;
@@ -60,7 +61,9 @@ pub use conditions::{BUSY_LOAD_PER_CPU, BUSY_WAIT_FRACTION};
 use content::content_line;
 pub use content::{push_escape, push_visible, quote, reply_problem, visible};
 pub use criteria::{BusySource, Criteria, MAX_SPEEDUP};
-pub use evidence::{Baseline, BaselineEvidence, Evidence, ProcessEvidence, ReferenceEvidence};
+pub use evidence::{
+    Baseline, BaselineEvidence, Evidence, NoiseBuild, ProcessEvidence, ReferenceEvidence,
+};
 use latency::latency_line;
 use rate::{first_token_line, rate_line};
 use route::route_line;
@@ -243,12 +246,19 @@ fn reply_lines(e: &Evidence<'_>, c: &Criteria, warmup_failed: &[String]) -> Vec<
     lines.extend(reference::reference_line(
         e,
         e.reference,
-        c.floors().reference_tie.unwrap_or(reference::DEFAULT_TIE),
-        c.floors().min_agreement,
-        c.floors().max_logprob_drift,
-        c.floors()
-            .reference_reanchor
-            .unwrap_or(reference::DEFAULT_REANCHOR),
+        reference::ReferenceRules {
+            tie: c.floors().reference_tie.unwrap_or(reference::DEFAULT_TIE),
+            min_agreement: c.floors().min_agreement,
+            max_drift: c.floors().max_logprob_drift,
+            most: c
+                .floors()
+                .reference_reanchor
+                .unwrap_or(reference::DEFAULT_REANCHOR),
+            noise_factor: c
+                .floors()
+                .noise_factor
+                .unwrap_or(reference_noise::DEFAULT_NOISE_FACTOR),
+        },
     ));
     lines
 }

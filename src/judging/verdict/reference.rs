@@ -33,12 +33,14 @@ use crate::archive::check::Check;
 use std::collections::HashMap;
 
 use super::determinism::first_answers;
-use super::evidence::{Evidence, ReferenceEvidence};
+use super::evidence::{Evidence, NoiseBuild, ReferenceEvidence};
 pub use super::reference_compare::{compare, Answer, Compared, Divergence, Kind, Margin};
+use super::reference_noise::{against_noise, position_figures, unusable_figures, AgainstNoise};
 pub use super::reference_walk::{not_continued, walk, Walk, WalkEnd};
 use super::words::plural;
 use crate::archive::record::{
-    DeltaFigures, ReanchorRecord, ReferenceFigures, ReplyRecord, RunManifest,
+    DeltaFigures, NoiseFigures, PositionFigures, ReanchorRecord, ReferenceFigures, ReplyRecord,
+    RunManifest,
 };
 use crate::archive::record::{Figures, Line, Status};
 use crate::inert::{one_line, quote};
@@ -144,6 +146,27 @@ pub fn incomparable(candidate: &RunManifest, reference: &RunManifest) -> Vec<Str
     why
 }
 
+/// Why a noise archive cannot be held beside the reference at all: other prompts, max_tokens,
+/// temperature or sampling fields than the reference's ([`incomparable`], as a candidate's),
+/// or logprobs asked at another K. An empty list when it can. `run` and `judge` refuse such an
+/// archive with exit 2 before anything starts; the line says the same of one recorded by a run
+/// and judged against another reference now.
+pub fn noise_mismatch(noise: &RunManifest, reference: &RunManifest) -> Vec<String> {
+    let mut why: Vec<String> = incomparable(noise, reference)
+        .into_iter()
+        .map(|w| w.replace(" here", " in the noise build"))
+        .collect();
+    if let (Some(n), Some(r)) = (&noise.logprobs, &reference.logprobs) {
+        if n.top != r.top {
+            why.push(format!(
+                "logprobs at top-{} in the noise build, top-{} at the reference",
+                n.top, r.top
+            ));
+        }
+    }
+    why
+}
+
 /// A side's model and serve binary, as the line names them: `model m (serve sha256
 /// 0123456789ab)`.
 fn named(m: &RunManifest) -> String {
@@ -217,6 +240,10 @@ struct Tally {
     deltas: Vec<f64>,
     /// The KL over the reference's top-K at those positions.
     kls: Vec<f64>,
+    /// The KL over both top-Ks and the rest of the mass at every position measured.
+    every_kl: Vec<f64>,
+    /// |Δ logprob| of the reference's token there.
+    every_delta: Vec<f64>,
     /// Prompts the reference did not answer.
     unanswered: usize,
     /// Prompts whose reference answer has no logprobs.
@@ -239,11 +266,11 @@ struct Tally {
     not_continued: Vec<(String, String)>,
 }
 
-/// Walk each of `ours` (the first answers here) along the reference's answer to its prompt
-/// (`theirs`), judged on top-`k` with the tie margin `tie` and up to `most` re-anchors; the
-/// positions, agreement and re-anchors go into `figures`.
+/// Walk each of `ours` (the first answers of a side) along the reference's answer to its
+/// prompt (`theirs`), past the side's `reanchors`, judged on top-`k` with the tie margin `tie`
+/// and up to `most` re-anchors; the positions, agreement and re-anchors go into `figures`.
 fn walk_prompts(
-    e: &Evidence<'_>,
+    reanchors: &[ReanchorRecord],
     ours: &[&ReplyRecord],
     theirs: &HashMap<&str, &ReplyRecord>,
     k: usize,
@@ -252,6 +279,7 @@ fn walk_prompts(
     figures: &mut ReferenceFigures,
 ) -> Tally {
     let (mut deltas, mut kls) = (Vec::new(), Vec::new());
+    let (mut every_kl, mut every_delta) = (Vec::new(), Vec::new());
     let (mut unanswered, mut without, mut cut, mut one_way) = (0, 0, 0, 0);
     let mut hard: Vec<String> = Vec::new();
     let mut ties: Vec<String> = Vec::new();
@@ -273,11 +301,8 @@ fn walk_prompts(
         if answer.logprobs.is_none() {
             one_way += 1;
         }
-        let recorded: Vec<&ReanchorRecord> = e
-            .reanchors
-            .iter()
-            .filter(|a| a.prompt == r.prompt)
-            .collect();
+        let recorded: Vec<&ReanchorRecord> =
+            reanchors.iter().filter(|a| a.prompt == r.prompt).collect();
         let w = walk(
             answer,
             tokens,
@@ -294,6 +319,8 @@ fn walk_prompts(
         cut += usize::from(w.cut_short);
         deltas.extend(w.deltas);
         kls.extend(w.kls);
+        every_kl.extend(w.every_kl);
+        every_delta.extend(w.every_delta);
         for d in &w.divergences {
             match d.kind {
                 Kind::Hard => hard.push(describe(&r.prompt, d, k, tie)),
@@ -313,6 +340,8 @@ fn walk_prompts(
     Tally {
         deltas,
         kls,
+        every_kl,
+        every_delta,
         unanswered,
         without,
         cut,
@@ -458,15 +487,218 @@ fn reference_fails(
     fails
 }
 
+/// A known-good build's figures against the reference (`--reference-noise`), walked as the
+/// candidate's are over the prompts the candidate was judged on (`prompts`), or why it cannot
+/// be used.
+#[allow(clippy::too_many_arguments)]
+fn noise_figures(
+    n: &NoiseBuild<'_>,
+    reference: &RunManifest,
+    prompts: &[&str],
+    theirs: &HashMap<&str, &ReplyRecord>,
+    k: usize,
+    tie: f64,
+    most: usize,
+) -> NoiseFigures {
+    let (name, manifest, replies, reanchors) = match *n {
+        NoiseBuild::Missing { name, why } => {
+            return NoiseFigures {
+                run: name.to_string(),
+                figures: None,
+                unusable: Some(format!("it cannot be read now: {}", one_line(why))),
+            }
+        }
+        NoiseBuild::Recorded {
+            name,
+            manifest,
+            replies,
+            reanchors,
+        } => (name, manifest, replies, reanchors),
+    };
+    let unusable = |why: String| NoiseFigures {
+        run: name.to_string(),
+        figures: None,
+        unusable: Some(why),
+    };
+    let mismatch = noise_mismatch(manifest, reference);
+    if !mismatch.is_empty() {
+        return unusable(format!(
+            "not comparable with the reference: {}",
+            mismatch.join("; ")
+        ));
+    }
+    let firsts = first_answers(replies);
+    let ours: Vec<&ReplyRecord> = firsts
+        .into_iter()
+        .filter(|r| prompts.contains(&r.prompt.as_str()))
+        .collect();
+    if ours.len() < prompts.len() {
+        return unusable(format!(
+            "it answered {} of the {} prompts judged here",
+            ours.len(),
+            prompts.len()
+        ));
+    }
+    match recorded_k(&ours).filter(|&nk| nk > 0) {
+        None => return unusable("it recorded no logprobs (make it with --logprobs K)".into()),
+        Some(nk) if nk < k => {
+            return unusable(format!(
+                "its logprobs are top-{nk}, fewer than the top-{k} judged here"
+            ))
+        }
+        Some(_) => {}
+    }
+    let mut f = ReferenceFigures::default();
+    let tally = walk_prompts(reanchors, &ours, theirs, k, tie, most, &mut f);
+    let short = tally.bound + tally.unrecorded + tally.not_continued.len();
+    let figures = position_figures(
+        f.positions,
+        f.agreed,
+        tally.hard.len(),
+        &tally.every_kl,
+        &tally.every_delta,
+    );
+    let why = if tally.one_way > 0 {
+        Some(format!(
+            "{} sent no logprobs",
+            plural(tally.one_way, "of its answers", "of its answers")
+        ))
+    } else if short > 0 {
+        Some(format!(
+            "{} judged only up to a divergence (re-anchors not recorded against this reference, past the bound, or not continued): its figures do not cover every position",
+            plural(short, "prompt", "prompts")
+        ))
+    } else {
+        unusable_figures(&figures)
+    };
+    NoiseFigures {
+        run: name.to_string(),
+        figures: Some(figures),
+        unusable: why,
+    }
+}
+
+/// What the line says of the noise (`--reference-noise`): the candidate's figures beside the
+/// worst usable build's and the builds not used, or why none could be; empty without noise.
+fn noise_said(f: &ReferenceFigures, judged: Option<&AgainstNoise>, factor: f64) -> String {
+    let unused: Vec<String> = f
+        .noise
+        .iter()
+        .filter_map(|n| {
+            n.unusable
+                .as_ref()
+                .map(|why| format!("{}: {why}", one_line(&n.run)))
+        })
+        .collect();
+    match judged {
+        Some(n) => {
+            let mut said = format!(
+                "; held to {factor}x the worst of {} (--reference-noise): {}",
+                plural(f.noise.len() - unused.len(), "known-good build", "known-good builds"),
+                n.beside.join(", ")
+            );
+            if !unused.is_empty() {
+                said.push_str(&format!("; noise not used: {}", unused.join("; ")));
+            }
+            said
+        }
+        None if !f.noise.is_empty() => format!(
+            "; the noise cannot be used ({}), so the line is judged by the tie margin alone and is at best inconclusive",
+            unused.join("; ")
+        ),
+        None => String::new(),
+    }
+}
+
+/// What fails the line. With usable noise its rules stand for the tie margin's: a hard
+/// divergence fails where the noise shows fewer of them, and is named then.
+/// `--min-agreement` and `--max-logprob-drift` hold either way.
+fn line_fails(
+    hard: &[String],
+    f: &ReferenceFigures,
+    judged: Option<&AgainstNoise>,
+    min_agreement: Option<f64>,
+    max_drift: Option<f64>,
+) -> Vec<String> {
+    match judged {
+        Some(n) => {
+            let mut fails = n.fails.clone();
+            if fails.iter().any(|x| x.starts_with("hard divergences")) {
+                fails.extend(reference_fails(hard, f, None, None));
+            }
+            fails.extend(reference_fails(&[], f, min_agreement, max_drift));
+            fails
+        }
+        None => reference_fails(hard, f, min_agreement, max_drift),
+    }
+}
+
+/// Each noise build's figures (`--reference-noise`), over the prompts of `ours` (the
+/// candidate's first answers) that the reference answered.
+fn noise_of(
+    noise: &[NoiseBuild<'_>],
+    reference: &RunManifest,
+    ours: &[&ReplyRecord],
+    theirs: &HashMap<&str, &ReplyRecord>,
+    k: usize,
+    tie: f64,
+    most: usize,
+) -> Vec<NoiseFigures> {
+    let prompts: Vec<&str> = ours
+        .iter()
+        .filter(|r| theirs.contains_key(r.prompt.as_str()))
+        .map(|r| r.prompt.as_str())
+        .collect();
+    noise
+        .iter()
+        .map(|n| noise_figures(n, reference, &prompts, theirs, k, tie, most))
+        .collect()
+}
+
+/// The figures over every position as the line says them.
+fn every_position_said(f: &PositionFigures, k: usize) -> String {
+    let mut said = format!(
+        "over every position: same top token {}",
+        percent(f.same_top)
+    );
+    match (f.kl_mean, f.kl_p99, f.delta_mean, f.delta_p99) {
+        (Some(kl), Some(kl99), Some(d), Some(d99)) => said.push_str(&format!(
+            ", KL mean {kl:.4} p99 {kl99:.4} nats (both top-{k}s and the rest of the mass as one bucket: at least the whole vocabulary's), |Δ logprob| of the reference's token mean {d:.3} p99 {d99:.3} nats, over {} of {}",
+            f.measured,
+            plural(f.positions, "position", "positions")
+        )),
+        _ => said.push_str(", no KL or |Δ logprob| (no position with the candidate's logprobs)"),
+    }
+    said.push_str(&format!(
+        ", {:.2} hard divergences per 100 positions",
+        f.hard_per_100.unwrap_or(0.0)
+    ));
+    said
+}
+
+/// A share as a percentage with one decimal, or `-`.
+fn percent(x: Option<f64>) -> String {
+    x.map_or("-".to_string(), |x| format!("{:.1}%", x * 100.0))
+}
+
+/// The reference line's rules: the tie margin, the flags' floors where given, the bound of
+/// re-anchors, and the factor of the noise (`--noise-factor`).
+#[derive(Debug, Clone, Copy)]
+pub struct ReferenceRules {
+    pub tie: f64,
+    pub min_agreement: Option<f64>,
+    pub max_drift: Option<f64>,
+    pub most: usize,
+    pub noise_factor: f64,
+}
+
 pub(crate) fn reference_line(
     e: &Evidence<'_>,
     reference_evidence: ReferenceEvidence<'_>,
-    tie: f64,
-    min_agreement: Option<f64>,
-    max_drift: Option<f64>,
-    most: usize,
+    rules: ReferenceRules,
 ) -> Option<Line> {
-    let (candidate, reference) = match reference_evidence {
+    let (tie, most, noise_factor) = (rules.tie, rules.most, rules.noise_factor);
+    let (candidate, reference, noise) = match reference_evidence {
         ReferenceEvidence::NotAsked => return None,
         ReferenceEvidence::Missing(why) => {
             return Some(Line::new(
@@ -478,7 +710,8 @@ pub(crate) fn reference_line(
         ReferenceEvidence::Recorded {
             candidate,
             reference,
-        } => (candidate, reference),
+            noise,
+        } => (candidate, reference, noise),
     };
     let sides = format!(
         "the reference {} ({}; here {})",
@@ -489,24 +722,20 @@ pub(crate) fn reference_line(
     let theirs_all = first_answers(reference.replies);
     let ours = first_answers(e.replies);
     let mut why = incomparable(candidate, reference.manifest);
-    let Some(k_ref) = recorded_k(&theirs_all).filter(|&k| k > 0) else {
+    let k_ref = recorded_k(&theirs_all).filter(|&k| k > 0);
+    if k_ref.is_none() {
         why.insert(
             0,
             "the reference recorded no logprobs (make it with --logprobs K)".to_string(),
         );
+    }
+    let (Some(k_ref), true) = (k_ref, why.is_empty()) else {
         return Some(Line::new(
             Check::Reference,
             Status::Fail,
             format!("not comparable with {sides}: {}", why.join("; ")),
         ));
     };
-    if !why.is_empty() {
-        return Some(Line::new(
-            Check::Reference,
-            Status::Fail,
-            format!("not comparable with {sides}: {}", why.join("; ")),
-        ));
-    }
     let k_here = recorded_k(&ours).filter(|&k| k > 0);
     let k = k_here.map_or(k_ref, |h| h.min(k_ref));
     let theirs: HashMap<&str, &ReplyRecord> =
@@ -514,15 +743,17 @@ pub(crate) fn reference_line(
     let mut figures = ReferenceFigures {
         top_k: Some(k),
         tie,
-        min_agreement,
-        max_logprob_drift: max_drift,
+        min_agreement: rules.min_agreement,
+        max_logprob_drift: rules.max_drift,
         ..ReferenceFigures::default()
     };
-    let tally = walk_prompts(e, &ours, &theirs, k, tie, most, &mut figures);
+    let tally = walk_prompts(e.reanchors, &ours, &theirs, k, tie, most, &mut figures);
     let notes = tally.notes(e, k, k_here, k_ref, most);
     let Tally {
         deltas,
         kls,
+        every_kl,
+        every_delta,
         hard,
         ties,
         unmeasured,
@@ -539,6 +770,19 @@ pub(crate) fn reference_line(
         (figures.positions > 0).then(|| figures.agreed as f64 / figures.positions as f64);
     figures.logprob_delta = delta_figures(&deltas);
     figures.kl_mean = (!kls.is_empty()).then(|| kls.iter().sum::<f64>() / kls.len() as f64);
+    let every = position_figures(
+        figures.positions,
+        figures.agreed,
+        hard.len(),
+        &every_kl,
+        &every_delta,
+    );
+    figures.every_position = Some(every);
+    if !noise.is_empty() {
+        figures.noise = noise_of(noise, reference.manifest, &ours, &theirs, k, tie, most);
+        figures.noise_factor = Some(noise_factor);
+    }
+    let judged_by_noise = against_noise(&every, &figures.noise, noise_factor);
     let f = &figures;
     let mut text = format!(
         "against {sides}: {}, {} judged, {}",
@@ -566,20 +810,23 @@ pub(crate) fn reference_line(
         )),
         None => text.push_str("; no |Δ logprob| (no position with both sides' logprobs)"),
     }
-    if let Some(kl) = f.kl_mean {
-        text.push_str(&format!(
-            "; KL over the reference's top-{k}, renormalised, mean {kl:.4} nats over {} positions (truncation to {k} understates it)",
-            kls.len()
-        ));
-    }
+    text.push_str(&format!("; {}", every_position_said(&every, k)));
+    text.push_str(&noise_said(f, judged_by_noise.as_ref(), noise_factor));
     for n in &notes {
         text.push_str(&format!("; {n}"));
     }
-    let fails = reference_fails(&hard, f, min_agreement, max_drift);
+    let fails = line_fails(
+        &hard,
+        f,
+        judged_by_noise.as_ref(),
+        rules.min_agreement,
+        rules.max_drift,
+    );
+    let noise_unused = judged_by_noise.is_none() && !f.noise.is_empty();
     let status = if !fails.is_empty() {
         text = format!("{}; {text}", fails.join("; "));
         Status::Fail
-    } else if f.prompts == 0 || !unmeasured.is_empty() {
+    } else if f.prompts == 0 || !unmeasured.is_empty() || noise_unused {
         if f.prompts == 0 {
             text =
                 format!("no prompt answered on both sides with the reference's logprobs; {text}");
@@ -604,6 +851,17 @@ mod tests {
     use crate::judging::verdict::reference_compare::tests::{reference, TIE};
     use crate::judging::verdict::reference_walk::tests::anchor;
     use crate::judging::verdict::reference_walk::tests::PROMPT;
+
+    /// The rules at the test tie, without noise.
+    fn rules(min_agreement: Option<f64>, max_drift: Option<f64>, most: usize) -> ReferenceRules {
+        ReferenceRules {
+            tie: TIE,
+            min_agreement,
+            max_drift,
+            most,
+            noise_factor: 2.0,
+        }
+    }
 
     #[test]
     fn delta_figures_are_the_projects_percentiles() {
@@ -669,14 +927,12 @@ mod tests {
                 replies: theirs,
                 load: None,
             },
+            noise: &[],
         };
         reference_line(
             &e,
             evidence,
-            TIE,
-            min_agreement,
-            max_drift,
-            DEFAULT_REANCHOR,
+            rules(min_agreement, max_drift, DEFAULT_REANCHOR),
         )
         .unwrap()
     }
@@ -866,8 +1122,9 @@ mod tests {
                     replies: &theirs,
                     load: None,
                 },
+                noise: &[],
             };
-            reference_line(&e, evidence, TIE, None, None, most).unwrap()
+            reference_line(&e, evidence, rules(None, None, most)).unwrap()
         };
         let a = [anchor(1, " is Paris")];
         let l = judge(&a, 8);

@@ -141,6 +141,14 @@ pub struct Compared {
     pub deltas: Vec<f64>,
     /// The KL divergence over the reference's top-K at those positions.
     pub kls: Vec<f64>,
+    /// At every position judged where the candidate's token starts where the reference's does
+    /// and it sent logprobs (those tokenised alike, and the divergence): the KL divergence
+    /// over both top-Ks with the rest of the mass as one bucket ([`kl_rest`]).
+    pub every_kl: Vec<f64>,
+    /// At the same positions, |Δ logprob| of the reference's token: the candidate's logprob
+    /// of it less the reference's; at the divergence read from the candidate's top-K (outside
+    /// it, at least the reference's logprob less the candidate's K-th).
+    pub every_delta: Vec<f64>,
 }
 
 /// The candidate's token where the answers part, as the comparison knows it.
@@ -250,6 +258,67 @@ fn kl_top(r: &TokenLogprob, c: &TokenLogprob, k: usize) -> Option<f64> {
     kl.is_finite().then_some(kl.max(0.0))
 }
 
+/// Below this a bucket's probability is rounding: llama-server's probabilities are f32
+/// (ε 6e-8 each), so the mass left over by ten of them is exact to about 1e-6.
+const MASS_FLOOR: f64 = 1e-6;
+
+/// The KL divergence KL(P‖Q) of the candidate's distribution Q from the reference's P at one
+/// position, over the tokens in both top-`k` lists and one bucket for all the rest of the
+/// vocabulary (each side's mass outside those tokens). Merging tokens into a bucket never
+/// raises a KL divergence (the log-sum inequality; Cover & Thomas, *Elements of Information
+/// Theory*, 2nd ed., Thm 2.7.1, and the data-processing inequality, Thm 2.8.1), so this is a
+/// lower bound of the KL over the whole vocabulary that llama.cpp's `llama-perplexity
+/// --kl-divergence` computes in-process. A bucket's mass under [`MASS_FLOOR`] is rounding:
+/// the reference's counts as none, the candidate's is read as the floor. `None` when either
+/// side has no alternatives.
+pub(crate) fn kl_rest(r: &TokenLogprob, c: &TokenLogprob, k: usize) -> Option<f64> {
+    let (rs, cs) = (top(r, k), top(c, k));
+    if rs.is_empty() || cs.is_empty() {
+        return None;
+    }
+    let (mut kl, mut p_in, mut q_in) = (0.0, 0.0, 0.0);
+    for (i, a) in rs.iter().enumerate() {
+        // A token text listed twice (two ids, one text) is one bucket's worth once.
+        if rs[..i].iter().any(|b| b.token == a.token) {
+            continue;
+        }
+        let Some(b) = cs.iter().find(|b| b.token == a.token) else {
+            continue;
+        };
+        let (p, q) = (a.logprob.exp(), b.logprob.exp());
+        if p > 0.0 {
+            kl += p * (a.logprob - b.logprob);
+        }
+        p_in += p;
+        q_in += q;
+    }
+    let p_rest = 1.0 - p_in;
+    if p_rest >= MASS_FLOOR {
+        kl += p_rest * (p_rest / (1.0 - q_in).max(MASS_FLOOR)).ln();
+    }
+    kl.is_finite().then_some(kl.max(0.0))
+}
+
+/// |Δ logprob| of the reference's token `r` where the candidate chose another, `c`: read from
+/// `c`'s top-`k`; outside it, the candidate's logprob of it is at most its K-th's, so the
+/// difference is at least the reference's logprob less that (0 where that is negative).
+fn diverged_delta(r: &TokenLogprob, c: &TokenLogprob, k: usize) -> Option<f64> {
+    let alternatives = top(c, k);
+    let d = match alternatives.iter().find(|a| a.token == r.token) {
+        Some(found) => (found.logprob - r.logprob).abs(),
+        None => (r.logprob - alternatives.last()?.logprob).max(0.0),
+    };
+    d.is_finite().then_some(d)
+}
+
+/// What [`paired`] finds at the positions tokenised alike.
+#[derive(Default)]
+struct Paired {
+    deltas: Vec<f64>,
+    kls: Vec<f64>,
+    kls_rest: Vec<f64>,
+}
+
 /// Pairs of tokens tokenised alike (the same span) wholly before `end`: where both sides
 /// chose the same token, and their logprobs can be set side by side: each pair's |Δ logprob|
 /// and KL over the reference's top-`k`. None without the candidate's tokens and spans.
@@ -260,14 +329,13 @@ fn paired(
     cspans: Option<&[(usize, usize)]>,
     k: usize,
     end: usize,
-) -> (Vec<f64>, Vec<f64>) {
+) -> Paired {
     let (Some(ctoks), Some(cspans)) = (candidate, cspans) else {
-        return (Vec::new(), Vec::new());
+        return Paired::default();
     };
     let by_span: HashMap<(usize, usize), usize> =
         cspans.iter().enumerate().map(|(j, s)| (*s, j)).collect();
-    let mut deltas = Vec::new();
-    let mut kls = Vec::new();
+    let mut out = Paired::default();
     for (i, span) in rspans.iter().enumerate() {
         if span.1 > end || span.0 == span.1 {
             continue;
@@ -276,12 +344,13 @@ fn paired(
             let (r, c) = (&reference[i], &ctoks[j]);
             let delta = (c.logprob - r.logprob).abs();
             if delta.is_finite() {
-                deltas.push(delta);
+                out.deltas.push(delta);
             }
-            kls.extend(kl_top(r, c, k));
+            out.kls.extend(kl_top(r, c, k));
+            out.kls_rest.extend(kl_rest(r, c, k));
         }
     }
-    (deltas, kls)
+    out
 }
 
 /// Where the texts part at byte `d` and both sides sent tokens: the reference's token and the
@@ -393,15 +462,17 @@ pub fn compare(
         None
     };
     if d == rtext.len() && d == ctext.len() || shorter_cut == Some(true) {
-        let (deltas, kls) = paired(d);
+        let p = paired(d);
         let n = before(d);
         return Compared {
             positions: n,
             agreed: n,
             divergence: None,
             cut_short: shorter_cut == Some(true),
-            deltas,
-            kls,
+            every_delta: p.deltas.clone(),
+            every_kl: p.kls_rest,
+            deltas: p.deltas,
+            kls: p.kls,
         };
     }
     // They part at byte `d`. The tokens compared are those where the two token streams part:
@@ -440,7 +511,14 @@ pub fn compare(
     // though the texts part past it.
     let compared_at = ri.map_or(rtext.len(), |i| rspans[i].0);
     let agreed = before(compared_at);
-    let (deltas, kls) = paired(compared_at);
+    let p = paired(compared_at);
+    // The divergence itself, where both sides' tokens there start at the same byte (read from
+    // the candidate's logprobs: [`parting_read`] finds them so).
+    let (mut every_kl, mut every_delta) = (p.kls_rest, p.deltas.clone());
+    if let (Some(r), Some(c)) = (rtok, cj.map(|j| &ctoks[j])) {
+        every_kl.extend(kl_rest(r, c, k));
+        every_delta.extend(diverged_delta(r, c, k));
+    }
     Compared {
         positions: agreed + 1,
         agreed,
@@ -458,8 +536,10 @@ pub fn compare(
             reanchors: 0,
         }),
         cut_short: false,
-        deltas,
-        kls,
+        deltas: p.deltas,
+        kls: p.kls,
+        every_kl,
+        every_delta,
     }
 }
 

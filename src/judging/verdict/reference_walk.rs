@@ -44,6 +44,11 @@ pub struct Walk {
     pub deltas: Vec<f64>,
     /// The KL divergence over the reference's top-K at those positions.
     pub kls: Vec<f64>,
+    /// The KL divergence over both top-Ks and the rest of the mass, at every position judged
+    /// where the candidate's logprobs start a token where the reference's does.
+    pub every_kl: Vec<f64>,
+    /// |Δ logprob| of the reference's token at the same positions.
+    pub every_delta: Vec<f64>,
     /// Re-anchors judged.
     pub reanchored: usize,
     /// Why the walk ended.
@@ -134,6 +139,8 @@ pub fn walk<'a>(
         cut_short: false,
         deltas: Vec::new(),
         kls: Vec::new(),
+        every_kl: Vec::new(),
+        every_delta: Vec::new(),
         reanchored: 0,
         end: WalkEnd::Whole,
     };
@@ -147,6 +154,8 @@ pub fn walk<'a>(
         w.cut_short = c.cut_short;
         w.deltas.extend(c.deltas);
         w.kls.extend(c.kls);
+        w.every_kl.extend(c.every_kl);
+        w.every_delta.extend(c.every_delta);
         let Some(mut d) = c.divergence else {
             w.end = WalkEnd::Whole;
             return w;

@@ -6,16 +6,43 @@
 //! would bring more than it saves (docs/performance.md says the same).
 
 use super::row::Row;
-use crate::archive::record::Percentiles;
+use crate::archive::record::{Percentiles, PositionFigures};
 
 /// The latency figures' names, in the order of their columns.
 const LATENCY: [&str; 4] = ["ttft_ms", "itl_ms", "tpot_ms", "e2el_ms"];
 /// Each latency figure's columns after its name.
 const PERCENTILES: [&str; 5] = ["count", "mean", "p50", "p90", "p99"];
 
+/// The reference line's figures over every position, in the order of their columns: the
+/// candidate's, then the worst usable noise build's (issue 52).
+const EVERY_POSITION: [&str; 6] = [
+    "same_top",
+    "kl_mean_nats",
+    "kl_p99_nats",
+    "delta_mean_nats",
+    "delta_p99_nats",
+    "hard_per_100",
+];
+
+/// The figures of [`EVERY_POSITION`], empty where there are none.
+fn every_position(f: Option<PositionFigures>) -> [String; 6] {
+    match f {
+        Some(f) => [
+            number(f.same_top),
+            number(f.kl_mean),
+            number(f.kl_p99),
+            number(f.delta_mean),
+            number(f.delta_p99),
+            number(f.hard_per_100),
+        ],
+        None => Default::default(),
+    }
+}
+
 /// The header's fields: the run, its group, its result and medians, the box, the floors, the
 /// determinism line's trials and mismatches, the reference line's positions, agreement and
-/// hard divergences, the latency percentiles, and why it was unreadable.
+/// hard divergences, its figures over every position and the noise's, the latency percentiles,
+/// and why it was unreadable.
 pub fn header() -> Vec<String> {
     let mut h: Vec<String> = [
         "dir",
@@ -39,6 +66,9 @@ pub fn header() -> Vec<String> {
     ]
     .map(String::from)
     .to_vec();
+    for side in ["reference", "reference_noise"] {
+        h.extend(EVERY_POSITION.iter().map(|f| format!("{side}_{f}")));
+    }
     for figure in LATENCY {
         h.extend(PERCENTILES.iter().map(|p| format!("{figure}_{p}")));
     }
@@ -92,6 +122,8 @@ pub fn fields(r: &Row) -> Vec<String> {
         number(r.reference_agreement),
         number(r.reference_hard_divergences),
     ];
+    f.extend(every_position(r.reference_every));
+    f.extend(every_position(r.reference_noise));
     let l = &r.latency;
     for p in [l.ttft_ms, l.itl_ms, l.tpot_ms, l.e2el_ms] {
         f.extend(percentiles(p));
@@ -190,6 +222,16 @@ mod tests {
             reference_positions: Some(36),
             reference_agreement: Some(0.75),
             reference_hard_divergences: Some(2),
+            reference_every: Some(PositionFigures {
+                positions: 36,
+                measured: 30,
+                same_top: Some(0.75),
+                kl_mean: Some(0.125),
+                kl_p99: Some(0.5),
+                delta_mean: Some(0.25),
+                delta_p99: Some(1.5),
+                hard_per_100: Some(5.5),
+            }),
             ..Row::default()
         };
         let text = csv(std::slice::from_ref(&row));
@@ -216,6 +258,13 @@ mod tests {
         assert_eq!(at("reference_positions"), "36");
         assert_eq!(at("reference_agreement"), "0.75");
         assert_eq!(at("reference_hard_divergences"), "2");
+        assert_eq!(at("reference_same_top"), "0.75");
+        assert_eq!(at("reference_kl_mean_nats"), "0.125");
+        assert_eq!(at("reference_kl_p99_nats"), "0.5");
+        assert_eq!(at("reference_delta_mean_nats"), "0.25");
+        assert_eq!(at("reference_delta_p99_nats"), "1.5");
+        assert_eq!(at("reference_hard_per_100"), "5.5");
+        assert_eq!(at("reference_noise_kl_mean_nats"), "", "no noise asked");
         assert_eq!(at("ttft_ms_count"), "12");
         assert_eq!(at("ttft_ms_mean"), "100.5");
         assert_eq!(at("ttft_ms_p50"), "100");

@@ -12,9 +12,10 @@ use anyhow::Result;
 use super::row::{model_hash, unix_seconds, GroupKey, Latency, Row, UNREADABLE};
 use super::table::grouped;
 use crate::archive::rundir::{self, BaselineRun};
-use crate::judging::archived::judge_archive;
+use crate::judging::archived::{judge_archive, recorded_noise};
 use crate::judging::measure::{measure, median};
 use crate::judging::provenance::differences;
+use crate::judging::verdict::reference_noise::worst_noise;
 use crate::judging::verdict::Criteria;
 
 /// Read each run and build its row, in groups ([`grouped`]), then the directories that could
@@ -89,6 +90,7 @@ fn row(dir: &Path, baselines: &mut HashMap<String, BaselineRun>) -> Result<Row> 
         a.read_serve_log()?,
         baseline,
         reference.as_ref(),
+        &recorded_noise(&criteria.floors().reference_noise),
     )?;
     // Warm-ups (`--warmup`) are not judged, and are no part of the run's figures.
     let metrics: Vec<_> = a
@@ -139,6 +141,8 @@ fn row(dir: &Path, baselines: &mut HashMap<String, BaselineRun>) -> Result<Row> 
         reference_positions: reference.map(|f| f.positions),
         reference_agreement: reference.and_then(|f| f.agreement),
         reference_hard_divergences: reference.map(|f| f.hard_divergences),
+        reference_every: reference.and_then(|f| f.every_position),
+        reference_noise: reference.and_then(|f| worst_noise(&f.noise)),
         result: verdict.outcome.word().to_string(),
         summary: Some(format!("RESULT: {}", verdict.outcome)),
         unreadable: None,

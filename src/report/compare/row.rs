@@ -127,6 +127,10 @@ pub struct Row {
     pub reference_agreement: Option<f64>,
     /// Its hard divergences.
     pub reference_hard_divergences: Option<usize>,
+    /// Its figures over every position (issue 52), where the verdict has them.
+    pub reference_every: Option<crate::archive::record::PositionFigures>,
+    /// The worst usable noise build's figures, figure by figure (`--reference-noise`).
+    pub reference_noise: Option<crate::archive::record::PositionFigures>,
     /// The RESULT, judged again as `judge DIR` judges it (the run's own floors and recorded
     /// baseline), in result.json's words: `PASS`, `FAIL`, `SKIP`, `INCONCLUSIVE`,
     /// `INTERRUPTED`; `UNREADABLE` for a directory that cannot be read.

@@ -7,8 +7,8 @@ use crate::archive::record::{
     StopRecord,
 };
 use crate::judging::verdict::{
-    self, Baseline, Criteria, Evidence, Floors, Outcome, ProcessEvidence, ReferenceEvidence,
-    Status, Verdict,
+    self, Baseline, Criteria, Evidence, Floors, NoiseBuild, Outcome, ProcessEvidence,
+    ReferenceEvidence, Status, Verdict,
 };
 
 /// One hand-made run and what its verdict must say.
@@ -48,6 +48,17 @@ impl Case {
         let criteria = Criteria::new(self.floors.clone()).map_err(|e| format!("{e:#}"))?;
         let log = self.log.map(|l| criteria.scan_log_text(l));
         let hand_made = Evidence::of(&self.replies, &self.startup);
+        let noise: Vec<NoiseBuild<'_>> = self.reference.as_ref().map_or(Vec::new(), |r| {
+            r.noise
+                .iter()
+                .map(|n| NoiseBuild::Recorded {
+                    name: n.name,
+                    manifest: &n.manifest,
+                    replies: &n.replies,
+                    reanchors: &[],
+                })
+                .collect()
+        });
         let evidence = Evidence {
             replies_planned: self.planned.unwrap_or(self.replies.len()),
             serve_log: log.as_ref(),
@@ -70,6 +81,7 @@ impl Case {
                         replies: &r.replies,
                         load: None,
                     },
+                    noise: &noise,
                 },
                 None => ReferenceEvidence::NotAsked,
             },
@@ -124,6 +136,16 @@ pub struct ReferenceCase {
     pub(crate) replies: Vec<ReplyRecord>,
     /// The re-anchors the candidate's run made past divergences (reanchors.json).
     pub(crate) reanchors: Vec<ReanchorRecord>,
+    /// Known-good builds' runs against the same reference (`--reference-noise`).
+    pub(crate) noise: Vec<NoiseCase>,
+}
+
+/// A known-good build's run against the reference: its name, run.json and replies (none
+/// re-anchored: its answers are the reference's text).
+pub struct NoiseCase {
+    pub(crate) name: &'static str,
+    pub(crate) manifest: RunManifest,
+    pub(crate) replies: Vec<ReplyRecord>,
 }
 
 /// The line `check` in `v`, if it has one.

@@ -9,7 +9,7 @@ use crate::archive::record::{
 use crate::judging::verdict::{Floors, Outcome, Status};
 use crate::live::conditions::{summarize, TopProcess};
 
-use super::case::{Case, ReferenceCase};
+use super::case::{Case, NoiseCase, ReferenceCase};
 
 /// A millisecond, in ns.
 pub(crate) const MS: u64 = 1_000_000;
@@ -87,8 +87,33 @@ pub(crate) fn against_reference(
         reference: greedy_manifest(),
         replies: vec![theirs],
         reanchors: Vec::new(),
+        noise: Vec::new(),
     });
     c
+}
+
+/// "Paris." as the reference answers it (runners-up `margins` below), each token's logprob
+/// `shift` nats lower and its runner-up's `shift` higher: the same text, other numerics, as a
+/// build on other kernels computes it.
+pub(crate) fn shifted(margins: [f64; 3], shift: f64) -> Vec<TokenLogprob> {
+    let mut tokens = scored(margins, None);
+    for t in &mut tokens {
+        t.logprob -= shift;
+        t.top[0].logprob -= shift;
+        t.top[1].logprob += shift;
+    }
+    tokens
+}
+
+/// A known-good build named `name` that answered "Paris." with `tokens`.
+pub(crate) fn noise_build(name: &'static str, tokens: Vec<TokenLogprob>) -> NoiseCase {
+    let mut r = reply(&[200, 210, 220], "Paris.");
+    r.logprobs = Some(tokens);
+    NoiseCase {
+        name,
+        manifest: greedy_manifest(),
+        replies: vec![r],
+    }
 }
 
 /// A reply sent at 0 whose text events arrive at `at_ms`, saying `content`.

@@ -5,7 +5,7 @@ use crate::archive::record::ReanchorRecord;
 use crate::judging::verdict::{Outcome, Status};
 
 use super::case::Case;
-use super::parts::{against_reference, scored};
+use super::parts::{against_reference, noise_build, scored, shifted};
 
 /// The reference line (issue 31): the candidate's tokens against a trusted build's.
 pub(crate) fn cases() -> Vec<Case> {
@@ -81,6 +81,73 @@ pub(crate) fn cases() -> Vec<Case> {
     c.expect = vec![("reference", Fail, "logprobs")];
     c.outcome = Outcome::Fail;
     cases.push(c);
+    cases.extend(noise_cases(margins));
 
+    cases
+}
+
+/// The reference line held to known-good builds' noise (`--reference-noise`, issue 52).
+fn noise_cases(margins: [f64; 3]) -> Vec<Case> {
+    use Status::{Fail, Ok};
+    let with_noise = |name, candidate, noise: Vec<(&'static str, f64)>| {
+        let mut c = against_reference(name, margins, candidate, true);
+        if let Some(r) = c.reference.as_mut() {
+            r.noise = noise
+                .into_iter()
+                .map(|(n, shift)| noise_build(n, shifted(margins, shift)))
+                .collect();
+        }
+        c
+    };
+    let mut cases = Vec::new();
+    let mut c = with_noise(
+        "a candidate inside the known-good builds' noise is ok",
+        shifted(margins, 0.1),
+        vec![("runs/good-a", 0.12), ("runs/good-b", 0.06)],
+    );
+    c.expect = vec![(
+        "reference",
+        Ok,
+        "held to 2x the worst of 2 known-good builds (--reference-noise): same top token 100.0%",
+    )];
+    cases.push(c);
+    let mut c = with_noise(
+        "a candidate at three times the noise fails",
+        shifted(margins, 0.15),
+        vec![("runs/good-a", 0.05)],
+    );
+    c.expect = vec![(
+        "reference",
+        Fail,
+        "|Δ logprob| of the reference's token, mean 0.150 nats beyond the limit 0.100 nats, 2x the noise's 0.050 nats (runs/good-a)",
+    )];
+    c.outcome = Outcome::Fail;
+    cases.push(c);
+    let mut c = with_noise(
+        "a noise wider than the candidate still catches a hard divergence it never shows",
+        scored(margins, Some(1)),
+        vec![("runs/wide", 0.5)],
+    );
+    c.expect = vec![(
+        "reference",
+        Fail,
+        "hard divergences per 100 positions 50.00 beyond the limit 0.00, 2x the noise's 0.00 (runs/wide)",
+    )];
+    c.outcome = Outcome::Fail;
+    cases.push(c);
+    let mut c = with_noise(
+        "a noise build that is the reference bit for bit cannot be used: at best inconclusive",
+        shifted(margins, 0.1),
+        vec![("runs/same", 0.0)],
+    );
+    c.expect = vec![(
+        "reference",
+        Status::Inconclusive,
+        "the noise cannot be used (runs/same: it computed what the reference did, bit for bit",
+    )];
+    c.outcome = Outcome::Inconclusive {
+        reason: "reference inconclusive".into(),
+    };
+    cases.push(c);
     cases
 }
