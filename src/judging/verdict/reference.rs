@@ -86,7 +86,7 @@ const SAMPLING_KEYS: [&str; 11] = [
 /// Why the two runs cannot be compared token by token, or an empty list.
 pub fn incomparable(candidate: &RunManifest, reference: &RunManifest) -> Vec<String> {
     let mut why = Vec::new();
-    let theirs: Vec<&str> = reference
+    let theirs: std::collections::HashSet<&str> = reference
         .prompts
         .iter()
         .map(|p| p.prompt.as_str())
@@ -527,10 +527,10 @@ fn noise_figures(
             mismatch.join("; ")
         ));
     }
-    let firsts = first_answers(replies);
-    let ours: Vec<&ReplyRecord> = firsts
+    let judged: std::collections::HashSet<&str> = prompts.iter().copied().collect();
+    let ours: Vec<&ReplyRecord> = first_answers(replies)
         .into_iter()
-        .filter(|r| prompts.contains(&r.prompt.as_str()))
+        .filter(|r| judged.contains(r.prompt.as_str()))
         .collect();
     if ours.len() < prompts.len() {
         return unusable(format!(

@@ -277,14 +277,14 @@ pub(crate) fn kl_rest(r: &TokenLogprob, c: &TokenLogprob, k: usize) -> Option<f6
         return None;
     }
     let (mut kl, mut p_in, mut q_in) = (0.0, 0.0, 0.0);
-    for (i, a) in rs.iter().enumerate() {
-        // A token text listed twice (two ids, one text) is one bucket's worth once.
-        if rs[..i].iter().any(|b| b.token == a.token) {
-            continue;
-        }
-        let Some(b) = cs.iter().find(|b| b.token == a.token) else {
+    // The candidate's alternatives not yet matched: each is one token's bucket once, so a text
+    // the reference lists twice (two ids, one text) finds its match the first time only.
+    let mut unmatched: Vec<&TopLogprob> = cs.iter().collect();
+    for a in rs {
+        let Some(at) = unmatched.iter().position(|b| b.token == a.token) else {
             continue;
         };
+        let b = unmatched.swap_remove(at);
         let (p, q) = (a.logprob.exp(), b.logprob.exp());
         if p > 0.0 {
             kl += p * (a.logprob - b.logprob);
@@ -881,6 +881,38 @@ pub(crate) mod tests {
         assert!(near > 0.0 && far > 0.0, "{near} {far}");
         // No alternatives on the candidate's side: no estimate, never a zero.
         assert_eq!(kl_top(&r, &tok("a", -0.1, &[]), 20), None);
+    }
+
+    #[test]
+    fn kl_with_the_rest_as_one_bucket_is_the_whole_kl_when_nothing_is_cut_and_never_more() {
+        // A vocabulary of four, P = (0.6, 0.2, 0.15, 0.05) and Q = (0.5, 0.2, 0.05, 0.25): the
+        // whole KL by its definition, sum p ln(p/q) (Cover & Thomas eq. 2.26).
+        let (p, q) = ([0.6f64, 0.2, 0.15, 0.05], [0.5f64, 0.2, 0.05, 0.25]);
+        let whole: f64 = p.iter().zip(&q).map(|(p, q)| p * (p / q).ln()).sum();
+        let side = |d: [f64; 4]| {
+            let top: Vec<(&str, f64)> = ["a", "b", "c", "d"]
+                .into_iter()
+                .zip(d.map(f64::ln))
+                .collect();
+            tok("a", d[0].ln(), &top)
+        };
+        let (r, c) = (side(p), side(q));
+        let all = kl_rest(&r, &c, 4).unwrap();
+        assert!((all - whole).abs() < 1e-12, "{all} against {whole}");
+        // Cut to the top 2, "c" and "d" are one bucket on each side, 0.2 against 0.3: a lower
+        // bound (the log-sum inequality, Thm 2.7.1), strictly under here.
+        let cut = kl_rest(&r, &c, 2).unwrap();
+        let expected = 0.6 * (0.6f64 / 0.5).ln() + 0.2 * (0.2f64 / 0.3).ln();
+        assert!((cut - expected).abs() < 1e-12, "{cut} against {expected}");
+        assert!(cut < whole - 0.1, "{cut} against {whole}");
+        assert_eq!(kl_rest(&r, &r, 4), Some(0.0));
+        // A text listed twice on the reference's side is matched once (catches a candidate
+        // alternative matched again, which would count its mass twice).
+        let twice = tok("a", 0.7f64.ln(), &[("a", 0.7f64.ln()), ("a", 0.2f64.ln())]);
+        let once = tok("a", 0.7f64.ln(), &[("a", 0.7f64.ln())]);
+        assert_eq!(kl_rest(&twice, &once, 2), kl_rest(&once, &once, 2));
+        // No alternatives on a side: no figure, never a zero.
+        assert_eq!(kl_rest(&r, &tok("a", -0.1, &[]), 3), None);
     }
 
     #[test]
