@@ -11,7 +11,7 @@ use crate::archive::digest::Integrity;
 use crate::archive::record::Floors;
 use crate::archive::rundir::{self, Archive, BaselineRun, ResultFile};
 use crate::archive::safe_open::Want;
-use crate::judging::archived::{check_noise, judge_archive, recorded_noise};
+use crate::judging::archived::{check_noise, judge_archive, walk_asked_noise, walk_noise};
 use crate::judging::verdict::Criteria;
 use crate::live::reference_args::ReferenceArgs;
 use crate::live::run_args::{
@@ -133,18 +133,20 @@ pub fn run(args: JudgeArgs) -> Result<u8> {
         criteria.floors().baseline.as_deref(),
     )?;
     // Asked for now, each noise build must be a readable run held beside the reference; recorded
-    // by the run and gone since, the line says so.
+    // by the run and gone since, the line says so. Each is walked as it is read, never held.
     let noise = if args.reference.reference_noise.is_empty() {
-        recorded_noise(&criteria.floors().reference_noise)
+        let recorded = &criteria.floors().reference_noise;
+        walk_noise(recorded, &archive, reference.as_ref(), &criteria)
     } else {
-        let asked: Vec<BaselineRun> = args
+        let flag = "--reference-noise";
+        let asked: Vec<String> = args
             .reference
             .reference_noise
             .iter()
-            .map(|dir| BaselineRun::load(dir))
+            .map(|dir| dir.display().to_string())
             .collect();
-        check_noise("--reference-noise", &asked, reference.as_ref())?;
-        asked
+        check_noise(flag, &asked, reference.as_ref(), false)?;
+        walk_asked_noise(flag, &asked, &archive, reference.as_ref(), &criteria)?
     };
     let verdict = judge_archive(
         &archive,

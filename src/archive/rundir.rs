@@ -36,6 +36,7 @@ use crate::archive::record::{
     LoadSnapshot, MetricsRecord, NotArchived, ReanchorRecord, ReplyRecord, RouteRecord,
     RunManifest, Verdict, SCHEMA,
 };
+use crate::archive::reply_stream;
 use crate::archive::safe_open::{self, OpenError};
 
 /// run.json
@@ -672,6 +673,19 @@ const STREAMED: &[&str] = &[SERVE_LOG, TIMELINE];
 /// Read an archived run. run.json must be there and readable; a missing or unreadable
 /// load.json only means no load line.
 pub fn load_archive(dir: &Path) -> Result<Archive> {
+    let mut replies: Vec<ReplyRecord> = Vec::new();
+    let mut archive = load_archive_with(dir, &mut |_, mut r| {
+        // What the live run judged of it, no more: `run` and `judge` agree.
+        r.keep_judged(&replies);
+        replies.push(r);
+    })?;
+    archive.replies = replies;
+    Ok(archive)
+}
+
+/// Read the run.json of the run at `dir` alone (its digests are not held: [`load_archive`]
+/// holds them).
+pub fn load_manifest(dir: &Path) -> Result<RunManifest> {
     let manifest_path = dir.join(MANIFEST);
     // One line naming run.json once: the system's word, or what the path is instead.
     let text = read_run_file(&manifest_path, MANIFEST).map_err(|e| match e {
@@ -682,28 +696,41 @@ pub fn load_archive(dir: &Path) -> Result<Archive> {
         ),
         other => anyhow::anyhow!("{other}"),
     })?;
-    let manifest = parse_manifest(&text)
-        .with_context(|| format!("failed to read {}", manifest_path.display()))?;
+    parse_manifest(&text).with_context(|| format!("failed to read {}", manifest_path.display()))
+}
+
+/// Read an archived run as [`load_archive`] does, handing each of its replies to `take` as
+/// replies.jsonl is read (with the run's re-anchors) instead of keeping them: the archive
+/// comes back without replies. A known-good build's replies are walked so and dropped (issue
+/// 52), never held whole.
+pub fn load_archive_with(
+    dir: &Path,
+    take: &mut dyn FnMut(&[ReanchorRecord], ReplyRecord),
+) -> Result<Archive> {
+    let manifest = load_manifest(dir)?;
     let mut found = BTreeMap::new();
+    // The re-anchors first: a reply handed on is walked past them.
+    let (reanchors, reanchors_problem) =
+        read_optional_json::<Vec<ReanchorRecord>>(dir, REANCHORS, &mut found);
+    let reanchors = reanchors.unwrap_or_default();
     let replies_path = dir.join(REPLIES);
-    let (replies, replies_problem) = match read_run_file(&replies_path, REPLIES) {
-        Ok(bytes) => {
-            found.insert(REPLIES.to_string(), Found::Sha256(digest::sha256(&bytes)));
-            let (whole, cut) = split_cut_line(&bytes);
-            let replies = parse_replies(whole)
-                .with_context(|| format!("failed to read {}", replies_path.display()))?;
-            let problem = cut.map(|c| {
+    let mut taken = 0usize;
+    let streamed = reply_stream::stream_replies(&replies_path, most_read(REPLIES), &mut |r| {
+        taken += 1;
+        take(&reanchors, r)
+    })?;
+    let replies_problem = match streamed {
+        Ok(s) => {
+            found.insert(REPLIES.to_string(), Found::Sha256(s.sha256));
+            s.cut.map(|bytes| {
                 format!(
-                    "{REPLIES} ends in {} bytes of a line that was never finished (the run was killed while writing it); judging the {} whole replies",
-                    c.len(),
-                    replies.len()
+                    "{REPLIES} ends in {bytes} bytes of a line that was never finished (the run was killed while writing it); judging the {taken} whole replies"
                 )
-            });
-            (replies, problem)
+            })
         }
         Err(e) if e.is_not_found() => {
             found.insert(REPLIES.to_string(), Found::Absent);
-            (Vec::new(), None)
+            None
         }
         Err(e) => return Err(e.into()),
     };
@@ -712,8 +739,6 @@ pub fn load_archive(dir: &Path) -> Result<Archive> {
     let (load, load_problem) = read_optional_json::<LoadSnapshot>(dir, LOAD, &mut found);
     let (route, route_problem) = read_optional_json::<RouteRecord>(dir, ROUTE, &mut found);
     let (metrics, metrics_problem) = read_optional_json::<MetricsRecord>(dir, METRICS, &mut found);
-    let (reanchors, reanchors_problem) =
-        read_optional_json::<Vec<ReanchorRecord>>(dir, REANCHORS, &mut found);
     // Only what result.json says of the archive; its verdict is judged again, not read.
     #[derive(Deserialize)]
     struct ResultNotArchived {
@@ -752,7 +777,7 @@ pub fn load_archive(dir: &Path) -> Result<Archive> {
     };
     Ok(Archive {
         manifest,
-        replies,
+        replies: Vec::new(),
         serve_log,
         load,
         load_problem,
@@ -761,7 +786,7 @@ pub fn load_archive(dir: &Path) -> Result<Archive> {
         route_problem,
         metrics,
         metrics_problem,
-        reanchors: reanchors.unwrap_or_default(),
+        reanchors,
         reanchors_problem,
         not_archived,
         integrity,
@@ -841,17 +866,8 @@ pub fn parse_replies(bytes: &[u8]) -> Result<Vec<ReplyRecord>> {
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let r: ReplyRecord = serde_json::from_slice(line)
-            .with_context(|| format!("line {} is not a reply record", i + 1))?;
-        if let Some(why) = r.impossible() {
-            bail!(
-                "line {}: {} cannot be a record of a run: {why}",
-                i + 1,
-                r.name()
-            );
-        }
         // What the live run judged of it, no more: `run` and `judge` agree.
-        let mut r = r;
+        let mut r = reply_stream::parse_line(i + 1, line)?;
         r.keep_judged(&replies);
         replies.push(r);
     }

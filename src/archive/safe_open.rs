@@ -191,27 +191,39 @@ pub fn open_read(path: &Path) -> Result<File, OpenError> {
 /// size is checked before anything is read, and at most `cap + 1` bytes are read (a file that
 /// grows while it is read is refused too).
 pub fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>, OpenError> {
-    let file = open_read(path)?;
-    let len = file
-        .metadata()
-        .map_err(|e| OpenError::Io(path.to_path_buf(), e))?
-        .len();
-    let too_large = |len| OpenError::TooLarge {
-        path: path.to_path_buf(),
-        len,
-        cap,
-    };
-    if len > cap {
-        return Err(too_large(len));
-    }
+    let (file, len) = open_capped(path, cap)?;
     let mut bytes = Vec::with_capacity(len as usize);
     file.take(cap + 1)
         .read_to_end(&mut bytes)
         .map_err(|e| OpenError::Io(path.to_path_buf(), e))?;
     if bytes.len() as u64 > cap {
-        return Err(too_large(bytes.len() as u64));
+        return Err(too_large(path, bytes.len() as u64, cap));
     }
     Ok(bytes)
+}
+
+/// Open the regular file `path` to be read as a stream of at most `cap` bytes, refusing it
+/// from its size when it holds more; its size. The reader stops the stream past `cap` (a file
+/// that grows while it is read) with [`too_large`].
+pub fn open_capped(path: &Path, cap: u64) -> Result<(File, u64), OpenError> {
+    let file = open_read(path)?;
+    let len = file
+        .metadata()
+        .map_err(|e| OpenError::Io(path.to_path_buf(), e))?
+        .len();
+    if len > cap {
+        return Err(too_large(path, len, cap));
+    }
+    Ok((file, len))
+}
+
+/// `path` holds `len` bytes, past the `cap` of what is read of it.
+pub fn too_large(path: &Path, len: u64, cap: u64) -> OpenError {
+    OpenError::TooLarge {
+        path: path.to_path_buf(),
+        len,
+        cap,
+    }
 }
 
 #[cfg(test)]

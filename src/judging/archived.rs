@@ -7,10 +7,14 @@ use std::io::Read;
 
 use anyhow::{Context, Result};
 
-use crate::archive::record::{Line, Outcome, Startup, Status};
-use crate::archive::rundir::{Archive, BaselineRun};
+use std::path::Path;
+
+use crate::archive::record::{
+    Line, NoiseFigures, Outcome, ReanchorRecord, ReplyRecord, RunManifest, Startup, Status,
+};
+use crate::archive::rundir::{load_archive_with, load_manifest, Archive, BaselineRun};
 use crate::judging::serve_log::LogScan;
-use crate::judging::verdict::reference::noise_mismatch;
+use crate::judging::verdict::reference::{noise_mismatch, NoiseScope, NoiseWalk};
 use crate::judging::verdict::{
     self, Baseline, BaselineEvidence, Criteria, Evidence, NoiseBuild, ProcessEvidence,
     ReferenceEvidence, Verdict,
@@ -24,7 +28,7 @@ pub fn judge_archive(
     log: Option<impl Read>,
     baseline: Option<&BaselineRun>,
     reference: Option<&BaselineRun>,
-    noise: &[BaselineRun],
+    noise: &[NoiseRun],
 ) -> Result<Verdict> {
     let log = match log {
         Some(file) => {
@@ -59,7 +63,7 @@ pub fn judge_with_log(
     log: Option<&LogScan>,
     baseline: Option<&BaselineRun>,
     reference: Option<&BaselineRun>,
-    noise: &[BaselineRun],
+    noise: &[NoiseRun],
 ) -> Verdict {
     let manifest = &archive.manifest;
     let hold_reason = manifest.hold.as_ref().filter(|h| !h.acquired).map(|h| {
@@ -87,13 +91,8 @@ pub fn judge_with_log(
     };
     let noise: Vec<NoiseBuild<'_>> = noise
         .iter()
-        .map(|n| match &n.archive {
-            Ok(a) => NoiseBuild::Recorded {
-                name: &n.name,
-                manifest: &a.manifest,
-                replies: &a.replies,
-                reanchors: &a.reanchors,
-            },
+        .map(|n| match &n.walked {
+            Ok(figures) => NoiseBuild::Walked(figures),
             Err(why) => NoiseBuild::Missing { name: &n.name, why },
         })
         .collect();
@@ -164,25 +163,40 @@ pub fn judge_with_log(
     }
 }
 
-/// The known-good builds' runs `flag` names (`--reference-noise`), each held beside the
-/// `reference`: one that cannot be read, or whose prompts, max_tokens, temperature, sampling or
-/// logprobs K are not the reference's, is refused with one line before anything starts.
+/// A known-good build's run (`--reference-noise`) as judging takes it: its figures, walked as
+/// its replies were read, or why it cannot be used.
+#[derive(Debug, Clone)]
+pub struct NoiseRun {
+    /// Its directory, as given or recorded.
+    pub name: String,
+    /// Its figures against the reference, or why it could not be read.
+    pub walked: std::result::Result<NoiseFigures, String>,
+}
+
+/// The known-good builds' runs at `dirs`, each checked before anything starts (`flag` names
+/// them): one whose prompts, max_tokens, temperature, sampling or logprobs K are not the
+/// `reference`'s is refused with one line, and, read `whole` (the live run, which walks them
+/// only at its end, [`walk_noise`]), one that cannot be read, was changed since its run or
+/// holds no replies. Read as a stream, never held.
 pub fn check_noise(
     flag: &str,
-    noise: &[BaselineRun],
+    dirs: &[String],
     reference: Option<&BaselineRun>,
+    whole: bool,
 ) -> Result<()> {
-    for n in noise {
-        let a = match &n.archive {
-            Ok(a) => a,
-            Err(why) => anyhow::bail!("{flag} {} is not a readable run: {why}", n.name),
+    for dir in dirs {
+        let read = if whole {
+            read_noise(Path::new(dir), &mut |_, _| {})
+        } else {
+            load_manifest(Path::new(dir)).map_err(|e| format!("{e:#}"))
         };
+        let manifest =
+            read.map_err(|why| anyhow::anyhow!("{flag} {dir} is not a readable run: {why}"))?;
         if let Some(Ok(r)) = reference.map(|r| &r.archive) {
-            let why = noise_mismatch(&a.manifest, &r.manifest);
+            let why = noise_mismatch(&manifest, &r.manifest);
             if !why.is_empty() {
                 anyhow::bail!(
-                    "{flag} {} was not run as the reference {} was, so its figures are no noise around it: {}",
-                    n.name,
+                    "{flag} {dir} was not run as the reference {} was, so its figures are no noise around it: {}",
                     reference.map_or("", |r| r.name.as_str()),
                     why.join("; ")
                 );
@@ -192,21 +206,121 @@ pub fn check_noise(
     Ok(())
 }
 
-/// The runs recorded as `--reference-noise` (`recorded`), each loaded, or why it cannot be read
-/// now kept for the reference line to say.
-pub fn recorded_noise(recorded: &[String]) -> Vec<BaselineRun> {
-    recorded
-        .iter()
-        .map(|dir| {
-            let mut run = BaselineRun::load(std::path::Path::new(dir));
-            if let Err(why) = &run.archive {
-                run.archive = Err(format!(
-                    "the run's noise build {dir} cannot be read now ({why})"
-                ));
-            }
-            run
+/// Read the run at `dir` as a baseline is read (its digests held, and refused when it holds
+/// no replies), handing each reply to `take` and keeping none: its run.json, or why not.
+fn read_noise(
+    dir: &Path,
+    take: &mut dyn FnMut(&[ReanchorRecord], ReplyRecord),
+) -> std::result::Result<RunManifest, String> {
+    let mut replies = 0usize;
+    let a = load_archive_with(dir, &mut |reanchors, r| {
+        replies += 1;
+        take(reanchors, r);
+    })
+    .map_err(|e| format!("{e:#}"))?;
+    if let Some(changed) = a.integrity.changed_line() {
+        return Err(format!("{}: {changed}", dir.display()));
+    }
+    if replies == 0 {
+        return Err(format!("{} holds no replies", dir.display()));
+    }
+    Ok(a.manifest)
+}
+
+/// Walk the known-good builds' runs at `dirs`, recorded by the run, against the candidate
+/// (`archive`) and its `reference` under `criteria` ([`walk_each`]); one that cannot be read
+/// now is said so by the line.
+pub fn walk_noise(
+    dirs: &[String],
+    archive: &Archive,
+    reference: Option<&BaselineRun>,
+    criteria: &Criteria,
+) -> Vec<NoiseRun> {
+    dirs.iter()
+        .zip(walk_each(dirs, archive, reference, criteria))
+        .map(|(dir, walked)| NoiseRun {
+            name: dir.clone(),
+            walked: walked
+                .map_err(|why| format!("the run's noise build {dir} cannot be read now ({why})")),
         })
         .collect()
+}
+
+/// [`walk_noise`] for builds asked for now (`flag`): one that cannot be read is refused with
+/// one line.
+pub fn walk_asked_noise(
+    flag: &str,
+    dirs: &[String],
+    archive: &Archive,
+    reference: Option<&BaselineRun>,
+    criteria: &Criteria,
+) -> Result<Vec<NoiseRun>> {
+    dirs.iter()
+        .zip(walk_each(dirs, archive, reference, criteria))
+        .map(|(dir, walked)| match walked {
+            Ok(figures) => Ok(NoiseRun {
+                name: dir.clone(),
+                walked: Ok(figures),
+            }),
+            Err(why) => anyhow::bail!("{flag} {dir} is not a readable run: {why}"),
+        })
+        .collect()
+}
+
+/// Each build at `dirs` walked as its replies are read (one thread a build), none held whole:
+/// its figures, or why it cannot be read.
+fn walk_each(
+    dirs: &[String],
+    archive: &Archive,
+    reference: Option<&BaselineRun>,
+    criteria: &Criteria,
+) -> Vec<std::result::Result<NoiseFigures, String>> {
+    let scope = match reference.map(|r| &r.archive) {
+        Some(Ok(r)) => NoiseScope::of(
+            &archive.replies,
+            &archive.manifest,
+            &Baseline {
+                name: reference.map_or("", |r| r.name.as_str()),
+                manifest: &r.manifest,
+                replies: &r.replies,
+                load: r.load.as_ref(),
+            },
+            verdict::reference_rules(criteria),
+        ),
+        _ => None,
+    };
+    std::thread::scope(|s| {
+        let walks: Vec<_> = dirs
+            .iter()
+            .map(|dir| {
+                let scope = scope.as_ref();
+                s.spawn(move || {
+                    // Not held to the reference at all (the line says why): read, not walked.
+                    let mut walk = scope.map(NoiseWalk::new);
+                    let manifest = read_noise(Path::new(dir), &mut |reanchors, r| {
+                        if let Some(w) = walk.as_mut() {
+                            w.add(reanchors, &r);
+                        }
+                    })?;
+                    Ok(match walk {
+                        Some(w) => w.finish(dir, &manifest),
+                        None => NoiseFigures {
+                            run: dir.clone(),
+                            figures: None,
+                            unusable: Some("the candidate is not held to the reference".into()),
+                        },
+                    })
+                })
+            })
+            .collect();
+        walks
+            .into_iter()
+            .map(|w| {
+                w.join()
+                    .unwrap_or_else(|_| Err("its walk panicked".to_string()))
+            })
+            .collect()
+    })
 }
 
 /// The verdict of an archive whose files are not what the gate wrote: its lines as they

@@ -19,7 +19,7 @@ use crate::archive::record::{
     SCHEMA,
 };
 use crate::archive::rundir::{self, Archive, ResultFile, RunDir};
-use crate::judging::archived::judge_with_log;
+use crate::judging::archived::{judge_with_log, walk_noise};
 use crate::judging::serve_log::LogScan;
 use crate::judging::verdict::route_matches;
 use crate::live::log_pipe::LogPipe;
@@ -315,14 +315,21 @@ async fn judge_and_archive(
     rec: Recorder,
     dir_path: &Path,
 ) -> u8 {
-    // The verdict stands on what the gate holds in memory, whatever the disk took of it.
+    // The verdict stands on what the gate holds in memory, whatever the disk took of it. The
+    // known-good builds, checked before the run, are read again: one changed since is said.
+    let noise = walk_noise(
+        &plan.noise,
+        archive,
+        plan.reference.as_ref(),
+        &plan.criteria,
+    );
     let verdict = judge_with_log(
         archive,
         &plan.criteria,
         serve_log,
         plan.baseline.as_ref(),
         plan.reference.as_ref(),
-        &plan.noise,
+        &noise,
     );
     // From here on nothing changes the verdict or the exit code: result.json says it.
     let title = format!("{} (RESULT: {})", dir_path.display(), verdict.outcome);

@@ -77,9 +77,9 @@ pub(crate) struct Plan {
     pub baseline: Option<BaselineRun>,
     /// The reference the candidate's tokens are held to, loaded before anything started.
     pub reference: Option<BaselineRun>,
-    /// Known-good builds' runs against that reference (`--reference-noise`), loaded and held
-    /// beside it before anything started.
-    pub noise: Vec<BaselineRun>,
+    /// Known-good builds' runs against that reference (`--reference-noise`), as given: read
+    /// and checked beside it before anything starts, walked again at the end, never held.
+    pub noise: Vec<String>,
     /// The fields of a re-anchor request: the request fields and `--continue-body`'s.
     pub continue_fields: Option<serde_json::Map<String, serde_json::Value>>,
     /// The concurrent bursts after the single-stream replies; `None` for one stream at a time.
@@ -131,13 +131,13 @@ impl Plan {
         // run lost at the end.
         let baseline = load_run("--baseline", args.baseline.as_deref())?;
         let reference = load_run("--reference", args.reference.reference.as_deref())?;
-        let noise: Vec<BaselineRun> = args
+        let noise: Vec<String> = args
             .reference
             .reference_noise
             .iter()
-            .map(|dir| BaselineRun::load(dir))
+            .map(|dir| dir.display().to_string())
             .collect();
-        check_noise("--reference-noise", &noise, reference.as_ref())?;
+        check_noise("--reference-noise", &noise, reference.as_ref(), true)?;
         let prompts = match &args.prompts {
             Some(path) => prompts::load(path)?,
             None => prompts::built_in(),

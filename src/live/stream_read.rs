@@ -550,13 +550,13 @@ fn record_logprobs(
             let records = rec.logprobs.get_or_insert_with(Vec::new);
             records.extend(read.tokens.into_iter().map(|t| {
                 TokenLogprob {
-                    token: t.token,
+                    token: t.token.into(),
                     logprob: t.logprob,
                     top: t
                         .top
                         .into_iter()
                         .map(|a| TopLogprob {
-                            token: a.token,
+                            token: a.token.into(),
                             logprob: a.logprob,
                         })
                         .collect(),

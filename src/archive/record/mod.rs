@@ -8,6 +8,7 @@
 //! whichever file holds it:
 //! - `reply.rs`: one reply as received (replies.jsonl), its chunks, logprobs and measured
 //!   figures, and the re-anchors (reanchors.json);
+//! - `token_text.rs`: a logprob record's token text, interned;
 //! - `manifest.rs`: run.json, what was run, where and with which settings;
 //! - `floors.rs`: the floors, limits and patterns a run is judged against;
 //! - `lifecycle.rs`: how the serve came up and how it was stopped;
@@ -39,6 +40,7 @@ mod provenance;
 mod reply;
 mod result;
 mod route;
+mod token_text;
 mod tool_call;
 
 pub use crate::archive::check::{Check, Kind};
@@ -56,6 +58,7 @@ pub use provenance::*;
 pub use reply::*;
 pub use result::*;
 pub use route::*;
+pub use token_text::*;
 pub use tool_call::*;
 
 /// Version of the run directory's file formats. Bumped when a field changes meaning.

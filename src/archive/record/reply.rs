@@ -3,6 +3,7 @@
 //! from the reference (reanchors.json), and the figures measured from a reply when it was
 //! recorded. What judging keeps of a reply in memory ([`JUDGED_TEXT`]) is decided here too.
 
+use crate::archive::record::token_text::TokenText;
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::value::RawValue;
 
@@ -148,7 +149,11 @@ pub struct ReplyRecord {
     /// asked for them and the serve sent them (`choices[0].logprobs.content[]`, as
     /// llama-server, vLLM and the OpenAI API stream them). Absent when none were asked for or
     /// none came (the run says which), and in archives from before they were recorded.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "tokens_held"
+    )]
     pub logprobs: Option<Vec<TokenLogprob>>,
     /// The serve's memory (and the device's) read when the reply ended (issue 34); absent
     /// where nothing was read (an attached serve, a hand-made run, an older archive).
@@ -190,19 +195,72 @@ pub const MAX_TOP_LOGPROBS: usize = 20;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TokenLogprob {
     /// The token's text, cut to [`LOGPROB_TOKEN_BYTES`].
-    pub token: String,
+    pub token: TokenText,
     /// Its logprob, nats.
     pub logprob: f64,
     /// The top alternatives, at most [`MAX_TOP_LOGPROBS`].
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "exactly_held"
+    )]
     pub top: Vec<TopLogprob>,
+}
+
+/// A token's alternatives read from an archive, held in exactly the room they take: read one
+/// by one into a `Vec`, it grows by doubling, so ten alternatives took the room of sixteen and
+/// shrinking left the rest as holes (a judge holds millions of them, issue 52). They are read
+/// into this thread's scratch list and copied out once.
+fn exactly_held<'de, D>(d: D) -> Result<Vec<TopLogprob>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    struct Exactly;
+    impl<'de> serde::de::Visitor<'de> for Exactly {
+        type Value = Vec<TopLogprob>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a list of alternatives")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Self::Value, A::Error> {
+            thread_local! {
+                static SCRATCH: std::cell::RefCell<Vec<TopLogprob>> =
+                    const { std::cell::RefCell::new(Vec::new()) };
+            }
+            SCRATCH.with(|scratch| {
+                // An alternative holds no list, so nothing read here comes back to the scratch.
+                let mut scratch = scratch.borrow_mut();
+                scratch.clear();
+                while let Some(a) = seq.next_element::<TopLogprob>()? {
+                    scratch.push(a);
+                }
+                Ok(scratch.to_vec())
+            })
+        }
+    }
+    d.deserialize_seq(Exactly)
+}
+
+/// A reply's token records, in the room they take (a reply's tokens are read as its
+/// alternatives are, [`exactly_held`]; the room a `Vec` grew by is given back).
+fn tokens_held<'de, D>(d: D) -> Result<Option<Vec<TokenLogprob>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    let mut tokens = Option::<Vec<TokenLogprob>>::deserialize(d)?;
+    if let Some(t) = tokens.as_mut() {
+        t.shrink_to_fit();
+    }
+    Ok(tokens)
 }
 
 /// One alternative at a token's position.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TopLogprob {
     /// Its text, cut to [`LOGPROB_TOKEN_BYTES`].
-    pub token: String,
+    pub token: TokenText,
     /// Its logprob, nats.
     pub logprob: f64,
 }

@@ -154,6 +154,9 @@ pub enum NoiseBuild<'a> {
         /// Its re-anchors past its divergences from the reference.
         reanchors: &'a [ReanchorRecord],
     },
+    /// Walked already, as its replies were read and dropped, never held whole (`judge`, issue
+    /// 52): its figures, from [`super::reference::NoiseWalk`] as a recorded one's are.
+    Walked(&'a crate::archive::record::NoiseFigures),
     /// Recorded by the run and not readable now: its name, and why.
     Missing {
         /// Its directory, as recorded.

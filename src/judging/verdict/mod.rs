@@ -246,21 +246,26 @@ fn reply_lines(e: &Evidence<'_>, c: &Criteria, warmup_failed: &[String]) -> Vec<
     lines.extend(reference::reference_line(
         e,
         e.reference,
-        reference::ReferenceRules {
-            tie: c.floors().reference_tie.unwrap_or(reference::DEFAULT_TIE),
-            min_agreement: c.floors().min_agreement,
-            max_drift: c.floors().max_logprob_drift,
-            most: c
-                .floors()
-                .reference_reanchor
-                .unwrap_or(reference::DEFAULT_REANCHOR),
-            noise_factor: c
-                .floors()
-                .noise_factor
-                .unwrap_or(reference_noise::DEFAULT_NOISE_FACTOR),
-        },
+        reference_rules(c),
     ));
     lines
+}
+
+/// The reference line's rules under `c`: its floors where set, the defaults where not.
+pub fn reference_rules(c: &Criteria) -> reference::ReferenceRules {
+    reference::ReferenceRules {
+        tie: c.floors().reference_tie.unwrap_or(reference::DEFAULT_TIE),
+        min_agreement: c.floors().min_agreement,
+        max_drift: c.floors().max_logprob_drift,
+        most: c
+            .floors()
+            .reference_reanchor
+            .unwrap_or(reference::DEFAULT_REANCHOR),
+        noise_factor: c
+            .floors()
+            .noise_factor
+            .unwrap_or(reference_noise::DEFAULT_NOISE_FACTOR),
+    }
 }
 
 /// The load line: the box's load before the run and what the serve waited for a CPU during it;

@@ -30,10 +30,10 @@
 //! Pure: the two runs' records and the settings in, the line out.
 
 use crate::archive::check::Check;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::determinism::first_answers;
-use super::evidence::{Evidence, NoiseBuild, ReferenceEvidence};
+use super::evidence::{Baseline, Evidence, NoiseBuild, ReferenceEvidence};
 pub use super::reference_compare::{compare, Answer, Compared, Divergence, Kind, Margin};
 use super::reference_noise::{against_noise, position_figures, unusable_figures, AgainstNoise};
 pub use super::reference_walk::{not_continued, walk, Walk, WalkEnd};
@@ -235,6 +235,7 @@ fn describe(prompt: &str, d: &Divergence, k: usize, tie: f64) -> String {
 
 /// The reference line, when a reference was asked for.
 /// What the walks of every prompt found, as the line counts and names it.
+#[derive(Default)]
 struct Tally {
     /// |Δ logprob| at positions tokenised alike.
     deltas: Vec<f64>,
@@ -356,6 +357,24 @@ fn walk_prompts(
 }
 
 impl Tally {
+    /// Add what a later walk found, as one walk over both would have.
+    fn absorb(&mut self, o: Tally) {
+        self.deltas.extend(o.deltas);
+        self.kls.extend(o.kls);
+        self.every_kl.extend(o.every_kl);
+        self.every_delta.extend(o.every_delta);
+        self.unanswered += o.unanswered;
+        self.without += o.without;
+        self.cut += o.cut;
+        self.one_way += o.one_way;
+        self.hard.extend(o.hard);
+        self.ties.extend(o.ties);
+        self.unmeasured.extend(o.unmeasured);
+        self.bound += o.bound;
+        self.unrecorded += o.unrecorded;
+        self.not_continued.extend(o.not_continued);
+    }
+
     /// What the line says beside its figures: the K judged on, what was checked one way or
     /// not at all, and which prompts stopped short of the reference's whole answer, and why.
     fn notes(
@@ -487,95 +506,244 @@ fn reference_fails(
     fails
 }
 
-/// A known-good build's figures against the reference (`--reference-noise`), walked as the
-/// candidate's are over the prompts the candidate was judged on (`prompts`), or why it cannot
-/// be used.
-#[allow(clippy::too_many_arguments)]
-fn noise_figures(
-    n: &NoiseBuild<'_>,
-    reference: &RunManifest,
-    prompts: &[&str],
-    theirs: &HashMap<&str, &ReplyRecord>,
+/// What a known-good build (`--reference-noise`) is walked over: the reference's first answers,
+/// the prompts the candidate was judged on, the K judged, the tie and the bound of re-anchors,
+/// all as the candidate's walk has them.
+pub struct NoiseScope<'e> {
+    reference: &'e RunManifest,
+    theirs: HashMap<&'e str, &'e ReplyRecord>,
+    judged: HashSet<&'e str>,
     k: usize,
     tie: f64,
     most: usize,
-) -> NoiseFigures {
-    let (name, manifest, replies, reanchors) = match *n {
-        NoiseBuild::Missing { name, why } => {
-            return NoiseFigures {
-                run: name.to_string(),
-                figures: None,
-                unusable: Some(format!("it cannot be read now: {}", one_line(why))),
-            }
+}
+
+impl<'e> NoiseScope<'e> {
+    /// The scope of the candidate's `replies` (run as `candidate`) against `reference` under
+    /// `rules`; `None` where the two are not compared at all (the line says why, and no noise
+    /// is read).
+    pub fn of(
+        replies: &'e [ReplyRecord],
+        candidate: &RunManifest,
+        reference: &Baseline<'e>,
+        rules: ReferenceRules,
+    ) -> Option<NoiseScope<'e>> {
+        let s = set_sides(replies, candidate, reference).ok()?;
+        Some(NoiseScope::within(&s, reference.manifest, rules))
+    }
+
+    fn within(s: &Sides<'e>, reference: &'e RunManifest, rules: ReferenceRules) -> Self {
+        NoiseScope {
+            reference,
+            judged: s
+                .ours
+                .iter()
+                .map(|r| r.prompt.as_str())
+                .filter(|p| s.theirs.contains_key(p))
+                .collect(),
+            theirs: s.theirs.clone(),
+            k: s.k,
+            tie: rules.tie,
+            most: rules.most,
         }
+    }
+}
+
+/// One prompt's first answer in a known-good build, walked.
+struct Walked {
+    index: usize,
+    tally: Tally,
+    figures: ReferenceFigures,
+    k: Option<usize>,
+}
+
+/// A known-good build's replies walked one at a time, in any order, to its figures against the
+/// reference: each prompt's first single-stream answer that did not fail (by index, as
+/// [`first_answers`] takes them) among the prompts the candidate was judged on. What a walk
+/// keeps of a prompt is its figures, never the reply, so the build's archive need not be held.
+pub struct NoiseWalk<'s, 'e> {
+    scope: &'s NoiseScope<'e>,
+    walked: HashMap<String, Walked>,
+}
+
+impl<'s, 'e> NoiseWalk<'s, 'e> {
+    /// A walk over nothing yet.
+    pub fn new(scope: &'s NoiseScope<'e>) -> Self {
+        NoiseWalk {
+            scope,
+            walked: HashMap::new(),
+        }
+    }
+
+    /// Walk `r` (past the build's `reanchors`) where it is the first answer to a judged prompt
+    /// so far; pass it over otherwise.
+    pub fn add(&mut self, reanchors: &[ReanchorRecord], r: &ReplyRecord) {
+        if r.error.is_some() || r.burst.is_some() || r.set_apart() {
+            return;
+        }
+        if !self.scope.judged.contains(r.prompt.as_str()) {
+            return;
+        }
+        if self
+            .walked
+            .get(&r.prompt)
+            .is_some_and(|w| w.index <= r.index)
+        {
+            return;
+        }
+        let s = self.scope;
+        let mut figures = ReferenceFigures::default();
+        let tally = walk_prompts(reanchors, &[r], &s.theirs, s.k, s.tie, s.most, &mut figures);
+        let walked = Walked {
+            index: r.index,
+            tally,
+            figures,
+            k: recorded_k(&[r]),
+        };
+        self.walked.insert(r.prompt.clone(), walked);
+    }
+
+    /// The build's figures (`name`, run as `manifest`), or why it cannot be used.
+    pub fn finish(self, name: &str, manifest: &RunManifest) -> NoiseFigures {
+        let unusable = |why: String| NoiseFigures {
+            run: name.to_string(),
+            figures: None,
+            unusable: Some(why),
+        };
+        let s = self.scope;
+        let mismatch = noise_mismatch(manifest, s.reference);
+        if !mismatch.is_empty() {
+            return unusable(format!(
+                "not comparable with the reference: {}",
+                mismatch.join("; ")
+            ));
+        }
+        if self.walked.len() < s.judged.len() {
+            return unusable(format!(
+                "it answered {} of the {} prompts judged here",
+                self.walked.len(),
+                s.judged.len()
+            ));
+        }
+        match self
+            .walked
+            .values()
+            .filter_map(|w| w.k)
+            .max()
+            .filter(|&nk| nk > 0)
+        {
+            None => return unusable("it recorded no logprobs (make it with --logprobs K)".into()),
+            Some(nk) if nk < s.k => {
+                return unusable(format!(
+                    "its logprobs are top-{nk}, fewer than the top-{} judged here",
+                    s.k
+                ))
+            }
+            Some(_) => {}
+        }
+        // In the order of the answers' indexes, as one walk over them all would add them up.
+        let mut walked: Vec<Walked> = self.walked.into_values().collect();
+        walked.sort_by_key(|w| w.index);
+        let (mut tally, mut f) = (Tally::default(), ReferenceFigures::default());
+        for w in walked {
+            tally.absorb(w.tally);
+            f.prompts += w.figures.prompts;
+            f.positions += w.figures.positions;
+            f.agreed += w.figures.agreed;
+            f.reanchored += w.figures.reanchored;
+        }
+        let short = tally.bound + tally.unrecorded + tally.not_continued.len();
+        let figures = position_figures(
+            f.positions,
+            f.agreed,
+            tally.hard.len(),
+            &tally.every_kl,
+            &tally.every_delta,
+        );
+        let why = if tally.one_way > 0 {
+            Some(format!(
+                "{} sent no logprobs",
+                plural(tally.one_way, "of its answers", "of its answers")
+            ))
+        } else if short > 0 {
+            Some(format!(
+                "{} judged only up to a divergence (re-anchors not recorded against this reference, past the bound, or not continued): its figures do not cover every position",
+                plural(short, "prompt", "prompts")
+            ))
+        } else {
+            unusable_figures(&figures)
+        };
+        NoiseFigures {
+            run: name.to_string(),
+            figures: Some(figures),
+            unusable: why,
+        }
+    }
+}
+
+/// A known-good build's figures as the evidence gives it: walked here from its records,
+/// walked already as they were read, or why it cannot be read now.
+fn noise_of(n: &NoiseBuild<'_>, scope: &NoiseScope<'_>) -> NoiseFigures {
+    match *n {
         NoiseBuild::Recorded {
             name,
             manifest,
             replies,
             reanchors,
-        } => (name, manifest, replies, reanchors),
-    };
-    let unusable = |why: String| NoiseFigures {
-        run: name.to_string(),
-        figures: None,
-        unusable: Some(why),
-    };
-    let mismatch = noise_mismatch(manifest, reference);
-    if !mismatch.is_empty() {
-        return unusable(format!(
-            "not comparable with the reference: {}",
-            mismatch.join("; ")
-        ));
-    }
-    let judged: std::collections::HashSet<&str> = prompts.iter().copied().collect();
-    let ours: Vec<&ReplyRecord> = first_answers(replies)
-        .into_iter()
-        .filter(|r| judged.contains(r.prompt.as_str()))
-        .collect();
-    if ours.len() < prompts.len() {
-        return unusable(format!(
-            "it answered {} of the {} prompts judged here",
-            ours.len(),
-            prompts.len()
-        ));
-    }
-    match recorded_k(&ours).filter(|&nk| nk > 0) {
-        None => return unusable("it recorded no logprobs (make it with --logprobs K)".into()),
-        Some(nk) if nk < k => {
-            return unusable(format!(
-                "its logprobs are top-{nk}, fewer than the top-{k} judged here"
-            ))
+        } => {
+            let mut walk = NoiseWalk::new(scope);
+            for r in replies {
+                walk.add(reanchors, r);
+            }
+            walk.finish(name, manifest)
         }
-        Some(_) => {}
+        NoiseBuild::Walked(figures) => figures.clone(),
+        NoiseBuild::Missing { name, why } => NoiseFigures {
+            run: name.to_string(),
+            figures: None,
+            unusable: Some(format!("it cannot be read now: {}", one_line(why))),
+        },
     }
-    let mut f = ReferenceFigures::default();
-    let tally = walk_prompts(reanchors, &ours, theirs, k, tie, most, &mut f);
-    let short = tally.bound + tally.unrecorded + tally.not_continued.len();
-    let figures = position_figures(
-        f.positions,
-        f.agreed,
-        tally.hard.len(),
-        &tally.every_kl,
-        &tally.every_delta,
-    );
-    let why = if tally.one_way > 0 {
-        Some(format!(
-            "{} sent no logprobs",
-            plural(tally.one_way, "of its answers", "of its answers")
-        ))
-    } else if short > 0 {
-        Some(format!(
-            "{} judged only up to a divergence (re-anchors not recorded against this reference, past the bound, or not continued): its figures do not cover every position",
-            plural(short, "prompt", "prompts")
-        ))
-    } else {
-        unusable_figures(&figures)
+}
+
+/// The two sides' first answers set against each other: the candidate's, the reference's by
+/// prompt, and the K judged (the smaller of the two recorded), with each side's.
+struct Sides<'e> {
+    ours: Vec<&'e ReplyRecord>,
+    theirs: HashMap<&'e str, &'e ReplyRecord>,
+    k: usize,
+    k_here: Option<usize>,
+    k_ref: usize,
+}
+
+/// The sides of the candidate's `replies` (run as `candidate`) against `reference`, or why
+/// they cannot be compared token by token.
+fn set_sides<'e>(
+    replies: &'e [ReplyRecord],
+    candidate: &RunManifest,
+    reference: &Baseline<'e>,
+) -> Result<Sides<'e>, Vec<String>> {
+    let theirs_all = first_answers(reference.replies);
+    let ours = first_answers(replies);
+    let mut why = incomparable(candidate, reference.manifest);
+    let k_ref = recorded_k(&theirs_all).filter(|&k| k > 0);
+    if k_ref.is_none() {
+        why.insert(
+            0,
+            "the reference recorded no logprobs (make it with --logprobs K)".to_string(),
+        );
+    }
+    let (Some(k_ref), true) = (k_ref, why.is_empty()) else {
+        return Err(why);
     };
-    NoiseFigures {
-        run: name.to_string(),
-        figures: Some(figures),
-        unusable: why,
-    }
+    let k_here = recorded_k(&ours).filter(|&k| k > 0);
+    Ok(Sides {
+        k: k_here.map_or(k_ref, |h| h.min(k_ref)),
+        theirs: theirs_all.iter().map(|r| (r.prompt.as_str(), *r)).collect(),
+        ours,
+        k_here,
+        k_ref,
+    })
 }
 
 /// What the line says of the noise (`--reference-noise`): the candidate's figures beside the
@@ -631,28 +799,6 @@ fn line_fails(
         }
         None => reference_fails(hard, f, min_agreement, max_drift),
     }
-}
-
-/// Each noise build's figures (`--reference-noise`), over the prompts of `ours` (the
-/// candidate's first answers) that the reference answered.
-fn noise_of(
-    noise: &[NoiseBuild<'_>],
-    reference: &RunManifest,
-    ours: &[&ReplyRecord],
-    theirs: &HashMap<&str, &ReplyRecord>,
-    k: usize,
-    tie: f64,
-    most: usize,
-) -> Vec<NoiseFigures> {
-    let prompts: Vec<&str> = ours
-        .iter()
-        .filter(|r| theirs.contains_key(r.prompt.as_str()))
-        .map(|r| r.prompt.as_str())
-        .collect();
-    noise
-        .iter()
-        .map(|n| noise_figures(n, reference, &prompts, theirs, k, tie, most))
-        .collect()
 }
 
 /// The figures over every position as the line says them.
@@ -719,27 +865,17 @@ pub(crate) fn reference_line(
         named(reference.manifest),
         named(candidate)
     );
-    let theirs_all = first_answers(reference.replies);
-    let ours = first_answers(e.replies);
-    let mut why = incomparable(candidate, reference.manifest);
-    let k_ref = recorded_k(&theirs_all).filter(|&k| k > 0);
-    if k_ref.is_none() {
-        why.insert(
-            0,
-            "the reference recorded no logprobs (make it with --logprobs K)".to_string(),
-        );
-    }
-    let (Some(k_ref), true) = (k_ref, why.is_empty()) else {
-        return Some(Line::new(
-            Check::Reference,
-            Status::Fail,
-            format!("not comparable with {sides}: {}", why.join("; ")),
-        ));
+    let s = match set_sides(e.replies, candidate, &reference) {
+        Ok(s) => s,
+        Err(why) => {
+            return Some(Line::new(
+                Check::Reference,
+                Status::Fail,
+                format!("not comparable with {sides}: {}", why.join("; ")),
+            ))
+        }
     };
-    let k_here = recorded_k(&ours).filter(|&k| k > 0);
-    let k = k_here.map_or(k_ref, |h| h.min(k_ref));
-    let theirs: HashMap<&str, &ReplyRecord> =
-        theirs_all.iter().map(|r| (r.prompt.as_str(), *r)).collect();
+    let (ours, theirs, k, k_here, k_ref) = (&s.ours, &s.theirs, s.k, s.k_here, s.k_ref);
     let mut figures = ReferenceFigures {
         top_k: Some(k),
         tie,
@@ -747,7 +883,7 @@ pub(crate) fn reference_line(
         max_logprob_drift: rules.max_drift,
         ..ReferenceFigures::default()
     };
-    let tally = walk_prompts(e.reanchors, &ours, &theirs, k, tie, most, &mut figures);
+    let tally = walk_prompts(e.reanchors, ours, theirs, k, tie, most, &mut figures);
     let notes = tally.notes(e, k, k_here, k_ref, most);
     let Tally {
         deltas,
@@ -779,7 +915,8 @@ pub(crate) fn reference_line(
     );
     figures.every_position = Some(every);
     if !noise.is_empty() {
-        figures.noise = noise_of(noise, reference.manifest, &ours, &theirs, k, tie, most);
+        let scope = NoiseScope::within(&s, reference.manifest, rules);
+        figures.noise = noise.iter().map(|n| noise_of(n, &scope)).collect();
         figures.noise_factor = Some(noise_factor);
     }
     let judged_by_noise = against_noise(&every, &figures.noise, noise_factor);
@@ -935,6 +1072,72 @@ mod tests {
             rules(min_agreement, max_drift, DEFAULT_REANCHOR),
         )
         .unwrap()
+    }
+
+    #[test]
+    fn a_noise_build_walked_in_any_order_is_its_first_answers_figures() {
+        use crate::judging::verdict::reference_compare::tests::tok;
+        let refm = manifest(0.0);
+        let theirs = [reply("The capital is Paris", Some(reference()))];
+        let ours = [reply("The capital is Paris", Some(reference()))];
+        let scope = NoiseScope::of(
+            &ours,
+            &refm,
+            &Baseline {
+                name: "runs/cpu",
+                manifest: &refm,
+                replies: &theirs,
+                load: None,
+            },
+            rules(None, None, DEFAULT_REANCHOR),
+        )
+        .unwrap();
+        // The first answer (by index) agrees with the reference, its logprobs nudged; a later
+        // one to the same prompt parts hard (" Nice", 2 nats under " Paris"), and an earlier one
+        // failed: neither is the build's answer, in whatever order they come.
+        let mut nudged = reference();
+        for t in &mut nudged {
+            t.logprob -= 0.01;
+        }
+        let mut parted = reference();
+        parted[3] = tok(
+            " Nice",
+            -2.25,
+            &[(" Paris", -0.25), (" Lyon", -0.75), (" Nice", -2.25)],
+        );
+        let mut first = reply("The capital is Paris", Some(nudged));
+        first.index = 2;
+        let mut later = reply("The capital is Nice", Some(parted));
+        later.index = 5;
+        let mut failed = reply("The", Some(reference()));
+        failed.error = Some("cut".into());
+        let walked = |order: &[&ReplyRecord]| {
+            let mut walk = NoiseWalk::new(&scope);
+            for r in order {
+                walk.add(&[], r);
+            }
+            walk.finish("runs/noise", &refm)
+        };
+        let in_order = walked(&[&failed, &first, &later]);
+        assert_eq!(walked(&[&later, &first, &failed]), in_order);
+        assert_eq!(walked(&[&first, &later]), in_order);
+        let f = in_order.figures.as_ref().expect("figures");
+        assert_eq!((f.positions, f.hard_per_100), (4, Some(0.0)));
+        // Walked alone, the later answer is what the build said, and it parts hard.
+        let alone = walked(&[&later]);
+        let hard = alone.figures.as_ref().map(|f| f.hard_per_100);
+        assert_eq!(hard, Some(Some(25.0)), "{alone:?}");
+        // Held whole, the build is walked by the same walk.
+        let held = noise_of(
+            &NoiseBuild::Recorded {
+                name: "runs/noise",
+                manifest: &refm,
+                replies: &[later.clone(), failed.clone(), first.clone()],
+                reanchors: &[],
+            },
+            &scope,
+        );
+        assert_eq!(held, in_order);
     }
 
     #[test]

@@ -399,7 +399,7 @@ fn parting_inferred(
             .filter(|a| a.token != r.token && s + a.token.len() >= reach)
             .filter(|a| ctext.as_bytes()[s..].starts_with(a.token.as_bytes()))
             .max_by_key(|a| a.token.len())
-            .map(|a| a.token.clone())
+            .map(|a| a.token.to_string())
     };
     let held = holding(rspans, d);
     let found = held
@@ -490,7 +490,7 @@ pub fn compare(
     let rtok = ri.map(|i| &reference[i]);
     let ctoks = candidate.logprobs.unwrap_or(&[]);
     let (ctok, cj, looked_up, inferred) = match theirs {
-        Theirs::Read(j) => (j.map(|j| ctoks[j].token.clone()), j, true, false),
+        Theirs::Read(j) => (j.map(|j| ctoks[j].token.to_string()), j, true, false),
         Theirs::Inferred(t) => (Some(t), None, true, true),
         Theirs::Unlisted(shown) => (shown, None, false, true),
     };
@@ -525,7 +525,7 @@ pub fn compare(
         divergence: Some(Divergence {
             token: ri.unwrap_or(reference.len()),
             byte: d,
-            reference_token: rtok.map(|r| r.token.clone()),
+            reference_token: rtok.map(|r| r.token.to_string()),
             candidate_token: ctok,
             inferred,
             margin,
@@ -555,12 +555,12 @@ pub(crate) mod tests {
     /// A token with its alternatives, most likely first.
     pub(crate) fn tok(text: &str, logprob: f64, top: &[(&str, f64)]) -> TokenLogprob {
         TokenLogprob {
-            token: text.to_string(),
+            token: text.into(),
             logprob,
             top: top
                 .iter()
                 .map(|&(t, l)| TopLogprob {
-                    token: t.to_string(),
+                    token: t.into(),
                     logprob: l,
                 })
                 .collect(),

@@ -217,7 +217,10 @@ pub(crate) mod tests {
     pub(crate) const PROMPT: &str = "What is the capital of France?";
 
     pub(crate) fn anchor(at: usize, content: &str) -> ReanchorRecord {
-        let prefix: String = reference()[..=at].iter().map(|t| t.token.clone()).collect();
+        let prefix: String = reference()[..=at]
+            .iter()
+            .map(|t| t.token.as_str())
+            .collect();
         ReanchorRecord {
             prompt: PROMPT.to_string(),
             at_token: at,

@@ -12,7 +12,7 @@ use anyhow::Result;
 use super::row::{model_hash, unix_seconds, GroupKey, Latency, Row, UNREADABLE};
 use super::table::grouped;
 use crate::archive::rundir::{self, BaselineRun};
-use crate::judging::archived::{judge_archive, recorded_noise};
+use crate::judging::archived::{judge_archive, walk_noise};
 use crate::judging::measure::{measure, median};
 use crate::judging::provenance::differences;
 use crate::judging::verdict::reference_noise::worst_noise;
@@ -90,7 +90,12 @@ fn row(dir: &Path, baselines: &mut HashMap<String, BaselineRun>) -> Result<Row> 
         a.read_serve_log()?,
         baseline,
         reference.as_ref(),
-        &recorded_noise(&criteria.floors().reference_noise),
+        &walk_noise(
+            &criteria.floors().reference_noise,
+            &a,
+            reference.as_ref(),
+            &criteria,
+        ),
     )?;
     // Warm-ups (`--warmup`) are not judged, and are no part of the run's figures.
     let metrics: Vec<_> = a

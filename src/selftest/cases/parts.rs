@@ -44,11 +44,11 @@ pub(crate) fn scored(margins: [f64; 3], took: Option<usize>) -> Vec<TokenLogprob
         .map(|(i, (&(usual, other), margin))| {
             let top = vec![
                 TopLogprob {
-                    token: usual.to_string(),
+                    token: usual.into(),
                     logprob: -0.01,
                 },
                 TopLogprob {
-                    token: other.to_string(),
+                    token: other.into(),
                     logprob: -0.01 - margin,
                 },
             ];
@@ -58,7 +58,7 @@ pub(crate) fn scored(margins: [f64; 3], took: Option<usize>) -> Vec<TokenLogprob
                 (usual, -0.01)
             };
             TokenLogprob {
-                token: token.to_string(),
+                token: token.into(),
                 logprob,
                 top,
             }
