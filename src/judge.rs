@@ -112,7 +112,24 @@ pub fn run(args: JudgeArgs) -> Result<u8> {
         ],
         &outputs,
     )?;
-    let archive = rundir::load_archive(&args.dir)?;
+    // A reference asked for now is read beside the run (the two are the largest files a judge
+    // reads, issue 52); what is wrong with either is said in the order it always was.
+    let (archive, asked_reference) = std::thread::scope(|s| {
+        let reference = args
+            .reference
+            .reference
+            .as_deref()
+            .map(|dir| s.spawn(move || BaselineRun::load(dir)));
+        let archive = rundir::load_archive(&args.dir);
+        let reference = reference.map(|r| {
+            r.join().unwrap_or_else(|_| BaselineRun {
+                name: String::new(),
+                archive: Err("reading it panicked".to_string()),
+            })
+        });
+        (archive, reference)
+    });
+    let archive = archive?;
     say_what_the_archive_lacks(&archive, &args.dir);
     if let Some(note) = made_by_another_gate(
         &archive.manifest.tool_version,
@@ -124,12 +141,15 @@ pub fn run(args: JudgeArgs) -> Result<u8> {
     let criteria = Criteria::new(floors_asked(&args, &archive)?)?;
     let reference = compared_run(
         "reference",
-        args.reference.reference.as_deref(),
+        args.reference.reference.as_deref().zip(asked_reference),
         criteria.floors().reference.as_deref(),
     )?;
     let baseline = compared_run(
         "baseline",
-        args.baseline.baseline.as_deref(),
+        args.baseline
+            .baseline
+            .as_deref()
+            .map(|dir| (dir, BaselineRun::load(dir))),
         criteria.floors().baseline.as_deref(),
     )?;
     // Asked for now, each noise build must be a readable run held beside the reference; recorded
@@ -508,16 +528,16 @@ fn override_reference(floors: &mut Floors, reference: &ReferenceArgs) {
 }
 
 /// The run the `what` line ("baseline" or "reference") compares with. Asked for now
-/// (`asked`), it must be a readable run, or judge cannot do what it was asked; recorded by the
-/// run and gone since, the line says so (the comparison is inconclusive).
+/// (`asked`: its directory, read), it must be a readable run, or judge cannot do what it was
+/// asked; recorded by the run and gone since, the line says so (the comparison is
+/// inconclusive).
 fn compared_run(
     what: &str,
-    asked: Option<&Path>,
+    asked: Option<(&Path, BaselineRun)>,
     recorded: Option<&str>,
 ) -> Result<Option<BaselineRun>> {
     match (asked, recorded) {
-        (Some(dir), _) => {
-            let run = BaselineRun::load(dir);
+        (Some((dir, run)), _) => {
             if let Err(why) = &run.archive {
                 bail!("--{what} {} is not a readable run: {why}", dir.display());
             }
