@@ -69,14 +69,13 @@ pub const REANCHORS: &str = "reanchors.json";
 /// Where run directories go when `--out` is not given.
 pub const DEFAULT_PARENT: &str = "runs";
 
-/// The most of each file of a run the loader reads, bytes (issue 30): it holds run.json,
-/// replies.jsonl and the small JSON files whole (serve.log is streamed), so a file past its
-/// cap is refused from its size before anything is read, not a gigabyte in memory (a
-/// replies.jsonl linked to /dev/zero is not a file at all, and is refused as such).
-/// replies.jsonl: a reply of 200 tokens is about 5.4 kB, so 256 MiB holds some 49,000 of
-/// them, past the 20,000 of a long soak; the loader's peak is about 1.75 times the file
-/// (measured: docs/performance.md), so about 450 MiB at the cap. run.json holds the settings
-/// and provenance: kilobytes.
+/// The most of each file of a run the loader reads, bytes (issue 30): it holds run.json and
+/// the small JSON files whole and reads replies.jsonl a line at a time (serve.log is
+/// streamed), so a file past its cap is refused from its size before anything is read, not a
+/// gigabyte in memory (a replies.jsonl linked to /dev/zero is not a file at all, and is
+/// refused as such). replies.jsonl: a reply of 200 tokens is about 5.4 kB, so 256 MiB holds
+/// some 49,000 of them, past the 20,000 of a long soak; its records are held, the file's
+/// bytes never whole (issue 52). run.json holds the settings and provenance: kilobytes.
 /// load.json, route.json, metrics.json and result.json: kilobytes to a few MiB.
 pub const MOST_READ: &[(&str, u64)] = &[
     (MANIFEST, 16 << 20),
