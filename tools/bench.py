@@ -861,18 +861,28 @@ def noise_archives(tmp):
     return dirs
 
 
+def own_peak(argv):
+    """Run argv to its end: its stdout, and its own peak RSS in MiB, from wait4 on it alone
+    (RUSAGE_CHILDREN's is the largest of every child so far: a `cargo build` before it read
+    1,288 MiB once)."""
+    with tempfile.TemporaryFile() as out:
+        p = subprocess.Popen(argv, stdout=out, stderr=subprocess.DEVNULL)
+        _, status, usage = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        return out.read().decode(errors="replace"), usage.ru_maxrss / 1024
+
+
 def noise_section(tmp, trials):
     d = noise_archives(tmp)
     walls, rss = [], []
     for _ in range(trials):
         start = time.monotonic()
-        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-        done = subprocess.run([BIN, "judge", d["candidate"], "--reference", d["reference"],
-                               "--reference-noise", d["noise-a"], "--reference-noise", d["noise-b"]],
-                              capture_output=True, text=True)
+        stdout, peak = own_peak([BIN, "judge", d["candidate"], "--reference", d["reference"],
+                                 "--reference-noise", d["noise-a"], "--reference-noise", d["noise-b"]])
         walls.append(time.monotonic() - start)
-        rss.append(max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024)
-        line = next((l for l in done.stdout.splitlines() if l.startswith("reference")), "")
+        rss.append(peak)
+        line = next((l for l in stdout.splitlines() if l.startswith("reference")), "")
         if "held to 2x the worst of 2 known-good builds" not in line:
             raise SystemExit(f"the reference line did not hold the candidate to both noise builds: {line[:400]}")
     return {

@@ -17,7 +17,7 @@ use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256};
 
 use crate::archive::digest;
-use crate::archive::record::ReplyRecord;
+use crate::archive::record::{read_plain_reply, ReplyRecord};
 use crate::archive::safe_open::{self, OpenError};
 
 /// What a stream of replies.jsonl read besides its records.
@@ -35,8 +35,13 @@ const BUFFER: usize = 1 << 20;
 /// Line `n` (from 1) of replies.jsonl as a record: what it says checked against how the gate
 /// records (a reply's stamps in order).
 pub fn parse_line(n: usize, line: &[u8]) -> Result<ReplyRecord> {
-    let r: ReplyRecord =
-        serde_json::from_slice(line).with_context(|| format!("line {n} is not a reply record"))?;
+    // Most of a line of the gate's is its logprobs, read by hand; serde_json reads the rest, and
+    // any line that is not plain whole.
+    let r: ReplyRecord = match read_plain_reply(line) {
+        Some(r) => r,
+        None => serde_json::from_slice(line)
+            .with_context(|| format!("line {n} is not a reply record"))?,
+    };
     if let Some(why) = r.impossible() {
         bail!("line {n}: {} cannot be a record of a run: {why}", r.name());
     }

@@ -8,7 +8,8 @@
 //! whichever file holds it:
 //! - `reply.rs`: one reply as received (replies.jsonl), its chunks, logprobs and measured
 //!   figures, and the re-anchors (reanchors.json);
-//! - `token_text.rs`: a logprob record's token text, interned;
+//! - `token_text.rs`: a logprob record's token text, interned; `logprob_read.rs`: a reply's
+//!   logprobs read by hand in the shape the gate writes them;
 //! - `manifest.rs`: run.json, what was run, where and with which settings;
 //! - `floors.rs`: the floors, limits and patterns a run is judged against;
 //! - `lifecycle.rs`: how the serve came up and how it was stopped;
@@ -34,6 +35,7 @@ mod footprint;
 mod goodput;
 mod hold;
 mod lifecycle;
+mod logprob_read;
 mod manifest;
 mod metrics;
 mod provenance;
@@ -52,6 +54,7 @@ pub use footprint::*;
 pub use goodput::*;
 pub use hold::*;
 pub use lifecycle::*;
+pub use logprob_read::read_plain_reply;
 pub use manifest::*;
 pub use metrics::*;
 pub use provenance::*;

@@ -244,7 +244,8 @@ where
 }
 
 /// A reply's token records, in the room they take (a reply's tokens are read as its
-/// alternatives are, [`exactly_held`]; the room a `Vec` grew by is given back).
+/// alternatives are, [`exactly_held`]; the room a `Vec` grew by is given back). An archive's
+/// line of the shape the gate writes is read by hand instead ([`super::logprob_read`]).
 fn tokens_held<'de, D>(d: D) -> Result<Option<Vec<TokenLogprob>>, D::Error>
 where
     D: serde::Deserializer<'de>,

@@ -44,10 +44,14 @@ fn numbers() -> &'static Mutex<Numbers> {
     NUMBERS.get_or_init(|| Mutex::new(Numbers::default()))
 }
 
+/// Numbers by a text's bytes.
+type NumbersOfBytes = HashMap<&'static [u8], u32, foldhash::fast::RandomState>;
+
 thread_local! {
-    /// The numbers this thread has made or looked up: the mutex is taken once a text a thread,
-    /// not once a token (two threads read two archives at once).
-    static SEEN: RefCell<Numbers> = RefCell::new(Numbers::default());
+    /// The numbers this thread has made or looked up, by the text's bytes: the mutex is taken
+    /// once a text a thread, not once a token (two threads read two archives at once), and a
+    /// text seen before is found from bytes not yet checked as UTF-8.
+    static SEEN: RefCell<NumbersOfBytes> = RefCell::new(NumbersOfBytes::default());
 }
 
 /// The segment of number `n`, and its place there.
@@ -61,11 +65,27 @@ fn place(n: u32) -> (usize, usize) {
 impl TokenText {
     /// The number of `text`, made the first time it is seen.
     pub fn new(text: &str) -> TokenText {
-        if let Some(n) = SEEN.with(|seen| seen.borrow().get(text).copied()) {
-            return TokenText(n);
+        Self::seen(text.as_bytes()).unwrap_or_else(|| Self::made(text))
+    }
+
+    /// The number of the text `bytes`, or `None` when they are not UTF-8: a text this thread
+    /// has seen is found without checking them again (most of an archive's texts are).
+    pub fn of_bytes(bytes: &[u8]) -> Option<TokenText> {
+        match Self::seen(bytes) {
+            Some(t) => Some(t),
+            None => std::str::from_utf8(bytes).ok().map(Self::made),
         }
+    }
+
+    /// The number this thread has seen for `bytes`.
+    fn seen(bytes: &[u8]) -> Option<TokenText> {
+        SEEN.with(|seen| seen.borrow().get(bytes).copied().map(TokenText))
+    }
+
+    /// The number of `text`, new to this thread.
+    fn made(text: &str) -> TokenText {
         let (kept, n) = Self::make(text);
-        SEEN.with(|seen| seen.borrow_mut().insert(kept, n));
+        SEEN.with(|seen| seen.borrow_mut().insert(kept.as_bytes(), n));
         TokenText(n)
     }
 
@@ -185,6 +205,12 @@ mod tests {
         assert!(a == " Paris");
         assert_eq!(a.len(), 6);
         assert_eq!(format!("{a:?} {c}"), "\" Paris\"  paris");
+        assert_eq!(TokenText::of_bytes(b" Paris"), Some(a));
+        assert_eq!(
+            TokenText::of_bytes(b" new from bytes").unwrap(),
+            " new from bytes"
+        );
+        assert_eq!(TokenText::of_bytes(b"\xff\xfe"), None);
     }
 
     #[test]
