@@ -267,8 +267,8 @@ pub fn walk_asked_noise(
         .collect()
 }
 
-/// Each build at `dirs` walked as its replies are read (one thread a build), none held whole:
-/// its figures, or why it cannot be read.
+/// Each build at `dirs` walked as its replies are read (a thread a build, as many at once as
+/// the box has cores), none held whole: its figures, or why it cannot be read.
 fn walk_each(
     dirs: &[String],
     archive: &Archive,
@@ -289,38 +289,38 @@ fn walk_each(
         ),
         _ => None,
     };
-    std::thread::scope(|s| {
-        let walks: Vec<_> = dirs
-            .iter()
-            .map(|dir| {
-                let scope = scope.as_ref();
-                s.spawn(move || {
-                    // Not held to the reference at all (the line says why): read, not walked.
-                    let mut walk = scope.map(NoiseWalk::new);
-                    let manifest = read_noise(Path::new(dir), &mut |reanchors, r| {
-                        if let Some(w) = walk.as_mut() {
-                            w.add(reanchors, &r);
-                        }
-                    })?;
-                    Ok(match walk {
-                        Some(w) => w.finish(dir, &manifest),
-                        None => NoiseFigures {
-                            run: dir.clone(),
-                            figures: None,
-                            unusable: Some("the candidate is not held to the reference".into()),
-                        },
-                    })
-                })
-            })
-            .collect();
-        walks
-            .into_iter()
-            .map(|w| {
+    let walk_one = |dir: &String| -> std::result::Result<NoiseFigures, String> {
+        // Not held to the reference at all (the line says why): read, not walked.
+        let mut walk = scope.as_ref().map(NoiseWalk::new);
+        let manifest = read_noise(Path::new(dir), &mut |reanchors, r| {
+            if let Some(w) = walk.as_mut() {
+                w.add(reanchors, &r);
+            }
+        })?;
+        Ok(match walk {
+            Some(w) => w.finish(dir, &manifest),
+            None => NoiseFigures {
+                run: dir.clone(),
+                figures: None,
+                unusable: Some("the candidate is not held to the reference".into()),
+            },
+        })
+    };
+    // As many builds at once as the box has cores, not every build at once: each walk holds
+    // its figures per prompt (some 13 MB for 2,000 prompts of 200 tokens), so twenty builds at
+    // once would hold twenty times that.
+    let at_once = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut walked = Vec::with_capacity(dirs.len());
+    for some in dirs.chunks(at_once) {
+        std::thread::scope(|s| {
+            let walks: Vec<_> = some.iter().map(|dir| s.spawn(|| walk_one(dir))).collect();
+            walked.extend(walks.into_iter().map(|w| {
                 w.join()
                     .unwrap_or_else(|_| Err("its walk panicked".to_string()))
-            })
-            .collect()
-    })
+            }));
+        });
+    }
+    walked
 }
 
 /// The verdict of an archive whose files are not what the gate wrote: its lines as they
