@@ -64,6 +64,37 @@ fn read(raw: &str) -> Option<Vec<TokenLogprob>> {
     (c.at == c.b.len()).then_some(tokens)
 }
 
+/// Whether `n` is a number as JSON writes one: `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]?
+/// [0-9]+)?` (RFC 8259, section 6).
+fn json_number(n: &[u8]) -> bool {
+    let digits = |from: usize| n[from..].iter().take_while(|b| b.is_ascii_digit()).count();
+    let mut at = usize::from(n.first() == Some(&b'-'));
+    match n.get(at) {
+        Some(b'0') => at += 1,
+        Some(b'1'..=b'9') => at += digits(at),
+        _ => return false,
+    }
+    if n.get(at) == Some(&b'.') {
+        let d = digits(at + 1);
+        if d == 0 {
+            return false;
+        }
+        at += 1 + d;
+    }
+    if let Some(b'e' | b'E') = n.get(at) {
+        at += 1;
+        if let Some(b'+' | b'-') = n.get(at) {
+            at += 1;
+        }
+        let d = digits(at);
+        if d == 0 {
+            return false;
+        }
+        at += d;
+    }
+    at == n.len()
+}
+
 struct Cursor<'a> {
     b: &'a [u8],
     at: usize,
@@ -143,11 +174,13 @@ impl<'a> Cursor<'a> {
         self.eat(b'"')?;
         let start = self.at;
         let len = memchr::memchr2(b'"', b'\\', &self.b[start..])?;
-        if self.b[start + len] != b'"' {
+        let bytes = &self.b[start..start + len];
+        // JSON has no raw control character in a text: serde refuses the line, and so this.
+        if self.b[start + len] != b'"' || bytes.iter().any(|&b| b < 0x20) {
             return None;
         }
         self.at = start + len + 1;
-        Some(&self.b[start..start + len])
+        Some(bytes)
     }
 
     /// A text without escapes, after whitespace.
@@ -168,8 +201,8 @@ impl<'a> Cursor<'a> {
             self.at += 1;
         }
         let digits = std::str::from_utf8(&self.b[start..self.at]).ok()?;
-        // A JSON number starts with a digit or a minus; the standard library takes "+1" too.
-        if !digits.starts_with(|ch: char| ch == '-' || ch.is_ascii_digit()) {
+        // The standard library takes "+1", "01", "1." and "-.5" too; JSON does not.
+        if !json_number(digits.as_bytes()) {
             return None;
         }
         // serde_json reads an integer as one and converts it ("-0" kept as -0), and refuses a
@@ -308,6 +341,28 @@ mod tests {
             plain[..plain.len() - 1].to_string(),
         ] {
             assert_eq!(read_plain_reply(other.as_bytes()), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn numbers_are_jsons_and_texts_hold_no_raw_control_character() {
+        for good in ["0", "-0", "12", "-1.5", "0.25e-3", "1E+9", "-0.0"] {
+            assert!(json_number(good.as_bytes()), "{good}");
+        }
+        for bad in [
+            "", "-", "+1", "01", "1.", "-.5", ".5", "1e", "1e+", "1.e5", "1-2", "--1",
+        ] {
+            assert!(!json_number(bad.as_bytes()), "{bad}");
+            let raw = format!(r#"[{{"token":"a","logprob":{bad}}}]"#);
+            assert_eq!(read(&raw), None, "{raw}");
+            assert_eq!(by_serde(&raw), None, "{raw}");
+        }
+        for raw in [
+            "[{\"token\":\"a\nb\",\"logprob\":-1}]",
+            "[{\"tok\tn\":\"a\",\"logprob\":-1}]",
+        ] {
+            assert_eq!(read(raw), None, "{raw}");
+            assert_eq!(by_serde(raw), None, "{raw}");
         }
     }
 
