@@ -459,11 +459,14 @@ fn runs_of_2500_replies_compare_with_each_other_with_no_cap() {
     // shared box may differ by more than the noise, so the live pair is held to its shape;
     // the decisions are held on the recorded run, scaled.
     let script = ["--ttft-ms", "2", "--tokens", "8", "--gaps-ms", "1"];
+    // A minute of replies on a CI box shared with the rest of the suite once read a 12.9% fall
+    // of the decode rate: the drift line is no part of this test (issue 54), so it is held wide.
     let (_d, first) = scratch();
-    let (code, stdout) = stand_in_run(&first, &["--replies", "2500"], &script);
+    let wide = ["--replies", "2500", "--max-drift", "0.99"];
+    let (code, stdout) = stand_in_run(&first, &wide, &script);
     assert_eq!(code, Some(0), "{stdout}");
     let (_d2, second) = scratch();
-    let gate = ["--replies", "2500", "--baseline", first.to_str().unwrap()];
+    let gate = [&wide[..], &["--baseline", first.to_str().unwrap()]].concat();
     let (code, stdout) = stand_in_run(&second, &gate, &script);
     assert!(matches!(code, Some(0) | Some(1) | Some(4)), "{stdout}");
     for check in ["baseline-rate", "baseline-first-token"] {
