@@ -95,6 +95,74 @@ fn json_number(n: &[u8]) -> bool {
     at == n.len()
 }
 
+/// Powers of ten a double holds exactly: 10^0 to 10^22.
+const EXACT_POWERS: [f64; 23] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
+    1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+];
+
+/// The double nearest the JSON number `n` (checked by [`json_number`]) where Clinger's fast
+/// path gives it exactly: its digits an integer m of at most 2^53 and its scale a power of ten
+/// of at most 10^22, both doubles exactly, so the one IEEE multiply or divide is correctly
+/// rounded (W. D. Clinger, "How to Read Floating Point Numbers Accurately", PLDI 1990, section
+/// 4; the standard library's parser takes the same path first). `None` for an integer (read as
+/// serde reads one) and for any number outside the path, left to the standard library. A
+/// logprob as serde_json writes it (`-3.0`, `-0.0123456789`, `-1e-7`) is on it: one pass over
+/// its bytes instead of four.
+fn exact_decimal(n: &[u8]) -> Option<f64> {
+    let negative = n.first() == Some(&b'-');
+    let mut at = usize::from(negative);
+    let (mut m, mut digits, mut scale) = (0u64, 0u32, 0i32);
+    let mut fraction = false;
+    let mut point_or_exponent = false;
+    while let Some(&b) = n.get(at) {
+        match b {
+            b'0'..=b'9' => {
+                // Leading zeros add no digit: "0.000123" is m = 123.
+                if m > 0 || b != b'0' {
+                    digits += 1;
+                }
+                if digits > 19 {
+                    return None;
+                }
+                m = m * 10 + u64::from(b - b'0');
+                if fraction {
+                    scale -= 1;
+                }
+            }
+            b'.' => {
+                fraction = true;
+                point_or_exponent = true;
+            }
+            _ => break,
+        }
+        at += 1;
+    }
+    if let Some(b'e' | b'E') = n.get(at) {
+        point_or_exponent = true;
+        at += 1;
+        let minus = n.get(at) == Some(&b'-');
+        if let Some(b'+' | b'-') = n.get(at) {
+            at += 1;
+        }
+        let e = n[at..].iter().try_fold(0i32, |e, &b| {
+            (e < 1000).then(|| e * 10 + i32::from(b - b'0'))
+        })?;
+        scale += if minus { -e } else { e };
+    }
+    if !point_or_exponent || m > 1 << 53 {
+        return None;
+    }
+    let power = *EXACT_POWERS.get(scale.unsigned_abs() as usize)?;
+    #[allow(clippy::cast_precision_loss)] // m is at most 2^53: exact
+    let x = if scale < 0 {
+        m as f64 / power
+    } else {
+        m as f64 * power
+    };
+    Some(if negative { -x } else { x })
+}
+
 struct Cursor<'a> {
     b: &'a [u8],
     at: usize,
@@ -200,11 +268,15 @@ impl<'a> Cursor<'a> {
         while let Some(b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E') = self.b.get(self.at) {
             self.at += 1;
         }
-        let digits = std::str::from_utf8(&self.b[start..self.at]).ok()?;
+        let n = &self.b[start..self.at];
         // The standard library takes "+1", "01", "1." and "-.5" too; JSON does not.
-        if !json_number(digits.as_bytes()) {
+        if !json_number(n) {
             return None;
         }
+        if let Some(x) = exact_decimal(n) {
+            return Some(x);
+        }
+        let digits = std::str::from_utf8(n).ok()?;
         // serde_json reads an integer as one and converts it ("-0" kept as -0), and refuses a
         // number past f64's range; both left to it but the integers that fit.
         if !digits.contains(['.', 'e', 'E']) {
@@ -221,17 +293,18 @@ impl<'a> Cursor<'a> {
     /// (`top`), each member once: the text and logprob, or `None`.
     fn members(
         &mut self,
-        mut more: impl FnMut(&mut Self, &str) -> Option<()>,
+        mut more: impl FnMut(&mut Self, &[u8]) -> Option<()>,
     ) -> Option<(TokenText, f64)> {
         self.eat(b'{')?;
         let (mut token, mut logprob) = (None, None);
         if self.eat(b'}').is_none() {
             loop {
-                let key = self.text()?;
+                // A key's bytes, not checked as UTF-8: any but these three gives `None`.
+                let key = self.raw_text()?;
                 self.eat(b':')?;
                 match key {
-                    "token" if token.is_none() => token = Some(self.token_text()?),
-                    "logprob" if logprob.is_none() => logprob = Some(self.number()?),
+                    b"token" if token.is_none() => token = Some(self.token_text()?),
+                    b"logprob" if logprob.is_none() => logprob = Some(self.number()?),
                     other => more(self, other)?,
                 }
                 if self.eat(b',').is_none() {
@@ -249,7 +322,7 @@ impl<'a> Cursor<'a> {
         scratch.clear();
         let mut top_seen = false;
         let (token, logprob) = self.members(|c, key| {
-            if key != "top" || std::mem::replace(&mut top_seen, true) {
+            if key != b"top" || std::mem::replace(&mut top_seen, true) {
                 return None;
             }
             c.list(|c| {
@@ -426,7 +499,76 @@ mod tests {
         proptest::collection::vec(token, 0..5)
     }
 
+    /// The decimal `m * 10^scale` written as JSON writes a number: a point where the scale is
+    /// negative, an exponent where it is not.
+    fn decimal(negative: bool, m: u64, scale: i32) -> String {
+        let sign = if negative { "-" } else { "" };
+        if scale >= 0 {
+            return format!("{sign}{m}e{scale}");
+        }
+        let shift = scale.unsigned_abs() as usize;
+        let digits = format!("{m:0>width$}", width = shift + 1);
+        let (int, frac) = digits.split_at(digits.len() - shift);
+        format!("{sign}{int}.{frac}")
+    }
+
+    #[test]
+    fn clingers_fast_path_reads_to_the_bit_what_the_standard_library_reads() {
+        // On the path: what serde_json writes of a logprob, and its edges (10^22 and 2^53 are
+        // the largest exact power and integer; Clinger 1990, section 4).
+        for on in [
+            "-3.0",
+            "-0.0",
+            "0.1",
+            "-0.0123456789",
+            "-1e-7",
+            "1E+5",
+            "1e22",
+            "-2.5e-21",
+            "900719925474099.2",
+            "0.000000000000000000001",
+            "-17.3125000000004",
+        ] {
+            let fast = exact_decimal(on.as_bytes()).unwrap_or_else(|| panic!("{on}"));
+            assert_eq!(fast.to_bits(), on.parse::<f64>().unwrap().to_bits(), "{on}");
+        }
+        // Off it, for the standard library or serde: an integer, digits past 2^53 or past 19,
+        // a power past 10^22.
+        for off in [
+            "0",
+            "-12",
+            "9007199254740992.0",
+            "-17.312500000000004",
+            "12345678901234567890.5",
+            "1e23",
+            "1e-23",
+            "1e99999",
+        ] {
+            assert_eq!(exact_decimal(off.as_bytes()), None, "{off}");
+        }
+        assert_eq!(decimal(true, 5, -3), "-0.005");
+        assert_eq!(decimal(false, 1234, -2), "12.34");
+        assert_eq!(decimal(false, 7, 3), "7e3");
+    }
+
     proptest! {
+        #[test]
+        fn a_number_on_clingers_path_is_the_standard_librarys_to_the_bit(
+            negative in any::<bool>(), m in 0u64..=(1 << 53), scale in -22i32..=22,
+        ) {
+            let n = decimal(negative, m, scale);
+            let fast = exact_decimal(n.as_bytes());
+            prop_assert!(fast.is_some(), "{}", n);
+            prop_assert_eq!(fast.map(f64::to_bits), n.parse::<f64>().ok().map(f64::to_bits), "{}", n);
+        }
+
+        #[test]
+        fn a_logprob_serde_writes_reads_back_to_the_bit(x in any::<f64>().prop_filter("finite", |x| x.is_finite())) {
+            let n = serde_json::to_string(&x).unwrap();
+            let mut c = Cursor { b: n.as_bytes(), at: 0 };
+            prop_assert_eq!(c.number().map(f64::to_bits), Some(x.to_bits()), "{}", n);
+        }
+
         /// Whatever the gate writes, compact or pretty, reads back as serde reads it, or is
         /// left to serde: never another answer.
         #[test]
