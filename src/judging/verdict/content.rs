@@ -3,6 +3,8 @@
 
 use crate::archive::check::Check;
 use regex::Regex;
+use std::cell::RefCell;
+use std::collections::HashMap;
 
 use crate::archive::record::{Line, ReplyRecord, Status};
 
@@ -119,9 +121,9 @@ pub(crate) fn check_reply(r: &ReplyRecord) -> ReplyCheck {
     let Some(pattern) = &r.expect else {
         return ReplyCheck::Good { expected: false };
     };
-    match Regex::new(pattern) {
-        Ok(re) if re.is_match(&r.content) => ReplyCheck::Good { expected: true },
-        Ok(_) => {
+    match matches(pattern, &r.content) {
+        Some(true) => ReplyCheck::Good { expected: true },
+        Some(false) => {
             // A text past what is judged is judged by its head, in `run` and `judge` alike.
             let head = match r.text_cut {
                 Some(c) if c.content_bytes > r.content.len() => format!(
@@ -139,7 +141,7 @@ pub(crate) fn check_reply(r: &ReplyRecord) -> ReplyCheck {
                 ),
             }
         }
-        Err(_) => ReplyCheck::Bad {
+        None => ReplyCheck::Bad {
             word: "bad expected pattern",
             text: format!(
                 "{}: the expected pattern /{pattern}/ is not a valid regex",
@@ -147,6 +149,30 @@ pub(crate) fn check_reply(r: &ReplyRecord) -> ReplyCheck {
             ),
         },
     }
+}
+
+/// The most patterns a thread keeps made: a run's prompts have a few dozen.
+const PATTERNS_KEPT: usize = 256;
+
+thread_local! {
+    /// Each prompt's pattern made once, not once a reply: 2,000 replies made 2,000 regexes, a
+    /// sixth of a judge's time after its files were read (issue 52). `None` for one that is
+    /// not a regex.
+    static PATTERNS: RefCell<HashMap<String, Option<Regex>>> = RefCell::new(HashMap::new());
+}
+
+/// Whether `text` matches `pattern`; `None` when the pattern is not a regex.
+fn matches(pattern: &str, text: &str) -> Option<bool> {
+    PATTERNS.with(|kept| {
+        let mut kept = kept.borrow_mut();
+        if !kept.contains_key(pattern) {
+            if kept.len() >= PATTERNS_KEPT {
+                kept.clear();
+            }
+            kept.insert(pattern.to_string(), Regex::new(pattern).ok());
+        }
+        kept[pattern].as_ref().map(|re| re.is_match(text))
+    })
 }
 
 /// What is wrong with one reply, in a few words, as the content line judges it; `None` when
