@@ -11,7 +11,7 @@ use crate::archive::digest::Integrity;
 use crate::archive::record::Floors;
 use crate::archive::rundir::{self, Archive, BaselineRun, ResultFile};
 use crate::archive::safe_open::Want;
-use crate::judging::archived::{check_noise, judge_archive, walk_asked_noise, walk_noise};
+use crate::judging::archived::{check_noise, judge_archive, judged_beside_noise};
 use crate::judging::verdict::Criteria;
 use crate::live::reference_args::ReferenceArgs;
 use crate::live::run_args::{
@@ -153,29 +153,38 @@ pub fn run(args: JudgeArgs) -> Result<u8> {
         criteria.floors().baseline.as_deref(),
     )?;
     // Asked for now, each noise build must be a readable run held beside the reference; recorded
-    // by the run and gone since, the line says so. Each is walked as it is read, never held.
-    let noise = if args.reference.reference_noise.is_empty() {
-        let recorded = &criteria.floors().reference_noise;
-        walk_noise(recorded, &archive, reference.as_ref(), &criteria)
+    // by the run and gone since, the line says so. Each is walked as it is read, never held,
+    // while the candidate's other lines are judged.
+    let asked: Vec<String> = args
+        .reference
+        .reference_noise
+        .iter()
+        .map(|dir| dir.display().to_string())
+        .collect();
+    let (flag, noise) = if asked.is_empty() {
+        (None, &criteria.floors().reference_noise)
     } else {
         let flag = "--reference-noise";
-        let asked: Vec<String> = args
-            .reference
-            .reference_noise
-            .iter()
-            .map(|dir| dir.display().to_string())
-            .collect();
         check_noise(flag, &asked, reference.as_ref(), false)?;
-        walk_asked_noise(flag, &asked, &archive, reference.as_ref(), &criteria)?
+        (Some(flag), &asked)
     };
-    let verdict = judge_archive(
+    let verdict = judged_beside_noise(
+        flag,
+        noise,
         &archive,
-        &criteria,
-        archive.read_serve_log()?,
-        baseline.as_ref(),
         reference.as_ref(),
-        &noise,
-    )?;
+        &criteria,
+        |noise| {
+            judge_archive(
+                &archive,
+                &criteria,
+                archive.read_serve_log()?,
+                baseline.as_ref(),
+                reference.as_ref(),
+                noise,
+            )
+        },
+    )??;
     let picture = if svg.is_some() || html.is_some() {
         let title = format!("{} (RESULT: {})", args.dir.display(), verdict.outcome);
         let context = timeline::TimelineContext::of_run(criteria.floors(), archive.load.as_ref());

@@ -8,6 +8,7 @@ use std::io::Read;
 use anyhow::{Context, Result};
 
 use std::path::Path;
+use std::sync::OnceLock;
 
 use crate::archive::record::{
     Line, NoiseFigures, Outcome, ReanchorRecord, ReplyRecord, RunManifest, Startup, Status,
@@ -91,9 +92,9 @@ pub fn judge_with_log(
     };
     let noise: Vec<NoiseBuild<'_>> = noise
         .iter()
-        .map(|n| match &n.walked {
-            Ok(figures) => NoiseBuild::Walked(figures),
-            Err(why) => NoiseBuild::Missing { name: &n.name, why },
+        .map(|n| NoiseBuild::Walked {
+            name: &n.name,
+            walked: &n.walked,
         })
         .collect();
     let evidence = Evidence {
@@ -164,13 +165,24 @@ pub fn judge_with_log(
 }
 
 /// A known-good build's run (`--reference-noise`) as judging takes it: its figures, walked as
-/// its replies were read, or why it cannot be used.
+/// its replies are read, or why it cannot be used; the walk may still be under way
+/// ([`judged_beside_noise`]).
 #[derive(Debug, Clone)]
 pub struct NoiseRun {
     /// Its directory, as given or recorded.
     pub name: String,
-    /// Its figures against the reference, or why it could not be read.
-    pub walked: std::result::Result<NoiseFigures, String>,
+    /// Its figures against the reference, or why it could not be read, once walked.
+    pub walked: OnceLock<std::result::Result<NoiseFigures, String>>,
+}
+
+impl NoiseRun {
+    /// The run at `name`, not walked yet.
+    fn pending(name: &str) -> NoiseRun {
+        NoiseRun {
+            name: name.to_string(),
+            walked: OnceLock::new(),
+        }
+    }
 }
 
 /// The known-good builds' runs at `dirs`, each checked before anything starts (`flag` names
@@ -236,45 +248,74 @@ pub fn walk_noise(
     reference: Option<&BaselineRun>,
     criteria: &Criteria,
 ) -> Vec<NoiseRun> {
-    dirs.iter()
-        .zip(walk_each(dirs, archive, reference, criteria))
-        .map(|(dir, walked)| NoiseRun {
-            name: dir.clone(),
-            walked: walked
-                .map_err(|why| format!("the run's noise build {dir} cannot be read now ({why})")),
-        })
-        .collect()
+    let runs: Vec<NoiseRun> = dirs.iter().map(|d| NoiseRun::pending(d)).collect();
+    walk_each(&runs, archive, reference, criteria, recorded_unreadable);
+    runs
 }
 
-/// [`walk_noise`] for builds asked for now (`flag`): one that cannot be read is refused with
-/// one line.
-pub fn walk_asked_noise(
-    flag: &str,
+/// Why the run's noise build `dir` is not used: it cannot be read now (`why`).
+fn recorded_unreadable(dir: &str, why: String) -> String {
+    format!("the run's noise build {dir} cannot be read now ({why})")
+}
+
+/// `judge` handed the known-good builds at `dirs` (asked for now with `flag`, or recorded by
+/// the run where `flag` is `None`) while they are walked on threads of their own: the
+/// candidate's other lines are judged meanwhile, and the reference line waits for the walks
+/// (they are most of a judge's time once its files are read: issue 52's 2,000 replies against
+/// a reference and two builds took 0.8 s more walked first). Asked for now, one that cannot be
+/// read is refused with one line, whatever `judge` made.
+pub fn judged_beside_noise<R>(
+    flag: Option<&str>,
     dirs: &[String],
     archive: &Archive,
     reference: Option<&BaselineRun>,
     criteria: &Criteria,
-) -> Result<Vec<NoiseRun>> {
-    dirs.iter()
-        .zip(walk_each(dirs, archive, reference, criteria))
-        .map(|(dir, walked)| match walked {
-            Ok(figures) => Ok(NoiseRun {
-                name: dir.clone(),
-                walked: Ok(figures),
-            }),
-            Err(why) => anyhow::bail!("{flag} {dir} is not a readable run: {why}"),
-        })
-        .collect()
+    judge: impl FnOnce(&[NoiseRun]) -> R,
+) -> Result<R> {
+    let runs: Vec<NoiseRun> = dirs.iter().map(|d| NoiseRun::pending(d)).collect();
+    let asked = |_: &str, why: String| why;
+    let judged = std::thread::scope(|s| {
+        let runs = &runs;
+        // Filled on every path, a panic included, before the scope ends.
+        let walks = s.spawn(move || match flag {
+            Some(_) => walk_each(runs, archive, reference, criteria, asked),
+            None => walk_each(runs, archive, reference, criteria, recorded_unreadable),
+        });
+        let judged = judge(runs);
+        let _ = walks.join();
+        judged
+    });
+    if let Some(flag) = flag {
+        for run in &runs {
+            if let Some(Err(why)) = run.walked.get() {
+                anyhow::bail!("{flag} {} is not a readable run: {why}", run.name);
+            }
+        }
+    }
+    Ok(judged)
 }
 
-/// Each build at `dirs` walked as its replies are read (a thread a build, as many at once as
-/// the box has cores), none held whole: its figures, or why it cannot be read.
+/// Each build of `runs` walked as its replies are read (a thread a build, as many at once as
+/// the box has cores), none held whole: its figures, or why it cannot be read (said by
+/// `unreadable`), set in its cell. Every cell is set when this returns or unwinds.
 fn walk_each(
-    dirs: &[String],
+    runs: &[NoiseRun],
     archive: &Archive,
     reference: Option<&BaselineRun>,
     criteria: &Criteria,
-) -> Vec<std::result::Result<NoiseFigures, String>> {
+    unreadable: fn(&str, String) -> String,
+) {
+    /// Sets what is still unset when the walks end, however they end: a judge waiting on a
+    /// cell never waits for ever.
+    struct Unfinished<'r>(&'r [NoiseRun]);
+    impl Drop for Unfinished<'_> {
+        fn drop(&mut self) {
+            for run in self.0 {
+                let _ = run.walked.set(Err("its walk did not finish".to_string()));
+            }
+        }
+    }
+    let _unfinished = Unfinished(runs);
     let scope = match reference.map(|r| &r.archive) {
         Some(Ok(r)) => NoiseScope::of(
             &archive.replies,
@@ -289,7 +330,7 @@ fn walk_each(
         ),
         _ => None,
     };
-    let walk_one = |dir: &String| -> std::result::Result<NoiseFigures, String> {
+    let walk_one = |dir: &str| -> std::result::Result<NoiseFigures, String> {
         // Not held to the reference at all (the line says why): read, not walked.
         let mut walk = scope.as_ref().map(NoiseWalk::new);
         let manifest = read_noise(Path::new(dir), &mut |reanchors, r| {
@@ -300,7 +341,7 @@ fn walk_each(
         Ok(match walk {
             Some(w) => w.finish(dir, &manifest),
             None => NoiseFigures {
-                run: dir.clone(),
+                run: dir.to_string(),
                 figures: None,
                 unusable: Some("the candidate is not held to the reference".into()),
             },
@@ -310,17 +351,21 @@ fn walk_each(
     // its figures per prompt (some 13 MB for 2,000 prompts of 200 tokens), so twenty builds at
     // once would hold twenty times that.
     let at_once = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let mut walked = Vec::with_capacity(dirs.len());
-    for some in dirs.chunks(at_once) {
+    for some in runs.chunks(at_once) {
         std::thread::scope(|s| {
-            let walks: Vec<_> = some.iter().map(|dir| s.spawn(|| walk_one(dir))).collect();
-            walked.extend(walks.into_iter().map(|w| {
-                w.join()
+            let walks: Vec<_> = some
+                .iter()
+                .map(|run| (run, s.spawn(|| walk_one(&run.name))))
+                .collect();
+            for (run, walk) in walks {
+                let walked = walk
+                    .join()
                     .unwrap_or_else(|_| Err("its walk panicked".to_string()))
-            }));
+                    .map_err(|why| unreadable(&run.name, why));
+                let _ = run.walked.set(walked);
+            }
         });
     }
-    walked
 }
 
 /// The verdict of an archive whose files are not what the gate wrote: its lines as they
@@ -337,6 +382,64 @@ pub fn changed(mut judged: Verdict, line: String) -> Verdict {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::archive::digest::Integrity;
+    use crate::selftest::cases::{floors, greedy_manifest};
+
+    fn archive() -> Archive {
+        Archive {
+            manifest: greedy_manifest(),
+            replies: Vec::new(),
+            serve_log: None,
+            load: None,
+            load_problem: None,
+            replies_problem: None,
+            route: None,
+            route_problem: None,
+            metrics: None,
+            metrics_problem: None,
+            reanchors: Vec::new(),
+            reanchors_problem: None,
+            not_archived: Vec::new(),
+            integrity: Integrity::Intact,
+        }
+    }
+
+    #[test]
+    fn the_judge_beside_the_walks_finds_every_build_walked_and_an_unreadable_one_said() {
+        let gone = tempfile::tempdir().unwrap();
+        let dirs: Vec<String> = ["a", "b", "c"]
+            .iter()
+            .map(|n| gone.path().join(n).display().to_string())
+            .collect();
+        let (a, c) = (archive(), Criteria::new(floors()).unwrap());
+        // Recorded by the run: each cell is filled with why, and the judge waits for them all.
+        let seen = judged_beside_noise(None, &dirs, &a, None, &c, |runs| {
+            runs.iter()
+                .map(|r| r.walked.wait().clone().unwrap_err())
+                .collect::<Vec<_>>()
+        })
+        .unwrap();
+        assert_eq!(seen.len(), 3);
+        for (why, dir) in seen.iter().zip(&dirs) {
+            assert!(
+                why.starts_with(&format!("the run's noise build {dir} cannot be read now (")),
+                "{why}"
+            );
+        }
+        // Asked for now: one line naming the first, whatever the judge made.
+        let refused = judged_beside_noise(Some("--reference-noise"), &dirs, &a, None, &c, |runs| {
+            runs.len()
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(
+            refused.starts_with(&format!(
+                "--reference-noise {} is not a readable run: ",
+                dirs[0]
+            )),
+            "{refused}"
+        );
+    }
 
     #[test]
     fn a_changed_archive_is_a_fail_whatever_its_lines_say() {

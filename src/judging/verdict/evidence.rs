@@ -154,14 +154,15 @@ pub enum NoiseBuild<'a> {
         /// Its re-anchors past its divergences from the reference.
         reanchors: &'a [ReanchorRecord],
     },
-    /// Walked already, as its replies were read and dropped, never held whole (`judge`, issue
-    /// 52): its figures, from [`super::reference::NoiseWalk`] as a recorded one's are.
-    Walked(&'a crate::archive::record::NoiseFigures),
-    /// Recorded by the run and not readable now: its name, and why.
-    Missing {
-        /// Its directory, as recorded.
+    /// Walked as its replies are read and dropped, never held whole (issue 52), from
+    /// [`super::reference::NoiseWalk`] as a recorded one's are: its figures, or why it cannot
+    /// be read now. The walk may still be under way on a thread of its own while the
+    /// candidate's other lines are judged; the reference line waits for it (whoever fills the
+    /// cell fills it on every path, a panic included, so the wait ends).
+    Walked {
+        /// How to name it: its directory, as given or recorded.
         name: &'a str,
-        /// Why it cannot be read.
-        why: &'a str,
+        /// Its figures, or why not, once walked.
+        walked: &'a std::sync::OnceLock<Result<crate::archive::record::NoiseFigures, String>>,
     },
 }

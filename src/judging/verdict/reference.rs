@@ -593,7 +593,16 @@ impl<'s, 'e> NoiseWalk<'s, 'e> {
         }
         let s = self.scope;
         let mut figures = ReferenceFigures::default();
-        let tally = walk_prompts(reanchors, &[r], &s.theirs, s.k, s.tie, s.most, &mut figures);
+        let mut tally = walk_prompts(reanchors, &[r], &s.theirs, s.k, s.tie, s.most, &mut figures);
+        // Kept only what `finish` reads: a build's figures are over every position, so the
+        // figures at positions tokenised alike, and the texts of its near-ties, go (half of
+        // what a walk of 2,000 prompts held, beside a candidate judged meanwhile: issue 52).
+        tally.deltas = Vec::new();
+        tally.kls = Vec::new();
+        tally.ties = Vec::new();
+        tally.unmeasured = Vec::new();
+        tally.every_kl.shrink_to_fit();
+        tally.every_delta.shrink_to_fit();
         let walked = Walked {
             index: r.index,
             tally,
@@ -697,12 +706,19 @@ fn noise_of(n: &NoiseBuild<'_>, scope: &NoiseScope<'_>) -> NoiseFigures {
             }
             walk.finish(name, manifest)
         }
-        NoiseBuild::Walked(figures) => figures.clone(),
-        NoiseBuild::Missing { name, why } => NoiseFigures {
-            run: name.to_string(),
-            figures: None,
-            unusable: Some(format!("it cannot be read now: {}", one_line(why))),
+        NoiseBuild::Walked { name, walked } => match walked.wait() {
+            Ok(figures) => figures.clone(),
+            Err(why) => cannot_be_read(name, why),
         },
+    }
+}
+
+/// A known-good build that cannot be read now (`why`): not used.
+fn cannot_be_read(name: &str, why: &str) -> NoiseFigures {
+    NoiseFigures {
+        run: name.to_string(),
+        figures: None,
+        unusable: Some(format!("it cannot be read now: {}", one_line(why))),
     }
 }
 

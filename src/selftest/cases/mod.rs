@@ -31,7 +31,7 @@ use parts::base;
 
 /// The hand-made reply and run.json other modules' tests build their runs of.
 #[cfg(test)]
-pub(crate) use parts::{greedy_manifest, reply};
+pub(crate) use parts::{floors, greedy_manifest, reply};
 
 /// The judging case named `name`.
 pub fn named(name: &str) -> Option<Case> {
