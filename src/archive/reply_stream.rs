@@ -8,7 +8,8 @@
 //!
 //! The file is the gate's own append log, so its last line may be a part of one (the run was
 //! killed while it wrote it): a last line without its newline that is no record is set aside
-//! and said, as [`crate::archive::rundir::split_cut_line`] does for a file read whole.
+//! and said. (A last line without its newline that does read as a record, as a hand-written
+//! file may have, is whole.)
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
@@ -100,7 +101,23 @@ pub fn stream_replies(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::archive::rundir::{parse_replies, split_cut_line};
+    use crate::archive::rundir::parse_replies;
+
+    /// The oracle: the file read whole, split into its whole lines and a last line that was
+    /// never finished (one without its newline that is not a reply), as the stream must.
+    fn split_cut_line(bytes: &[u8]) -> (&[u8], Option<&[u8]>) {
+        if bytes.ends_with(b"\n") {
+            return (bytes, None);
+        }
+        let start = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        let last = &bytes[start..];
+        if last.iter().all(u8::is_ascii_whitespace)
+            || serde_json::from_slice::<ReplyRecord>(last).is_ok()
+        {
+            return (bytes, None);
+        }
+        (&bytes[..start], Some(last))
+    }
 
     fn record(index: usize) -> String {
         let r = ReplyRecord::new(index, "p", None);

@@ -824,23 +824,6 @@ impl BaselineRun {
     }
 }
 
-/// replies.jsonl split into its whole lines and a last line that was never finished: one
-/// without its newline that is not a reply. (A last line without a newline that does read as a
-/// reply, as a hand-written file may have, is whole.)
-pub fn split_cut_line(bytes: &[u8]) -> (&[u8], Option<&[u8]>) {
-    if bytes.ends_with(b"\n") {
-        return (bytes, None);
-    }
-    let start = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-    let last = &bytes[start..];
-    if last.iter().all(u8::is_ascii_whitespace)
-        || serde_json::from_slice::<ReplyRecord>(last).is_ok()
-    {
-        return (bytes, None);
-    }
-    (&bytes[..start], Some(last))
-}
-
 /// Parse run.json, refusing a schema this build does not know.
 pub fn parse_manifest(bytes: &[u8]) -> Result<RunManifest> {
     #[derive(Deserialize)]
