@@ -20,7 +20,7 @@ missed=0
 count=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))))' "$spec")
 for i in $(seq 0 $((count - 1))); do
     rm -rf "$scratch/src"
-    cp -r "$repo/src" "$repo/Cargo.toml" "$repo/Cargo.lock" "$scratch/"
+    cp -r "$repo/src" "$repo/build.rs" "$repo/Cargo.toml" "$repo/Cargo.lock" "$scratch/"
     if ! line=$(python3 - "$spec" "$i" "$scratch" <<'PY'
 import json, sys
 spec, i, scratch = json.load(open(sys.argv[1])), int(sys.argv[2]), sys.argv[3]
