@@ -155,12 +155,7 @@ pub fn run(args: JudgeArgs) -> Result<u8> {
     // Asked for now, each noise build must be a readable run held beside the reference; recorded
     // by the run and gone since, the line says so. Each is walked as it is read, never held,
     // while the candidate's other lines are judged.
-    let asked: Vec<String> = args
-        .reference
-        .reference_noise
-        .iter()
-        .map(|dir| dir.display().to_string())
-        .collect();
+    let asked = args.reference.noise_dirs();
     let (flag, noise) = if asked.is_empty() {
         (None, &criteria.floors().reference_noise)
     } else {

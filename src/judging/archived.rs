@@ -273,14 +273,15 @@ pub fn judged_beside_noise<R>(
     judge: impl FnOnce(&[NoiseRun]) -> R,
 ) -> Result<R> {
     let runs: Vec<NoiseRun> = dirs.iter().map(|d| NoiseRun::pending(d)).collect();
-    let asked = |_: &str, why: String| why;
+    // Asked for now, why is said by the one line below; recorded, by the reference line.
+    let unreadable: fn(&str, String) -> String = match flag {
+        Some(_) => |_, why| why,
+        None => recorded_unreadable,
+    };
     let judged = std::thread::scope(|s| {
         let runs = &runs;
         // Filled on every path, a panic included, before the scope ends.
-        let walks = s.spawn(move || match flag {
-            Some(_) => walk_each(runs, archive, reference, criteria, asked),
-            None => walk_each(runs, archive, reference, criteria, recorded_unreadable),
-        });
+        let walks = s.spawn(move || walk_each(runs, archive, reference, criteria, unreadable));
         let judged = judge(runs);
         let _ = walks.join();
         judged

@@ -131,12 +131,7 @@ impl Plan {
         // run lost at the end.
         let baseline = load_run("--baseline", args.baseline.as_deref())?;
         let reference = load_run("--reference", args.reference.reference.as_deref())?;
-        let noise: Vec<String> = args
-            .reference
-            .reference_noise
-            .iter()
-            .map(|dir| dir.display().to_string())
-            .collect();
+        let noise = args.reference.noise_dirs();
         check_noise("--reference-noise", &noise, reference.as_ref(), true)?;
         let prompts = match &args.prompts {
             Some(path) => prompts::load(path)?,

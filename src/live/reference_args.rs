@@ -41,6 +41,16 @@ pub struct ReferenceArgs {
     pub noise_factor: Option<f64>,
 }
 
+impl ReferenceArgs {
+    /// The known-good builds asked for (`--reference-noise`), as the archive records them.
+    pub fn noise_dirs(&self) -> Vec<String> {
+        self.reference_noise
+            .iter()
+            .map(|dir| dir.display().to_string())
+            .collect()
+    }
+}
+
 use crate::judging::verdict::reference::MOST_REANCHOR;
 
 /// `--reference-reanchor`: 0 to [`MOST_REANCHOR`].
