@@ -383,27 +383,7 @@ pub fn changed(mut judged: Verdict, line: String) -> Verdict {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::archive::digest::Integrity;
-    use crate::selftest::cases::{floors, greedy_manifest};
-
-    fn archive() -> Archive {
-        Archive {
-            manifest: greedy_manifest(),
-            replies: Vec::new(),
-            serve_log: None,
-            load: None,
-            load_problem: None,
-            replies_problem: None,
-            route: None,
-            route_problem: None,
-            metrics: None,
-            metrics_problem: None,
-            reanchors: Vec::new(),
-            reanchors_problem: None,
-            not_archived: Vec::new(),
-            integrity: Integrity::Intact,
-        }
-    }
+    use crate::selftest::cases::{archive_of, floors};
 
     #[test]
     fn the_judge_beside_the_walks_finds_every_build_walked_and_an_unreadable_one_said() {
@@ -412,7 +392,7 @@ mod tests {
             .iter()
             .map(|n| gone.path().join(n).display().to_string())
             .collect();
-        let (a, c) = (archive(), Criteria::new(floors()).unwrap());
+        let (a, c) = (archive_of(Vec::new()), Criteria::new(floors()).unwrap());
         // Recorded by the run: each cell is filled with why, and the judge waits for them all.
         let seen = judged_beside_noise(None, &dirs, &a, None, &c, |runs| {
             runs.iter()

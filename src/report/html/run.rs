@@ -504,27 +504,11 @@ fn files(p: &RunPage) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::archive::digest::Integrity;
     use crate::archive::record::NotArchived;
-    use crate::selftest::cases::{self, greedy_manifest, reply};
+    use crate::selftest::cases::{self, reply};
 
     fn archive(replies: Vec<ReplyRecord>) -> Archive {
-        Archive {
-            manifest: greedy_manifest(),
-            replies,
-            serve_log: None,
-            load: None,
-            load_problem: None,
-            replies_problem: None,
-            route: None,
-            route_problem: None,
-            metrics: None,
-            metrics_problem: None,
-            reanchors: Vec::new(),
-            reanchors_problem: None,
-            not_archived: Vec::new(),
-            integrity: Integrity::Intact,
-        }
+        cases::archive_of(replies)
     }
 
     fn verdict_of(case: &str) -> ResultFile {

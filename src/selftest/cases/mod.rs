@@ -29,6 +29,8 @@ mod tools;
 pub use case::{Case, ReferenceCase};
 use parts::base;
 
+#[cfg(test)]
+pub(crate) use parts::archive_of;
 /// The hand-made reply and run.json other modules' tests build their runs of.
 #[cfg(test)]
 pub(crate) use parts::{floors, greedy_manifest, reply};

@@ -422,3 +422,25 @@ pub(crate) fn base(name: &'static str) -> Case {
         outcome: Outcome::Pass,
     }
 }
+
+/// An archive of `replies` under the greedy manifest, its files whole and nothing else read:
+/// for tests that judge or draw an archive without a run directory.
+#[cfg(test)]
+pub(crate) fn archive_of(replies: Vec<ReplyRecord>) -> crate::archive::rundir::Archive {
+    crate::archive::rundir::Archive {
+        manifest: greedy_manifest(),
+        replies,
+        serve_log: None,
+        load: None,
+        load_problem: None,
+        replies_problem: None,
+        route: None,
+        route_problem: None,
+        metrics: None,
+        metrics_problem: None,
+        reanchors: Vec::new(),
+        reanchors_problem: None,
+        not_archived: Vec::new(),
+        integrity: crate::archive::digest::Integrity::Intact,
+    }
+}
