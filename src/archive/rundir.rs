@@ -14,7 +14,7 @@
 //! never by its path again, and hashed as written; run.json, written last, holds those
 //! digests, and the loader holds the files it finds to them ([`RunDir`], [`digest`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::fs::Permissions;
 use std::fs::{self, File};
 use std::io::{BufWriter, Read, Write};
@@ -673,9 +673,10 @@ const STREAMED: &[&str] = &[SERVE_LOG, TIMELINE];
 /// load.json only means no load line.
 pub fn load_archive(dir: &Path) -> Result<Archive> {
     let mut replies: Vec<ReplyRecord> = Vec::new();
+    let mut judged_prompts = HashSet::new();
     let mut archive = load_archive_with(dir, &mut |_, mut r| {
         // What the live run judged of it, no more: `run` and `judge` agree.
-        r.keep_judged(&replies);
+        r.keep_judged_after(&mut judged_prompts);
         replies.push(r);
     })?;
     archive.replies = replies;
@@ -844,13 +845,14 @@ pub fn parse_manifest(bytes: &[u8]) -> Result<RunManifest> {
 /// the line.
 pub fn parse_replies(bytes: &[u8]) -> Result<Vec<ReplyRecord>> {
     let mut replies = Vec::new();
+    let mut judged_prompts = HashSet::new();
     for (i, line) in bytes.split(|&b| b == b'\n').enumerate() {
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
         // What the live run judged of it, no more: `run` and `judge` agree.
         let mut r = reply_stream::parse_line(i + 1, line)?;
-        r.keep_judged(&replies);
+        r.keep_judged_after(&mut judged_prompts);
         replies.push(r);
     }
     Ok(replies)

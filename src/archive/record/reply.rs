@@ -6,6 +6,7 @@
 use crate::archive::record::token_text::TokenText;
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::value::RawValue;
+use std::collections::HashSet;
 
 /// One SSE event of a reply: when the bytes that completed it arrived, and what text it carried.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -257,8 +258,11 @@ where
     Ok(tokens)
 }
 
-/// One alternative at a token's position.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One alternative at a token's position. Packed, 12 bytes, not 16: a judge against a
+/// reference holds two archives' alternatives, ten a token at K=10 (issue 52's 2,000 replies
+/// of 200 tokens: 38 MB less; docs/performance.md).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[repr(C, packed(4))]
 pub struct TopLogprob {
     /// Its text, cut to [`LOGPROB_TOKEN_BYTES`].
     pub token: TokenText,
@@ -368,21 +372,39 @@ impl ReplyRecord {
         self.cut_text(JUDGED_TEXT);
     }
 
-    /// Whether judging reads this reply's logprobs: the reference line reads those of the
-    /// first single-stream reply to each prompt that did not fail (warm-ups left out), and no
-    /// other's.
-    fn logprobs_judged(&self, earlier: &[ReplyRecord]) -> bool {
-        let judged = |r: &ReplyRecord| r.error.is_none() && r.burst.is_none() && !r.set_apart();
-        judged(self) && !earlier.iter().any(|r| judged(r) && r.prompt == self.prompt)
+    /// Whether judging reads this reply at all: a single-stream reply that did not fail, warm-ups
+    /// left out.
+    fn judged(&self) -> bool {
+        self.error.is_none() && self.burst.is_none() && !self.set_apart()
     }
 
     /// Keep in memory only what judging reads of this reply, made after `earlier`: its text
     /// ([`Self::keep_judged_text`]), and its logprobs only where the reference line reads
-    /// them. A reply's logprobs can be a few kB a token; a long run's would hold the gate's
-    /// memory for nothing. The archive keeps them all.
+    /// them, the first judged reply to each prompt's. A reply's logprobs can be a few kB a
+    /// token; a long run's would hold the gate's memory for nothing. The archive keeps them all.
     pub fn keep_judged(&mut self, earlier: &[ReplyRecord]) {
+        let first = !earlier
+            .iter()
+            .any(|r| r.judged() && r.prompt == self.prompt);
+        self.keep_judged_where(first);
+    }
+
+    /// [`Self::keep_judged`] for a reader of a whole archive, in order: `judged_prompts` holds
+    /// the prompts of the judged replies before this one, and takes this one's. The same rule
+    /// without a pass over every earlier reply for each (2,000 replies were two million
+    /// comparisons of their prompts).
+    pub fn keep_judged_after(&mut self, judged_prompts: &mut HashSet<String>) {
+        let first = !judged_prompts.contains(self.prompt.as_str());
+        if first && self.judged() {
+            judged_prompts.insert(self.prompt.clone());
+        }
+        self.keep_judged_where(first);
+    }
+
+    /// What [`Self::keep_judged`] keeps, `first` where no judged reply before it had its prompt.
+    fn keep_judged_where(&mut self, first: bool) {
         self.keep_judged_text();
-        if self.logprobs.is_some() && !self.logprobs_judged(earlier) {
+        if self.logprobs.is_some() && !(first && self.judged()) {
             self.logprobs = None;
         }
     }
@@ -559,29 +581,44 @@ mod tests {
             }]);
             r
         };
-        let mut kept: Vec<ReplyRecord> = Vec::new();
         let mut warm = scored(1, "p");
         warm.warmup = true;
         let mut failed = scored(2, "p");
         failed.error = Some("cut".into());
-        for mut r in [warm, failed, scored(3, "p"), scored(4, "p"), scored(5, "q")] {
-            r.keep_judged(&kept);
-            kept.push(r);
+        let mut burst = scored(6, "r");
+        burst.burst = Some(BurstSlot {
+            round: 1,
+            stream: 1,
+        });
+        let replies = [
+            warm,
+            failed,
+            scored(3, "p"),
+            scored(4, "p"),
+            scored(5, "q"),
+            burst,
+            scored(7, "r"),
+            scored(8, "q"),
+        ];
+        // Live, each reply against the ones before it; read back, against the prompts seen.
+        let mut kept: Vec<ReplyRecord> = Vec::new();
+        let mut judged_prompts = HashSet::new();
+        for r in &replies {
+            let mut live = r.clone();
+            live.keep_judged(&kept);
+            let mut read = r.clone();
+            read.keep_judged_after(&mut judged_prompts);
+            assert_eq!(live, read, "reply {}", r.index);
+            kept.push(live);
         }
         let with: Vec<usize> = kept
             .iter()
             .filter(|r| r.logprobs.is_some())
             .map(|r| r.index)
             .collect();
-        // The warm-up and the failed reply are never read; reply 4 repeats reply 3's prompt.
-        assert_eq!(with, vec![3, 5]);
-        let mut burst = scored(6, "r");
-        burst.burst = Some(BurstSlot {
-            round: 1,
-            stream: 1,
-        });
-        burst.keep_judged(&kept);
-        assert!(burst.logprobs.is_none());
+        // The warm-up, the failed reply and the burst are never read; replies 4 and 8 repeat
+        // 3's and 5's prompts; 7 is the first judged reply to the burst's.
+        assert_eq!(with, vec![3, 5, 7]);
     }
     use proptest::prelude::*;
 
