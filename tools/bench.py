@@ -856,7 +856,8 @@ def noise_archives(tmp):
             for i in range(NOISE_REPLIES):
                 reply = dict(template, index=i + 1, prompt=f"prompt {i}", content="".join(words),
                              finish_reason="length", logprobs=lp)
-                f.write(json.dumps(reply) + "\n")
+                # Compact, as the gate writes its lines (serde_json): no space after , and :.
+                f.write(json.dumps(reply, separators=(",", ":")) + "\n")
         dirs[side] = out
     return dirs
 

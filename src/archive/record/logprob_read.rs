@@ -13,8 +13,10 @@
 //! read twice). Numbers are parsed by the standard library, correctly rounded, as
 //! serde_json's `float_roundtrip` parses the rest.
 
+use std::cell::RefCell;
+
 use super::reply::{ReplyRecord, TokenLogprob, TopLogprob};
-use super::token_text::TokenText;
+use super::token_text::{Interner, TokenText};
 
 /// One line of replies.jsonl as a record, its `logprobs` read here and the rest of it (a few
 /// kB: its text, chunks and figures) by serde_json; `None` where the line is not a plain
@@ -30,7 +32,7 @@ pub fn read_plain_reply(line: &[u8]) -> Option<ReplyRecord> {
             c.ws();
             let start = c.at;
             if key == "logprobs" && found.is_none() && c.b.get(c.at) == Some(&b'[') {
-                let tokens = c.tokens()?;
+                let tokens = TokenText::interning(|seen| c.tokens(seen))?;
                 found = Some((start, c.at, tokens));
             } else {
                 c.skip_value()?;
@@ -59,7 +61,7 @@ fn read(raw: &str) -> Option<Vec<TokenLogprob>> {
         at: 0,
     };
     c.ws();
-    let tokens = c.tokens()?;
+    let tokens = TokenText::interning(|seen| c.tokens(seen))?;
     c.ws();
     (c.at == c.b.len()).then_some(tokens)
 }
@@ -101,56 +103,77 @@ const EXACT_POWERS: [f64; 23] = [
     1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
 ];
 
-/// The double nearest the JSON number `n` (checked by [`json_number`]) where Clinger's fast
-/// path gives it exactly: its digits an integer m of at most 2^53 and its scale a power of ten
-/// of at most 10^22, both doubles exactly, so the one IEEE multiply or divide is correctly
+/// The double nearest the JSON number at the start of `n`, and its length, where Clinger's
+/// fast path gives it exactly: its digits an integer m of at most 2^53 and its scale a power of
+/// ten of at most 10^22, both doubles exactly, so the one IEEE multiply or divide is correctly
 /// rounded (W. D. Clinger, "How to Read Floating Point Numbers Accurately", PLDI 1990, section
-/// 4; the standard library's parser takes the same path first). `None` for an integer (read as
-/// serde reads one) and for any number outside the path, left to the standard library. A
-/// logprob as serde_json writes it (`-3.0`, `-0.0123456789`, `-1e-7`) is on it: one pass over
-/// its bytes instead of four.
-fn exact_decimal(n: &[u8]) -> Option<f64> {
+/// 4; the standard library's parser takes the same path first). The number is checked as JSON
+/// writes one (RFC 8259, section 6, as [`json_number`]) in the same pass. `None` for an integer
+/// (read as serde reads one), for a number followed by another byte a number may hold (`01`,
+/// `1.5.3`: the caller's whole-number check refuses it) and for any number outside the path,
+/// all left to the caller. A logprob as serde_json writes it (`-3.0`, `-0.0123456789`,
+/// `-1e-7`) is on it: one pass over its bytes instead of four.
+fn leading_decimal(n: &[u8]) -> Option<(f64, usize)> {
     let negative = n.first() == Some(&b'-');
     let mut at = usize::from(negative);
     let (mut m, mut digits, mut scale) = (0u64, 0u32, 0i32);
-    let mut fraction = false;
-    let mut point_or_exponent = false;
-    while let Some(&b) = n.get(at) {
-        match b {
-            b'0'..=b'9' => {
-                // Leading zeros add no digit: "0.000123" is m = 123.
-                if m > 0 || b != b'0' {
-                    digits += 1;
-                }
+    match n.get(at) {
+        Some(b'0') => at += 1,
+        Some(b'1'..=b'9') => {
+            while let Some(&b @ b'0'..=b'9') = n.get(at) {
+                digits += 1;
                 if digits > 19 {
                     return None;
                 }
                 m = m * 10 + u64::from(b - b'0');
-                if fraction {
-                    scale -= 1;
+                at += 1;
+            }
+        }
+        _ => return None,
+    }
+    let mut point_or_exponent = false;
+    if n.get(at) == Some(&b'.') {
+        at += 1;
+        let from = at;
+        while let Some(&b @ b'0'..=b'9') = n.get(at) {
+            // Leading zeros add no digit: "0.000123" is m = 123.
+            if m > 0 || b != b'0' {
+                digits += 1;
+                if digits > 19 {
+                    return None;
                 }
             }
-            b'.' => {
-                fraction = true;
-                point_or_exponent = true;
-            }
-            _ => break,
+            m = m * 10 + u64::from(b - b'0');
+            scale -= 1;
+            at += 1;
         }
-        at += 1;
+        if at == from {
+            return None;
+        }
+        point_or_exponent = true;
     }
     if let Some(b'e' | b'E') = n.get(at) {
-        point_or_exponent = true;
         at += 1;
         let minus = n.get(at) == Some(&b'-');
         if let Some(b'+' | b'-') = n.get(at) {
             at += 1;
         }
-        let e = n[at..].iter().try_fold(0i32, |e, &b| {
-            (e < 1000).then(|| e * 10 + i32::from(b - b'0'))
-        })?;
+        let from = at;
+        let mut e = 0i32;
+        while let Some(&b @ b'0'..=b'9') = n.get(at) {
+            if e >= 1000 {
+                return None;
+            }
+            e = e * 10 + i32::from(b - b'0');
+            at += 1;
+        }
+        if at == from {
+            return None;
+        }
         scale += if minus { -e } else { e };
+        point_or_exponent = true;
     }
-    if !point_or_exponent || m > 1 << 53 {
+    if !point_or_exponent || m > 1 << 53 || number_byte(n.get(at)) {
         return None;
     }
     let power = *EXACT_POWERS.get(scale.unsigned_abs() as usize)?;
@@ -160,7 +183,12 @@ fn exact_decimal(n: &[u8]) -> Option<f64> {
     } else {
         m as f64 * power
     };
-    Some(if negative { -x } else { x })
+    Some((if negative { -x } else { x }, at))
+}
+
+/// Whether `b` is a byte a number's text may hold, as the caller takes a number's extent.
+fn number_byte(b: Option<&u8>) -> bool {
+    matches!(b, Some(b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E'))
 }
 
 struct Cursor<'a> {
@@ -169,16 +197,24 @@ struct Cursor<'a> {
 }
 
 impl<'a> Cursor<'a> {
-    /// A list of token records, in exactly their room.
-    fn tokens(&mut self) -> Option<Vec<TokenLogprob>> {
-        let mut tokens = Vec::new();
-        let mut scratch = Vec::new();
-        self.list(|c| {
-            tokens.push(c.token(&mut scratch)?);
-            Some(())
-        })?;
-        tokens.shrink_to_fit();
-        Some(tokens)
+    /// A list of token records, in exactly their room: read into this thread's scratch list
+    /// and moved out in one allocation (grown a token at a time, a reply's list took seven
+    /// reallocations and copies).
+    fn tokens(&mut self, seen: &mut Interner) -> Option<Vec<TokenLogprob>> {
+        thread_local! {
+            static SCRATCH: RefCell<(Vec<TokenLogprob>, Vec<TopLogprob>)> = RefCell::default();
+        }
+        SCRATCH.with(|scratch| {
+            let (tokens, top) = &mut *scratch.borrow_mut();
+            tokens.clear();
+            self.list(|c| {
+                tokens.push(c.token(top, seen)?);
+                Some(())
+            })?;
+            let mut exact = Vec::with_capacity(tokens.len());
+            exact.append(tokens);
+            Some(exact)
+        })
     }
 
     /// Past one JSON value of any kind, up to the `,` or the closing bracket after it: serde
@@ -256,25 +292,92 @@ impl<'a> Cursor<'a> {
         std::str::from_utf8(self.raw_text()?).ok()
     }
 
+    /// A text after its opening quote, up to and past its closing one, interned: `None` at an
+    /// escape or a raw control character (as [`Self::raw_text`]). A token's text is a few
+    /// bytes, so a plain loop, not a vector search set up for each.
+    fn plain_text(&mut self, seen: &mut Interner) -> Option<TokenText> {
+        let start = self.at;
+        loop {
+            match *self.b.get(self.at)? {
+                b'"' => break,
+                b'\\' | 0..0x20 => return None,
+                _ => self.at += 1,
+            }
+        }
+        self.at += 1;
+        seen.of_bytes_in(self.b, start, self.at - 1 - start)
+    }
+
+    /// Past `bytes` where they come next, or `None`.
+    fn literal(&mut self, bytes: &[u8]) -> Option<()> {
+        self.b[self.at..]
+            .starts_with(bytes)
+            .then(|| self.at += bytes.len())
+    }
+
+    /// `{"token":text,"logprob":number}`, exactly as serde_json writes it, `"` eaten.
+    fn compact_member(&mut self, seen: &mut Interner) -> Option<(TokenText, f64)> {
+        self.literal(br#"{"token":""#)?;
+        let token = self.plain_text(seen)?;
+        self.literal(br#","logprob":"#)?;
+        Some((token, self.number()?))
+    }
+
+    /// One token's record exactly as serde_json writes it (no whitespace, its members in the
+    /// gate's order), as the gate's own archives hold them, or `None` anywhere else for
+    /// [`Self::token`] to read it again from its start: a third of the time of reading it
+    /// member by member, key by key.
+    fn compact_token(
+        &mut self,
+        scratch: &mut Vec<TopLogprob>,
+        seen: &mut Interner,
+    ) -> Option<TokenLogprob> {
+        let (token, logprob) = self.compact_member(seen)?;
+        if self.literal(b"}").is_some() {
+            return Some(TokenLogprob {
+                token,
+                logprob,
+                top: Vec::new(),
+            });
+        }
+        self.literal(br#","top":["#)?;
+        scratch.clear();
+        loop {
+            let (token, logprob) = self.compact_member(seen)?;
+            self.literal(b"}")?;
+            scratch.push(TopLogprob { token, logprob });
+            if self.literal(b",").is_none() {
+                self.literal(b"]}")?;
+                break;
+            }
+        }
+        Some(TokenLogprob {
+            token,
+            logprob,
+            top: scratch.to_vec(),
+        })
+    }
+
     /// A token's text, interned.
-    fn token_text(&mut self) -> Option<TokenText> {
-        TokenText::of_bytes(self.raw_text()?)
+    fn token_text(&mut self, seen: &mut Interner) -> Option<TokenText> {
+        seen.of_bytes(self.raw_text()?)
     }
 
     /// A number, after whitespace: the bytes a JSON number may hold, parsed whole.
     fn number(&mut self) -> Option<f64> {
         self.ws();
+        if let Some((x, len)) = leading_decimal(&self.b[self.at..]) {
+            self.at += len;
+            return Some(x);
+        }
         let start = self.at;
-        while let Some(b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E') = self.b.get(self.at) {
+        while number_byte(self.b.get(self.at)) {
             self.at += 1;
         }
         let n = &self.b[start..self.at];
         // The standard library takes "+1", "01", "1." and "-.5" too; JSON does not.
         if !json_number(n) {
             return None;
-        }
-        if let Some(x) = exact_decimal(n) {
-            return Some(x);
         }
         let digits = std::str::from_utf8(n).ok()?;
         // serde_json reads an integer as one and converts it ("-0" kept as -0), and refuses a
@@ -293,7 +396,8 @@ impl<'a> Cursor<'a> {
     /// (`top`), each member once: the text and logprob, or `None`.
     fn members(
         &mut self,
-        mut more: impl FnMut(&mut Self, &[u8]) -> Option<()>,
+        seen: &mut Interner,
+        mut more: impl FnMut(&mut Self, &mut Interner, &[u8]) -> Option<()>,
     ) -> Option<(TokenText, f64)> {
         self.eat(b'{')?;
         let (mut token, mut logprob) = (None, None);
@@ -303,9 +407,9 @@ impl<'a> Cursor<'a> {
                 let key = self.raw_text()?;
                 self.eat(b':')?;
                 match key {
-                    b"token" if token.is_none() => token = Some(self.token_text()?),
+                    b"token" if token.is_none() => token = Some(self.token_text(seen)?),
                     b"logprob" if logprob.is_none() => logprob = Some(self.number()?),
-                    other => more(self, other)?,
+                    other => more(self, seen, other)?,
                 }
                 if self.eat(b',').is_none() {
                     self.eat(b'}')?;
@@ -318,15 +422,24 @@ impl<'a> Cursor<'a> {
 
     /// One token's record, its alternatives read into `scratch` and copied out in exactly
     /// their room.
-    fn token(&mut self, scratch: &mut Vec<TopLogprob>) -> Option<TokenLogprob> {
+    fn token(
+        &mut self,
+        scratch: &mut Vec<TopLogprob>,
+        seen: &mut Interner,
+    ) -> Option<TokenLogprob> {
+        let start = self.at;
+        if let Some(token) = self.compact_token(scratch, seen) {
+            return Some(token);
+        }
+        self.at = start;
         scratch.clear();
         let mut top_seen = false;
-        let (token, logprob) = self.members(|c, key| {
+        let (token, logprob) = self.members(seen, |c, seen, key| {
             if key != b"top" || std::mem::replace(&mut top_seen, true) {
                 return None;
             }
             c.list(|c| {
-                let (token, logprob) = c.members(|_, _| None)?;
+                let (token, logprob) = c.members(seen, |_, _, _| None)?;
                 scratch.push(TopLogprob { token, logprob });
                 Some(())
             })
@@ -497,6 +610,13 @@ mod tests {
                 top,
             });
         proptest::collection::vec(token, 0..5)
+    }
+
+    /// [`leading_decimal`] of the whole of `n`.
+    fn exact_decimal(n: &[u8]) -> Option<f64> {
+        leading_decimal(n)
+            .filter(|&(_, len)| len == n.len())
+            .map(|(x, _)| x)
     }
 
     /// The decimal `m * 10^scale` written as JSON writes a number: a point where the scale is

@@ -44,14 +44,88 @@ fn numbers() -> &'static Mutex<Numbers> {
     NUMBERS.get_or_init(|| Mutex::new(Numbers::default()))
 }
 
-/// Numbers by a text's bytes.
-type NumbersOfBytes = HashMap<&'static [u8], u32, foldhash::fast::RandomState>;
+/// The numbers a thread has made or looked up, by the text's bytes: the mutex is taken once a
+/// text a thread, not once a token (two threads read two archives at once), and a text seen
+/// before is found from bytes not yet checked as UTF-8.
+#[derive(Default)]
+struct Seen {
+    /// Texts of at most [`SHORT`] bytes, by [`short_key`]: most of a vocabulary, found by one
+    /// integer's hash and compare, not a byte string's.
+    short: HashMap<u128, u32, foldhash::fast::RandomState>,
+    /// Longer texts, by their bytes.
+    long: HashMap<&'static [u8], u32, foldhash::fast::RandomState>,
+}
+
+/// The longest text [`short_key`] packs.
+const SHORT: usize = 15;
+
+/// `bytes` of at most [`SHORT`] as one number: the bytes, then zeros, then the length in the
+/// last byte, so two texts have one key exactly when they are the same bytes.
+fn short_key(bytes: &[u8]) -> Option<u128> {
+    if bytes.len() > SHORT {
+        return None;
+    }
+    // Shifted in a byte at a time: a copy into an array of 16 took a call to memcpy a text.
+    let mut key = (bytes.len() as u128) << (8 * SHORT);
+    for (i, &b) in bytes.iter().enumerate() {
+        key |= u128::from(b) << (8 * i);
+    }
+    Some(key)
+}
+
+/// [`short_key`] of `line[at..at + len]`, read with one load of the 16 bytes from `at` where
+/// the line holds them (a token's text in a line always has more after it), its bytes past
+/// `len` masked off.
+fn short_key_in(line: &[u8], at: usize, len: usize) -> Option<u128> {
+    let sixteen: &[u8; 16] = line.get(at..at + 16)?.try_into().ok()?;
+    (len <= SHORT).then(|| {
+        let bytes = u128::from_le_bytes(*sixteen) & ((1u128 << (8 * len)) - 1);
+        bytes | (len as u128) << (8 * SHORT)
+    })
+}
+
+impl Seen {
+    fn get(&self, bytes: &[u8]) -> Option<u32> {
+        match short_key(bytes) {
+            Some(key) => self.short.get(&key),
+            None => self.long.get(bytes),
+        }
+        .copied()
+    }
+
+    fn insert(&mut self, kept: &'static str, n: u32) {
+        match short_key(kept.as_bytes()) {
+            Some(key) => self.short.insert(key, n),
+            None => self.long.insert(kept.as_bytes(), n),
+        };
+    }
+}
 
 thread_local! {
-    /// The numbers this thread has made or looked up, by the text's bytes: the mutex is taken
-    /// once a text a thread, not once a token (two threads read two archives at once), and a
-    /// text seen before is found from bytes not yet checked as UTF-8.
-    static SEEN: RefCell<NumbersOfBytes> = RefCell::new(NumbersOfBytes::default());
+    static SEEN: RefCell<Seen> = RefCell::new(Seen::default());
+}
+
+/// This thread's numbers, borrowed by [`TokenText::interning`].
+pub struct Interner<'a>(&'a mut Seen);
+
+impl Interner<'_> {
+    /// [`Self::of_bytes`] of `line[at..at + len]`.
+    pub fn of_bytes_in(&mut self, line: &[u8], at: usize, len: usize) -> Option<TokenText> {
+        if let Some(&n) = short_key_in(line, at, len).and_then(|key| self.0.short.get(&key)) {
+            return Some(TokenText(n));
+        }
+        self.of_bytes(line.get(at..at + len)?)
+    }
+
+    /// [`TokenText::of_bytes`], the thread's numbers already in hand.
+    pub fn of_bytes(&mut self, bytes: &[u8]) -> Option<TokenText> {
+        if let Some(n) = self.0.get(bytes) {
+            return Some(TokenText(n));
+        }
+        let (kept, n) = TokenText::make(std::str::from_utf8(bytes).ok()?);
+        self.0.insert(kept, n);
+        Some(TokenText(n))
+    }
 }
 
 /// The segment of number `n`, and its place there.
@@ -71,21 +145,25 @@ impl TokenText {
     /// The number of the text `bytes`, or `None` when they are not UTF-8: a text this thread
     /// has seen is found without checking them again (most of an archive's texts are).
     pub fn of_bytes(bytes: &[u8]) -> Option<TokenText> {
-        match Self::seen(bytes) {
-            Some(t) => Some(t),
-            None => std::str::from_utf8(bytes).ok().map(Self::made),
-        }
+        Self::interning(|seen| seen.of_bytes(bytes))
+    }
+
+    /// `read` given this thread's numbers, borrowed once for all the texts it looks up: a
+    /// reply's 2,200 texts at K=10 took a thread-local access each. `read` must make no
+    /// [`TokenText`] but through the [`Interner`] (the numbers are borrowed meanwhile).
+    pub fn interning<R>(read: impl FnOnce(&mut Interner<'_>) -> R) -> R {
+        SEEN.with(|seen| read(&mut Interner(&mut seen.borrow_mut())))
     }
 
     /// The number this thread has seen for `bytes`.
     fn seen(bytes: &[u8]) -> Option<TokenText> {
-        SEEN.with(|seen| seen.borrow().get(bytes).copied().map(TokenText))
+        SEEN.with(|seen| seen.borrow().get(bytes).map(TokenText))
     }
 
     /// The number of `text`, new to this thread.
     fn made(text: &str) -> TokenText {
         let (kept, n) = Self::make(text);
-        SEEN.with(|seen| seen.borrow_mut().insert(kept.as_bytes(), n));
+        SEEN.with(|seen| seen.borrow_mut().insert(kept, n));
         TokenText(n)
     }
 
@@ -211,6 +289,34 @@ mod tests {
             " new from bytes"
         );
         assert_eq!(TokenText::of_bytes(b"\xff\xfe"), None);
+    }
+
+    #[test]
+    fn a_short_key_is_its_bytes_and_length_read_in_place_or_not() {
+        let line = b"ab\0\0cdefghijklmnopqrstuvwxyz0123456789";
+        for at in 0..line.len() {
+            for len in 0..=(line.len() - at).min(SHORT + 2) {
+                let bytes = &line[at..at + len];
+                let key = short_key(bytes);
+                assert_eq!(key.is_some(), len <= SHORT, "{at} {len}");
+                if at + 16 <= line.len() {
+                    assert_eq!(short_key_in(line, at, len), key, "{at} {len}");
+                }
+                // Distinct texts, distinct keys: a trailing NUL is a byte, not padding.
+                if let Some(k) = key.filter(|_| len < SHORT) {
+                    let mut longer = bytes.to_vec();
+                    longer.push(0);
+                    assert_ne!(short_key(&longer), Some(k), "{at} {len}");
+                }
+            }
+        }
+        // Read in place or not, one text is one number, at and past the longest short text.
+        for text in ["fifteen bytes!!", "sixteen bytes!!!", "a", ""] {
+            let mut line = text.as_bytes().to_vec();
+            line.extend_from_slice(br#"","logprob":-1.0}"#);
+            let found = TokenText::interning(|seen| seen.of_bytes_in(&line, 0, text.len()));
+            assert_eq!(found, Some(TokenText::new(text)), "{text}");
+        }
     }
 
     #[test]
