@@ -30,7 +30,8 @@ pub struct Streamed {
     pub cut: Option<usize>,
 }
 
-/// Bytes read at a time: a reply of 200 tokens with K=10 is some 90 kB.
+/// Bytes read at a time: a reply of 200 tokens with K=10 is some 90 kB, so most lines are
+/// read where they lie in the buffer; a line longer than it is gathered.
 const BUFFER: usize = 1 << 20;
 
 /// Line `n` (from 1) of replies.jsonl as a record: what it says checked against how the gate
@@ -58,38 +59,69 @@ pub fn stream_replies(
     cap: u64,
     take: &mut dyn FnMut(ReplyRecord),
 ) -> Result<std::result::Result<Streamed, OpenError>> {
+    stream_replies_in(path, cap, BUFFER, take)
+}
+
+/// [`stream_replies`] through a buffer of `buffer` bytes.
+fn stream_replies_in(
+    path: &Path,
+    cap: u64,
+    buffer: usize,
+    take: &mut dyn FnMut(ReplyRecord),
+) -> Result<std::result::Result<Streamed, OpenError>> {
     let file = match safe_open::open_capped(path, cap) {
         Ok((file, _)) => file,
         Err(e) => return Ok(Err(e)),
     };
-    let mut reader = BufReader::with_capacity(BUFFER, file.take(cap + 1));
+    let mut reader = BufReader::with_capacity(buffer, file.take(cap + 1));
     let mut hasher = Sha256::new();
-    let (mut line, mut n, mut read) = (Vec::new(), 0usize, 0u64);
+    let (mut gathered, mut n, mut read) = (Vec::new(), 0usize, 0u64);
     let mut cut = None;
     loop {
-        line.clear();
-        let got = match reader.read_until(b'\n', &mut line) {
-            Ok(0) => break,
-            Ok(got) => got,
+        // A line whole in the buffer is read where it lies (no copy, and the newline found by a
+        // vector search, not the standard library's word at a time); any other is gathered.
+        let buffered = match reader.fill_buf() {
+            Ok(buffered) => buffered,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return Ok(Err(OpenError::Io(path.to_path_buf(), e))),
         };
+        if buffered.is_empty() {
+            break;
+        }
+        let in_place = memchr::memchr(b'\n', buffered).map(|i| i + 1);
+        let line = match in_place {
+            Some(len) => &buffered[..len],
+            None => {
+                gathered.clear();
+                // `read_until` reads on past an interrupted read itself.
+                if let Err(e) = reader.read_until(b'\n', &mut gathered) {
+                    return Ok(Err(OpenError::Io(path.to_path_buf(), e)));
+                }
+                &gathered[..]
+            }
+        };
+        let got = line.len();
         read += got as u64;
         if read > cap {
             return Ok(Err(safe_open::too_large(path, read, cap)));
         }
-        hasher.update(&line);
+        hasher.update(line);
         n += 1;
         let whole = line.last() == Some(&b'\n');
-        let body = if whole { &line[..got - 1] } else { &line[..] };
-        if body.iter().all(u8::is_ascii_whitespace) {
-            continue;
+        let body = if whole { &line[..got - 1] } else { line };
+        let parsed = (!body.iter().all(u8::is_ascii_whitespace)).then(|| parse_line(n, body));
+        let unfinished = (!whole).then_some(body.len());
+        if let Some(len) = in_place {
+            reader.consume(len);
         }
-        match parse_line(n, body) {
-            Ok(r) => take(r),
+        match parsed {
+            None => {}
+            Some(Ok(r)) => take(r),
             // The last line, unfinished and no record: the run was killed while writing it.
-            Err(_) if !whole => cut = Some(body.len()),
-            Err(e) => return Err(e).with_context(|| format!("failed to read {}", path.display())),
+            Some(Err(_)) if unfinished.is_some() => cut = unfinished,
+            Some(Err(e)) => {
+                return Err(e).with_context(|| format!("failed to read {}", path.display()))
+            }
         }
     }
     Ok(Ok(Streamed {
@@ -129,11 +161,19 @@ mod tests {
         bytes: &[u8],
         cap: u64,
     ) -> Result<std::result::Result<(Vec<usize>, Streamed), String>> {
+        streamed_in(bytes, cap, BUFFER)
+    }
+
+    fn streamed_in(
+        bytes: &[u8],
+        cap: u64,
+        buffer: usize,
+    ) -> Result<std::result::Result<(Vec<usize>, Streamed), String>> {
         let d = tempfile::tempdir().unwrap();
         let path = d.path().join("replies.jsonl");
         std::fs::write(&path, bytes).unwrap();
         let mut got = Vec::new();
-        let s = stream_replies(&path, cap, &mut |r| got.push(r.index))?;
+        let s = stream_replies_in(&path, cap, buffer, &mut |r| got.push(r.index))?;
         Ok(s.map(|s| (got, s)).map_err(|e| e.to_string()))
     }
 
@@ -147,18 +187,23 @@ mod tests {
             format!("{a}\n{}", &b[..b.len() / 2]).into(),
             format!("{a}\n   ").into(),
             Vec::new(),
+            (1..=9).map(|i| record(i) + "\n").collect::<String>().into(),
         ];
-        for bytes in cases {
-            let (got, s) = streamed(&bytes, 1 << 20).unwrap().unwrap();
-            let (whole, cut) = split_cut_line(&bytes);
-            let expected: Vec<usize> = parse_replies(whole)
-                .unwrap()
-                .iter()
-                .map(|r| r.index)
-                .collect();
-            assert_eq!(got, expected, "{}", String::from_utf8_lossy(&bytes));
-            assert_eq!(s.cut, cut.map(<[u8]>::len));
-            assert_eq!(s.sha256, digest::sha256(&bytes));
+        // Lines wholly in the buffer, across its end, and longer than it.
+        for buffer in [1, 7, a.len() + 3, 3 * a.len(), BUFFER] {
+            for bytes in &cases {
+                let (got, s) = streamed_in(bytes, 1 << 20, buffer).unwrap().unwrap();
+                let (whole, cut) = split_cut_line(bytes);
+                let expected: Vec<usize> = parse_replies(whole)
+                    .unwrap()
+                    .iter()
+                    .map(|r| r.index)
+                    .collect();
+                let said = String::from_utf8_lossy(bytes);
+                assert_eq!(got, expected, "{buffer}: {said}");
+                assert_eq!(s.cut, cut.map(<[u8]>::len), "{buffer}: {said}");
+                assert_eq!(s.sha256, digest::sha256(bytes), "{buffer}: {said}");
+            }
         }
     }
 
