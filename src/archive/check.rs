@@ -91,43 +91,61 @@ pub enum Check {
     Goodput,
 }
 
-impl Check {
-    /// Every check.
-    pub const ALL: [Check; 32] = [
-        Check::Archive,
-        Check::Hold,
-        Check::Serve,
-        Check::Route,
-        Check::Rate,
-        Check::FirstToken,
-        Check::Latency,
-        Check::Goodput,
-        Check::Drift,
-        Check::FirstTokenDrift,
-        Check::Content,
-        Check::Output,
-        Check::Tools,
-        Check::Overlap,
-        Check::Aggregate,
-        Check::BaselineRate,
-        Check::BaselineFirstToken,
-        Check::Reference,
-        Check::Determinism,
-        Check::BaselineAnswers,
-        Check::Metrics,
-        Check::Startup,
-        Check::ColdReply,
-        Check::Idle,
-        Check::Context,
-        Check::ContextRate,
-        Check::Memory,
-        Check::DeviceMemory,
-        Check::BaselineMemory,
-        Check::Load,
-        Check::Throttle,
-        Check::Stop,
-    ];
+/// `Check::ALL` and `Check::name` made from one list, in the order of the verdict's lines:
+/// `name` is a `match` over the list, so a variant left out of it does not compile, and `ALL`
+/// is the same list, so no variant is left out of `ALL` (it was a hand-kept array; issue 53).
+macro_rules! every_check {
+    ($($variant:ident => $name:literal,)*) => {
+        impl Check {
+            /// Every check, in the order of the verdict's lines.
+            pub const ALL: [Check; [$(Check::$variant),*].len()] = [$(Check::$variant),*];
 
+            /// The check's name, as the lines, result.json, JUnit and `--prom` show it.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(Check::$variant => $name,)*
+                }
+            }
+        }
+    };
+}
+
+every_check! {
+    Archive => "archive",
+    Hold => "hold",
+    Serve => "serve",
+    Route => "route",
+    Rate => "rate",
+    FirstToken => "first-token",
+    Latency => "latency",
+    Goodput => "goodput",
+    Drift => "drift",
+    FirstTokenDrift => "first-token-drift",
+    Content => "content",
+    Output => "output",
+    Tools => "tools",
+    Overlap => "overlap",
+    Aggregate => "aggregate",
+    BaselineRate => "baseline-rate",
+    BaselineFirstToken => "baseline-first-token",
+    Reference => "reference",
+    Determinism => "determinism",
+    BaselineAnswers => "baseline-answers",
+    Metrics => "metrics",
+    Startup => "startup",
+    ColdReply => "cold-reply",
+    Idle => "idle",
+    Context => "context",
+    ContextRate => "context-rate",
+    Memory => "memory",
+    DeviceMemory => "device-memory",
+    BaselineMemory => "baseline-memory",
+    Load => "load",
+    Throttle => "throttle",
+    Stop => "stop",
+}
+
+impl Check {
     /// The checks that are timing alone: a busy box may explain their failure, and with
     /// `--busy-skip` excuse it. Route, content and every other check are never excused.
     /// Goodput is timing: a reply over its SLO is slow, as a rate under its floor is; a failed
@@ -143,44 +161,6 @@ impl Check {
         Check::ContextRate,
         Check::Goodput,
     ];
-
-    /// The check's name, as the lines, result.json, JUnit and `--prom` show it.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Check::Serve => "serve",
-            Check::Hold => "hold",
-            Check::Archive => "archive",
-            Check::Route => "route",
-            Check::Rate => "rate",
-            Check::FirstToken => "first-token",
-            Check::Latency => "latency",
-            Check::Drift => "drift",
-            Check::FirstTokenDrift => "first-token-drift",
-            Check::Content => "content",
-            Check::Output => "output",
-            Check::Tools => "tools",
-            Check::Overlap => "overlap",
-            Check::Aggregate => "aggregate",
-            Check::BaselineRate => "baseline-rate",
-            Check::BaselineFirstToken => "baseline-first-token",
-            Check::Reference => "reference",
-            Check::Determinism => "determinism",
-            Check::BaselineAnswers => "baseline-answers",
-            Check::Metrics => "metrics",
-            Check::Load => "load",
-            Check::Throttle => "throttle",
-            Check::Memory => "memory",
-            Check::DeviceMemory => "device-memory",
-            Check::BaselineMemory => "baseline-memory",
-            Check::Startup => "startup",
-            Check::ColdReply => "cold-reply",
-            Check::Idle => "idle",
-            Check::Context => "context",
-            Check::ContextRate => "context-rate",
-            Check::Stop => "stop",
-            Check::Goodput => "goodput",
-        }
-    }
 
     /// Judged or information only.
     pub const fn kind(self) -> Kind {
