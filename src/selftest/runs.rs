@@ -36,12 +36,12 @@ pub struct GateRun {
 }
 
 impl GateRun {
-    fn line(&self, check: &str) -> Option<(Status, &str)> {
+    fn line(&self, check: Check) -> Option<(Status, &str)> {
         let r = self.result.as_ref()?;
         r.verdict
             .lines
             .iter()
-            .find(|l| l.check.name() == check)
+            .find(|l| l.check == check)
             .map(|l| (l.status, l.text.as_str()))
     }
 
@@ -54,7 +54,7 @@ impl GateRun {
         format!("{what} (exit {:?}; {lines})", self.code)
     }
 
-    fn expect_line(&self, check: &str, status: Status, fragment: &str) -> Result<(), String> {
+    fn expect_line(&self, check: Check, status: Status, fragment: &str) -> Result<(), String> {
         match self.line(check) {
             Some((s, text)) if s == status && text.contains(fragment) => Ok(()),
             _ => Err(self.problem(format!("expected {check} {status} with {fragment:?}"))),
@@ -211,7 +211,7 @@ fn passing_run(exe: &Path, tmp: &Path) -> Result<(), String> {
         return Err(r.problem("expected RESULT: PASS"));
     }
     r.expect_line(
-        "content",
+        Check::Content,
         Status::Ok,
         "3 replies, all with content and the expected answer",
     )?;
@@ -239,8 +239,8 @@ fn slow_route_fails(exe: &Path, tmp: &Path) -> Result<(), String> {
         &["--route-line", "route: cpu-fallback", "--tokens", "4"],
     )?;
     r.expect_code(1)?;
-    r.expect_line("route", Status::Fail, "names the slow route")?;
-    r.expect_line("content", Status::Ok, "with content")
+    r.expect_line(Check::Route, Status::Fail, "names the slow route")?;
+    r.expect_line(Check::Content, Status::Ok, "with content")
 }
 
 /// A stand-in that sends empty content fails content.
@@ -253,7 +253,7 @@ fn empty_content_fails(exe: &Path, tmp: &Path) -> Result<(), String> {
         &["--empty", "--tokens", "4"],
     )?;
     r.expect_code(1)?;
-    r.expect_line("content", Status::Fail, "reply 1 has no content")
+    r.expect_line(Check::Content, Status::Fail, "reply 1 has no content")
 }
 
 /// A stand-in that answers "London." fails content, its answer quoted.
@@ -267,7 +267,7 @@ fn wrong_answer_fails(exe: &Path, tmp: &Path) -> Result<(), String> {
     )?;
     r.expect_code(1)?;
     r.expect_line(
-        "content",
+        Check::Content,
         Status::Fail,
         "reply 1 said \"London. shoe sand\", which does not match /(?i)paris/",
     )
@@ -292,8 +292,8 @@ fn under_the_floor_fails(exe: &Path, tmp: &Path) -> Result<(), String> {
         &["--gaps-ms", "50", "--tokens", "5"],
     )?;
     r.expect_code(1)?;
-    r.expect_line("rate", Status::Fail, "(floor 200.0")?;
-    r.expect_line("content", Status::Ok, "with content")
+    r.expect_line(Check::Rate, Status::Fail, "(floor 200.0")?;
+    r.expect_line(Check::Content, Status::Ok, "with content")
 }
 
 /// Four streams at once overlap; a serve that takes one at a time fails overlap.
@@ -302,7 +302,11 @@ fn streams_overlap(exe: &Path, tmp: &Path) -> Result<(), String> {
     let script = ["--tokens", "8", "--gaps-ms", "10"];
     let r = gate_run(exe, tmp, "streams-together", &gate, &script)?;
     r.expect_code(0)?;
-    r.expect_line("overlap", Status::Ok, "4 of 4 streams decoding at once")?;
+    r.expect_line(
+        Check::Overlap,
+        Status::Ok,
+        "4 of 4 streams decoding at once",
+    )?;
     let streams = r.replies.iter().filter(|x| x.burst.is_some()).count();
     if streams != 4 {
         return Err(r.problem(format!("expected 4 streams, found {streams}")));
@@ -310,8 +314,8 @@ fn streams_overlap(exe: &Path, tmp: &Path) -> Result<(), String> {
     let serial = [&script[..], &["--serial"]].concat();
     let r = gate_run(exe, tmp, "streams-serial", &gate, &serial)?;
     r.expect_code(1)?;
-    r.expect_line("overlap", Status::Fail, "one after another")?;
-    r.expect_line("content", Status::Ok, "5 replies, all with content")
+    r.expect_line(Check::Overlap, Status::Fail, "one after another")?;
+    r.expect_line(Check::Content, Status::Ok, "5 replies, all with content")
 }
 
 /// `--deterministic` against a stand-in whose replies made beside another end in another
@@ -336,7 +340,7 @@ fn batch_variant_found(exe: &Path, tmp: &Path) -> Result<(), String> {
     let r = gate_run(exe, tmp, "batch-variant", &gate, &script)?;
     r.expect_code(1)?;
     r.expect_line(
-        "determinism",
+        Check::Determinism,
         Status::Fail,
         ", in a batch) differs from reply",
     )?;
@@ -509,12 +513,12 @@ fn route_evidence_run(exe: &Path, tmp: &Path) -> Result<(), String> {
     ];
     let r = gate_run(exe, tmp, "route-ok", &gate, &stand_in)?;
     r.expect_code(0)?;
-    r.expect_line("route", Status::Ok, "maps libstandin-npu.so")?;
-    r.expect_line("route", Status::Ok, "held ")?;
-    r.expect_line("route", Status::Ok, "the device was busy ")?;
+    r.expect_line(Check::Route, Status::Ok, "maps libstandin-npu.so")?;
+    r.expect_line(Check::Route, Status::Ok, "held ")?;
+    r.expect_line(Check::Route, Status::Ok, "the device was busy ")?;
     // The wrapper is the launched process; the evidence is its child's.
     let pid = r.manifest.as_ref().and_then(|m| m.serve_pid);
-    let (_, text) = r.line("route").unwrap_or((Status::Info, ""));
+    let (_, text) = r.line(Check::Route).unwrap_or((Status::Info, ""));
     if pid.is_some_and(|p| text.contains(&format!("process {p} "))) {
         return Err(r.problem("the evidence should be the wrapper's child's, not the wrapper's"));
     }
@@ -552,21 +556,21 @@ fn route_evidence_fails(exe: &Path, tmp: &Path) -> Result<(), String> {
     let r = gate_run(exe, tmp, "route-fail", &gate, &stand_in)?;
     r.expect_code(1)?;
     r.expect_line(
-        "route",
+        Check::Route,
         Status::Fail,
         "maps libstandin-text.so, but not as executable code (r--p)",
     )?;
     r.expect_line(
-        "route",
+        Check::Route,
         Status::Fail,
         "open, but it is a regular file, not a character device",
     )?;
     r.expect_line(
-        "route",
+        Check::Route,
         Status::Fail,
         "the device's busy counter fdinfo:pos did not advance",
     )?;
-    r.expect_line("content", Status::Ok, "with content")
+    r.expect_line(Check::Content, Status::Ok, "with content")
 }
 
 /// SIGTERM to the gate while a reply is streaming.

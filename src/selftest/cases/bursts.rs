@@ -1,5 +1,6 @@
 //! Concurrent bursts: overlap, the aggregate rate, a failed stream.
 
+use crate::archive::check::Check;
 use crate::judging::verdict::{Outcome, Status};
 
 use super::case::Case;
@@ -12,18 +13,16 @@ pub(crate) fn cases() -> Vec<Case> {
     let mut c = base("streams of a burst decoding together pass overlap");
     with_burst(&mut c, true);
     c.expect = vec![
-        (
-            "overlap",
+        (Check::Overlap,
             Ok,
             "the streams ran together: 2 of 2 streams decoding at once",
         ),
         // 20 tokens after the firsts over 100 ms: 200 tok/s, twice one stream's 100.
-        (
-            "aggregate",
+        (Check::Aggregate,
             Info,
             "median 200.0 tok/s over 1 burst of 2 streams, 2.00x the single-stream median 100.0 tok/s",
         ),
-        ("content", Ok, "5 replies, all with content"),
+        (Check::Content, Ok, "5 replies, all with content"),
     ];
     cases.push(c);
 
@@ -33,13 +32,13 @@ pub(crate) fn cases() -> Vec<Case> {
     c.floors.busy_skip = Some(0.1);
     c.expect = vec![
         (
-            "overlap",
+            Check::Overlap,
             Fail,
             "the serve ran the streams one after another, not together",
         ),
-        ("rate", Ok, "over 5 replies"),
+        (Check::Rate, Ok, "over 5 replies"),
     ];
-    c.refuse = vec![("load", "likely cause")];
+    c.refuse = vec![(Check::Load, "likely cause")];
     c.outcome = Outcome::Fail;
     cases.push(c);
 
@@ -48,8 +47,12 @@ pub(crate) fn cases() -> Vec<Case> {
     c.floors.aggregate_floor = Some(200.5);
     c.load = Some(serve_waited(310));
     c.expect = vec![
-        ("aggregate", Fail, "below the floor: median 200.0 tok/s"),
-        ("load", Info, "a busy box is the likely cause"),
+        (
+            Check::Aggregate,
+            Fail,
+            "below the floor: median 200.0 tok/s",
+        ),
+        (Check::Load, Info, "a busy box is the likely cause"),
     ];
     c.outcome = Outcome::Fail;
     cases.push(c);
@@ -58,13 +61,17 @@ pub(crate) fn cases() -> Vec<Case> {
     with_burst(&mut c, true);
     c.floors.aggregate_floor = Some(200.0);
     c.floors.min_speedup = Some(2.0);
-    c.expect = vec![("aggregate", Ok, "(floor 200.0; speedup at least 2.00x)")];
+    c.expect = vec![(
+        Check::Aggregate,
+        Ok,
+        "(floor 200.0; speedup at least 2.00x)",
+    )];
     cases.push(c);
 
     let mut c = base("an aggregate short of its speedup fails");
     with_burst(&mut c, true);
     c.floors.min_speedup = Some(2.01);
-    c.expect = vec![("aggregate", Fail, "short of the speedup")];
+    c.expect = vec![(Check::Aggregate, Fail, "short of the speedup")];
     c.outcome = Outcome::Fail;
     cases.push(c);
 
@@ -79,7 +86,7 @@ pub(crate) fn failed_stream() -> Vec<Case> {
     with_burst(&mut c, true);
     c.replies[4].error = Some("the stream broke: connection reset".into());
     c.expect = vec![(
-        "content",
+        Check::Content,
         Fail,
         "burst 1 stream 2 (reply 5) failed after saying \"Paris.\": the stream broke",
     )];

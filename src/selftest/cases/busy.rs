@@ -1,5 +1,6 @@
 //! The busy box: what the load line blames, and what a busy box may excuse.
 
+use crate::archive::check::Check;
 use crate::judging::verdict::{Outcome, Status};
 
 use super::case::Case;
@@ -13,11 +14,11 @@ pub(crate) fn cases() -> Vec<Case> {
     let mut c = base("a pass states the load and blames nothing");
     c.load = Some(serve_waited(310));
     c.expect = vec![(
-        "load",
+        Check::Load,
         Info,
         "during the replies the serve waited for a CPU 31% of the time it was ready to run",
     )];
-    c.refuse = vec![("load", "busy box"), ("load", "quiet")];
+    c.refuse = vec![(Check::Load, "busy box"), (Check::Load, "quiet")];
     cases.push(c);
 
     let mut c = base(
@@ -26,8 +27,8 @@ pub(crate) fn cases() -> Vec<Case> {
     c.replies = numbered(vec![slow(), slow(), slow()]);
     c.load = Some(load_per_cpu(10.0));
     c.expect = vec![
-        ("rate", Fail, "median 50.0 tok/s over 3 replies (floor 60.0"),
-        ("load", Info, "a busy box is the likely cause (the load was 10.0 per CPU, at or above the busy level of 1.0 per CPU): re-run on a quiet box"),
+        (Check::Rate, Fail, "median 50.0 tok/s over 3 replies (floor 60.0"),
+        (Check::Load, Info, "a busy box is the likely cause (the load was 10.0 per CPU, at or above the busy level of 1.0 per CPU): re-run on a quiet box"),
     ];
     c.outcome = Outcome::Fail;
     cases.push(c);
@@ -35,8 +36,7 @@ pub(crate) fn cases() -> Vec<Case> {
     let mut c = base("a busy box by the serve's own wait names what used the CPU");
     c.replies = numbered(vec![slow(), slow(), slow()]);
     c.load = Some(serve_waited(310));
-    c.expect = vec![(
-        "load",
+    c.expect = vec![(Check::Load,
         Info,
         "31% of the time it was ready to run; a busy box is the likely cause (at or above the busy level of 10%): re-run on a quiet box; most CPU during the replies: cc1plus x10 850%, ld 40%",
     )];
@@ -46,7 +46,7 @@ pub(crate) fn cases() -> Vec<Case> {
     let mut c = base("the wait level is a boundary: 10% is busy");
     c.replies = numbered(vec![slow()]);
     c.load = Some(serve_waited(100));
-    c.expect = vec![("load", Info, "a busy box is the likely cause")];
+    c.expect = vec![(Check::Load, Info, "a busy box is the likely cause")];
     c.outcome = Outcome::Fail;
     cases.push(c);
 
@@ -54,7 +54,7 @@ pub(crate) fn cases() -> Vec<Case> {
     c.replies = numbered(vec![slow()]);
     c.load = Some(serve_waited(99));
     c.expect = vec![(
-        "load",
+        Check::Load,
         Info,
         "the box was quiet (under the busy level of 10%), so the slowness is the serve's own",
     )];
@@ -66,11 +66,11 @@ pub(crate) fn cases() -> Vec<Case> {
     c.load = Some(load_per_cpu(10.0));
     c.expect = vec![
         (
-            "first-token",
+            Check::FirstToken,
             Fail,
             "median 200 ms over 3 replies (limit 150)",
         ),
-        ("load", Info, "a busy box is the likely cause"),
+        (Check::Load, Info, "a busy box is the likely cause"),
     ];
     c.outcome = Outcome::Fail;
     cases.push(c);
@@ -78,8 +78,7 @@ pub(crate) fn cases() -> Vec<Case> {
     let mut c = base("timing alone failing on a quiet box blames the serve");
     c.replies = numbered(vec![slow(), slow(), slow()]);
     c.load = Some(load_per_cpu(0.1));
-    c.expect = vec![(
-        "load",
+    c.expect = vec![(Check::Load,
         Info,
         "the box was quiet (the load was 0.1 per CPU, under the busy level of 1.0 per CPU), so the slowness is the serve's own",
     )];
@@ -91,8 +90,8 @@ pub(crate) fn cases() -> Vec<Case> {
     c.log = Some("route: npu-fast\nroute: cpu-fallback\n");
     c.load = Some(load_per_cpu(10.0));
     c.floors.busy_skip = Some(0.5);
-    c.expect = vec![("route", Fail, "names the slow route")];
-    c.refuse = vec![("load", "busy box"), ("load", "quiet")];
+    c.expect = vec![(Check::Route, Fail, "names the slow route")];
+    c.refuse = vec![(Check::Load, "busy box"), (Check::Load, "quiet")];
     c.outcome = Outcome::Fail;
     cases.push(c);
 
@@ -100,8 +99,8 @@ pub(crate) fn cases() -> Vec<Case> {
     c.replies = numbered(vec![slow(), reply(&[], ""), slow()]);
     c.load = Some(load_per_cpu(10.0));
     c.floors.busy_skip = Some(0.5);
-    c.expect = vec![("content", Fail, "reply 2 has no content")];
-    c.refuse = vec![("load", "busy box")];
+    c.expect = vec![(Check::Content, Fail, "reply 2 has no content")];
+    c.refuse = vec![(Check::Load, "busy box")];
     c.outcome = Outcome::Fail;
     cases.push(c);
 
@@ -109,7 +108,7 @@ pub(crate) fn cases() -> Vec<Case> {
     c.replies = numbered(vec![slow(), slow(), slow()]);
     c.load = Some(serve_waited(310));
     c.floors.busy_skip = Some(0.2);
-    c.expect = vec![("rate", Fail, "median 50.0 tok/s")];
+    c.expect = vec![(Check::Rate, Fail, "median 50.0 tok/s")];
     c.outcome = Outcome::Skip {
         reason: "busy box: the serve waited for a CPU 31% of the time it was ready to run".into(),
         advice: Some("re-run on a quiet box".into()),
@@ -128,14 +127,13 @@ pub(crate) fn cases() -> Vec<Case> {
     c.load = Some(own);
     c.floors.busy_skip = Some(0.2);
     c.expect = vec![
-        ("rate", Fail, "median 50.0 tok/s"),
-        (
-            "load",
+        (Check::Rate, Fail, "median 50.0 tok/s"),
+        (Check::Load,
             Info,
             "but processes outside the serve's tree used only 12% of one CPU during the replies (a busy box takes 320%): the serve's own processes kept it from a CPU, so the slowness is the serve's own",
         ),
     ];
-    c.refuse = vec![("load", "likely cause")];
+    c.refuse = vec![(Check::Load, "likely cause")];
     c.outcome = Outcome::Fail;
     cases.push(c);
 

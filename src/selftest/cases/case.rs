@@ -1,6 +1,7 @@
 //! A judging case: a hand-made run, what its verdict must say, and the check of one against
 //! the other.
 
+use crate::archive::check::Check;
 use crate::archive::record::InterruptSignal;
 use crate::archive::record::{
     ConcurrencyPlan, LoadSnapshot, ReanchorRecord, ReplyRecord, RouteRecord, RunManifest, Startup,
@@ -34,11 +35,11 @@ pub struct Case {
     pub(crate) manifest: Option<RunManifest>,
     pub(crate) floors: Floors,
     /// Lines that must be there: check, status, and a fragment of the text.
-    pub(crate) expect: Vec<(&'static str, Status, &'static str)>,
+    pub(crate) expect: Vec<(Check, Status, &'static str)>,
     /// Checks that must have no line.
-    pub(crate) absent: Vec<&'static str>,
+    pub(crate) absent: Vec<Check>,
     /// Lines whose text must not contain a fragment.
-    pub(crate) refuse: Vec<(&'static str, &'static str)>,
+    pub(crate) refuse: Vec<(Check, &'static str)>,
     pub(crate) outcome: Outcome,
 }
 
@@ -97,7 +98,7 @@ impl Case {
         let v = self.verdict()?;
         let mut problems = Vec::new();
         for (check, status, fragment) in &self.expect {
-            match find(&v, check) {
+            match find(&v, *check) {
                 None => problems.push(format!("no {check} line")),
                 Some(l) if l.status != *status || !l.text.contains(fragment) => problems.push(
                     format!("{check} should be {status} with {fragment:?}, got: {l}"),
@@ -106,12 +107,12 @@ impl Case {
             }
         }
         for (check, fragment) in &self.refuse {
-            if let Some(l) = find(&v, check).filter(|l| l.text.contains(fragment)) {
+            if let Some(l) = find(&v, *check).filter(|l| l.text.contains(fragment)) {
                 problems.push(format!("{check} must not say {fragment:?}, got: {l}"));
             }
         }
         for check in &self.absent {
-            if let Some(l) = find(&v, check) {
+            if let Some(l) = find(&v, *check) {
                 problems.push(format!("{check} should have no line, got: {l}"));
             }
         }
@@ -149,6 +150,6 @@ pub struct NoiseCase {
 }
 
 /// The line `check` in `v`, if it has one.
-fn find<'a>(v: &'a Verdict, check: &str) -> Option<&'a verdict::Line> {
-    v.lines.iter().find(|l| l.check.name() == check)
+fn find(v: &Verdict, check: Check) -> Option<&verdict::Line> {
+    v.lines.iter().find(|l| l.check == check)
 }

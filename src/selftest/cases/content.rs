@@ -1,5 +1,6 @@
 //! The content line, and how the figures read what the replies carried.
 
+use crate::archive::check::Check;
 use crate::archive::record::ChunkArrival;
 use crate::judging::verdict::{Outcome, Status};
 
@@ -14,8 +15,8 @@ pub(crate) fn answers() -> Vec<Case> {
     let mut c = base("an empty reply fails content and is no zero first-token");
     c.replies = numbered(vec![good(), reply(&[], ""), good()]);
     c.expect = vec![
-        ("content", Fail, "reply 2 has no content"),
-        ("first-token", Ok, "over 2 of 3 replies"),
+        (Check::Content, Fail, "reply 2 has no content"),
+        (Check::FirstToken, Ok, "over 2 of 3 replies"),
     ];
     c.outcome = Outcome::Fail;
     cases.push(c);
@@ -26,7 +27,7 @@ pub(crate) fn answers() -> Vec<Case> {
     wrong.expect = Some("(?i)paris".into());
     c.replies = numbered(vec![good(), good(), wrong]);
     c.expect = vec![(
-        "content",
+        Check::Content,
         Fail,
         "reply 3 said \"London.\", which does not match /(?i)paris/",
     )];
@@ -42,8 +43,7 @@ pub(crate) fn answers() -> Vec<Case> {
     stopped.content = "London.".into();
     stopped.expect = Some("(?i)paris".into());
     c.replies = numbered(vec![cut, stopped, good()]);
-    c.expect = vec![(
-        "content",
+    c.expect = vec![(Check::Content,
         Fail,
         "reply 1 said \"The capital of France is\", which does not match /(?i)paris/ (it was cut at max_tokens: finish_reason \"length\"); reply 2 said \"London.\", which does not match /(?i)paris/",
     )];
@@ -55,8 +55,7 @@ pub(crate) fn answers() -> Vec<Case> {
     two.expect = Some("(?i)paris".into());
     two.unrequested_choice = Some(1);
     c.replies = numbered(vec![good(), two, good()]);
-    c.expect = vec![(
-        "content",
+    c.expect = vec![(Check::Content,
         Fail,
         "reply 2 streamed choice index 1, which the gate did not ask for (it asks for one choice, n=1)",
     )];
@@ -70,7 +69,7 @@ pub(crate) fn answers() -> Vec<Case> {
         good(),
     ]);
     c.expect = vec![(
-        "rate",
+        Check::Rate,
         Ok,
         "; few tokens: each rate rests on a median of 6 gaps between tokens, under 10",
     )];
@@ -78,8 +77,8 @@ pub(crate) fn answers() -> Vec<Case> {
     cases.push(c);
 
     let mut c = base("a rate on ten gaps or more has no few-tokens note");
-    c.refuse = vec![("rate", "few tokens")];
-    c.expect = vec![("rate", Ok, "median 100.0 tok/s")];
+    c.refuse = vec![(Check::Rate, "few tokens")];
+    c.expect = vec![(Check::Rate, Ok, "median 100.0 tok/s")];
     c.outcome = Outcome::Pass;
     cases.push(c);
 
@@ -87,19 +86,19 @@ pub(crate) fn answers() -> Vec<Case> {
     let mut broke = good();
     broke.error = Some("the stream broke: connection reset".into());
     c.replies = numbered(vec![good(), broke, good()]);
-    c.expect = vec![("content", Fail, "reply 2 failed after saying")];
+    c.expect = vec![(Check::Content, Fail, "reply 2 failed after saying")];
     c.outcome = Outcome::Fail;
     cases.push(c);
 
     let mut c = base("fewer replies than planned fail content");
     c.planned = Some(5);
-    c.expect = vec![("content", Fail, "only 3 of 5 replies were made")];
+    c.expect = vec![(Check::Content, Fail, "only 3 of 5 replies were made")];
     c.outcome = Outcome::Fail;
     cases.push(c);
 
     let mut c = base("a one-chunk reply has no rate, and the line says so");
     c.replies = numbered(vec![good(), reply(&[150], "Paris")]);
-    c.expect = vec![("rate", Ok, "over 1 of 2 replies")];
+    c.expect = vec![(Check::Rate, Ok, "over 1 of 2 replies")];
     cases.push(c);
 
     cases
@@ -118,7 +117,7 @@ pub(crate) fn chunks() -> Vec<Case> {
     );
     multi.usage_completion_tokens = Some(24);
     c.replies = vec![multi];
-    c.expect = vec![("rate", Ok, "median 80.0 tok/s")];
+    c.expect = vec![(Check::Rate, Ok, "median 80.0 tok/s")];
     cases.push(c);
 
     let mut c =
@@ -127,8 +126,7 @@ pub(crate) fn chunks() -> Vec<Case> {
     let mut lie = reply(&[100, 600, 1100, 1600, 2100], "Paris is the capital ok.");
     lie.usage_completion_tokens = Some(1_000_000);
     c.replies = numbered(vec![good(), lie, good()]);
-    c.expect = vec![(
-        "rate",
+    c.expect = vec![(Check::Rate,
         Ok,
         "each: 100.0, 2.0, 100.0); usage not believed for reply 2: it claimed 1000000 tokens for 5 chunks of 24 bytes of text; the rate is from the chunks",
     )];
@@ -138,7 +136,11 @@ pub(crate) fn chunks() -> Vec<Case> {
     let mut slow_lie = reply(&[100, 600, 1100, 1600, 2100], "Paris is the capital ok.");
     slow_lie.usage_completion_tokens = Some(1_000_000);
     c.replies = numbered(vec![slow_lie.clone(), slow_lie.clone(), slow_lie]);
-    c.expect = vec![("rate", Fail, "median 2.0 tok/s over 3 replies (floor 60.0")];
+    c.expect = vec![(
+        Check::Rate,
+        Fail,
+        "median 2.0 tok/s over 3 replies (floor 60.0",
+    )];
     c.outcome = Outcome::Fail;
     cases.push(c);
 
@@ -148,12 +150,11 @@ pub(crate) fn chunks() -> Vec<Case> {
     let mut only_error = reply(&[], "");
     only_error.error = Some("the serve reported an error: \"CUDA out of memory\"".into());
     c.replies = numbered(vec![good(), oom, only_error]);
-    c.expect = vec![(
-        "content",
+    c.expect = vec![(Check::Content,
         Fail,
         "reply 2 failed after saying \"Paris.\": the serve reported an error: \"CUDA out of memory\"; reply 3 failed: the serve reported an error: \"CUDA out of memory\"",
     )];
-    c.refuse = vec![("content", "has no content")];
+    c.refuse = vec![(Check::Content, "has no content")];
     c.outcome = Outcome::Fail;
     cases.push(c);
 
@@ -164,7 +165,7 @@ pub(crate) fn chunks() -> Vec<Case> {
     thinking.chunks[0].at_ns = 50 * MS;
     c.replies = vec![thinking];
     c.floors.floor = 0.0; // the longer span lowers the rate; this case is about first-token
-    c.expect = vec![("first-token", Ok, "median 50 ms")];
+    c.expect = vec![(Check::FirstToken, Ok, "median 50 ms")];
     cases.push(c);
 
     let mut c = base("a role-only first chunk is not the first token");
@@ -180,7 +181,7 @@ pub(crate) fn chunks() -> Vec<Case> {
         },
     );
     c.replies = vec![role];
-    c.expect = vec![("first-token", Ok, "median 200 ms")];
+    c.expect = vec![(Check::FirstToken, Ok, "median 200 ms")];
     cases.push(c);
 
     cases

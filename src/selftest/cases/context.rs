@@ -2,6 +2,7 @@
 //! context, what the serve did with the prompt past it, and the rates at depth against their
 //! floors. The context line is never timing; context-rate is.
 
+use crate::archive::check::Check;
 use crate::archive::record::{ContextPlan, ContextSaid, DepthSlot, ReplyRecord, RunManifest};
 use crate::judging::verdict::{Outcome, Status};
 
@@ -141,18 +142,16 @@ pub(crate) fn fact() -> Vec<Case> {
         refused(),
     );
     c.expect.extend([
-        (
-            "context",
+        (Check::Context,
             Ok,
             "1,024 tokens: prefill 4,096 tok/s, decode 100.0 tok/s, the fact found; 2,048 tokens: prefill 2,048 tok/s, decode 50.0 tok/s, the fact found; past the context (4,096 tokens), a prompt of about 6,144 was refused: HTTP 400: \"the request exceeds",
         ),
-        (
-            "context-rate",
+        (Check::ContextRate,
             Info,
             "no --prefill-floor, --depth-floor or --baseline: the rates are the context line's, not judged",
         ),
     ]);
-    c.refuse = vec![("context", "estimate")];
+    c.refuse = vec![(Check::Context, "estimate")];
     cases.push(c);
 
     let mut replies = within();
@@ -168,8 +167,7 @@ pub(crate) fn fact() -> Vec<Case> {
         "a reply at depth that did not give the fact fails context, quoted",
         replies,
     );
-    c.expect = vec![(
-        "context",
+    c.expect = vec![(Check::Context,
         Fail,
         "reply 8 did not give the fact (5049): \"I could not find a secret code in the text.\"; 1,024 tokens: prefill 4,096 tok/s, decode 100.0 tok/s, the fact found; 2,048 tokens: prefill 2,048 tok/s, decode 50.0 tok/s, the fact found in 2 of 3",
     )];
@@ -186,8 +184,7 @@ pub(crate) fn fact() -> Vec<Case> {
         "a failed reply at depth fails context, even with the fact in its part",
         replies,
     );
-    c.expect = vec![(
-        "context",
+    c.expect = vec![(Check::Context,
         Fail,
         "reply 6 failed: no whole answer within 60 s; 1,024 tokens: prefill 4,096 tok/s, decode 100.0 tok/s, the fact found in 2 of 3",
     )];
@@ -201,8 +198,7 @@ pub(crate) fn fact() -> Vec<Case> {
         within().into_iter().take(3).collect(),
     );
     c.manifest = Some(planned(&[1024, 2048], Some(CONTEXT)));
-    c.expect = vec![(
-        "context",
+    c.expect = vec![(Check::Context,
         Inconclusive,
         "1,024 tokens: prefill 4,096 tok/s, decode 100.0 tok/s, the fact found; the limit (4,096 tokens, GET /props default_generation_settings.n_ctx) was not probed: no depth is past it; not asked (the run ended first): 2,048",
     )];
@@ -215,12 +211,11 @@ pub(crate) fn fact() -> Vec<Case> {
         "a limit probe planned and not made leaves context inconclusive",
         within(),
     );
-    c.expect = vec![(
-        "context",
+    c.expect = vec![(Check::Context,
         Inconclusive,
         "the fact found; not asked (the run ended first): the limit probe (about 6,144 tokens, past the context of 4,096)",
     )];
-    c.refuse = vec![("context", "no depth is past it")];
+    c.refuse = vec![(Check::Context, "no depth is past it")];
     c.outcome = Outcome::Inconclusive {
         reason: "context inconclusive".into(),
     };
@@ -245,8 +240,7 @@ fn fact_counted() -> Vec<Case> {
         replies,
     );
     c.manifest = Some(planned(&DEPTHS[..2], None));
-    c.expect = vec![(
-        "context",
+    c.expect = vec![(Check::Context,
         Ok,
         "2,048 tokens: prefill 2,048 tok/s, decode 50.0 tok/s, the fact found (prompt tokens estimated: the serve sent no usage.prompt_tokens); the limit was not probed: the serve does not say its context and no --max-context was given",
     )];
@@ -266,8 +260,7 @@ fn fact_counted() -> Vec<Case> {
         "prompt tokens under half the estimate are not believed: the rates use the estimate and say so",
         replies,
     );
-    c.expect = vec![(
-        "context",
+    c.expect = vec![(Check::Context,
         Ok,
         "1,024 tokens: prefill 2,048 tok/s, decode 100.0 tok/s, the fact found; 2,048 tokens: prefill 2,048 tok/s, decode 50.0 tok/s, the fact found (the serve counted 1,023 prompt tokens for about 2,048 by the gate's estimate, under half: a tokenizer or template problem; the rates use the estimate); past the context",
     )];
@@ -289,10 +282,10 @@ fn fact_counted() -> Vec<Case> {
     c.load = Some(serve_waited(310));
     c.floors.busy_skip = Some(0.2);
     c.expect = vec![
-        ("context", Fail, "reply 8 did not give the fact (5049)"),
-        ("load", Info, "31% of the time it was ready to run"),
+        (Check::Context, Fail, "reply 8 did not give the fact (5049)"),
+        (Check::Load, Info, "31% of the time it was ready to run"),
     ];
-    c.refuse = vec![("load", "busy box")];
+    c.refuse = vec![(Check::Load, "busy box")];
     c.outcome = Outcome::Fail;
     cases.push(c);
 
@@ -309,8 +302,7 @@ pub(crate) fn limit() -> Vec<Case> {
         "the limit probe refused with no body fails context",
         probe_failed("HTTP 400: (no body)"),
     );
-    c.expect = vec![(
-        "context",
+    c.expect = vec![(Check::Context,
         Fail,
         "past the context (4,096 tokens), a prompt of about 6,144 was refused without a message: HTTP 400: (no body)",
     )];
@@ -321,8 +313,7 @@ pub(crate) fn limit() -> Vec<Case> {
         "the limit probe refused by an error event with a message passes context",
         probe_failed("the serve reported an error: \"context length exceeded\""),
     );
-    c.expect = vec![(
-        "context",
+    c.expect = vec![(Check::Context,
         Ok,
         "a prompt of about 6,144 was refused: the serve reported an error: \"context length exceeded\"",
     )];
@@ -332,8 +323,7 @@ pub(crate) fn limit() -> Vec<Case> {
         "the limit probe refused by an error event with no data fails context",
         probe_failed("the serve reported an error (an `event: error` with no data)"),
     );
-    c.expect = vec![(
-        "context",
+    c.expect = vec![(Check::Context,
         Fail,
         "a prompt of about 6,144 was refused without a message: the serve reported an error (an `event: error` with no data)",
     )];
@@ -348,8 +338,7 @@ pub(crate) fn limit() -> Vec<Case> {
             ..probe()
         },
     );
-    c.expect = vec![(
-        "context",
+    c.expect = vec![(Check::Context,
         Fail,
         "past the context (4,096 tokens), a prompt of about 6,144 was answered as if it fitted: \"The secret code is 5144.\"",
     )];
@@ -364,7 +353,7 @@ pub(crate) fn limit() -> Vec<Case> {
         },
     );
     c.expect = vec![(
-        "context",
+        Check::Context,
         Fail,
         "a prompt of about 6,144 was answered with garbled text: \"!!!!!!!!",
     )];
@@ -380,8 +369,7 @@ pub(crate) fn limit() -> Vec<Case> {
             ..probe()
         },
     );
-    c.expect = vec![(
-        "context",
+    c.expect = vec![(Check::Context,
         Ok,
         "a prompt of about 6,144 was answered with the prompt cut to 4,096 tokens (the serve's count)",
     )];
@@ -395,12 +383,11 @@ pub(crate) fn limit() -> Vec<Case> {
     );
     c.serve_died = Some(died);
     c.expect = vec![
-        (
-            "context",
+        (Check::Context,
             Fail,
             "past the context (4,096 tokens), a prompt of about 6,144 crashed the serve: the serve exited (signal: 11) during reply 10",
         ),
-        ("content", Fail, died),
+        (Check::Content, Fail, died),
     ];
     c.outcome = Outcome::Fail;
     cases.push(c);
@@ -420,13 +407,13 @@ pub(crate) fn rates() -> Vec<Case> {
     c.floors.context.prefill_floor = Some(2049.0);
     c.expect = vec![
         (
-            "context-rate",
+            Check::ContextRate,
             Fail,
             "prefill under the floor 2,049 tok/s: 2,048 tok/s at 2,048 tokens",
         ),
-        ("context", Ok, "the fact found"),
+        (Check::Context, Ok, "the fact found"),
     ];
-    c.refuse = vec![("context-rate", "1,024 tokens")];
+    c.refuse = vec![(Check::ContextRate, "1,024 tokens")];
     c.outcome = Outcome::Fail;
     cases.push(c);
 
@@ -437,7 +424,7 @@ pub(crate) fn rates() -> Vec<Case> {
     );
     c.floors.context.prefill_floor = Some(2048.0);
     c.expect = vec![(
-        "context-rate",
+        Check::ContextRate,
         Ok,
         "prefill at every depth over the floor 2,048 tok/s",
     )];
@@ -450,7 +437,7 @@ pub(crate) fn rates() -> Vec<Case> {
     );
     c.floors.context.depth_floor = Some(60.0);
     c.expect = vec![(
-        "context-rate",
+        Check::ContextRate,
         Fail,
         "decode at 2,048 tokens 50.0 tok/s, under the floor 60.0 tok/s",
     )];
@@ -463,7 +450,7 @@ pub(crate) fn rates() -> Vec<Case> {
     );
     c.floors.context.depth_floor = Some(50.0);
     c.expect = vec![(
-        "context-rate",
+        Check::ContextRate,
         Ok,
         "decode at 2,048 tokens 50.0 tok/s over the floor 50.0 tok/s",
     )];
@@ -478,13 +465,13 @@ pub(crate) fn rates() -> Vec<Case> {
     c.floors.context.prefill_floor = Some(1000.0);
     c.expect = vec![
         (
-            "context-rate",
+            Check::ContextRate,
             Fail,
             "no depth within the context was asked: the floors judge nothing",
         ),
-        ("context", Ok, "a prompt of about 6,144 was refused"),
+        (Check::Context, Ok, "a prompt of about 6,144 was refused"),
     ];
-    c.refuse = vec![("context-rate", "every depth")];
+    c.refuse = vec![(Check::ContextRate, "every depth")];
     c.outcome = Outcome::Fail;
     cases.push(c);
 
@@ -496,8 +483,12 @@ pub(crate) fn rates() -> Vec<Case> {
     c.load = Some(serve_waited(310));
     c.floors.busy_skip = Some(0.2);
     c.expect = vec![
-        ("context-rate", Fail, "prefill under the floor 2,049 tok/s"),
-        ("context", Ok, "the fact found"),
+        (
+            Check::ContextRate,
+            Fail,
+            "prefill under the floor 2,049 tok/s",
+        ),
+        (Check::Context, Ok, "the fact found"),
     ];
     c.outcome = Outcome::Skip {
         reason: "busy box: the serve waited for a CPU 31% of the time it was ready to run".into(),

@@ -1,5 +1,6 @@
 //! The drift lines over a soak of replies.
 
+use crate::archive::check::Check;
 use crate::judging::verdict::{Outcome, Status};
 
 use super::case::Case;
@@ -12,13 +13,12 @@ pub(crate) fn cases() -> Vec<Case> {
     let mut c = base("a rate that falls 20% over 12 replies fails drift");
     c.replies = drifting(12, -0.2);
     c.expect = vec![
-        ("rate", Ok, "over 12 replies"),
-        (
-            "drift",
+        (Check::Rate, Ok, "over 12 replies"),
+        (Check::Drift,
             Fail,
             "the decode rate fell 20.0% over 12 replies in 11 s (Sen's slope; Mann-Kendall p < 0.0001 reply by reply): beyond the 10% --max-drift",
         ),
-        ("first-token-drift", Info, "no drift: +0.0%"),
+        (Check::FirstTokenDrift, Info, "no drift: +0.0%"),
     ];
     c.outcome = Outcome::Fail;
     cases.push(c);
@@ -26,8 +26,7 @@ pub(crate) fn cases() -> Vec<Case> {
     let mut c = base("a real fall within --max-drift is information");
     c.replies = drifting(12, -0.2);
     c.floors.max_drift = Some(0.21);
-    c.expect = vec![(
-        "drift",
+    c.expect = vec![(Check::Drift,
         Info,
         "the decode rate fell 20.0% over 12 replies in 11 s (Sen's slope; Mann-Kendall p < 0.0001 reply by reply): a real fall, within the 21% --max-drift",
     )];
@@ -35,20 +34,24 @@ pub(crate) fn cases() -> Vec<Case> {
 
     let mut c = base("a rising rate is no drift failure");
     c.replies = drifting(12, 0.25);
-    c.expect = vec![("drift", Info, "the decode rate rose 25.0% over 12 replies")];
+    c.expect = vec![(
+        Check::Drift,
+        Info,
+        "the decode rate rose 25.0% over 12 replies",
+    )];
     cases.push(c);
 
     let mut c = base("seven replies are too few for a drift line");
     c.replies = drifting(7, -0.5);
     c.expect = vec![];
-    c.absent = vec!["drift", "first-token-drift"];
+    c.absent = vec![Check::Drift, Check::FirstTokenDrift];
     cases.push(c);
 
     let mut c = base("a drift is timing: with --busy-skip on a busy box it is a SKIP");
     c.replies = drifting(12, -0.2);
     c.load = Some(serve_waited(310));
     c.floors.busy_skip = Some(0.2);
-    c.expect = vec![("drift", Fail, "the decode rate fell 20.0%")];
+    c.expect = vec![(Check::Drift, Fail, "the decode rate fell 20.0%")];
     c.outcome = Outcome::Skip {
         reason: "busy box: the serve waited for a CPU 31% of the time it was ready to run".into(),
         advice: Some("re-run on a quiet box".into()),
@@ -62,11 +65,11 @@ pub(crate) fn cases() -> Vec<Case> {
     c.outcome = Outcome::Fail;
     // The load line reads the same threshold as the policy: 31% is under 50%.
     c.expect = vec![(
-        "load",
+        Check::Load,
         Info,
         "the box was quiet (under the busy level of 50%), so the slowness is the serve's own",
     )];
-    c.refuse = vec![("load", "likely cause")];
+    c.refuse = vec![(Check::Load, "likely cause")];
     cases.push(c);
 
     let mut c = base(
@@ -76,11 +79,11 @@ pub(crate) fn cases() -> Vec<Case> {
     c.load = Some(serve_waited(60));
     c.floors.busy_skip = Some(0.02);
     c.expect = vec![(
-        "load",
+        Check::Load,
         Info,
         "a busy box is the likely cause (at or above the busy level of 2%)",
     )];
-    c.refuse = vec![("load", "the box was quiet")];
+    c.refuse = vec![(Check::Load, "the box was quiet")];
     c.outcome = Outcome::Skip {
         reason: "busy box: the serve waited for a CPU 6% of the time it was ready to run".into(),
         advice: Some("re-run on a quiet box".into()),

@@ -1,6 +1,7 @@
 //! The serve's footprint (issue 34; docs/footprint.md): its memory and the device's a reply,
 //! their peaks, its startup, its cold reply and the reply after an idle wait.
 
+use crate::archive::check::Check;
 use crate::archive::record::{MemoryReading, ReplyRecord, Sample, Startup};
 use crate::judging::verdict::{Outcome, Status};
 
@@ -77,13 +78,18 @@ pub(crate) fn memory() -> Vec<Case> {
         with_memory(12, |i| 400 * MIB + jitter(i)),
     );
     c.expect = vec![
-        ("memory", Ok, "serve memory 400 MiB peak; "),
-        ("memory", Ok, "over 9 replies after 3 warm: no growth"),
-        ("memory", Ok, "mapped files 1.00 GiB peak, not counted"),
-        ("memory", Ok, "device memory not exposed"),
-        ("rate", Ok, "over 12 replies"),
+        (Check::Memory, Ok, "serve memory 400 MiB peak; "),
+        (Check::Memory, Ok, "over 9 replies after 3 warm: no growth"),
+        (Check::Memory, Ok, "mapped files 1.00 GiB peak, not counted"),
+        (Check::Memory, Ok, "device memory not exposed"),
+        (Check::Rate, Ok, "over 12 replies"),
     ];
-    c.absent = vec!["device-memory", "startup", "cold-reply", "idle"];
+    c.absent = vec![
+        Check::DeviceMemory,
+        Check::Startup,
+        Check::ColdReply,
+        Check::Idle,
+    ];
     cases.push(c);
 
     let mut c = memory_case(
@@ -91,9 +97,9 @@ pub(crate) fn memory() -> Vec<Case> {
         with_memory(12, |i| 400 * MIB + 4 * MIB * i as u64),
     );
     c.expect = vec![
-        ("memory", Fail, "+4.00 MiB a reply"),
-        ("memory", Fail, "grows by more than 1.00 MiB a reply"),
-        ("rate", Ok, "over 12 replies"),
+        (Check::Memory, Fail, "+4.00 MiB a reply"),
+        (Check::Memory, Fail, "grows by more than 1.00 MiB a reply"),
+        (Check::Rate, Ok, "over 12 replies"),
     ];
     c.outcome = Outcome::Fail;
     cases.push(c);
@@ -111,8 +117,7 @@ pub(crate) fn memory() -> Vec<Case> {
         }),
     );
     c.floors.footprint.memory_warm = Some(6);
-    c.expect = vec![(
-        "memory",
+    c.expect = vec![(Check::Memory,
         Ok,
         "serve memory 350 MiB peak; +0.0 KiB a reply (95% interval +0.0 to +0.0) over 6 replies after 6 warm: no growth",
     )];
@@ -126,8 +131,7 @@ pub(crate) fn memory() -> Vec<Case> {
         }
     }
     let mut c = memory_case("a leak hidden in swap fails memory", replies);
-    c.expect = vec![(
-        "memory",
+    c.expect = vec![(Check::Memory,
         Fail,
         "+4.00 MiB a reply (95% interval +4.00 to +4.00) over 9 replies after 3 warm: grows by more than 1.00 MiB a reply",
     )];
@@ -142,7 +146,7 @@ pub(crate) fn memory() -> Vec<Case> {
             400 * MIB + i as u64 * 4 * MIB / 5 + if i % 2 == 1 { 2 * MIB } else { 0 }
         }),
     );
-    c.expect = vec![("memory", Ok, "grows, by less than 1.00 MiB a reply")];
+    c.expect = vec![(Check::Memory, Ok, "grows, by less than 1.00 MiB a reply")];
     cases.push(c);
 
     let mut c = memory_case(
@@ -150,7 +154,7 @@ pub(crate) fn memory() -> Vec<Case> {
         with_memory(8, |i| 400 * MIB + 100 * MIB * i as u64),
     );
     c.expect = vec![(
-        "memory",
+        Check::Memory,
         Info,
         "growth not judged: 5 replies after 3 warm, 6 needed",
     )];
@@ -171,11 +175,11 @@ fn peaks() -> Vec<Case> {
     c.floors.footprint.max_serve_memory = Some(512.0 * MIB as f64);
     c.expect = vec![
         (
-            "memory",
+            Check::Memory,
             Fail,
             "serve memory 600 MiB peak (over the limit of 512 MiB)",
         ),
-        ("memory", Fail, "no growth"),
+        (Check::Memory, Fail, "no growth"),
     ];
     c.outcome = Outcome::Fail;
     cases.push(c);
@@ -186,7 +190,7 @@ fn peaks() -> Vec<Case> {
     );
     c.floors.footprint.max_serve_memory = Some(512.0 * MIB as f64);
     c.expect = vec![(
-        "memory",
+        Check::Memory,
         Ok,
         "serve memory 400 MiB peak (within the limit of 512 MiB)",
     )];
@@ -211,7 +215,7 @@ fn peaks() -> Vec<Case> {
     c.load = Some(load);
     c.floors.footprint.max_serve_memory = Some(512.0 * MIB as f64);
     c.expect = vec![(
-        "memory",
+        Check::Memory,
         Fail,
         "serve memory 700 MiB peak (over the limit of 512 MiB)",
     )];
@@ -244,14 +248,13 @@ pub(crate) fn device() -> Vec<Case> {
         replies,
     );
     c.expect = vec![
-        ("memory", Ok, "no growth"),
-        (
-            "device-memory",
+        (Check::Memory, Ok, "no growth"),
+        (Check::DeviceMemory,
             Fail,
             "device memory 86.0 MiB peak; +2.00 MiB a reply (95% interval +2.00 to +2.00) over 9 replies after 3 warm: grows by more than 1.00 MiB a reply",
         ),
     ];
-    c.refuse = vec![("memory", "not exposed")];
+    c.refuse = vec![(Check::Memory, "not exposed")];
     c.outcome = Outcome::Fail;
     cases.push(c);
 
@@ -274,7 +277,7 @@ pub(crate) fn device() -> Vec<Case> {
     );
     c.floors.footprint.max_device_memory = Some(512.0 * MIB as f64);
     c.expect = vec![(
-        "device-memory",
+        Check::DeviceMemory,
         Ok,
         "device memory 320 MiB peak (within the limit of 512 MiB)",
     )];
@@ -291,14 +294,14 @@ pub(crate) fn readiness() -> Vec<Case> {
     let mut c = base("a slow startup over --ready-limit fails startup");
     c.startup = ready_after(95_000.0);
     c.floors.footprint.ready_limit_ms = Some(60_000.0);
-    c.expect = vec![("startup", Fail, "ready 95 s after launch (limit 60 s)")];
+    c.expect = vec![(Check::Startup, Fail, "ready 95 s after launch (limit 60 s)")];
     c.outcome = Outcome::Fail;
     cases.push(c);
 
     let mut c = base("a startup within --ready-limit passes");
     c.startup = ready_after(42_000.0);
     c.floors.footprint.ready_limit_ms = Some(60_000.0);
-    c.expect = vec![("startup", Ok, "ready 42 s after launch (limit 60 s)")];
+    c.expect = vec![(Check::Startup, Ok, "ready 42 s after launch (limit 60 s)")];
     cases.push(c);
 
     let mut c = base("a slow startup is timing: with --busy-skip on a busy box it is a SKIP");
@@ -306,7 +309,7 @@ pub(crate) fn readiness() -> Vec<Case> {
     c.floors.footprint.ready_limit_ms = Some(60_000.0);
     c.load = Some(serve_waited(310));
     c.floors.busy_skip = Some(0.2);
-    c.expect = vec![("startup", Fail, "ready 95 s after launch")];
+    c.expect = vec![(Check::Startup, Fail, "ready 95 s after launch")];
     c.outcome = Outcome::Skip {
         reason: "busy box: the serve waited for a CPU 31% of the time it was ready to run".into(),
         advice: Some("re-run on a quiet box".into()),
@@ -324,11 +327,11 @@ pub(crate) fn readiness() -> Vec<Case> {
     c.floors.footprint.cold_first_token_ms = Some(1000.0);
     c.expect = vec![
         (
-            "cold-reply",
+            Check::ColdReply,
             Fail,
             "cold first token 2.5 s, a warm median of 200 ms over 3 replies (limit 1 s)",
         ),
-        ("first-token", Ok, "median 200 ms over 3 replies"),
+        (Check::FirstToken, Ok, "median 200 ms over 3 replies"),
     ];
     c.outcome = Outcome::Fail;
     cases.push(c);
@@ -342,10 +345,10 @@ pub(crate) fn readiness() -> Vec<Case> {
     c.load = Some(serve_waited(310));
     c.floors.busy_skip = Some(0.2);
     c.expect = vec![
-        ("memory", Fail, "grows by more than 1.00 MiB a reply"),
-        ("load", Info, "31% of the time it was ready to run"),
+        (Check::Memory, Fail, "grows by more than 1.00 MiB a reply"),
+        (Check::Load, Info, "31% of the time it was ready to run"),
     ];
-    c.refuse = vec![("load", "busy box")];
+    c.refuse = vec![(Check::Load, "busy box")];
     c.outcome = Outcome::Fail;
     cases.push(c);
 
@@ -377,22 +380,19 @@ fn idle() -> Vec<Case> {
     c.replies = numbered(replies);
     c.planned = Some(3);
     c.expect = vec![
-        (
-            "idle",
+        (Check::Idle,
             Fail,
             "first token 900 ms after 30 s idle, a warm median of 200 ms over 3 replies (limit 600 ms)",
         ),
-        (
-            "rate",
+        (Check::Rate,
             Ok,
             "median 100.0 tok/s over 3 replies (floor 60.0",
         ),
-        (
-            "first-token",
+        (Check::FirstToken,
             Ok,
             "median 200 ms over 3 replies (limit 600)",
         ),
-        ("content", Ok, "3 replies, all with content"),
+        (Check::Content, Ok, "3 replies, all with content"),
     ];
     c.outcome = Outcome::Fail;
     cases.push(c);
@@ -402,8 +402,8 @@ fn idle() -> Vec<Case> {
     replies.push(probe_at(450));
     c.replies = numbered(replies);
     c.planned = Some(3);
-    c.expect = vec![(
-        "idle",
+    c.expect =
+        vec![(Check::Idle,
         Ok,
         "first token 450 ms after 30 s idle, a warm median of 200 ms over 3 replies (limit 600 ms)",
     )];

@@ -1,5 +1,6 @@
 //! How sure the rate is: its median's interval, a marginal floor, a thin figure.
 
+use crate::archive::check::Check;
 use crate::archive::record::ReplyRecord;
 use crate::judging::verdict::{Outcome, Status};
 
@@ -23,11 +24,11 @@ pub(crate) fn cases() -> Vec<Case> {
     c.replies = numbered(spread.clone());
     c.floors.floor = 10.0;
     c.expect = vec![(
-        "rate",
+        Check::Rate,
         Ok,
         "median 41.7 tok/s over 6 replies, 95% interval 20.0 to 100.0 (floor 10.0",
     )];
-    c.refuse = vec![("rate", "marginal")];
+    c.refuse = vec![(Check::Rate, "marginal")];
     cases.push(c);
 
     let mut c = base(
@@ -35,8 +36,8 @@ pub(crate) fn cases() -> Vec<Case> {
     );
     c.replies = numbered(spread);
     c.floors.floor = 45.0;
-    c.expect = vec![(
-        "rate",
+    c.expect =
+        vec![(Check::Rate,
         Fail,
         "; marginal: the floor is inside the median's 95% interval, so a re-run may flip this line",
     )];
@@ -47,11 +48,11 @@ pub(crate) fn cases() -> Vec<Case> {
     c.replies = numbered(vec![good(), good()]);
     c.expect = vec![
         (
-            "rate",
+            Check::Rate,
             Ok,
             "over 2 replies (floor 60.0; each: 100.0, 100.0); thin: fewer than 3 timed replies",
         ),
-        ("first-token", Ok, "; thin: fewer than 3 timed replies"),
+        (Check::FirstToken, Ok, "; thin: fewer than 3 timed replies"),
     ];
     cases.push(c);
 

@@ -1,5 +1,6 @@
 //! The latency line's percentiles, warm-up replies, and the first content token.
 
+use crate::archive::check::Check;
 use crate::archive::record::{FirstTokenOf, ReplyRecord};
 use crate::judging::verdict::{Outcome, Status};
 
@@ -19,7 +20,7 @@ pub(crate) fn cases() -> Vec<Case> {
         .collect();
     c.replies = numbered(spread);
     c.expect = vec![(
-        "latency",
+        Check::Latency,
         Info,
         "TTFT p50 200 ms, p90 280, p99 298; ITL p50 10.0 ms, p90 10.0, p99 10.0; \
          TPOT mean 10.0 ms, p50 10.0, p90 10.0, p99 10.0; E2EL p50 300 ms, p90 380, p99 398; \
@@ -38,11 +39,11 @@ pub(crate) fn cases() -> Vec<Case> {
     c.replies = numbered(replies);
     c.planned = Some(3);
     c.expect.push((
-        "latency",
+        Check::Latency,
         Info,
         "TTFT p50 200 ms, p90 200, p99 200; ITL p50 10.0 ms",
     ));
-    c.refuse = vec![("rate", "10.0"), ("latency", "2000")];
+    c.refuse = vec![(Check::Rate, "10.0"), (Check::Latency, "2000")];
     cases.push(c);
 
     let mut c = base("a failed warm-up reply fails content");
@@ -54,7 +55,7 @@ pub(crate) fn cases() -> Vec<Case> {
     c.replies = numbered(replies);
     c.planned = Some(3);
     c.expect = vec![(
-        "content",
+        Check::Content,
         Fail,
         "the warm-up reply 1 failed: the serve answered 503; 3 replies, all with content",
     )];
@@ -88,17 +89,17 @@ fn first_content_token() -> Vec<Case> {
     c.floors.floor = 10.0;
     c.expect = vec![
         (
-            "first-token",
+            Check::FirstToken,
             Ok,
             "median 200 ms over 3 replies (limit 600)",
         ),
         (
-            "latency",
+            Check::Latency,
             Info,
             "TTFT p50 200 ms, p90 200, p99 200; TTFO p50 800 ms, p90 800, p99 800; ITL",
         ),
         (
-            "latency",
+            Check::Latency,
             Info,
             "; TTFO is to the first content token: 3 of 3 replies reasoned first",
         ),
@@ -110,7 +111,7 @@ fn first_content_token() -> Vec<Case> {
     c.floors.floor = 10.0;
     c.floors.first_token_of = FirstTokenOf::Content;
     c.expect = vec![(
-        "first-token",
+        Check::FirstToken,
         Fail,
         "first content token median 800 ms over 3 replies (limit 600)",
     )];
@@ -120,11 +121,11 @@ fn first_content_token() -> Vec<Case> {
     let mut c = base("first-token of content of a reply without reasoning is its first token");
     c.floors.first_token_of = FirstTokenOf::Content;
     c.expect = vec![(
-        "first-token",
+        Check::FirstToken,
         Ok,
         "first content token median 200 ms over 3 replies (limit 600)",
     )];
-    c.refuse = vec![("latency", "TTFO")];
+    c.refuse = vec![(Check::Latency, "TTFO")];
     cases.push(c);
     cases
 }

@@ -1,5 +1,6 @@
 //! The output line (issue 32): degenerate text, each rule failing and its look-alike not.
 
+use crate::archive::check::Check;
 use crate::judging::verdict::{Outcome, Status};
 
 use super::case::Case;
@@ -22,7 +23,7 @@ pub(crate) fn cases() -> Vec<Case> {
         good(),
     ]);
     c.expect = vec![(
-        "output",
+        Check::Output,
         Fail,
         "loop: 1 of 3 replies (a tail repeated 3+ times over 50%+ of the reply): reply 2 loops",
     )];
@@ -35,13 +36,13 @@ pub(crate) fn cases() -> Vec<Case> {
         .map(|(i, p)| format!("{}. {p}\n", i + 1))
         .collect();
     c.replies = numbered(vec![said(&list), said(&list), said(&list)]);
-    c.expect = vec![("output", Ok, "0 loops, 0 stutters")];
+    c.expect = vec![(Check::Output, Ok, "0 loops, 0 stutters")];
     cases.push(c);
     let mut c = base("table rows and code lines, whose units differ, are no loop");
     let table: String = (1..=12).map(|i| format!("| {i} | {} |\n", i * i)).collect();
     let code: String = (1..=12).map(|i| format!("let x{i} = f({i});\n")).collect();
     c.replies = numbered(vec![said(&table), said(&code), good()]);
-    c.expect = vec![("output", Ok, "0 loops")];
+    c.expect = vec![(Check::Output, Ok, "0 loops")];
     cases.push(c);
     let mut c = base("a word four times in a row is a stutter");
     c.replies = numbered(vec![
@@ -50,7 +51,7 @@ pub(crate) fn cases() -> Vec<Case> {
         good(),
     ]);
     c.expect = vec![(
-        "output",
+        Check::Output,
         Fail,
         "reply 1 stutters (\"very\" 4 times in a row)",
     )];
@@ -58,12 +59,12 @@ pub(crate) fn cases() -> Vec<Case> {
     cases.push(c);
     let mut c = base("a word three times in a row is no stutter");
     c.replies = numbered(vec![said("It is very very very cold."), good(), good()]);
-    c.expect = vec![("output", Ok, "0 stutters")];
+    c.expect = vec![(Check::Output, Ok, "0 stutters")];
     cases.push(c);
     let mut c = base("replacement characters in a reply are not text");
     c.replies = numbered(vec![said("Pa\u{fffd}\u{fffd}ris\u{1}."), good(), good()]);
     c.expect = vec![(
-        "output",
+        Check::Output,
         Fail,
         "reply 1 is not text (3 replacement or control characters",
     )];
@@ -71,7 +72,7 @@ pub(crate) fn cases() -> Vec<Case> {
     cases.push(c);
     let mut c = base("newlines and tabs are text");
     c.replies = numbered(vec![said("Paris.\n\tThe capital.\r\n"), good(), good()]);
-    c.expect = vec![("output", Ok, "0 not text")];
+    c.expect = vec![(Check::Output, Ok, "0 not text")];
     cases.push(c);
     let mut c = base("one answer to prompts that expect different ones fails");
     let asked = |prompt: &str, expect: &str| {
@@ -86,7 +87,7 @@ pub(crate) fn cases() -> Vec<Case> {
         asked("Opposite of hot?", "(?i)cold"),
     ]);
     c.expect = vec![(
-        "output",
+        Check::Output,
         Fail,
         "one answer to different questions (3 pairs of prompts at similarity 0.90+)",
     )];
@@ -98,7 +99,7 @@ pub(crate) fn cases() -> Vec<Case> {
         asked("Capital of France?", "(?i)paris"),
         asked("Where is the Louvre?", "(?i)paris"),
     ]);
-    c.expect = vec![("output", Ok, "0 pairs of prompts answered alike")];
+    c.expect = vec![(Check::Output, Ok, "0 pairs of prompts answered alike")];
     cases.push(c);
     let mut c = base("every reply cut at max_tokens where prompts should stop never stops");
     let mut m = greedy_manifest();
@@ -108,7 +109,7 @@ pub(crate) fn cases() -> Vec<Case> {
         r.finish_reason = Some("length".into());
     }
     c.expect = vec![(
-        "output",
+        Check::Output,
         Fail,
         "never stops: all 3 replies to prompts marked to stop",
     )];
@@ -118,7 +119,7 @@ pub(crate) fn cases() -> Vec<Case> {
     c.manifest = Some(m);
     c.replies[0].finish_reason = Some("length".into());
     c.expect = vec![(
-        "output",
+        Check::Output,
         Ok,
         "1 of 3 replies to prompts marked to stop were cut at max_tokens",
     )];
@@ -126,7 +127,11 @@ pub(crate) fn cases() -> Vec<Case> {
     let mut c = base("--output-checks off says a loop as info");
     c.replies = numbered(vec![said(&"!".repeat(64)), good(), good()]);
     c.floors.output.off = true;
-    c.expect = vec![("output", Info, "--output-checks off: loop: 1 of 3 replies")];
+    c.expect = vec![(
+        Check::Output,
+        Info,
+        "--output-checks off: loop: 1 of 3 replies",
+    )];
     cases.push(c);
 
     cases

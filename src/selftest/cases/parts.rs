@@ -1,6 +1,7 @@
 //! What the hand-made runs are built of: replies and their timing, loads, route records, the
 //! floors, and the base case, a passing run each case changes one thing of.
 
+use crate::archive::check::Check;
 use crate::archive::record::{
     BurstSlot, ChunkArrival, ConcurrencyPlan, CounterReading, CounterRecord, FileKind, Header,
     LoadSnapshot, MapKind, ProcessRecord, ReplyRecord, RouteRecord, RunManifest, Sampling, Startup,
@@ -404,20 +405,20 @@ pub(crate) fn base(name: &'static str) -> Case {
         manifest: None,
         floors: floors(),
         expect: vec![
-            ("route", Status::Ok, "names the fast route"),
+            (Check::Route, Status::Ok, "names the fast route"),
             (
-                "rate",
+                Check::Rate,
                 Status::Ok,
                 "median 100.0 tok/s over 3 replies (floor 60.0",
             ),
             (
-                "first-token",
+                Check::FirstToken,
                 Status::Ok,
                 "median 200 ms over 3 replies (limit 600)",
             ),
-            ("content", Status::Ok, "3 replies, all with content"),
+            (Check::Content, Status::Ok, "3 replies, all with content"),
         ],
-        absent: vec!["serve"],
+        absent: vec![Check::Serve],
         refuse: vec![],
         outcome: Outcome::Pass,
     }

@@ -1,6 +1,7 @@
 //! The reference line (issue 31): the candidate's tokens against a trusted build's, near-ties
 //! and hard divergences, and a re-anchor past a near-tie.
 
+use crate::archive::check::Check;
 use crate::archive::record::ReanchorRecord;
 use crate::judging::verdict::{Outcome, Status};
 
@@ -20,7 +21,7 @@ pub(crate) fn cases() -> Vec<Case> {
         true,
     );
     c.expect = vec![(
-        "reference",
+        Check::Reference,
         Ok,
         "top-1 agreement 100.0%; 0 near-ties, 0 hard",
     )];
@@ -31,7 +32,11 @@ pub(crate) fn cases() -> Vec<Case> {
         scored(margins, Some(2)),
         true,
     );
-    c.expect = vec![("reference", Ok, "1 near-tie (margins 0.25 nats), 0 hard")];
+    c.expect = vec![(
+        Check::Reference,
+        Ok,
+        "1 near-tie (margins 0.25 nats), 0 hard",
+    )];
     cases.push(c);
     let mut c = against_reference(
         "a token the reference ruled out (2.9 nats) is a hard divergence",
@@ -39,7 +44,7 @@ pub(crate) fn cases() -> Vec<Case> {
         scored(margins, Some(1)),
         true,
     );
-    c.expect = vec![("reference", Fail, "the reference's margin 2.90 nats")];
+    c.expect = vec![(Check::Reference, Fail, "the reference's margin 2.90 nats")];
     c.outcome = Outcome::Fail;
     cases.push(c);
     // Re-anchored past a near-tie at "Par" (0.25 nats), the candidate goes on "ys": a token
@@ -65,8 +70,7 @@ pub(crate) fn cases() -> Vec<Case> {
             error: None,
         }];
     }
-    c.expect = vec![(
-        "reference",
+    c.expect = vec![(Check::Reference,
         Fail,
         "at token 1 (byte 3, after 1 re-anchor): \"ys\" here, \"is\" at the reference; the reference's margin 2.90 nats",
     )];
@@ -78,7 +82,7 @@ pub(crate) fn cases() -> Vec<Case> {
         scored(margins, None),
         false,
     );
-    c.expect = vec![("reference", Fail, "logprobs")];
+    c.expect = vec![(Check::Reference, Fail, "logprobs")];
     c.outcome = Outcome::Fail;
     cases.push(c);
     cases.extend(noise_cases(margins));
@@ -105,8 +109,8 @@ fn noise_cases(margins: [f64; 3]) -> Vec<Case> {
         shifted(margins, 0.1),
         vec![("runs/good-a", 0.12), ("runs/good-b", 0.06)],
     );
-    c.expect = vec![(
-        "reference",
+    c.expect =
+        vec![(Check::Reference,
         Ok,
         "held to 2x the worst of 2 known-good builds (--reference-noise): same top token 100.0%",
     )];
@@ -116,8 +120,7 @@ fn noise_cases(margins: [f64; 3]) -> Vec<Case> {
         shifted(margins, 0.15),
         vec![("runs/good-a", 0.05)],
     );
-    c.expect = vec![(
-        "reference",
+    c.expect = vec![(Check::Reference,
         Fail,
         "|Δ logprob| of the reference's token, mean 0.150 nats beyond the limit 0.100 nats, 2x the noise's 0.050 nats (runs/good-a)",
     )];
@@ -128,8 +131,7 @@ fn noise_cases(margins: [f64; 3]) -> Vec<Case> {
         scored(margins, Some(1)),
         vec![("runs/wide", 0.5)],
     );
-    c.expect = vec![(
-        "reference",
+    c.expect = vec![(Check::Reference,
         Fail,
         "hard divergences per 100 positions 50.00 beyond the limit 0.00, 2x the noise's 0.00 (runs/wide)",
     )];
@@ -141,7 +143,7 @@ fn noise_cases(margins: [f64; 3]) -> Vec<Case> {
         vec![("runs/same", 0.0)],
     );
     c.expect = vec![(
-        "reference",
+        Check::Reference,
         Status::Inconclusive,
         "the noise cannot be used (runs/same: it computed what the reference did, bit for bit",
     )];

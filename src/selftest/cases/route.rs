@@ -1,5 +1,6 @@
 //! Route evidence read from the serve's processes and the device's busy counter.
 
+use crate::archive::check::Check;
 use crate::archive::record::CounterReading;
 use crate::judging::verdict::{Outcome, Status};
 
@@ -15,7 +16,7 @@ pub(crate) fn cases() -> Vec<Case> {
     c.route = Some(llama_cpu_route());
     c.floors.route_lib = Some("libggml-cpu".into());
     c.expect = vec![(
-        "route",
+        Check::Route,
         Ok,
         "process 812 (llama-server) maps libggml-cpu.so.0.26.0 (/libggml-cpu/); log ok",
     )];
@@ -24,8 +25,7 @@ pub(crate) fn cases() -> Vec<Case> {
     let mut c = base("route-lib: a library no process maps fails, naming what was mapped");
     c.route = Some(llama_cpu_route());
     c.floors.route_lib = Some("libggml-cuda".into());
-    c.expect = vec![(
-        "route",
+    c.expect = vec![(Check::Route,
         Fail,
         "no process of the serve maps /libggml-cuda/ (mapped: libggml-cpu.so.0.26.0, libggml-base.so.0.26.0, libggml.so.0.26.0, libc.so.6",
     )];
@@ -37,7 +37,7 @@ pub(crate) fn cases() -> Vec<Case> {
     c.floors.route_lib = Some("libggml-cuda".into());
     c.floors.busy_skip = Some(0.0);
     c.load = Some(serve_waited(900));
-    c.expect = vec![("route", Fail, "; log ok")];
+    c.expect = vec![(Check::Route, Fail, "; log ok")];
     c.outcome = Outcome::Fail;
     cases.push(c);
 
@@ -45,7 +45,7 @@ pub(crate) fn cases() -> Vec<Case> {
     c.route = Some(llama_cpu_route());
     c.floors.no_route_lib = Some(r"libggml-cpu\.so".into());
     c.expect = vec![(
-        "route",
+        Check::Route,
         Fail,
         r"process 812 (llama-server) maps /libggml-cpu\.so/: /opt/llama/lib/libggml-cpu.so.0.26.0",
     )];
@@ -58,8 +58,7 @@ pub(crate) fn cases() -> Vec<Case> {
     unread.problems = vec!["/proc/812/maps: Permission denied (os error 13)".into()];
     c.route = Some(unread);
     c.floors.no_route_lib = Some("libggml-cpu".into());
-    c.expect = vec![(
-        "route",
+    c.expect = vec![(Check::Route,
         Fail,
         "could not show that no process maps /libggml-cpu/; could not read: \"/proc/812/maps: Permission denied",
     )];
@@ -70,8 +69,7 @@ pub(crate) fn cases() -> Vec<Case> {
     c.route = Some(npu_wrapped_route());
     c.floors.route_lib = Some("libopenvino_intel_npu_plugin".into());
     c.floors.route_device = Some("^/dev/accel/accel[0-9]+$".into());
-    c.expect = vec![(
-        "route",
+    c.expect = vec![(Check::Route,
         Ok,
         "process 901 (ovms) maps libopenvino_intel_npu_plugin.so (/libopenvino_intel_npu_plugin/); process 901 (ovms) held /dev/accel/accel0 open",
     )];
@@ -80,8 +78,7 @@ pub(crate) fn cases() -> Vec<Case> {
     let mut c = base("route-device: no device held fails, naming what was held");
     c.route = Some(llama_cpu_route());
     c.floors.route_device = Some("^/dev/nvidia[0-9]+$".into());
-    c.expect = vec![(
-        "route",
+    c.expect = vec![(Check::Route,
         Fail,
         "no process of the serve held open a file matching /^/dev/nvidia[0-9]+$/ during the replies (held: /dev/null, /runs/a/serve.log)",
     )];
@@ -91,8 +88,7 @@ pub(crate) fn cases() -> Vec<Case> {
     let mut c = base("device-busy: the share of the replies the device was busy");
     c.route = Some(npu_wrapped_route());
     c.floors.device_busy = Some(BUSY.into());
-    c.expect = vec![(
-        "route",
+    c.expect = vec![(Check::Route,
         Ok,
         "the device was busy 71% of the replies (/sys/class/accel/accel0/device/npu_busy_time_us advanced 2130000 us in 3.0 s)",
     )];
@@ -108,8 +104,7 @@ pub(crate) fn cases() -> Vec<Case> {
     }
     c.route = Some(idle);
     c.floors.device_busy = Some(BUSY.into());
-    c.expect = vec![(
-        "route",
+    c.expect = vec![(Check::Route,
         Fail,
         "busy counter /sys/class/accel/accel0/device/npu_busy_time_us did not advance during the replies (it read 5000000 before and after)",
     )];
@@ -120,7 +115,7 @@ pub(crate) fn cases() -> Vec<Case> {
     c.route = Some(llama_cpu_route());
     c.floors.device_busy = Some(BUSY.into());
     c.expect = vec![(
-        "route",
+        Check::Route,
         Fail,
         "the run recorded no readings of the busy counter",
     )];
@@ -130,7 +125,7 @@ pub(crate) fn cases() -> Vec<Case> {
     let mut c = base("route evidence asked of a run without route.json fails");
     c.floors.route_lib = Some("libggml-cpu".into());
     c.expect = vec![(
-        "route",
+        Check::Route,
         Fail,
         "the run recorded no process evidence (no route.json",
     )];

@@ -1,5 +1,6 @@
 //! The serve's life: its startup, how it and the run ended, an interrupted run.
 
+use crate::archive::check::Check;
 use crate::archive::record::InterruptSignal;
 use crate::archive::record::{Startup, StopRecord};
 use crate::judging::verdict::{Outcome, Status};
@@ -18,8 +19,8 @@ pub(crate) fn startup() -> Vec<Case> {
         status: "exit status: 3".into(),
     };
     c.log = Some("route: npu-fast\nerror: no device\n");
-    c.expect = vec![("serve", Fail, "\"error: no device\"")];
-    c.absent = vec!["rate", "first-token", "content"];
+    c.expect = vec![(Check::Serve, Fail, "\"error: no device\"")];
+    c.absent = vec![Check::Rate, Check::FirstToken, Check::Content];
     c.outcome = Outcome::Fail;
     cases.push(c);
 
@@ -33,14 +34,14 @@ pub(crate) fn startup() -> Vec<Case> {
         last_probe: None,
     };
     c.expect = vec![
-        ("serve", Fail, "not ready after 120 s"),
+        (Check::Serve, Fail, "not ready after 120 s"),
         (
-            "serve",
+            Check::Serve,
             Fail,
             "; if it was still starting, raise --ready-timeout (ready_timeout in a profile)",
         ),
     ];
-    c.absent = vec!["rate"];
+    c.absent = vec![Check::Rate];
     c.outcome = Outcome::Fail;
     cases.push(c);
 
@@ -60,13 +61,12 @@ pub(crate) fn startup() -> Vec<Case> {
          (Worker pid=10348) INFO 12-06 01:29:23 [cpu_model_runner.py:87] Warming up model for the compilation...\n\
          (EngineCore pid=10130) INFO 12-06 01:30:24 [shm_broadcast.py:871] No available shared memory broadcast block found in 60 seconds.\n",
     );
-    c.expect = vec![(
-        "serve",
+    c.expect = vec![(Check::Serve,
         Fail,
         "it was still warming up, its log's last warm-up line \"(Worker pid=10348) INFO 12-06 01:29:23 [cpu_model_runner.py:87] Warming up model for the compilation...\": raise --ready-timeout (ready_timeout in a profile) to cover its warm-up",
     )];
-    c.refuse = vec![("serve", "if it was still starting")];
-    c.absent = vec!["rate"];
+    c.refuse = vec![(Check::Serve, "if it was still starting")];
+    c.absent = vec![Check::Rate];
     c.outcome = Outcome::Fail;
     cases.push(c);
 
@@ -79,12 +79,11 @@ pub(crate) fn startup() -> Vec<Case> {
         not_ready_answers: Some(48),
         last_probe: None,
     };
-    c.expect = vec![(
-        "serve",
+    c.expect = vec![(Check::Serve,
         Fail,
         "not ready after 5 s (neither http://127.0.0.1:8123/health nor http://127.0.0.1:8123/v1/models answered 200; it gave 48 not-ready answers)",
     )];
-    c.absent = vec!["rate"];
+    c.absent = vec![Check::Rate];
     c.outcome = Outcome::Fail;
     cases.push(c);
 
@@ -103,13 +102,12 @@ pub(crate) fn startup() -> Vec<Case> {
                 .into(),
         ),
     };
-    c.expect = vec![(
-        "serve",
+    c.expect = vec![(Check::Serve,
         Fail,
         "not ready after 2 s (neither http://127.0.0.1:9/health nor http://127.0.0.1:9/v1/models answered 200; it gave no HTTP answer: the request failed: connecting to 127.0.0.1:9: Connection refused (os error 111))",
     )];
-    c.refuse = vec![("serve", "log")];
-    c.absent = vec!["rate"];
+    c.refuse = vec![(Check::Serve, "log")];
+    c.absent = vec![Check::Rate];
     c.outcome = Outcome::Fail;
     cases.push(c);
 
@@ -126,7 +124,7 @@ pub(crate) fn ending() -> Vec<Case> {
     c.planned = Some(3);
     c.serve_died = Some("the serve exited (exit status: 3) during reply 2");
     c.expect = vec![(
-        "content",
+        Check::Content,
         Fail,
         "the serve exited (exit status: 3) during reply 2; only 1 of 3 replies were made",
     )];
@@ -142,7 +140,7 @@ pub(crate) fn ending() -> Vec<Case> {
         ..StopRecord::default()
     });
     c.expect = vec![(
-        "stop",
+        Check::Stop,
         Info,
         "did not exit within the 10 s grace after SIGTERM",
     )];
@@ -157,11 +155,11 @@ pub(crate) fn ending() -> Vec<Case> {
         ..StopRecord::default()
     });
     c.expect = vec![(
-        "stop",
+        Check::Stop,
         Info,
         "1 process(es) had left the serve's process group and were killed after it stopped",
     )];
-    c.refuse = vec![("stop", "grace")];
+    c.refuse = vec![(Check::Stop, "grace")];
     cases.push(c);
 
     let mut c = base("a clean stop adds no line");
@@ -173,17 +171,17 @@ pub(crate) fn ending() -> Vec<Case> {
         ..StopRecord::default()
     });
     c.expect = vec![];
-    c.absent = vec!["stop", "serve"];
+    c.absent = vec![Check::Stop, Check::Serve];
     cases.push(c);
 
     let mut c = base("a hold not acquired is SKIP, never PASS or FAIL");
     c.replies = vec![];
     c.hold_not_acquired = Some("hold not acquired in 600 s; held by PID 4242");
     c.expect = vec![
-        ("hold", Info, "held by PID 4242"),
-        ("load", Info, "on 32 CPUs"),
+        (Check::Hold, Info, "held by PID 4242"),
+        (Check::Load, Info, "on 32 CPUs"),
     ];
-    c.absent = vec!["rate", "route", "content"];
+    c.absent = vec![Check::Rate, Check::Route, Check::Content];
     c.outcome = Outcome::Skip {
         reason: "hold not acquired in 600 s; held by PID 4242".into(),
         advice: None,

@@ -4,6 +4,7 @@
 //! other line reads as the right run's. The tools line is never timing: a busy box with
 //! --busy-skip does not excuse it.
 
+use crate::archive::check::Check;
 use serde_json::{json, Value};
 
 use crate::archive::record::{ReplyRecord, RunManifest, ToolCallRecord};
@@ -126,18 +127,18 @@ fn tools_case(name: &'static str, replies: Vec<ReplyRecord>) -> Case {
     c.replies = numbered(replies);
     c.manifest = Some(manifest());
     c.expect = vec![
-        ("route", Status::Ok, "names the fast route"),
+        (Check::Route, Status::Ok, "names the fast route"),
         (
-            "rate",
+            Check::Rate,
             Status::Ok,
             "median 100.0 tok/s over 4 replies (floor 60.0",
         ),
         (
-            "first-token",
+            Check::FirstToken,
             Status::Ok,
             "median 200 ms over 4 replies (limit 600)",
         ),
-        ("content", Status::Ok, "4 replies, all with content"),
+        (Check::Content, Status::Ok, "4 replies, all with content"),
     ];
     c
 }
@@ -148,9 +149,9 @@ fn broken(name: &'static str, at: usize, wrong: ReplyRecord, says: &'static str)
     let mut replies = right();
     replies[at] = wrong;
     let mut c = tools_case(name, replies);
-    c.expect.push(("tools", Status::Fail, says));
+    c.expect.push((Check::Tools, Status::Fail, says));
     // A second fault would follow the first as "; reply N [...]".
-    c.refuse = vec![("tools", "; reply")];
+    c.refuse = vec![(Check::Tools, "; reply")];
     c.outcome = Outcome::Fail;
     c
 }
@@ -161,8 +162,7 @@ pub(crate) fn cases() -> Vec<Case> {
         "right tool calls, no call where none is expected and a right JSON answer pass tools",
         right(),
     );
-    c.expect.push((
-        "tools",
+    c.expect.push((Check::Tools,
         Status::Ok,
         "4 replies to prompts with tools or formats: 2 tool calls, each named and its arguments valid; 1 without a call as expected; 1 JSON answer valid",
     ));
@@ -343,14 +343,18 @@ fn json_answers() -> Vec<Case> {
     c.load = Some(load_per_cpu(10.0));
     c.floors.busy_skip = Some(0.5);
     c.expect = vec![
-        ("rate", Status::Fail, "median 50.0 tok/s over 4 replies"),
         (
-            "tools",
+            Check::Rate,
+            Status::Fail,
+            "median 50.0 tok/s over 4 replies",
+        ),
+        (
+            Check::Tools,
             Status::Fail,
             "reply 4 [json]: its content is not JSON (in a code fence)",
         ),
     ];
-    c.refuse = vec![("load", "busy box"), ("load", "quiet")];
+    c.refuse = vec![(Check::Load, "busy box"), (Check::Load, "quiet")];
     c.outcome = Outcome::Fail;
     cases.push(c);
     cases
