@@ -9,6 +9,14 @@ use super::parts::{base, load_per_cpu, numbered, reply, serve_waited, slow};
 /// The busy box: the load line says whose the slowness is, what a busy box excuses (timing) and
 /// what it never does, and --busy-skip.
 pub(crate) fn cases() -> Vec<Case> {
+    let mut cases = blamed();
+    cases.extend(excused());
+    cases
+}
+
+/// What the load line blames: nothing on a pass, the busy box or the serve on a timing failure,
+/// at the wait level's boundary.
+fn blamed() -> Vec<Case> {
     use Status::{Fail, Info};
     let mut cases = Vec::new();
     let mut c = base("a pass states the load and blames nothing");
@@ -84,7 +92,14 @@ pub(crate) fn cases() -> Vec<Case> {
     )];
     c.outcome = Outcome::Fail;
     cases.push(c);
+    cases
+}
 
+/// What a busy box never excuses (the route, content, a serve kept from a CPU by its own
+/// processes), and --busy-skip.
+fn excused() -> Vec<Case> {
+    use Status::{Fail, Info};
+    let mut cases = Vec::new();
     let mut c = base("the slow route is never excused by a busy box");
     c.replies = numbered(vec![slow(), slow(), slow()]);
     c.log = Some("route: npu-fast\nroute: cpu-fallback\n");
@@ -136,6 +151,5 @@ pub(crate) fn cases() -> Vec<Case> {
     c.refuse = vec![(Check::Load, "likely cause")];
     c.outcome = Outcome::Fail;
     cases.push(c);
-
     cases
 }

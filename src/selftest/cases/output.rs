@@ -1,6 +1,7 @@
 //! The output line (issue 32): degenerate text, each rule failing and its look-alike not.
 
 use crate::archive::check::Check;
+use crate::archive::record::ReplyRecord;
 use crate::judging::verdict::{Outcome, Status};
 
 use super::case::Case;
@@ -8,14 +9,15 @@ use super::parts::{base, good, greedy_manifest, numbered};
 
 /// The output line (issue 32): degenerate text, each rule failing and its look-alike not.
 pub(crate) fn cases() -> Vec<Case> {
-    use Status::{Fail, Info, Ok};
+    let mut cases = loops_and_stutters();
+    cases.extend(text_answers_and_stops());
+    cases
+}
+
+/// Loops and stutters, and the lists, tables and repeated words that are neither.
+fn loops_and_stutters() -> Vec<Case> {
+    use Status::{Fail, Ok};
     let mut cases = Vec::new();
-    // The output line (issue 32): degenerate text, each rule failing and its look-alike not.
-    let said = |content: &str| {
-        let mut r = good();
-        r.content = content.to_string();
-        r
-    };
     let mut c = base("a reply that loops to max_tokens fails output");
     c.replies = numbered(vec![
         good(),
@@ -61,6 +63,13 @@ pub(crate) fn cases() -> Vec<Case> {
     c.replies = numbered(vec![said("It is very very very cold."), good(), good()]);
     c.expect = vec![(Check::Output, Ok, "0 stutters")];
     cases.push(c);
+    cases
+}
+
+/// Not text, one answer for all, never stopping, and --output-checks off.
+fn text_answers_and_stops() -> Vec<Case> {
+    use Status::{Fail, Info, Ok};
+    let mut cases = Vec::new();
     let mut c = base("replacement characters in a reply are not text");
     c.replies = numbered(vec![said("Pa\u{fffd}\u{fffd}ris\u{1}."), good(), good()]);
     c.expect = vec![(
@@ -133,6 +142,12 @@ pub(crate) fn cases() -> Vec<Case> {
         "--output-checks off: loop: 1 of 3 replies",
     )];
     cases.push(c);
-
     cases
+}
+
+/// A good reply that said `content`.
+fn said(content: &str) -> ReplyRecord {
+    let mut r = good();
+    r.content = content.to_string();
+    r
 }

@@ -10,6 +10,13 @@ use super::parts::{base, llama_cpu_route, npu_wrapped_route, serve_waited, BUSY}
 /// Route evidence from the serve's processes: --route-lib, --no-route-lib, --route-device,
 /// --device-busy.
 pub(crate) fn cases() -> Vec<Case> {
+    let mut cases = libraries();
+    cases.extend(devices());
+    cases
+}
+
+/// --route-lib and --no-route-lib: the libraries the serve's processes map.
+fn libraries() -> Vec<Case> {
     use Status::{Fail, Ok};
     let mut cases = Vec::new();
     let mut c = base("route-lib: a library the serve maps is named");
@@ -64,7 +71,14 @@ pub(crate) fn cases() -> Vec<Case> {
     )];
     c.outcome = Outcome::Fail;
     cases.push(c);
+    cases
+}
 
+/// --route-device and --device-busy: the device held and its busy counter; a run without
+/// route.json.
+fn devices() -> Vec<Case> {
+    use Status::{Fail, Ok};
+    let mut cases = Vec::new();
     let mut c = base("route-lib and route-device: the wrapper's child is looked at");
     c.route = Some(npu_wrapped_route());
     c.floors.route_lib = Some("libopenvino_intel_npu_plugin".into());
@@ -131,6 +145,5 @@ pub(crate) fn cases() -> Vec<Case> {
     )];
     c.outcome = Outcome::Fail;
     cases.push(c);
-
     cases
 }
