@@ -790,143 +790,163 @@ fn accuracy_run(exe: &Path, tmp: &Path, name: &str, stand_in: &[&str]) -> Result
 
 /// The metric accuracy checks, each against the stand-in's send trace.
 pub fn accuracy(exe: &Path, tmp: &Path) -> Vec<Checked> {
-    let mut out: Vec<Checked> = Vec::new();
+    vec![
+        (
+            "first-token and every gap match the trace; 100 and 400 ms gaps stay distinct",
+            gaps_kept_apart(exe, tmp),
+        ),
+        (
+            "changing --ttft-ms moves first-token by the same amount",
+            first_token_follows_ttft(exe, tmp),
+        ),
+        (
+            "3-token chunks with usage: usage count, rate neither inflated nor halved, no zero gaps",
+            chunks_counted_by_usage(exe, tmp),
+        ),
+        (
+            "a reasoning channel first: first-token is the first reasoning token",
+            reasoning_first(exe, tmp),
+        ),
+        (
+            "a role-only first chunk is not the first token",
+            role_chunk_not_first(exe, tmp),
+        ),
+    ]
+}
 
-    out.push((
-        "first-token and every gap match the trace; 100 and 400 ms gaps stay distinct",
-        (|| {
-            let c = accuracy_run(
-                exe,
-                tmp,
-                "gaps",
-                &[
-                    "--ttft-ms",
-                    "250",
-                    "--gaps-ms",
-                    "400,100,400,100",
-                    "--tokens",
-                    "5",
-                ],
-            )?;
-            first_and_gaps_match(&c)?;
-            let g = &c.reported_gaps_ms;
-            if g.len() != 4 || g[0].min(g[2]) < g[1].max(g[3]) + 200.0 {
-                return Err(format!(
-                    "the reported gaps {g:?} do not keep 400 ms and 100 ms apart"
-                ));
-            }
-            Ok(())
-        })(),
-    ));
+/// First-token and every gap match the trace; 100 and 400 ms gaps stay distinct.
+fn gaps_kept_apart(exe: &Path, tmp: &Path) -> Result<(), String> {
+    let c = accuracy_run(
+        exe,
+        tmp,
+        "gaps",
+        &[
+            "--ttft-ms",
+            "250",
+            "--gaps-ms",
+            "400,100,400,100",
+            "--tokens",
+            "5",
+        ],
+    )?;
+    first_and_gaps_match(&c)?;
+    let g = &c.reported_gaps_ms;
+    if g.len() != 4 || g[0].min(g[2]) < g[1].max(g[3]) + 200.0 {
+        return Err(format!(
+            "the reported gaps {g:?} do not keep 400 ms and 100 ms apart"
+        ));
+    }
+    Ok(())
+}
 
-    out.push((
-        "changing --ttft-ms moves first-token by the same amount",
-        (|| {
-            let early = accuracy_run(exe, tmp, "ttft-50", &["--ttft-ms", "50", "--tokens", "2"])?;
-            let late = accuracy_run(exe, tmp, "ttft-300", &["--ttft-ms", "300", "--tokens", "2"])?;
-            within(
-                "first-token at --ttft-ms 50",
-                early.reported_first_ms,
-                early.reference_first_ms,
-            )?;
-            within(
-                "first-token at --ttft-ms 300",
-                late.reported_first_ms,
-                late.reference_first_ms,
-            )?;
-            within(
-                "the first-token shift",
-                late.reported_first_ms - early.reported_first_ms,
-                late.reference_first_ms - early.reference_first_ms,
-            )
-        })(),
-    ));
+/// Changing --ttft-ms moves first-token by the same amount.
+fn first_token_follows_ttft(exe: &Path, tmp: &Path) -> Result<(), String> {
+    let early = accuracy_run(exe, tmp, "ttft-50", &["--ttft-ms", "50", "--tokens", "2"])?;
+    let late = accuracy_run(exe, tmp, "ttft-300", &["--ttft-ms", "300", "--tokens", "2"])?;
+    within(
+        "first-token at --ttft-ms 50",
+        early.reported_first_ms,
+        early.reference_first_ms,
+    )?;
+    within(
+        "first-token at --ttft-ms 300",
+        late.reported_first_ms,
+        late.reference_first_ms,
+    )?;
+    within(
+        "the first-token shift",
+        late.reported_first_ms - early.reported_first_ms,
+        late.reference_first_ms - early.reference_first_ms,
+    )
+}
 
-    out.push(("3-token chunks with usage: usage count, rate neither inflated nor halved, no zero gaps", (|| {
-        // 4 chunks of 3 tokens, 150 ms apart: a 450 ms span.
-        let c = accuracy_run(exe, tmp, "chunked", &["--chunk-tokens", "3", "--tokens", "12", "--gaps-ms", "150"])?;
-        first_and_gaps_match(&c)?;
-        let m = measure::measure(&c.reply);
-        if m.token_source != TokenSource::Usage || Some(m.tokens as u64) != c.trace_usage || m.tokens != 12.0 {
-            return Err(format!("tokens {} from {:?}, the stand-in sent usage {:?}", m.tokens, m.token_source, c.trace_usage));
-        }
-        let span_ms = c.reference_gaps_ms.iter().sum::<f64>();
-        let reference_rate = (12.0 - 3.0) / (span_ms / 1e3);
-        let rate = m.rate_tok_s.ok_or("no rate reported")?;
-        // Each end of the span may be off by the tolerance, so the rate by 2 x tolerance / span
-        // (9% here): tight enough to catch the first chunk counted as 1 token, not 3 (+22%).
-        let allowed = 2.0 * TOLERANCE_MS / span_ms;
-        let ratio = rate / reference_rate;
-        if (ratio - 1.0).abs() > allowed {
-            return Err(format!("rate {rate:.1} tok/s against {reference_rate:.1} from the trace (ratio {ratio:.3}, allowed 1 +/- {allowed:.3})"));
-        }
-        if let Some(g) = c.reported_gaps_ms.iter().find(|g| **g < 1.0) {
-            return Err(format!("a zero-length gap ({g:.3} ms) between chunks"));
-        }
-        Ok(())
-    })()));
+/// 3-token chunks with usage: usage count, rate neither inflated nor halved, no zero gaps.
+fn chunks_counted_by_usage(exe: &Path, tmp: &Path) -> Result<(), String> {
+    // 4 chunks of 3 tokens, 150 ms apart: a 450 ms span.
+    let c = accuracy_run(
+        exe,
+        tmp,
+        "chunked",
+        &["--chunk-tokens", "3", "--tokens", "12", "--gaps-ms", "150"],
+    )?;
+    first_and_gaps_match(&c)?;
+    let m = measure::measure(&c.reply);
+    if m.token_source != TokenSource::Usage
+        || Some(m.tokens as u64) != c.trace_usage
+        || m.tokens != 12.0
+    {
+        return Err(format!(
+            "tokens {} from {:?}, the stand-in sent usage {:?}",
+            m.tokens, m.token_source, c.trace_usage
+        ));
+    }
+    let span_ms = c.reference_gaps_ms.iter().sum::<f64>();
+    let reference_rate = (12.0 - 3.0) / (span_ms / 1e3);
+    let rate = m.rate_tok_s.ok_or("no rate reported")?;
+    // Each end of the span may be off by the tolerance, so the rate by 2 x tolerance / span
+    // (9% here): tight enough to catch the first chunk counted as 1 token, not 3 (+22%).
+    let allowed = 2.0 * TOLERANCE_MS / span_ms;
+    let ratio = rate / reference_rate;
+    if (ratio - 1.0).abs() > allowed {
+        return Err(format!("rate {rate:.1} tok/s against {reference_rate:.1} from the trace (ratio {ratio:.3}, allowed 1 +/- {allowed:.3})"));
+    }
+    if let Some(g) = c.reported_gaps_ms.iter().find(|g| **g < 1.0) {
+        return Err(format!("a zero-length gap ({g:.3} ms) between chunks"));
+    }
+    Ok(())
+}
 
-    out.push((
-        "a reasoning channel first: first-token is the first reasoning token",
-        (|| {
-            let c = accuracy_run(
-                exe,
-                tmp,
-                "reasoning",
-                &[
-                    "--reasoning-tokens",
-                    "2",
-                    "--ttft-ms",
-                    "200",
-                    "--gaps-ms",
-                    "300",
-                    "--tokens",
-                    "4",
-                ],
-            )?;
-            first_and_gaps_match(&c)?;
-            let first_content = c
-                .reference_text
-                .iter()
-                .find(|(_, reasoning)| !reasoning)
-                .map(|(t, _)| *t);
-            match (c.reference_text.first(), first_content) {
-                (Some((_, true)), Some(content))
-                    if (c.reported_first_ms - content).abs() > 200.0 =>
-                {
-                    Ok(())
-                }
-                _ => Err(format!(
-                    "first-token {:.1} ms is not anchored to the first reasoning token ({:?})",
-                    c.reported_first_ms, c.reference_text
-                )),
-            }
-        })(),
-    ));
+/// A reasoning channel first: first-token is the first reasoning token.
+fn reasoning_first(exe: &Path, tmp: &Path) -> Result<(), String> {
+    let c = accuracy_run(
+        exe,
+        tmp,
+        "reasoning",
+        &[
+            "--reasoning-tokens",
+            "2",
+            "--ttft-ms",
+            "200",
+            "--gaps-ms",
+            "300",
+            "--tokens",
+            "4",
+        ],
+    )?;
+    first_and_gaps_match(&c)?;
+    let first_content = c
+        .reference_text
+        .iter()
+        .find(|(_, reasoning)| !reasoning)
+        .map(|(t, _)| *t);
+    match (c.reference_text.first(), first_content) {
+        (Some((_, true)), Some(content)) if (c.reported_first_ms - content).abs() > 200.0 => Ok(()),
+        _ => Err(format!(
+            "first-token {:.1} ms is not anchored to the first reasoning token ({:?})",
+            c.reported_first_ms, c.reference_text
+        )),
+    }
+}
 
-    out.push((
-        "a role-only first chunk is not the first token",
-        (|| {
-            let c = accuracy_run(
-                exe,
-                tmp,
-                "role",
-                &["--role-chunk", "--ttft-ms", "300", "--tokens", "2"],
-            )?;
-            first_and_gaps_match(&c)?;
-            let role = c
-                .reference_silent_ms
-                .first()
-                .copied()
-                .ok_or("the trace has no role chunk")?;
-            if c.reported_first_ms - role < 200.0 {
-                return Err(format!(
-                    "first-token {:.1} ms is the role chunk's ({role:.1} ms)",
-                    c.reported_first_ms
-                ));
-            }
-            Ok(())
-        })(),
-    ));
-    out
+/// A role-only first chunk is not the first token.
+fn role_chunk_not_first(exe: &Path, tmp: &Path) -> Result<(), String> {
+    let c = accuracy_run(
+        exe,
+        tmp,
+        "role",
+        &["--role-chunk", "--ttft-ms", "300", "--tokens", "2"],
+    )?;
+    first_and_gaps_match(&c)?;
+    let role = c
+        .reference_silent_ms
+        .first()
+        .copied()
+        .ok_or("the trace has no role chunk")?;
+    if c.reported_first_ms - role < 200.0 {
+        return Err(format!(
+            "first-token {:.1} ms is the role chunk's ({role:.1} ms)",
+            c.reported_first_ms
+        ));
+    }
+    Ok(())
 }

@@ -315,7 +315,8 @@ impl<'a> Cursor<'a> {
             .then(|| self.at += bytes.len())
     }
 
-    /// `{"token":text,"logprob":number}`, exactly as serde_json writes it, `"` eaten.
+    /// `{"token":text,"logprob":number` exactly as serde_json writes it, up to what follows the
+    /// number (the record's `}` or its `,"top":[`).
     fn compact_member(&mut self, seen: &mut Interner) -> Option<(TokenText, f64)> {
         self.literal(br#"{"token":""#)?;
         let token = self.plain_text(seen)?;
