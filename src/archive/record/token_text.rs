@@ -119,12 +119,25 @@ impl Interner<'_> {
 
     /// [`TokenText::of_bytes`], the thread's numbers already in hand.
     pub fn of_bytes(&mut self, bytes: &[u8]) -> Option<TokenText> {
-        if let Some(n) = self.0.get(bytes) {
-            return Some(TokenText(n));
+        match self.0.get(bytes) {
+            Some(n) => Some(TokenText(n)),
+            None => Some(self.made(std::str::from_utf8(bytes).ok()?)),
         }
-        let (kept, n) = TokenText::make(std::str::from_utf8(bytes).ok()?);
+    }
+
+    /// [`TokenText::new`], the thread's numbers already in hand.
+    fn of_text(&mut self, text: &str) -> TokenText {
+        match self.0.get(text.as_bytes()) {
+            Some(n) => TokenText(n),
+            None => self.made(text),
+        }
+    }
+
+    /// The number of `text`, new to this thread.
+    fn made(&mut self, text: &str) -> TokenText {
+        let (kept, n) = TokenText::make(text);
         self.0.insert(kept, n);
-        Some(TokenText(n))
+        TokenText(n)
     }
 }
 
@@ -139,7 +152,7 @@ fn place(n: u32) -> (usize, usize) {
 impl TokenText {
     /// The number of `text`, made the first time it is seen.
     pub fn new(text: &str) -> TokenText {
-        Self::seen(text.as_bytes()).unwrap_or_else(|| Self::made(text))
+        Self::interning(|seen| seen.of_text(text))
     }
 
     /// The number of the text `bytes`, or `None` when they are not UTF-8: a text this thread
@@ -153,18 +166,6 @@ impl TokenText {
     /// [`TokenText`] but through the [`Interner`] (the numbers are borrowed meanwhile).
     pub fn interning<R>(read: impl FnOnce(&mut Interner<'_>) -> R) -> R {
         SEEN.with(|seen| read(&mut Interner(&mut seen.borrow_mut())))
-    }
-
-    /// The number this thread has seen for `bytes`.
-    fn seen(bytes: &[u8]) -> Option<TokenText> {
-        SEEN.with(|seen| seen.borrow().get(bytes).map(TokenText))
-    }
-
-    /// The number of `text`, new to this thread.
-    fn made(text: &str) -> TokenText {
-        let (kept, n) = Self::make(text);
-        SEEN.with(|seen| seen.borrow_mut().insert(kept, n));
-        TokenText(n)
     }
 
     /// The kept text and number of `text`, from the map every thread shares.
