@@ -4,13 +4,14 @@ use anyhow::{bail, Result};
 use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
+use crate::args::profile;
+use crate::args::run::{RunArgs, RunSettings};
 use crate::judge::JudgeArgs;
-use crate::live::run_args::{RunArgs, RunSettings};
 use crate::live::supervise::SuperviseArgs;
 use crate::live::{gate, supervise};
 use crate::report::compare::{self, CompareArgs};
 use crate::standin::StandInArgs;
-use crate::{build_info, exit_codes, judge, manual, profile, selftest, standin};
+use crate::{build_info, exit_codes, judge, manual, selftest, standin};
 
 const EXAMPLES: &str = "\
 Examples:
@@ -392,9 +393,9 @@ mod tests {
 
     #[test]
     fn the_defaults_written_by_hand_are_the_code_s() {
+        use crate::args::run::DEFAULT_ROUNDS;
         use crate::judging::verdict::{output as o, reference as r};
         use crate::judging::{baseline as b, drift};
-        use crate::live::run_args::DEFAULT_ROUNDS;
         let numbers: [(&str, f64); 14] = [
             ("baseline_noise", b::DEFAULT_NOISE),
             ("max_regression", b::DEFAULT_MAX_REGRESSION),

@@ -11,12 +11,12 @@ use crate::archive::digest::Integrity;
 use crate::archive::record::Floors;
 use crate::archive::rundir::{self, Archive, BaselineRun, ResultFile};
 use crate::archive::safe_open::Want;
-use crate::judging::archived::{check_noise, judge_archive, judged_beside_noise};
-use crate::judging::verdict::Criteria;
-use crate::live::reference_args::ReferenceArgs;
-use crate::live::run_args::{
+use crate::args::reference::ReferenceArgs;
+use crate::args::run::{
     BaselineArgs, BurstFloorArgs, DeterminismArgs, DriftArgs, RouteEvidenceArgs,
 };
+use crate::judging::archived::{check_noise, judge_archive, judged_beside_noise};
+use crate::judging::verdict::Criteria;
 use crate::report::output::{self, OutputArgs, OutputFile, Outputs, Writing};
 use crate::report::RunInfo;
 use crate::report::{html, timeline};
@@ -32,11 +32,11 @@ pub struct JudgeArgs {
     #[arg(long, value_name = "TOK_S", help_heading = "Floors and limits")]
     pub floor: Option<f64>,
     /// Override the recorded first-token limit (600ms, 0.6s; a bare number is milliseconds).
-    #[arg(long, value_name = "DURATION", value_parser = crate::live::run_args::parse_millis, help_heading = "Floors and limits")]
+    #[arg(long, value_name = "DURATION", value_parser = crate::args::run::parse_millis, help_heading = "Floors and limits")]
     pub first_token_ms: Option<f64>,
     /// Override which first token the limit holds: any (of any channel) or content (the first
     /// content token).
-    #[arg(long, value_name = "CHANNEL", value_parser = crate::live::run_args::parse_first_token_of, help_heading = "Floors and limits")]
+    #[arg(long, value_name = "CHANNEL", value_parser = crate::args::run::parse_first_token_of, help_heading = "Floors and limits")]
     pub first_token_of: Option<crate::archive::record::FirstTokenOf>,
     /// Override the recorded fast-route pattern.
     #[arg(long, value_name = "REGEX", help_heading = "Route evidence")]
@@ -66,16 +66,16 @@ pub struct JudgeArgs {
     pub reference: ReferenceArgs,
     /// The output line's settings, instead of what the run recorded.
     #[command(flatten, next_help_heading = "Determinism and output checks")]
-    pub output_checks: crate::live::output_args::OutputCheckArgs,
+    pub output_checks: crate::args::output_checks::OutputCheckArgs,
     /// What the footprint lines are held to, instead of what the run recorded.
     #[command(flatten, next_help_heading = "Footprint")]
-    pub footprint: crate::live::footprint_args::FootprintArgs,
+    pub footprint: crate::args::footprint::FootprintArgs,
     /// What the depths' rates are held to.
     #[command(flatten, next_help_heading = "Context depth")]
-    pub context: crate::live::context_args::ContextArgs,
+    pub context: crate::args::context::ContextArgs,
     /// The service level each reply is held to, instead of what the run recorded.
     #[command(flatten, next_help_heading = "Floors and limits")]
-    pub slo: crate::live::slo_args::SloArgs,
+    pub slo: crate::args::slo::SloArgs,
     /// Override the recorded busy-box SKIP policy (see run --busy-skip).
     #[arg(long, value_name = "THRESHOLD", help_heading = "Floors and limits")]
     pub busy_skip: Option<f64>,

@@ -36,12 +36,16 @@
 //!   [`live::http_link`] and [`live::stamped`]: the HTTP client, the streamed reply's reader,
 //!   the connection, and the socket whose reads carry their times; [`live::conditions`]: the
 //!   box's load; [`live::footprint`]: the serve's and the device's memory, read over the
-//!   serve's tree ([`live::serve_tree`]), with its flags in [`live::footprint_args`];
+//!   serve's tree ([`live::serve_tree`]);
 //!   [`live::route_probe`]: the route evidence of the serve's process tree (maps,
 //!   open files, the busy counter, into route.json); [`live::provenance`]: the run's
-//!   provenance (files hashed, with their cache; the workload's hash; the box's facts);
-//!   [`live::run_args`]: `run`'s arguments (the clap struct), their bounds, and the plain
-//!   settings a profile fills in, durations read by [`live::duration_arg`].
+//!   provenance (files hashed, with their cache; the workload's hash; the box's facts).
+//! - [`args`]: the settings, checked before anything is held or started. [`args::run`]:
+//!   `run`'s arguments (the clap struct), their bounds, and the plain settings a profile
+//!   fills in; [`args::profile`]: gate profiles; the flags each family of lines shares
+//!   between `run` and `judge` ([`args::reference`], [`args::output_checks`],
+//!   [`args::footprint`], [`args::context`], [`args::slo`]); durations read by
+//!   [`args::duration`].
 //! - [`report`]: renders a verdict, decides nothing. Human lines, JUnit and Markdown in
 //!   [`report`] itself; [`report::output`]: where each goes; [`report::timeline`]:
 //!   timeline.svg; [`report::compare`]: runs side by side (read into rows; the table, CSV and
@@ -49,14 +53,14 @@
 //! - [`standin`]: the scripted stand-in serve, the other side of the wire; [`selftest`]:
 //!   `self-test`, judging cases (a file a family under `selftest/cases/`) and runs against the
 //!   stand-in.
-//! - At the top: [`cli`]: the command line and the dispatch to each command; [`profile`]: gate
-//!   profiles; [`judge`]: `judge DIR`; [`prompts`]: the fixed prompts; [`depth_prompt`]: the long prompts of `--depths`, made here; [`tool_spec`]: what a prompt's tools and formats ask and expect; [`exit_codes`]: the exit
+//! - At the top: [`cli`]: the command line and the dispatch to each command; [`judge`]: `judge DIR`; [`prompts`]: the fixed prompts; [`depth_prompt`]: the long prompts of `--depths`, made here; [`tool_spec`]: what a prompt's tools and formats ask and expect; [`exit_codes`]: the exit
 //!   codes; [`build_info`]: the gate's own version, commit and build date; [`manual`]: the
 //!   manual pages, made from the command line; [`clock`]: CLOCK_MONOTONIC; [`inert`]: foreign text made safe for each output;
 //!   [`console`]: stdout and stderr, written without ever
 //!   failing the run (`say!`).
 
 pub mod archive;
+pub mod args;
 pub mod build_info;
 pub mod cli;
 pub mod clock;
@@ -68,7 +72,6 @@ pub mod judge;
 pub mod judging;
 pub mod live;
 pub mod manual;
-pub mod profile;
 pub mod prompts;
 #[cfg(test)]
 mod properties;

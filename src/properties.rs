@@ -713,7 +713,7 @@ proptest! {
         let text = String::from_utf8_lossy(&bytes);
         let _ = crate::prompts::parse(&text);
         let _ = serde_json::from_slice::<LoadSnapshot>(&bytes);
-        let _ = toml::from_str::<crate::profile::Profile>(&text);
+        let _ = toml::from_str::<crate::args::profile::Profile>(&text);
     }
 
     /// Truncated archive files are errors, never panics.

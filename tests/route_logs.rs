@@ -246,7 +246,7 @@ fn route_ok(scan: &LogScan, fast: Option<&Regex>) -> bool {
 #[test]
 fn every_profile_is_read_by_the_gates_own_parser_and_its_process_patterns_compile() {
     for (stem, path) in profiles() {
-        if let Err(e) = npu_serve_smoke::profile::load(&path) {
+        if let Err(e) = npu_serve_smoke::args::profile::load(&path) {
             panic!("{stem}: {e:#}");
         }
         let routes: Routes = toml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();

@@ -11,9 +11,9 @@
 
 use anyhow::{bail, Context, Result};
 
+use crate::args::run::RunSettings;
 use crate::judging::verdict::{Criteria, Floors};
 use crate::live::client::Client;
-use crate::live::run_args::RunSettings;
 use crate::live::serve::PORT_PLACEHOLDER;
 use crate::live::settings_record::settings_json;
 

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use procfs::process::Process;
 
 use crate::archive::record::MemoryReading;
-use crate::live::footprint_args::MemoryUnit;
+use crate::args::footprint::MemoryUnit;
 use crate::live::proc_scan::{self, is_drm_node, open_files, OpenFile};
 use crate::live::serve_tree::walk_tree;
 use crate::live::throttle::{parse_integer, read_small};

@@ -19,6 +19,7 @@ use crate::archive::record::{
     SCHEMA,
 };
 use crate::archive::rundir::{self, Archive, ResultFile, RunDir};
+use crate::args::run::RunSettings;
 use crate::judging::archived::{judge_with_log, walk_noise};
 use crate::judging::serve_log::LogScan;
 use crate::judging::verdict::route_matches;
@@ -26,7 +27,6 @@ use crate::live::log_pipe::LogPipe;
 use crate::live::measure_serve::{measure_serve, Progress};
 use crate::live::plan::{Launch, Plan};
 use crate::live::recorder::Recorder;
-use crate::live::run_args::RunSettings;
 use crate::live::serve::ServeProcess;
 use crate::live::serve_log_read::{finish_serve_log, read_serve_log};
 use crate::live::signals::Interrupts;

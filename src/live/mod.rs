@@ -12,34 +12,29 @@
 //! also reads the route evidence of the serve's process tree ([`route_probe`]) and the
 //! throttling evidence of the CPUs and the device ([`throttle`]); the run's provenance, the
 //! files it was given hashed and the box's facts ([`provenance`]); the replies of `--depths`
-//! and the probe of the context's limit ([`depth`], its flags in [`context_args`]); the service
-//! level's flags ([`slo_args`]). [`run_args`]: `run`'s own
-//! arguments and their bounds (the command line composes them, a profile fills them in).
+//! and the probe of the context's limit ([`depth`]). Its settings come from
+//! [`crate::args`], the layer below it.
 //!
 //! The leaves ([`proc_stat`], [`exec_path`], [`progress_line`], [`first_text`],
 //! [`http_link`]) import nothing above them here: the files of live/ import each other
 //! without a circle (issue 33).
 //!
-//! It uses the wire, the archive, judging and report; none of them uses it.
+//! It uses the wire, the archive, the settings (args), judging and report; none of them uses it.
 //! `tests/layers.rs` checks this.
 
 pub mod bursts;
 pub mod checked_args;
 pub mod client;
 pub mod conditions;
-pub mod context_args;
 pub mod depth;
-pub mod duration_arg;
 pub mod exec_path;
 pub mod first_text;
 pub mod footprint;
-pub mod footprint_args;
 pub mod gate;
 pub mod hold;
 pub mod http_link;
 pub mod log_pipe;
 pub mod measure_serve;
-pub mod output_args;
 pub mod plan;
 pub mod proc_scan;
 pub mod proc_stat;
@@ -47,16 +42,13 @@ pub mod progress_line;
 pub mod provenance;
 pub mod reanchor;
 pub mod recorder;
-pub mod reference_args;
 pub mod route_probe;
-pub mod run_args;
 pub mod serve;
 pub mod serve_log_read;
 pub mod serve_tree;
 pub mod settings_record;
 pub mod signals;
 pub mod single_reply;
-pub mod slo_args;
 pub mod soak;
 pub mod stamped;
 pub mod stream_read;

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::archive::record::{FootprintFloors, OutputFloors};
-use crate::live::footprint_args::MemoryUnit;
-use crate::live::run_args::RunSettings;
+use crate::args::footprint::MemoryUnit;
+use crate::args::run::RunSettings;
 
 /// run.json's `settings`, one field a setting, named as its flag is (with underscores);
 /// durations in seconds. Absent settings are `null`, never left out: `judge` and the

@@ -6,13 +6,13 @@ use std::time::Duration;
 use anyhow::Result;
 
 use crate::archive::record::ReplyRecord;
+use crate::args::run as run_args;
 use crate::clock;
 use crate::judging::measure;
 use crate::live::client::Client;
 use crate::live::plan::Plan;
 use crate::live::progress_line::progress;
 use crate::live::recorder::Recorder;
-use crate::live::run_args;
 use crate::live::serve::ServeProcess;
 use crate::live::single_reply::{keep_reply, one_reply};
 

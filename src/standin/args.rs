@@ -15,7 +15,7 @@ pub struct StandInArgs {
     #[arg(long, default_value_t = 0)]
     pub port: u16,
     /// Milliseconds from receiving a request to sending its first token.
-    #[arg(long, default_value_t = 50, value_name = "MS", value_parser = crate::live::run_args::parse_whole_millis)]
+    #[arg(long, default_value_t = 50, value_name = "MS", value_parser = crate::args::run::parse_whole_millis)]
     pub ttft_ms: u64,
     /// Milliseconds between chunks, cycled (e.g. 40,10).
     #[arg(
@@ -23,7 +23,7 @@ pub struct StandInArgs {
         default_value = "10",
         value_delimiter = ',',
         value_name = "MS,...",
-        value_parser = crate::live::run_args::parse_millis
+        value_parser = crate::args::run::parse_millis
     )]
     pub gaps_ms: Vec<f64>,
     /// Lengthen the gaps of later requests, step by step, as a throttling serve slows: the
@@ -98,7 +98,7 @@ pub struct StandInArgs {
     #[arg(long, value_name = "N")]
     pub bad_json_after: Option<usize>,
     /// Burn this much CPU before each chunk, as a serve's host work per token does.
-    #[arg(long, default_value_t = 0, value_name = "MS", value_parser = crate::live::run_args::parse_whole_millis)]
+    #[arg(long, default_value_t = 0, value_name = "MS", value_parser = crate::args::run::parse_whole_millis)]
     pub work_ms: u64,
     /// Exit (status 3) after N tokens: a serve that dies mid-stream.
     #[arg(long, value_name = "N")]
@@ -114,7 +114,7 @@ pub struct StandInArgs {
     #[arg(long)]
     pub ignore_term: bool,
     /// Wait this long before listening.
-    #[arg(long, default_value_t = 0, value_name = "MS", value_parser = crate::live::run_args::parse_whole_millis)]
+    #[arg(long, default_value_t = 0, value_name = "MS", value_parser = crate::args::run::parse_whole_millis)]
     pub startup_ms: u64,
     /// Listen, but answer GET /health with 503 forever.
     #[arg(long)]
@@ -175,7 +175,7 @@ pub struct StandInArgs {
     #[arg(long, value_name = "N", help_heading = "Faults in the stream")]
     pub usage_claims: Option<u64>,
     /// Fault: the answer's body is written one byte at a time, MS apart.
-    #[arg(long, value_name = "MS", value_parser = crate::live::run_args::parse_whole_millis, help_heading = "Faults in the stream")]
+    #[arg(long, value_name = "MS", value_parser = crate::args::run::parse_whole_millis, help_heading = "Faults in the stream")]
     pub trickle_ms: Option<u64>,
     /// Fault: make the answer at its pace (first token and gaps as scripted), but hold every
     /// event back and send them all at the end, as a serve (or a proxy) that does not flush.
@@ -457,16 +457,16 @@ pub struct FootprintArgs {
     pub device_leak: Option<u64>,
     /// The first reply's first token comes MS later than --ttft-ms says, as a serve's first
     /// reply waits for its kernels to compile and its caches to warm; later replies do not.
-    #[arg(long, default_value_t = 0, value_name = "MS", value_parser = crate::live::run_args::parse_whole_millis, help_heading = "Footprint")]
+    #[arg(long, default_value_t = 0, value_name = "MS", value_parser = crate::args::run::parse_whole_millis, help_heading = "Footprint")]
     pub cold_first_token_ms: u64,
     /// A request that arrives when none has been in flight for MS (since the end of the last
     /// reply; the first reply is never after idle) gets its first token --idle-first-token-ms
     /// later, as from a serve whose device powered down while idle.
-    #[arg(long, value_name = "MS", value_parser = crate::live::run_args::parse_whole_millis, help_heading = "Footprint")]
+    #[arg(long, value_name = "MS", value_parser = crate::args::run::parse_whole_millis, help_heading = "Footprint")]
     pub idle_after_ms: Option<u64>,
     /// How much later than --ttft-ms the first token of a reply after idle (--idle-after-ms)
     /// comes.
-    #[arg(long, value_name = "MS", value_parser = crate::live::run_args::parse_whole_millis, help_heading = "Footprint")]
+    #[arg(long, value_name = "MS", value_parser = crate::args::run::parse_whole_millis, help_heading = "Footprint")]
     pub idle_first_token_ms: Option<u64>,
 }
 

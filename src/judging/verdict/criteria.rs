@@ -134,7 +134,7 @@ impl Criteria {
                     .join(", ")
             );
         }
-        // Bounds as the flags hold them (live::reference_args), for a profile's or an archive's.
+        // Bounds as the flags hold them (args::reference), for a profile's or an archive's.
         if let Some(x) = floors.reference_tie {
             if !(x.is_finite() && x >= 0.0) {
                 bail!("--reference-tie is a margin in nats, 0 or more, e.g. 0.5 (got {x})");

@@ -5,7 +5,7 @@
 use clap::Args;
 
 use crate::archive::record::{SloFloors, SloMetric, DEFAULT_MIN_GOODPUT, MOST_TARGET_MS};
-use crate::live::duration_arg::{duration_in, BareUnit};
+use crate::args::duration::{duration_in, BareUnit};
 
 /// The service level each reply is held to; each absent takes the run's recorded value
 /// (`judge`), else none.

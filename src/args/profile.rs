@@ -16,7 +16,7 @@ use regex::Regex;
 use serde::Deserialize;
 
 use crate::archive::record::AnswerPolicy;
-use crate::live::run_args::{self, RunSettings};
+use crate::args::run::{self as run_args, RunSettings};
 
 /// A profile file's contents. Every key is optional.
 #[derive(Debug, Default, Deserialize)]
@@ -353,9 +353,9 @@ fn take_drift_and_sampling(a: &mut Applying<'_>) -> Result<()> {
 }
 
 /// What the reference line holds the tokens to, within the same bounds as the flags'
-/// (live::reference_args).
+/// (args::reference).
 fn take_reference_bounds(a: &mut Applying<'_>) -> Result<()> {
-    use crate::live::reference_args as reference;
+    use crate::args::reference;
     let bounded = |key: &str, v: Option<f64>, check: fn(f64) -> Result<f64, String>| {
         v.map(|v| check(v).map_err(|e| anyhow!("{key} in the profile: {e}")))
             .transpose()
@@ -434,7 +434,7 @@ fn take_footprint(a: &mut Applying<'_>) -> Result<()> {
             let s = run_args::duration_in(&v, run_args::BareUnit::Seconds)
                 .map_err(|e| key("idle_probe", e))?;
             r.idle_probe = Some(
-                crate::live::footprint_args::idle_probe_in_bounds(&v, s)
+                crate::args::footprint::idle_probe_in_bounds(&v, s)
                     .map_err(|e| key("idle_probe", e))?,
             );
         }
@@ -451,7 +451,7 @@ fn take_footprint(a: &mut Applying<'_>) -> Result<()> {
 /// The service level's keys (issue 37), held to the flags' own parsers: `slo` as the flag
 /// writes it, or a table of a duration a name.
 fn take_slo(a: &mut Applying<'_>) -> Result<()> {
-    use crate::live::slo_args::{parse_min_goodput, parse_slo};
+    use crate::args::slo::{parse_min_goodput, parse_slo};
     let key = |k: &str, e: String| anyhow!("{k} in the profile: {e}");
     if !(a.given)("slo") {
         if let Some(v) = a.profile.slo.take() {
@@ -481,7 +481,7 @@ fn take_slo(a: &mut Applying<'_>) -> Result<()> {
 
 /// Context depth's keys (issue 35), held to the flags' own parsers.
 fn take_context(a: &mut Applying<'_>) -> Result<()> {
-    use crate::live::context_args as ctx;
+    use crate::args::context as ctx;
     let key = |k: &str, e: String| anyhow!("{k} in the profile: {e}");
     let r = &mut a.args.context_run;
     if !(a.given)("depths") {
@@ -533,7 +533,7 @@ fn take_context(a: &mut Applying<'_>) -> Result<()> {
 }
 
 fn take_output_checks(a: &mut Applying<'_>) -> Result<()> {
-    use crate::live::output_args::{self as out, OutputChecks};
+    use crate::args::output_checks::{self as out, OutputChecks};
     let given = a.given;
     let profile = &a.profile;
     let o = &mut a.args.output_checks;

@@ -1,6 +1,6 @@
 //! The reference a candidate's tokens are held to (`--reference`, issue 31; docs/reference.md),
 //! and the bounds of its settings: `run` records them, `judge` overrides what a run recorded.
-//! Kept apart from [`super::run_args`] so the reference's flags are one flattened struct.
+//! Kept apart from [`super::run`] so the reference's flags are one flattened struct.
 
 use std::path::PathBuf;
 

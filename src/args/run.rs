@@ -8,7 +8,7 @@ use clap::Args;
 
 use crate::archive::record::AnswerPolicy;
 use crate::archive::record::FirstTokenOf;
-pub use crate::live::duration_arg::{duration_in, parse_millis, BareUnit};
+pub use crate::args::duration::{duration_in, parse_millis, BareUnit};
 use crate::report::output::OutputArgs;
 
 /// Default floor for the median decode rate, tok/s.
@@ -78,25 +78,25 @@ pub struct RunArgs {
     pub determinism: DeterminismArgs,
     /// The reference the candidate's tokens are held to.
     #[command(flatten, next_help_heading = "Baseline and reference")]
-    pub reference: crate::live::reference_args::ReferenceArgs,
+    pub reference: crate::args::reference::ReferenceArgs,
     /// What degenerate answers the output line fails.
     #[command(flatten, next_help_heading = "Determinism and output checks")]
-    pub output_checks: crate::live::output_args::OutputCheckArgs,
+    pub output_checks: crate::args::output_checks::OutputCheckArgs,
     /// What the serve's memory, its time to ready and its cold reply are held to.
     #[command(flatten, next_help_heading = "Footprint")]
-    pub footprint: crate::live::footprint_args::FootprintArgs,
+    pub footprint: crate::args::footprint::FootprintArgs,
     /// The device's memory counter and the reply after idle.
     #[command(flatten, next_help_heading = "Footprint")]
-    pub footprint_run: crate::live::footprint_args::FootprintRunArgs,
+    pub footprint_run: crate::args::footprint::FootprintRunArgs,
     /// What the depths' rates are held to.
     #[command(flatten, next_help_heading = "Context depth")]
-    pub context: crate::live::context_args::ContextArgs,
+    pub context: crate::args::context::ContextArgs,
     /// The depths, their replies and the context.
     #[command(flatten, next_help_heading = "Context depth")]
-    pub context_run: crate::live::context_args::ContextRunArgs,
+    pub context_run: crate::args::context::ContextRunArgs,
     /// The service level each reply is held to.
     #[command(flatten, next_help_heading = "Floors and limits")]
-    pub slo: crate::live::slo_args::SloArgs,
+    pub slo: crate::args::slo::SloArgs,
     /// The serve's base URL, instead of http://127.0.0.1:{port}. With no serve command, the
     /// gate measures a serve that is already running (nothing is launched or stopped).
     #[arg(long, value_name = "URL", help_heading = "Launch, hold and stop")]
@@ -506,19 +506,19 @@ pub struct RunSettings {
     /// What an answer that differs from the baseline's is; `None`: info.
     pub baseline_answers: Option<AnswerPolicy>,
     /// The reference the candidate's tokens are held to.
-    pub reference: crate::live::reference_args::ReferenceArgs,
+    pub reference: crate::args::reference::ReferenceArgs,
     /// What degenerate answers the output line fails.
-    pub output_checks: crate::live::output_args::OutputCheckArgs,
+    pub output_checks: crate::args::output_checks::OutputCheckArgs,
     /// What the footprint lines are held to.
-    pub footprint: crate::live::footprint_args::FootprintArgs,
+    pub footprint: crate::args::footprint::FootprintArgs,
     /// The device's memory counter and the reply after idle.
-    pub footprint_run: crate::live::footprint_args::FootprintRunArgs,
+    pub footprint_run: crate::args::footprint::FootprintRunArgs,
     /// What the depths' rates are held to.
-    pub context: crate::live::context_args::ContextArgs,
+    pub context: crate::args::context::ContextArgs,
     /// The depths, their replies and the context.
-    pub context_run: crate::live::context_args::ContextRunArgs,
+    pub context_run: crate::args::context::ContextRunArgs,
     /// The service level each reply is held to.
-    pub slo: crate::live::slo_args::SloArgs,
+    pub slo: crate::args::slo::SloArgs,
     /// The serve's base URL, instead of http://127.0.0.1:{port}. With no serve command, the
     /// gate measures a serve that is already running (nothing is launched or stopped).
     pub url: Option<String>,

@@ -11,7 +11,7 @@ use clap::{Args, ValueEnum};
 
 use crate::archive::byte_size::parse_bytes;
 use crate::archive::record::FootprintFloors;
-use crate::live::duration_arg::{duration_in, parse_millis, BareUnit};
+use crate::args::duration::{duration_in, parse_millis, BareUnit};
 
 /// `--memory-warm`'s most: a run that leaves out more judged replies than this judges no
 /// growth worth the name.
