@@ -95,7 +95,7 @@ pub enum Check {
 /// `name` is a `match` over the list, so a variant left out of it does not compile, and `ALL`
 /// is the same list, so no variant is left out of `ALL` (it was a hand-kept array; issue 53).
 macro_rules! every_check {
-    ($($variant:ident => $name:literal,)*) => {
+    ($($variant:ident => $name:literal, $summary:literal;)*) => {
         impl Check {
             /// Every check, in the order of the verdict's lines.
             pub const ALL: [Check; [$(Check::$variant),*].len()] = [$(Check::$variant),*];
@@ -106,43 +106,96 @@ macro_rules! every_check {
                     $(Check::$variant => $name,)*
                 }
             }
+
+            /// What the line holds the run to, in one row of Markdown (links relative to
+            /// docs/): docs/lines.md's table of the lines is made from these
+            /// ([`crate::report::lines_table`]), so it lists every line and no other. An info
+            /// line's says what it shows; that it is info is `kind`'s to say.
+            pub const fn summary(self) -> &'static str {
+                match self {
+                    $(Check::$variant => $summary,)*
+                }
+            }
         }
     };
 }
 
 every_check! {
     Archive => "archive",
+        "FAIL when `judge` or `compare` finds an archive's files changed after its run";
     Hold => "hold",
+        "not acquired in time: info, and the run is a SKIP; FAIL when the hold file was removed or \
+        replaced while held";
     Serve => "serve",
+        "FAIL: the serve did not come up, or ended without the gate asking";
     Route => "route",
+        "the serve took the fast route: its log, and where asked its processes' maps, devices and \
+        busy counter";
     Rate => "rate",
+        "the median decode rate is at or above `--floor`";
     FirstToken => "first-token",
+        "the median time to the first token is at or below `--first-token-ms` (`--first-token-of \
+        content`: the first content token, after a reasoning model's reasoning)";
     Latency => "latency",
+        "TTFT, ITL, TPOT and E2EL percentiles as vLLM and guidellm name them, and TTFO (first \
+        content token, aiperf's name) where a reply reasoned first";
     Goodput => "goodput",
+        "with `--slo`: the share of replies that met every target (TTFT, ITL, TPOT, E2EL) is at \
+        least `--min-goodput` ([goodput.md](goodput.md))";
     Drift => "drift",
+        "the decode rate did not fall over the run by more than `--max-drift` (from 8 replies)";
     FirstTokenDrift => "first-token-drift",
+        "whether the first-token time rose over the run";
     Content => "content",
+        "every reply has content, matches its expected answer and ended cleanly";
     Output => "output",
+        "no degenerate text: loops, stutters, not text, one answer to all, never stopping";
     Tools => "tools",
+        "with prompts that carry tools or a response format: each call named, offered, its \
+        arguments valid JSON, streamed right; JSON answers valid ([tools.md](tools.md))";
     Overlap => "overlap",
+        "with `--concurrency`: each burst's streams really decoded at the same time";
     Aggregate => "aggregate",
+        "with `--concurrency`: the bursts' aggregate rate and speedup against their floors";
     BaselineRate => "baseline-rate",
+        "with `--baseline`: the decode rate did not regress against the last release's run";
     BaselineFirstToken => "baseline-first-token",
+        "with `--baseline`: the first-token time did not regress against it";
     Reference => "reference",
+        "with `--reference`: the tokens agree with a trusted build's, divergences only near-ties";
     Determinism => "determinism",
+        "with `--deterministic`: the same prompt got the same answer, alone and in bursts";
     BaselineAnswers => "baseline-answers",
+        "with `--deterministic --baseline`: the answers are the baseline's (info unless `exact`)";
     Metrics => "metrics",
+        "with `--concurrency`: the serve's own token count agrees with the gate's";
     Startup => "startup",
+        "launch to ready, against `--ready-limit` and the baseline's (info where neither is)";
     ColdReply => "cold-reply",
+        "the first reply's first token beside the warm median, against `--cold-first-token-ms`";
     Idle => "idle",
+        "with `--idle-probe`: a reply after an idle wait, its first token against \
+        `--first-token-ms`";
     Context => "context",
+        "with `--depths`: a row a depth (prefill and decode rates, the fact found), and what the \
+        serve did with a prompt past its context ([context.md](context.md))";
     ContextRate => "context-rate",
+        "with `--depths`: prefill at every depth against `--prefill-floor`, decode at the deepest \
+        against `--depth-floor`, each depth against the baseline's";
     Memory => "memory",
+        "the serve's memory does not grow by more than `--max-memory-growth` a reply \
+        ([footprint](footprint.md))";
     DeviceMemory => "device-memory",
+        "the device's memory, judged as the serve's, where the box exposes it";
     BaselineMemory => "baseline-memory",
+        "with `--baseline`: the peak and growth beside the baseline's (info unless a limit is \
+        given)";
     Load => "load",
+        "the box's load and the serve's CPU wait; says whether a busy box explains a timing FAIL";
     Throttle => "throttle",
+        "the CPUs' and the device's throttling, clocks and temperature, where seen";
     Stop => "stop",
+        "the serve had to be killed after its grace, or strays of its group were stopped";
 }
 
 impl Check {

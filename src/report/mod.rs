@@ -1,12 +1,14 @@
 //! The report: the verdict as people and CI systems read it. It renders a verdict and decides
 //! nothing. Here the pure renderers: human lines, JUnit XML, a Markdown summary; in
 //! [`output`] where each output goes, in [`timeline`] timeline.svg, in [`compare`] runs side
-//! by side, drawn over time in [`compare::svg`] and as CSV in [`compare::csv`].
+//! by side, drawn over time in [`compare::svg`] and as CSV in [`compare::csv`]; in
+//! [`lines_table`] the table of the lines docs/lines.md shows.
 //!
 //! It uses the archive and judging; never live. `tests/layers.rs` checks this.
 
 pub mod compare;
 pub mod html;
+pub mod lines_table;
 pub mod output;
 pub mod prom;
 pub mod reference_table;
