@@ -131,7 +131,7 @@ pub struct FootprintRunArgs {
 }
 
 /// `--memory-warm`: 0 to [`MAX_MEMORY_WARM`].
-fn parse_memory_warm(s: &str) -> Result<usize, String> {
+pub fn parse_memory_warm(s: &str) -> Result<usize, String> {
     match s.trim().parse::<i64>() {
         Ok(n) if (0..=MAX_MEMORY_WARM as i64).contains(&n) => Ok(n as usize),
         _ => Err(format!(
@@ -149,7 +149,7 @@ pub fn share_above_zero(x: f64) -> Result<f64, String> {
     }
 }
 
-fn parse_share_above_zero(s: &str) -> Result<f64, String> {
+pub fn parse_share_above_zero(s: &str) -> Result<f64, String> {
     let x = s
         .trim()
         .parse::<f64>()
@@ -158,7 +158,7 @@ fn parse_share_above_zero(s: &str) -> Result<f64, String> {
 }
 
 /// A duration above 0 in ms, finite.
-fn parse_positive_millis(s: &str) -> Result<f64, String> {
+pub fn parse_positive_millis(s: &str) -> Result<f64, String> {
     let ms = parse_millis(s)?;
     if ms.is_finite() && ms > 0.0 {
         Ok(ms)

@@ -1,10 +1,13 @@
 //! Gate profiles: a release gate as one checked-in TOML file.
 //!
 //! Keys are the `run` command's long flags with underscores (`floor`, `first_token_ms`,
-//! `fast_route`, `replies`, `hold`, ...), plus `serve`, the serve command as an array. Flags
+//! `fast_route`, `replies`, `hold`, ...), every one of them but the invocation's own
+//! (`--profile`, `--serve-cmd`, and where this run's reports go: `--json`, `--junit`, `--prom`),
+//! plus `serve`, the serve command as an array; a test holds the two sets equal. Flags
 //! given on the command line override the profile; the profile overrides the defaults. Paths
-//! of files a profile ships with (`prompts`, `serve_log`, `device_freq`, `device_temp`) are
-//! relative to the profile's folder (an absolute path stays as it is).
+//! of files a profile ships with (`prompts`, `serve_log`, `device_freq`, `device_temp`,
+//! `device_memory`, `baseline`, `reference`, `reference_noise`) are relative to the profile's
+//! folder (an absolute path stays as it is).
 //! `${NAME}` in the serve command is the environment variable NAME, so a checked-in profile can
 //! name a binary whose path differs between machines.
 
@@ -99,9 +102,17 @@ pub struct Profile {
     // "10s"), the counter file a path.
     max_memory_growth: Option<String>,
     max_serve_memory: Option<String>,
+    max_device_memory: Option<String>,
+    // A count as any integer, shares as numbers, the cold reply's limit as the flag writes it
+    // ("2s") or a number of ms, as `first_token_ms`; the unit "bytes" or "KiB".
+    memory_warm: Option<i64>,
+    max_memory_regression: Option<f64>,
+    max_startup_regression: Option<f64>,
+    cold_first_token_ms: Option<toml::Value>,
     ready_limit: Option<String>,
     idle_probe: Option<String>,
     device_memory: Option<PathBuf>,
+    device_memory_unit: Option<String>,
     // Context depth's (issue 35): the depths as the flag writes them ("256,1k,4k") or a list
     // of numbers; counts as any integer.
     depths: Option<toml::Value>,
@@ -407,16 +418,50 @@ fn take_reference_bounds(a: &mut Applying<'_>) -> Result<()> {
 /// The footprint's keys, held to the flags' own parsers.
 fn take_footprint(a: &mut Applying<'_>) -> Result<()> {
     use crate::archive::byte_size::parse_bytes;
+    use crate::args::footprint as fp;
     let key = |k: &str, e: String| anyhow!("{k} in the profile: {e}");
     let f = &mut a.args.footprint;
-    if !(a.given)("max_memory_growth") {
-        if let Some(v) = a.profile.max_memory_growth.take() {
-            f.max_memory_growth = Some(parse_bytes(&v).map_err(|e| key("max_memory_growth", e))?);
+    for (name, value, slot) in [
+        (
+            "max_memory_growth",
+            a.profile.max_memory_growth.take(),
+            &mut f.max_memory_growth,
+        ),
+        (
+            "max_serve_memory",
+            a.profile.max_serve_memory.take(),
+            &mut f.max_serve_memory,
+        ),
+        (
+            "max_device_memory",
+            a.profile.max_device_memory.take(),
+            &mut f.max_device_memory,
+        ),
+    ] {
+        if let (false, Some(v)) = ((a.given)(name), value) {
+            *slot = Some(parse_bytes(&v).map_err(|e| key(name, e))?);
         }
     }
-    if !(a.given)("max_serve_memory") {
-        if let Some(v) = a.profile.max_serve_memory.take() {
-            f.max_serve_memory = Some(parse_bytes(&v).map_err(|e| key("max_serve_memory", e))?);
+    if !(a.given)("memory_warm") {
+        if let Some(v) = a.profile.memory_warm.take() {
+            f.memory_warm =
+                Some(fp::parse_memory_warm(&v.to_string()).map_err(|e| key("memory_warm", e))?);
+        }
+    }
+    for (name, value, slot) in [
+        (
+            "max_memory_regression",
+            a.profile.max_memory_regression.take(),
+            &mut f.max_memory_regression,
+        ),
+        (
+            "max_startup_regression",
+            a.profile.max_startup_regression.take(),
+            &mut f.max_startup_regression,
+        ),
+    ] {
+        if let (false, Some(v)) = ((a.given)(name), value) {
+            *slot = Some(fp::share_above_zero(v).map_err(|e| key(name, e))?);
         }
     }
     if !(a.given)("ready_limit") {
@@ -428,6 +473,26 @@ fn take_footprint(a: &mut Applying<'_>) -> Result<()> {
             f.ready_limit = Some(ms);
         }
     }
+    if !(a.given)("cold_first_token_ms") {
+        if let Some(v) = a.profile.cold_first_token_ms.take() {
+            // A number is milliseconds, as the flag's bare number and `first_token_ms` are.
+            let text = match v {
+                toml::Value::String(s) => s,
+                toml::Value::Integer(n) => n.to_string(),
+                toml::Value::Float(x) => x.to_string(),
+                other => format!("a {}", other.type_str()),
+            };
+            f.cold_first_token_ms =
+                Some(fp::parse_positive_millis(&text).map_err(|e| key("cold_first_token_ms", e))?);
+        }
+    }
+    take_device_memory(a)
+}
+
+/// The idle probe, and the device's memory counter and its unit (a unit needs the counter, as
+/// the flag `requires` it).
+fn take_device_memory(a: &mut Applying<'_>) -> Result<()> {
+    let key = |k: &str, e: String| anyhow!("{k} in the profile: {e}");
     let r = &mut a.args.footprint_run;
     if !(a.given)("idle_probe") {
         if let Some(v) = a.profile.idle_probe.take() {
@@ -443,6 +508,18 @@ fn take_footprint(a: &mut Applying<'_>) -> Result<()> {
     if !(a.given)("device_memory") {
         if let Some(p) = a.profile.device_memory.take() {
             r.device_memory = Some(a.dir.join(p));
+        }
+    }
+    if !(a.given)("device_memory_unit") {
+        if let Some(u) = a.profile.device_memory_unit.take() {
+            use clap::ValueEnum;
+            r.device_memory_unit = crate::args::footprint::MemoryUnit::from_str(&u, false)
+                .map_err(|_| {
+                    anyhow!("device_memory_unit in the profile is \"bytes\" or \"KiB\" (got {u:?})")
+                })?;
+            if r.device_memory.is_none() {
+                bail!("device_memory_unit in the profile says what device_memory's number counts: give device_memory too");
+            }
         }
     }
     Ok(())
@@ -989,6 +1066,128 @@ mod tests {
             let e = applied(text, "/").unwrap_err().to_string();
             assert!(e.starts_with(says), "{text}: {e}");
         }
+    }
+
+    #[test]
+    fn the_footprint_limits_every_flag_has_are_keys_too() {
+        // These six were flags a profile could not set (issue 53: profiles and flags drifted).
+        let merged = applied(
+            "max_device_memory = \"3GiB\"\nmemory_warm = 5\nmax_memory_regression = 0.2\n\
+             max_startup_regression = 0.75\ncold_first_token_ms = \"2s\"\n\
+             device_memory = \"mem\"\ndevice_memory_unit = \"KiB\"\n",
+            "/etc/gates",
+        )
+        .unwrap();
+        let f = &merged.footprint;
+        assert_eq!(f.max_device_memory, Some(3.0 * 1024.0 * 1024.0 * 1024.0));
+        assert_eq!(f.memory_warm, Some(5));
+        assert_eq!(f.max_memory_regression, Some(0.2));
+        assert_eq!(f.max_startup_regression, Some(0.75));
+        assert_eq!(f.cold_first_token_ms, Some(2000.0));
+        let r = &merged.footprint_run;
+        assert_eq!(r.device_memory, Some(PathBuf::from("/etc/gates/mem")));
+        assert_eq!(
+            r.device_memory_unit,
+            crate::args::footprint::MemoryUnit::Kib
+        );
+        // A number is milliseconds, as first_token_ms's is.
+        let ms = applied("cold_first_token_ms = 800\n", "/").unwrap();
+        assert_eq!(ms.footprint.cold_first_token_ms, Some(800.0));
+        for (text, says) in [
+            (
+                "max_device_memory = \"1\"\n",
+                "max_device_memory in the profile: \"1\" is not a size",
+            ),
+            (
+                "memory_warm = 1001\n",
+                "memory_warm in the profile: \"1001\" is not a count",
+            ),
+            (
+                "max_memory_regression = 0.0\n",
+                "max_memory_regression in the profile: a share above 0",
+            ),
+            (
+                "max_startup_regression = -1.0\n",
+                "max_startup_regression in the profile: a share above 0",
+            ),
+            (
+                "cold_first_token_ms = \"0s\"\n",
+                "cold_first_token_ms in the profile: \"0s\" is not a duration above 0",
+            ),
+            (
+                "cold_first_token_ms = true\n",
+                "cold_first_token_ms in the profile: \"a boolean\"",
+            ),
+            (
+                "device_memory = \"m\"\ndevice_memory_unit = \"MB\"\n",
+                "device_memory_unit in the profile is \"bytes\" or \"KiB\" (got \"MB\")",
+            ),
+            (
+                "device_memory_unit = \"KiB\"\n",
+                "device_memory_unit in the profile says what device_memory's number counts",
+            ),
+        ] {
+            let e = applied(text, "/").unwrap_err().to_string();
+            assert!(e.starts_with(says), "{text}: {e}");
+        }
+        // The command line wins over each, as over every key.
+        let cli = apply(
+            run_args(&["x", "run", "--memory-warm", "7"]),
+            toml::from_str("memory_warm = 5\n").unwrap(),
+            Path::new("/"),
+            |k| k == "memory_warm",
+        )
+        .unwrap();
+        assert_eq!(cli.footprint.memory_warm, Some(7));
+    }
+
+    /// Every flag of `run` is a profile key of the same name (underscores for hyphens), but
+    /// those that are the invocation's own: which profile, the serve as one string, and where
+    /// this run's reports go. A flag added without its key fails here, naming it.
+    #[test]
+    fn every_run_flag_is_a_profile_key() {
+        use clap::CommandFactory;
+        const NOT_KEYS: [&str; 6] = ["profile", "serve_cmd", "json", "junit", "prom", "help"];
+        let cli = Cli::command();
+        let run = cli.find_subcommand("run").expect("a run command");
+        let mut missing = Vec::new();
+        let mut seen = 0;
+        for arg in run.get_arguments() {
+            let id = arg.get_id().as_str();
+            if NOT_KEYS.contains(&id) {
+                continue;
+            }
+            seen += 1;
+            // A key the profile lacks is serde's "unknown field"; one it has but of another
+            // type is a type error, which says the key exists.
+            if let Err(e) = toml::from_str::<Profile>(&format!("{id} = 0")) {
+                if e.message().contains("unknown field") {
+                    missing.push(id.to_string());
+                }
+            }
+        }
+        assert!(
+            seen > 60,
+            "read {seen} flags: the command's arguments were not read"
+        );
+        assert!(
+            missing.is_empty(),
+            "run flags with no profile key: {missing:?}"
+        );
+        // And the reverse: every key is a flag (`serve` is the trailing words' id). serde
+        // lists the keys it takes when it meets one it does not.
+        let e = toml::from_str::<Profile>("not_a_key = 0").unwrap_err();
+        let listed = e.message().split_once("expected one of").unwrap().1;
+        let keys: Vec<&str> = listed.split('`').skip(1).step_by(2).collect();
+        assert!(keys.len() > 60 && keys.contains(&"serve"), "{keys:?}");
+        let flagless: Vec<&&str> = keys
+            .iter()
+            .filter(|k| !run.get_arguments().any(|a| a.get_id() == **k))
+            .collect();
+        assert!(
+            flagless.is_empty(),
+            "profile keys with no run flag: {flagless:?}"
+        );
     }
 
     #[test]
