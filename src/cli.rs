@@ -1,7 +1,6 @@
 //! The command line: what a user can ask for, parsed by clap, and the dispatch to each command.
 
 use anyhow::{bail, Result};
-use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::args::profile;
@@ -114,47 +113,36 @@ fn recorded_default(arg: clap::Arg) -> clap::Arg {
     arg
 }
 
-/// Parse the command line: the commands, and which `run` flags were given on it (a profile
-/// fills in only the others).
-pub fn parse() -> (Cli, Vec<String>) {
+/// Parse the command line: the commands and their settings (a profile's are laid under
+/// `run`'s in [`dispatch`]).
+pub fn parse() -> Cli {
     let matches = command().get_matches();
-    let cli = match Cli::from_arg_matches(&matches) {
+    match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(e) => e.exit(),
-    };
-    let given = matches
-        .subcommand_matches("run")
-        .map(|m| {
-            m.ids()
-                .filter(|id| m.value_source(id.as_str()) == Some(ValueSource::CommandLine))
-                .map(|id| id.as_str().to_string())
-                .collect()
-        })
-        .unwrap_or_default();
-    (cli, given)
+    }
 }
 
 /// Run what the command line asks for; the exit code on success, an error for exit 2.
-/// `given` names the `run` flags set on the command line.
-pub fn dispatch(cli: Cli, given: &[String]) -> Result<u8> {
+pub fn dispatch(cli: Cli) -> Result<u8> {
     match cli.command {
         Command::Run(mut args) => {
-            let serve_cmd = args.serve_cmd.take();
-            let mut args = RunSettings::from(*args);
-            let mut given = given.to_vec();
-            if let Some(cmd) = serve_cmd {
+            if let Some(path) = args.profile.clone() {
+                let profile = profile::load(&path)?;
+                let dir = path.parent().unwrap_or(std::path::Path::new("."));
+                // `run` and the words after it, read again with the profile's under them.
+                let argv: Vec<_> = std::env::args_os().skip(1).collect();
+                *args = profile::merge(&argv, profile, dir)?;
+            }
+            let mut args = *args;
+            if let Some(cmd) = args.serve_cmd.take() {
                 // As the words after -- would be: they override a profile's `serve`.
                 args.serve = match shlex::split(&cmd) {
                     Some(words) if !words.is_empty() => words,
                     _ => bail!("--serve-cmd {cmd:?} is not a command (quote it as a shell would)"),
                 };
-                given.push("serve".to_string());
             }
-            if let Some(path) = args.profile.clone() {
-                let profile = profile::load(&path)?;
-                let dir = path.parent().unwrap_or(std::path::Path::new("."));
-                args = profile::apply(args, profile, dir, |id| given.iter().any(|g| g == id))?;
-            }
+            let args = RunSettings::from(args);
             gate::run(args)
         }
         Command::Judge(args) => judge::run(*args),

@@ -4,8 +4,7 @@ use npu_serve_smoke::cli::{dispatch, parse};
 use npu_serve_smoke::exit_codes;
 
 fn main() -> ExitCode {
-    let (cli, given) = parse();
-    match dispatch(cli, &given) {
+    match dispatch(parse()) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             npu_serve_smoke::say!("{e:#}");

@@ -713,7 +713,9 @@ proptest! {
         let text = String::from_utf8_lossy(&bytes);
         let _ = crate::prompts::parse(&text);
         let _ = serde_json::from_slice::<LoadSnapshot>(&bytes);
-        let _ = toml::from_str::<crate::args::profile::Profile>(&text);
+        if let Ok(profile) = crate::args::profile::read_text(&text, "p.toml") {
+            let _ = crate::args::profile::merge(&["run".into()], profile, std::path::Path::new("/"));
+        }
     }
 
     /// Truncated archive files are errors, never panics.

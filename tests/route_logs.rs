@@ -246,7 +246,14 @@ fn route_ok(scan: &LogScan, fast: Option<&Regex>) -> bool {
 #[test]
 fn every_profile_is_read_by_the_gates_own_parser_and_its_process_patterns_compile() {
     for (stem, path) in profiles() {
-        if let Err(e) = npu_serve_smoke::args::profile::load(&path) {
+        let profile =
+            npu_serve_smoke::args::profile::load(&path).unwrap_or_else(|e| panic!("{stem}: {e:#}"));
+        // Laid under a command line, every key is read by its flag's parser, and the whole
+        // checked as one command line (a serve command given, so no ${NAME} need be set).
+        let argv = ["run", "--", "./serve"].map(std::ffi::OsString::from);
+        if let Err(e) =
+            npu_serve_smoke::args::profile::merge(&argv, profile, path.parent().unwrap())
+        {
             panic!("{stem}: {e:#}");
         }
         let routes: Routes = toml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();

@@ -444,7 +444,7 @@ fn parse_rounds(s: &str) -> Result<u32, String> {
 }
 
 /// `run`'s settings as plain data: the command line's [`RunArgs`], with a profile's values
-/// filled in where the command line left them (`profile::apply`). The live run is given
+/// filled in where the command line left them (`profile::merge`). The live run is given
 /// these, never the clap struct.
 #[derive(Debug, Clone)]
 pub struct RunSettings {
