@@ -4,7 +4,7 @@ use anyhow::{bail, Result};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::args::profile;
-use crate::args::run::{RunArgs, RunSettings};
+use crate::args::run::RunArgs;
 use crate::judge::JudgeArgs;
 use crate::live::supervise::SuperviseArgs;
 use crate::live::{gate, supervise};
@@ -142,7 +142,6 @@ pub fn dispatch(cli: Cli) -> Result<u8> {
                     _ => bail!("--serve-cmd {cmd:?} is not a command (quote it as a shell would)"),
                 };
             }
-            let args = RunSettings::from(args);
             gate::run(args)
         }
         Command::Judge(args) => judge::run(*args),

@@ -41,8 +41,8 @@
 //!   open files, the busy counter, into route.json); [`live::provenance`]: the run's
 //!   provenance (files hashed, with their cache; the workload's hash; the box's facts).
 //! - [`args`]: the settings, checked before anything is held or started. [`args::run`]:
-//!   `run`'s arguments (the clap struct), their bounds, and the plain settings a profile
-//!   fills in; [`args::profile`]: gate profiles; the flags each family of lines shares
+//!   `run`'s arguments (the clap struct, the one declaration of each setting) and their
+//!   bounds; [`args::profile`]: gate profiles; the flags each family of lines shares
 //!   between `run` and `judge` ([`args::reference`], [`args::output_checks`],
 //!   [`args::footprint`], [`args::context`], [`args::slo`]); durations read by
 //!   [`args::duration`].

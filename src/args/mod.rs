@@ -1,7 +1,8 @@
 //! The settings a run and a re-judging are given, before anything is held, started or
-//! created: [`run`]: `run`'s arguments (the clap struct), their bounds, and the plain settings
-//! ([`run::RunSettings`]) a profile fills in and the live run is given; [`profile`]: gate
-//! profiles, read and applied under the command line; the flags of each family of lines,
+//! created: [`run`]: `run`'s arguments ([`run::RunArgs`], the clap struct: every setting
+//! declared once, with its flag, default, help and bounds), which a profile fills in and the
+//! live run is given as they are (no copy of them kept in step by hand); [`profile`]: gate
+//! profiles, whose keys are those flags, read by their parsers and laid under the command line; the flags of each family of lines,
 //! shared by `run` and `judge`: [`reference`](self::reference) (the reference's agreement and noise),
 //! [`output_checks`] (degenerate output), [`footprint`] (memory), [`context`] (`--depths`)
 //! and [`slo`] (the service level and goodput); [`duration`]: durations read with their unit.

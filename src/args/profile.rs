@@ -413,20 +413,20 @@ fn expand_env(arg: &str) -> Result<String> {
 mod tests {
     use super::*;
     use crate::archive::record::FirstTokenOf;
-    use crate::args::run::RunSettings;
+    use crate::args::run::RunArgs;
     use std::path::PathBuf;
     use std::time::Duration;
 
     /// The settings of `run`'s command line `argv` (from `run` on) with the profile `text`
     /// (in folder `dir`) laid under them.
-    fn merged_over(argv: &[&str], text: &str, dir: &str) -> Result<RunSettings> {
+    fn merged_over(argv: &[&str], text: &str, dir: &str) -> Result<RunArgs> {
         let argv: Vec<OsString> = argv.iter().map(OsString::from).collect();
-        merge(&argv, read(text), Path::new(dir)).map(RunSettings::from)
+        merge(&argv, read(text), Path::new(dir))
     }
 
     /// The default settings with the profile `text` (in folder `dir`) laid under them, no flag
     /// given.
-    fn applied(text: &str, dir: &str) -> Result<RunSettings> {
+    fn applied(text: &str, dir: &str) -> Result<RunArgs> {
         merged_over(&["run"], text, dir)
     }
 
@@ -602,9 +602,14 @@ mod tests {
             "no warm-ups unless asked"
         );
         // A switch set false is the default; true sets it.
-        assert!(!applied("deterministic = false", ".").unwrap().deterministic);
+        assert!(
+            !applied("deterministic = false", ".")
+                .unwrap()
+                .determinism
+                .deterministic
+        );
         let det = applied("deterministic = true\ntemperature = 0", ".").unwrap();
-        assert!(det.deterministic);
+        assert!(det.determinism.deterministic);
     }
 
     /// A hostile value is said in one bounded line: escape codes and newlines escaped, a

@@ -11,7 +11,7 @@
 
 use anyhow::{bail, Context, Result};
 
-use crate::args::run::RunSettings;
+use crate::args::run::RunArgs;
 use crate::judging::verdict::{Criteria, Floors};
 use crate::live::client::Client;
 use crate::live::serve::PORT_PLACEHOLDER;
@@ -63,7 +63,7 @@ pub(crate) struct Requests {
 }
 
 /// Check the settings, touching nothing: see [`CheckedArgs`] for when each result is taken.
-pub(crate) fn check(args: &RunSettings) -> CheckedArgs {
+pub(crate) fn check(args: &RunArgs) -> CheckedArgs {
     let spawn = args.stand_in || !args.serve.is_empty();
     CheckedArgs {
         settings: settings_json(args),
@@ -76,7 +76,7 @@ pub(crate) fn check(args: &RunSettings) -> CheckedArgs {
 }
 
 /// The floors as `Criteria` checks them, the paths as given.
-fn floors(args: &RunSettings) -> Result<Floors> {
+fn floors(args: &RunArgs) -> Result<Floors> {
     let floors = Floors {
         floor: args.floor,
         first_token_ms: args.first_token_ms,
@@ -84,23 +84,28 @@ fn floors(args: &RunSettings) -> Result<Floors> {
         fast_route: args.fast_route.clone(),
         slow_route: args.slow_route.clone(),
         busy_skip: args.busy_skip,
-        route_lib: args.route_lib.clone(),
-        no_route_lib: args.no_route_lib.clone(),
-        route_device: args.route_device.clone(),
-        device_busy: args.device_busy.clone(),
-        baseline: args.baseline.as_ref().map(|p| p.display().to_string()),
-        baseline_noise: args.baseline_noise,
-        max_regression: args.max_regression,
-        baseline_allow: args.baseline_allow.clone(),
-        aggregate_floor: args.aggregate_floor,
-        min_speedup: args.min_speedup,
+        route_lib: args.route.route_lib.clone(),
+        no_route_lib: args.route.no_route_lib.clone(),
+        route_device: args.route.route_device.clone(),
+        device_busy: args.route.device_busy.clone(),
+        baseline: args
+            .baseline
+            .baseline
+            .as_ref()
+            .map(|p| p.display().to_string()),
+        baseline_noise: args.baseline.baseline_noise,
+        max_regression: args.baseline.max_regression,
+        baseline_allow: args.baseline.baseline_allow.clone().unwrap_or_default(),
+        aggregate_floor: args.burst_floors.aggregate_floor,
+        min_speedup: args.burst_floors.min_speedup,
         // Recorded whether given or not, so `judge` reads the run's own limit.
         max_drift: Some(
-            args.max_drift
+            args.drift
+                .max_drift
                 .unwrap_or(crate::judging::drift::DEFAULT_MAX_DRIFT),
         ),
-        deterministic: args.deterministic,
-        baseline_answers: args.baseline_answers,
+        deterministic: args.determinism.deterministic,
+        baseline_answers: args.determinism.baseline_answers,
         reference: args
             .reference
             .reference
@@ -128,15 +133,17 @@ fn floors(args: &RunSettings) -> Result<Floors> {
 
 /// `--deterministic` and `--baseline-answers` against what the run will send and compare with:
 /// greedy answers can be held to each other, sampled ones cannot.
-fn check_determinism(args: &RunSettings) -> Result<()> {
-    if args.deterministic {
-        match args.temperature {
+fn check_determinism(args: &RunArgs) -> Result<()> {
+    if args.determinism.deterministic {
+        match args.sampling.temperature {
             Some(0.0) => {}
             Some(t) => bail!("--deterministic holds every answer to a prompt to the first, and --temperature {t} samples them: give --temperature 0"),
             None => bail!("--deterministic needs --temperature 0: every request must ask for the greedy answer, and run.json must say it did"),
         }
     }
-    if args.baseline_answers.is_some() && !(args.deterministic && args.baseline.is_some()) {
+    if args.determinism.baseline_answers.is_some()
+        && !(args.determinism.deterministic && args.baseline.baseline.is_some())
+    {
         bail!("--baseline-answers says what an answer that differs from the baseline's is: give it with --deterministic and --baseline DIR");
     }
     Ok(())
@@ -162,7 +169,7 @@ pub(crate) fn check_trials(prompts: usize, replies: usize, bursts: bool) -> Resu
 }
 
 /// `--stand-in` launches a serve; `--url` names one already running.
-fn one_serve(args: &RunSettings) -> Result<()> {
+fn one_serve(args: &RunArgs) -> Result<()> {
     if args.stand_in && args.url.is_some() {
         bail!("--stand-in launches the built-in serve; --url names one already running: give one of them");
     }
@@ -170,7 +177,7 @@ fn one_serve(args: &RunSettings) -> Result<()> {
 }
 
 /// `--hold-cmd` split as a shell would, and the client `--url` names.
-fn hold_and_url(args: &RunSettings) -> Result<(Vec<String>, Option<Client>)> {
+fn hold_and_url(args: &RunArgs) -> Result<(Vec<String>, Option<Client>)> {
     let hold_cmd = match &args.hold_cmd {
         Some(cmd) => match shlex::split(cmd) {
             Some(prefix) if !prefix.is_empty() => prefix,
@@ -190,7 +197,7 @@ fn hold_and_url(args: &RunSettings) -> Result<(Vec<String>, Option<Client>)> {
 /// How the gate reaches the serve: a serve to launch (`spawn`), or the one `--url` names, with
 /// the flags each way refuses. (A `--hold-cmd` that is given is a command by now: its own
 /// check is taken first.)
-fn reach(args: &RunSettings, spawn: bool) -> Result<Reach> {
+fn reach(args: &RunArgs, spawn: bool) -> Result<Reach> {
     if !spawn {
         let Some(url) = args.url.clone() else {
             bail!("nothing to gate: give a serve command after --, --stand-in, or --url URL");
@@ -210,7 +217,7 @@ fn reach(args: &RunSettings, spawn: bool) -> Result<Reach> {
 
 /// The requests' fields and `--logprobs`, the burst flags, and first, for a launched serve
 /// (`spawn`) that `--url` does not say the port of, the serve command's port placeholder.
-fn requests(args: &RunSettings, spawn: bool) -> Result<Requests> {
+fn requests(args: &RunArgs, spawn: bool) -> Result<Requests> {
     // The stand-in is always told the port.
     let told_port = args.stand_in || args.serve.iter().any(|a| a.contains(PORT_PLACEHOLDER));
     // A serve that is never told the gate's port listens elsewhere (its own default), and the
@@ -230,7 +237,11 @@ fn requests(args: &RunSettings, spawn: bool) -> Result<Requests> {
         },
         None => None,
     };
-    let request_fields = request_fields(args.temperature, args.seed, extra_body.as_ref())?;
+    let request_fields = request_fields(
+        args.sampling.temperature,
+        args.sampling.seed,
+        extra_body.as_ref(),
+    )?;
     let logprobs = match args.logprobs {
         Some(k) => {
             // The client writes both fields; a second value of either would be a guess at
@@ -249,12 +260,15 @@ fn requests(args: &RunSettings, spawn: bool) -> Result<Requests> {
         request_fields.as_ref(),
         args.reference.reference.is_some(),
     )?;
-    if args.concurrency <= 1 {
+    if args.bursts.concurrency <= 1 {
         for (flag, given) in [
-            ("--rounds", args.rounds.is_some()),
-            ("--metrics-url", args.metrics_url.is_some()),
-            ("--aggregate-floor", args.aggregate_floor.is_some()),
-            ("--min-speedup", args.min_speedup.is_some()),
+            ("--rounds", args.bursts.rounds.is_some()),
+            ("--metrics-url", args.bursts.metrics_url.is_some()),
+            (
+                "--aggregate-floor",
+                args.burst_floors.aggregate_floor.is_some(),
+            ),
+            ("--min-speedup", args.burst_floors.min_speedup.is_some()),
         ] {
             if given {
                 bail!("{flag} is for the concurrent bursts: give --concurrency N with N above 1");
@@ -380,7 +394,7 @@ mod tests {
     fn checked(argv: &[&str]) -> CheckedArgs {
         let argv: Vec<&str> = ["x", "run"].iter().chain(argv).copied().collect();
         match Cli::parse_from(argv).command {
-            Command::Run(r) => check(&RunSettings::from(*r)),
+            Command::Run(r) => check(&r),
             other => panic!("{other:?}"),
         }
     }

@@ -19,7 +19,7 @@ use crate::archive::record::{
     SCHEMA,
 };
 use crate::archive::rundir::{self, Archive, ResultFile, RunDir};
-use crate::args::run::RunSettings;
+use crate::args::run::RunArgs;
 use crate::judging::archived::{judge_with_log, walk_noise};
 use crate::judging::serve_log::LogScan;
 use crate::judging::verdict::route_matches;
@@ -47,7 +47,7 @@ fn utc_now() -> String {
 }
 
 /// Run the gate; the exit code for its result.
-pub fn run(args: RunSettings) -> Result<u8> {
+pub fn run(args: RunArgs) -> Result<u8> {
     let plan = Plan::new(args)?;
     crate::live::supervise::not_reachable_through_proc();
     // One thread: the gate must stay near idle beside a serve that needs the CPU.

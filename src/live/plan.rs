@@ -12,7 +12,7 @@ use anyhow::{bail, Context, Result};
 use crate::archive::record::{BinaryInfo, ConcurrencyPlan, Sampling};
 use crate::archive::record::{ContextPlan, DEFAULT_DEPTH_REPLIES};
 use crate::archive::rundir::BaselineRun;
-use crate::args::run::{RunSettings, DEFAULT_ROUNDS};
+use crate::args::run::{RunArgs, DEFAULT_ROUNDS};
 use crate::judging::archived::check_noise;
 use crate::judging::verdict::{BusySource, Criteria};
 use crate::live::checked_args::{self, Reach};
@@ -113,12 +113,12 @@ impl Plan {
     /// Check `args` (the pure checks first, all of them), then make the plan against the
     /// system. Each pure check's result is taken where `run` has always made it, between the
     /// system's checks, so the first error said is the one it always was.
-    pub(crate) fn new(args: RunSettings) -> Result<Plan> {
+    pub(crate) fn new(args: RunArgs) -> Result<Plan> {
         let checked = checked_args::check(&args);
         let settings = checked.settings;
         let mut floors = checked.floors?;
         // Absolute, so `judge` finds them again from wherever it is run.
-        floors.baseline = args.baseline.as_deref().map(absolute);
+        floors.baseline = args.baseline.baseline.as_deref().map(absolute);
         floors.reference = args.reference.reference.as_deref().map(absolute);
         floors.reference_noise = args
             .reference
@@ -129,7 +129,7 @@ impl Plan {
         let criteria = Criteria::new(floors)?;
         // Read before anything starts: a baseline that is not a run is a usage error, not a
         // run lost at the end.
-        let baseline = load_run("--baseline", args.baseline.as_deref())?;
+        let baseline = load_run("--baseline", args.baseline.baseline.as_deref())?;
         let reference = load_run("--reference", args.reference.reference.as_deref())?;
         let noise = args.reference.noise_dirs();
         check_noise("--reference-noise", &noise, reference.as_ref(), true)?;
@@ -137,8 +137,12 @@ impl Plan {
             Some(path) => prompts::load(path)?,
             None => prompts::built_in(),
         };
-        if args.deterministic && args.soak.is_none() {
-            checked_args::check_trials(prompts.len(), args.replies as usize, args.concurrency > 1)?;
+        if args.determinism.deterministic && args.soak.is_none() {
+            checked_args::check_trials(
+                prompts.len(),
+                args.replies as usize,
+                args.bursts.concurrency > 1,
+            )?;
         }
         checked.one_serve?;
         let serve_argv = serve_argv(args.stand_in, args.serve)?;
@@ -206,9 +210,9 @@ impl Plan {
         };
         let sampling = Sampling::of_body(requests.request_fields.as_ref());
         let (concurrency, metrics) = plan_bursts(
-            args.concurrency,
-            args.rounds,
-            args.metrics_url.as_deref(),
+            args.bursts.concurrency,
+            args.bursts.rounds,
+            args.bursts.metrics_url.as_deref(),
             &url,
         )?;
         Ok(Plan {

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::archive::record::{FootprintFloors, OutputFloors};
 use crate::args::footprint::MemoryUnit;
-use crate::args::run::RunSettings;
+use crate::args::run::RunArgs;
 
 /// run.json's `settings`, one field a setting, named as its flag is (with underscores);
 /// durations in seconds. Absent settings are `null`, never left out: `judge` and the
@@ -88,7 +88,7 @@ struct SettingsRecord<'a> {
 }
 
 impl<'a> SettingsRecord<'a> {
-    fn of(args: &'a RunSettings) -> Self {
+    fn of(args: &'a RunArgs) -> Self {
         SettingsRecord {
             profile: &args.profile,
             out: &args.out,
@@ -98,25 +98,25 @@ impl<'a> SettingsRecord<'a> {
             fast_route: &args.fast_route,
             slow_route: &args.slow_route,
             busy_skip: args.busy_skip,
-            route_lib: &args.route_lib,
-            no_route_lib: &args.no_route_lib,
-            route_device: &args.route_device,
-            device_busy: &args.device_busy,
-            baseline: &args.baseline,
-            baseline_noise: args.baseline_noise,
-            max_regression: args.max_regression,
-            baseline_allow: &args.baseline_allow,
-            concurrency: args.concurrency,
-            rounds: args.rounds,
-            metrics_url: &args.metrics_url,
-            aggregate_floor: args.aggregate_floor,
-            min_speedup: args.min_speedup,
+            route_lib: &args.route.route_lib,
+            no_route_lib: &args.route.no_route_lib,
+            route_device: &args.route.route_device,
+            device_busy: &args.route.device_busy,
+            baseline: &args.baseline.baseline,
+            baseline_noise: args.baseline.baseline_noise,
+            max_regression: args.baseline.max_regression,
+            baseline_allow: args.baseline.baseline_allow.as_deref().unwrap_or(&[]),
+            concurrency: args.bursts.concurrency,
+            rounds: args.bursts.rounds,
+            metrics_url: &args.bursts.metrics_url,
+            aggregate_floor: args.burst_floors.aggregate_floor,
+            min_speedup: args.burst_floors.min_speedup,
             soak: args.soak.map(|d| d.as_secs_f64()),
-            max_drift: args.max_drift,
-            temperature: args.temperature,
-            seed: args.seed,
-            deterministic: args.deterministic,
-            baseline_answers: args.baseline_answers.map(|p| p.name()),
+            max_drift: args.drift.max_drift,
+            temperature: args.sampling.temperature,
+            seed: args.sampling.seed,
+            deterministic: args.determinism.deterministic,
+            baseline_answers: args.determinism.baseline_answers.map(|p| p.name()),
             url: &args.url,
             ready_path: &args.ready_path,
             api_base: &args.api_base,
@@ -169,7 +169,7 @@ fn is_any(of: &&'static str) -> bool {
 }
 
 /// The settings as the run used them, for run.json.
-pub(crate) fn settings_json(args: &RunSettings) -> serde_json::Value {
+pub(crate) fn settings_json(args: &RunArgs) -> serde_json::Value {
     // As `serde_json::json!` did before: a setting that is not JSON (a path that is not UTF-8)
     // panics here, as it did there.
     serde_json::to_value(SettingsRecord::of(args)).unwrap()
@@ -181,9 +181,9 @@ mod tests {
     use crate::cli::{Cli, Command};
     use clap::Parser;
 
-    fn settings_of(argv: &[&str]) -> RunSettings {
+    fn settings_of(argv: &[&str]) -> RunArgs {
         match Cli::parse_from(argv).command {
-            Command::Run(r) => RunSettings::from(*r),
+            Command::Run(r) => *r,
             other => panic!("{other:?}"),
         }
     }
