@@ -13,12 +13,12 @@
 //! half and twice the gate's estimate; else the estimate, and the line says why.
 
 use super::criteria::Criteria;
-use super::evidence::{BaselineEvidence, Evidence};
+use super::evidence::{Baseline, BaselineEvidence, Evidence};
 use super::output::{loop_in, not_text_share, stutter_in, Thresholds};
 use super::words::grouped;
 use crate::archive::check::Check;
 use crate::archive::record::{
-    ContextFigures, ContextPlan, DepthFigures, Figures, Line, ReplyRecord, Status,
+    ContextFigures, ContextFloors, ContextPlan, DepthFigures, Figures, Line, ReplyRecord, Status,
 };
 use crate::depth_prompt;
 use crate::inert::{one_line, quote};
@@ -341,11 +341,37 @@ fn rate_line(
     mut figures: Vec<DepthFigures>,
     c: &Criteria,
 ) -> Line {
-    let floors = &c.floors().context;
-    let mut fails = Vec::new();
-    let mut said = Vec::new();
+    let mut words = RateWords::default();
+    floor_words(&figures, &c.floors().context, &mut words);
+    if let BaselineEvidence::Recorded { baseline, .. } = e.baseline {
+        baseline_words(&baseline, rows, &mut figures, c, &mut words);
+    }
+    let (status, text) = rate_verdict(words);
+    Line::new(Check::ContextRate, status, text).with(Figures {
+        context: Some(ContextFigures {
+            context: None,
+            depths: figures,
+            limit: None,
+        }),
+        ..Figures::default()
+    })
+}
+
+/// What the context-rate line says, by what it makes of the line: each kept in the order found.
+#[derive(Default)]
+struct RateWords {
+    fails: Vec<String>,
+    said: Vec<String>,
+    inconclusive: Vec<String>,
+}
+
+/// The floors' words: the prefill rate at every depth against `--prefill-floor`, the decode
+/// rate at the deepest depth against `--depth-floor`.
+fn floor_words(figures: &[DepthFigures], floors: &ContextFloors, words: &mut RateWords) {
     if figures.is_empty() && (floors.prefill_floor.is_some() || floors.depth_floor.is_some()) {
-        fails.push("no depth within the context was asked: the floors judge nothing".into());
+        words
+            .fails
+            .push("no depth within the context was asked: the floors judge nothing".into());
     }
     if let Some(floor) = floors.prefill_floor.filter(|_| !figures.is_empty()) {
         let under: Vec<String> = figures
@@ -360,12 +386,12 @@ fn rate_line(
             })
             .collect();
         if under.is_empty() {
-            said.push(format!(
+            words.said.push(format!(
                 "prefill at every depth over the floor {}",
                 rate(Some(floor))
             ));
         } else {
-            fails.push(format!(
+            words.fails.push(format!(
                 "prefill under the floor {}: {}",
                 rate(Some(floor)),
                 under.join(", ")
@@ -374,13 +400,13 @@ fn rate_line(
     }
     if let Some(floor) = floors.depth_floor {
         match figures.last() {
-            Some(f) if f.decode_tok_s.is_some_and(|d| d >= floor) => said.push(format!(
+            Some(f) if f.decode_tok_s.is_some_and(|d| d >= floor) => words.said.push(format!(
                 "decode at {} tokens {} over the floor {}",
                 grouped(f.depth.into()),
                 rate(f.decode_tok_s),
                 rate(Some(floor))
             )),
-            Some(f) => fails.push(format!(
+            Some(f) => words.fails.push(format!(
                 "decode at {} tokens {}, under the floor {}",
                 grouped(f.depth.into()),
                 rate(f.decode_tok_s),
@@ -389,65 +415,103 @@ fn rate_line(
             None => {}
         }
     }
-    let mut inconclusive = Vec::new();
-    if let BaselineEvidence::Recorded { baseline, .. } = e.baseline {
-        let noise = c.floors().baseline_noise.unwrap_or(DEFAULT_NOISE);
-        let max = c.floors().max_regression.unwrap_or(DEFAULT_MAX_REGRESSION);
-        let (theirs, _) = grouped_by_depth(baseline.replies);
-        for ((depth, at), f) in rows.iter().zip(figures.iter_mut()) {
-            let Some((_, base)) = theirs.iter().find(|(d, _)| d == depth) else {
-                said.push(format!(
-                    "{} tokens not in the baseline {}",
-                    grouped((*depth).into()),
-                    baseline.name
-                ));
+}
+
+/// The baseline's words: each depth's prefill and decode rates against the baseline's at the
+/// same depth, each ratio computed set in the depth's figures.
+fn baseline_words(
+    baseline: &Baseline<'_>,
+    rows: &[(u32, Vec<AtDepth<'_>>)],
+    figures: &mut [DepthFigures],
+    c: &Criteria,
+    words: &mut RateWords,
+) {
+    let noise = c.floors().baseline_noise.unwrap_or(DEFAULT_NOISE);
+    let max = c.floors().max_regression.unwrap_or(DEFAULT_MAX_REGRESSION);
+    let (theirs, _) = grouped_by_depth(baseline.replies);
+    for ((depth, at), f) in rows.iter().zip(figures.iter_mut()) {
+        let Some((_, base)) = theirs.iter().find(|(d, _)| d == depth) else {
+            words.said.push(format!(
+                "{} tokens not in the baseline {}",
+                grouped((*depth).into()),
+                baseline.name
+            ));
+            continue;
+        };
+        for (what, pick) in [("prefill", 0), ("decode", 1)] {
+            let values = |v: &[AtDepth<'_>]| -> Vec<f64> {
+                v.iter()
+                    .filter_map(|a| if pick == 0 { a.prefill } else { a.decode })
+                    .collect()
+            };
+            let (ours, base) = (values(at), values(base));
+            let at_depth = format!("{what} at {} tokens", grouped((*depth).into()));
+            let Some(ratio) = shift_words(&at_depth, &ours, &base, noise, max, words) else {
                 continue;
             };
-            for (what, pick) in [("prefill", 0), ("decode", 1)] {
-                let values = |v: &[AtDepth<'_>]| -> Vec<f64> {
-                    v.iter()
-                        .filter_map(|a| if pick == 0 { a.prefill } else { a.decode })
-                        .collect()
-                };
-                let (ours, base) = (values(at), values(base));
-                let at_depth = format!("{what} at {} tokens", grouped((*depth).into()));
-                match judge_shift(&ours, &base, Worse::Lower, noise, max) {
-                    Err(why) => inconclusive.push(format!("{at_depth}: cannot compare: {why}")),
-                    Ok(j) => {
-                        let ratio = j.shift.ratio;
-                        if pick == 0 {
-                            f.prefill_ratio = Some(ratio);
-                        } else {
-                            f.decode_ratio = Some(ratio);
-                        }
-                        let words = format!(
-                            "{at_depth} {ratio:.3}x the baseline's ({} and {} replies)",
-                            j.shift.candidate, j.shift.baseline
-                        );
-                        match j.decision {
-                            Decision::Fail => fails.push(format!(
-                                "{words}: slower beyond the {:.1}% noise",
-                                noise * 100.0
-                            )),
-                            Decision::Ok => said.push(format!(
-                                "{words}: a regression of {:.1}% ruled out",
-                                max * 100.0
-                            )),
-                            Decision::Inconclusive if j.thin => inconclusive.push(format!(
-                                "{words}: thin, under 6 replies a side"
-                            )),
-                            Decision::Inconclusive => inconclusive.push(format!(
-                                "{words}: inconclusive between the {:.1}% noise and a {:.1}% regression",
-                                noise * 100.0,
-                                max * 100.0
-                            )),
-                        }
-                    }
-                }
+            if pick == 0 {
+                f.prefill_ratio = Some(ratio);
+            } else {
+                f.decode_ratio = Some(ratio);
             }
         }
     }
-    let (status, text) = if !fails.is_empty() {
+}
+
+/// One rate at one depth (`at_depth` names both) against the baseline's: its words, and the
+/// ratio when the shift could be computed.
+fn shift_words(
+    at_depth: &str,
+    ours: &[f64],
+    base: &[f64],
+    noise: f64,
+    max: f64,
+    words: &mut RateWords,
+) -> Option<f64> {
+    let j = match judge_shift(ours, base, Worse::Lower, noise, max) {
+        Err(why) => {
+            words
+                .inconclusive
+                .push(format!("{at_depth}: cannot compare: {why}"));
+            return None;
+        }
+        Ok(j) => j,
+    };
+    let ratio = j.shift.ratio;
+    let shown = format!(
+        "{at_depth} {ratio:.3}x the baseline's ({} and {} replies)",
+        j.shift.candidate, j.shift.baseline
+    );
+    match j.decision {
+        Decision::Fail => words.fails.push(format!(
+            "{shown}: slower beyond the {:.1}% noise",
+            noise * 100.0
+        )),
+        Decision::Ok => words.said.push(format!(
+            "{shown}: a regression of {:.1}% ruled out",
+            max * 100.0
+        )),
+        Decision::Inconclusive if j.thin => words
+            .inconclusive
+            .push(format!("{shown}: thin, under 6 replies a side")),
+        Decision::Inconclusive => words.inconclusive.push(format!(
+            "{shown}: inconclusive between the {:.1}% noise and a {:.1}% regression",
+            noise * 100.0,
+            max * 100.0
+        )),
+    }
+    Some(ratio)
+}
+
+/// The context-rate line's status and text: FAIL, then inconclusive, then OK, each with the
+/// words of what it outranks after its own; INFO when nothing was judged.
+fn rate_verdict(words: RateWords) -> (Status, String) {
+    let RateWords {
+        fails,
+        said,
+        inconclusive,
+    } = words;
+    if !fails.is_empty() {
         (
             Status::Fail,
             [fails, inconclusive, said].concat().join("; "),
@@ -464,15 +528,7 @@ fn rate_line(
         )
     } else {
         (Status::Ok, said.join("; "))
-    };
-    Line::new(Check::ContextRate, status, text).with(Figures {
-        context: Some(ContextFigures {
-            context: None,
-            depths: figures,
-            limit: None,
-        }),
-        ..Figures::default()
-    })
+    }
 }
 
 #[cfg(test)]

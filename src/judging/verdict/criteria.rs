@@ -69,123 +69,10 @@ impl BusySource {
 impl Criteria {
     /// Check the floors make sense and compile the route patterns.
     pub fn new(floors: Floors) -> Result<Self> {
-        if !floors.floor.is_finite() || floors.floor < 0.0 {
-            bail!(
-                "--floor must be a number of tok/s, 0 or more (got {})",
-                floors.floor
-            );
-        }
-        if !floors.first_token_ms.is_finite() || floors.first_token_ms <= 0.0 {
-            bail!(
-                "--first-token-ms must be a number of ms above 0 (got {})",
-                floors.first_token_ms
-            );
-        }
-        if let Some(t) = floors.busy_skip {
-            if !t.is_finite() || !(0.0..=1.0).contains(&t) {
-                bail!(
-                    "--busy-skip is a share from 0 to 1 (got {t}): 0.2 means 20% of the time the serve was ready to run"
-                );
-            }
-        }
-        if let (Some(fast), Some(slow)) = (&floors.fast_route, &floors.slow_route) {
-            if fast == slow {
-                bail!("--fast-route and --slow-route are the same pattern /{fast}/: no log could pass the route");
-            }
-        }
-        if let Some(x) = floors.aggregate_floor {
-            if !x.is_finite() || x <= 0.0 {
-                bail!("--aggregate-floor must be a number of tok/s above 0 (got {x})");
-            }
-        }
-        if let Some(x) = floors.min_speedup {
-            if !x.is_finite() || x <= 0.0 || x > MAX_SPEEDUP {
-                bail!("--min-speedup is how many times the single-stream rate the bursts must reach, above 0 and at most {MAX_SPEEDUP} (got {x})");
-            }
-        }
-        if let Some(x) = floors.max_drift {
-            if !(x > 0.0 && x < 1.0) {
-                bail!("--max-drift is a share above 0 and below 1, e.g. 0.10 for a fall of 10% over the run (got {x})");
-            }
-        }
-        let noise = floors
-            .baseline_noise
-            .unwrap_or(crate::judging::baseline::DEFAULT_NOISE);
-        let max = floors
-            .max_regression
-            .unwrap_or(crate::judging::baseline::DEFAULT_MAX_REGRESSION);
-        for (flag, x) in [("--baseline-noise", noise), ("--max-regression", max)] {
-            if !(x > 0.0 && x < 0.5) {
-                bail!("{flag} is a share above 0 and below 0.5, e.g. 0.03 for 3% (got {x})");
-            }
-        }
-        if noise >= max {
-            bail!("--baseline-noise {noise} must be below --max-regression {max}: a change beyond noise is what a regression is measured from");
-        }
-        if let Some(bad) = floors
-            .baseline_allow
-            .iter()
-            .find(|a| crate::judging::provenance::BoxFact::from_name(a).is_none())
-        {
-            bail!(
-                "--baseline-allow {bad:?} is not a difference the gate knows; give some of {}",
-                crate::judging::provenance::BoxFact::ALL
-                    .map(|f| f.name())
-                    .join(", ")
-            );
-        }
-        // Bounds as the flags hold them (args::reference), for a profile's or an archive's.
-        if let Some(x) = floors.reference_tie {
-            if !(x.is_finite() && x >= 0.0) {
-                bail!("--reference-tie is a margin in nats, 0 or more, e.g. 0.5 (got {x})");
-            }
-        }
-        if let Some(x) = floors.min_agreement {
-            if !(0.0..=1.0).contains(&x) {
-                bail!("--min-agreement is a share from 0 to 1, e.g. 0.95 (got {x})");
-            }
-        }
-        if let Err(why) = output::check(&floors.output) {
-            bail!("{why}");
-        }
-        if let Err(why) = footprint_bounds(&floors.footprint) {
-            bail!("{why}");
-        }
-        if let Err(why) = super::goodput::check(&floors.slo) {
-            bail!("{why}");
-        }
-        for (flag, x) in [
-            ("--prefill-floor", floors.context.prefill_floor),
-            ("--depth-floor", floors.context.depth_floor),
-        ] {
-            if let Some(x) = x.filter(|x| !(x.is_finite() && *x > 0.0)) {
-                bail!("{flag} is a rate above 0 in tok/s (got {x})");
-            }
-        }
-        if let Some(n) = floors.reference_reanchor {
-            if n > reference::MOST_REANCHOR {
-                bail!(
-                    "--reference-reanchor is a count of re-anchors a prompt, 0 to {} (got {n})",
-                    reference::MOST_REANCHOR
-                );
-            }
-        }
-        if !floors.reference_noise.is_empty() && floors.reference.is_none() {
-            bail!("--reference-noise is known-good builds' runs against a reference, whose noise the candidate is held to: give --reference DIR with it");
-        }
-        if let Some(x) = floors.noise_factor {
-            if !(x.is_finite() && x >= 1.0) {
-                bail!("--noise-factor is how many times the worst noise build's figure the candidate's may reach, 1 or more, e.g. 2 (got {x})");
-            }
-            if floors.reference_noise.is_empty() {
-                bail!("--noise-factor scales the noise of --reference-noise builds: give --reference-noise DIR with it");
-            }
-        }
-        if let Some(x) = floors.max_logprob_drift {
-            if !(x.is_finite() && x >= 0.0) {
-                bail!("--max-logprob-drift is a p90 of |Δ logprob| in nats, 0 or more (got {x})");
-            }
-        }
+        check_run_floors(&floors)?;
+        check_comparison_bounds(&floors)?;
+        check_line_bounds(&floors)?;
+        check_reference_bounds(&floors)?;
         if let (Some(lib), Some(no_lib)) = (&floors.route_lib, &floors.no_route_lib) {
             if lib == no_lib {
                 bail!("--route-lib and --no-route-lib are the same pattern /{lib}/: no serve could pass the route");
@@ -282,6 +169,147 @@ impl Criteria {
         LogScan::of_text(log, self.fast.as_ref(), self.slow.as_ref())
     }
 }
+
+/// The run's own floors (decode rate, first token, busy-skip, the bursts', drift) and the
+/// log's two route patterns apart. These and the checks after them run in the order the
+/// flags always were, so that of several wrong the one named is the same.
+fn check_run_floors(floors: &Floors) -> Result<()> {
+    if !floors.floor.is_finite() || floors.floor < 0.0 {
+        bail!(
+            "--floor must be a number of tok/s, 0 or more (got {})",
+            floors.floor
+        );
+    }
+    if !floors.first_token_ms.is_finite() || floors.first_token_ms <= 0.0 {
+        bail!(
+            "--first-token-ms must be a number of ms above 0 (got {})",
+            floors.first_token_ms
+        );
+    }
+    if let Some(t) = floors.busy_skip {
+        if !t.is_finite() || !(0.0..=1.0).contains(&t) {
+            bail!(
+                "--busy-skip is a share from 0 to 1 (got {t}): 0.2 means 20% of the time the serve was ready to run"
+            );
+        }
+    }
+    if let (Some(fast), Some(slow)) = (&floors.fast_route, &floors.slow_route) {
+        if fast == slow {
+            bail!("--fast-route and --slow-route are the same pattern /{fast}/: no log could pass the route");
+        }
+    }
+    if let Some(x) = floors.aggregate_floor {
+        if !x.is_finite() || x <= 0.0 {
+            bail!("--aggregate-floor must be a number of tok/s above 0 (got {x})");
+        }
+    }
+    if let Some(x) = floors.min_speedup {
+        if !x.is_finite() || x <= 0.0 || x > MAX_SPEEDUP {
+            bail!("--min-speedup is how many times the single-stream rate the bursts must reach, above 0 and at most {MAX_SPEEDUP} (got {x})");
+        }
+    }
+    if let Some(x) = floors.max_drift {
+        if !(x > 0.0 && x < 1.0) {
+            bail!("--max-drift is a share above 0 and below 1, e.g. 0.10 for a fall of 10% over the run (got {x})");
+        }
+    }
+    Ok(())
+}
+
+/// The bounds of the comparisons with a baseline (noise, largest regression, the box
+/// differences allowed) and with a reference (tie margin, agreement).
+fn check_comparison_bounds(floors: &Floors) -> Result<()> {
+    let noise = floors
+        .baseline_noise
+        .unwrap_or(crate::judging::baseline::DEFAULT_NOISE);
+    let max = floors
+        .max_regression
+        .unwrap_or(crate::judging::baseline::DEFAULT_MAX_REGRESSION);
+    for (flag, x) in [("--baseline-noise", noise), ("--max-regression", max)] {
+        if !(x > 0.0 && x < 0.5) {
+            bail!("{flag} is a share above 0 and below 0.5, e.g. 0.03 for 3% (got {x})");
+        }
+    }
+    if noise >= max {
+        bail!("--baseline-noise {noise} must be below --max-regression {max}: a change beyond noise is what a regression is measured from");
+    }
+    if let Some(bad) = floors
+        .baseline_allow
+        .iter()
+        .find(|a| crate::judging::provenance::BoxFact::from_name(a).is_none())
+    {
+        bail!(
+            "--baseline-allow {bad:?} is not a difference the gate knows; give some of {}",
+            crate::judging::provenance::BoxFact::ALL
+                .map(|f| f.name())
+                .join(", ")
+        );
+    }
+    // Bounds as the flags hold them (args::reference), for a profile's or an archive's.
+    if let Some(x) = floors.reference_tie {
+        if !(x.is_finite() && x >= 0.0) {
+            bail!("--reference-tie is a margin in nats, 0 or more, e.g. 0.5 (got {x})");
+        }
+    }
+    if let Some(x) = floors.min_agreement {
+        if !(0.0..=1.0).contains(&x) {
+            bail!("--min-agreement is a share from 0 to 1, e.g. 0.95 (got {x})");
+        }
+    }
+    Ok(())
+}
+
+/// The bounds of the output, footprint, goodput and context lines' own thresholds.
+fn check_line_bounds(floors: &Floors) -> Result<()> {
+    if let Err(why) = output::check(&floors.output) {
+        bail!("{why}");
+    }
+    if let Err(why) = footprint_bounds(&floors.footprint) {
+        bail!("{why}");
+    }
+    if let Err(why) = super::goodput::check(&floors.slo) {
+        bail!("{why}");
+    }
+    for (flag, x) in [
+        ("--prefill-floor", floors.context.prefill_floor),
+        ("--depth-floor", floors.context.depth_floor),
+    ] {
+        if let Some(x) = x.filter(|x| !(x.is_finite() && *x > 0.0)) {
+            bail!("{flag} is a rate above 0 in tok/s (got {x})");
+        }
+    }
+    Ok(())
+}
+
+/// The reference's re-anchors, its noise builds and their factor, and the logprob drift.
+fn check_reference_bounds(floors: &Floors) -> Result<()> {
+    if let Some(n) = floors.reference_reanchor {
+        if n > reference::MOST_REANCHOR {
+            bail!(
+                "--reference-reanchor is a count of re-anchors a prompt, 0 to {} (got {n})",
+                reference::MOST_REANCHOR
+            );
+        }
+    }
+    if !floors.reference_noise.is_empty() && floors.reference.is_none() {
+        bail!("--reference-noise is known-good builds' runs against a reference, whose noise the candidate is held to: give --reference DIR with it");
+    }
+    if let Some(x) = floors.noise_factor {
+        if !(x.is_finite() && x >= 1.0) {
+            bail!("--noise-factor is how many times the worst noise build's figure the candidate's may reach, 1 or more, e.g. 2 (got {x})");
+        }
+        if floors.reference_noise.is_empty() {
+            bail!("--noise-factor scales the noise of --reference-noise builds: give --reference-noise DIR with it");
+        }
+    }
+    if let Some(x) = floors.max_logprob_drift {
+        if !(x.is_finite() && x >= 0.0) {
+            bail!("--max-logprob-drift is a p90 of |Δ logprob| in nats, 0 or more (got {x})");
+        }
+    }
+    Ok(())
+}
+
 /// The footprint's settings as the flags hold them (a profile's, or a run.json edited by
 /// hand, to the same bounds): the first one out, in the flag's words.
 fn footprint_bounds(f: &crate::archive::record::FootprintFloors) -> Result<(), String> {
