@@ -289,26 +289,7 @@ pub(crate) fn determinism_line(replies: &[ReplyRecord]) -> Line {
     let interval_text = interval.map_or_else(String::new, |(l, h)| {
         format!(", 95% interval {l:.3} to {h:.3}")
     });
-    let once = if prompts > repeated {
-        format!("; {} answered once", prompts - repeated)
-    } else {
-        String::new()
-    };
-    let kinds = if batched == 0 {
-        format!(
-            "{trials} {} of {repeated} {}{once}",
-            noun(trials, "repeat", "repeats"),
-            noun(repeated, "prompt", "prompts")
-        )
-    } else {
-        format!(
-            "{} {} and {batched} {} in bursts, over {repeated} {}{once}",
-            trials - batched,
-            noun(trials - batched, "repeat", "repeats"),
-            noun(batched, "stream", "streams"),
-            noun(repeated, "prompt", "prompts")
-        )
-    };
+    let kinds = trial_kinds(trials, batched, prompts, repeated);
     if mismatches.is_empty() {
         let caught = detectable.map_or_else(String::new, |d| {
             format!(
@@ -326,8 +307,6 @@ pub(crate) fn determinism_line(replies: &[ReplyRecord]) -> Line {
         )
         .with(figures);
     }
-    let first = &mismatches[0];
-    let d = &first.divergence;
     let mut text = format!(
         "{k} of {trials} trials ({kinds}) differed from the first reply to their prompt: q = {}{interval_text}",
         decimal_share(rate)
@@ -337,7 +316,44 @@ pub(crate) fn determinism_line(replies: &[ReplyRecord]) -> Line {
             " ({batched_mismatches} of the {batched} in bursts)"
         ));
     }
-    text.push_str(&format!(
+    text.push_str(&differing_trials(&mismatches));
+    text.push_str(&odd_first_words(&mismatches, &references));
+    text.push_str(&not_compared);
+    Line::new(Check::Determinism, Status::Fail, text).with(figures)
+}
+
+/// What the trials were, in the determinism line's words: repeats of how many prompts, the
+/// bursts' streams apart where there were any, and the prompts answered only once.
+fn trial_kinds(trials: usize, batched: usize, prompts: usize, repeated: usize) -> String {
+    let once = if prompts > repeated {
+        format!("; {} answered once", prompts - repeated)
+    } else {
+        String::new()
+    };
+    if batched == 0 {
+        format!(
+            "{trials} {} of {repeated} {}{once}",
+            noun(trials, "repeat", "repeats"),
+            noun(repeated, "prompt", "prompts")
+        )
+    } else {
+        format!(
+            "{} {} and {batched} {} in bursts, over {repeated} {}{once}",
+            trials - batched,
+            noun(trials - batched, "repeat", "repeats"),
+            noun(batched, "stream", "streams"),
+            noun(repeated, "prompt", "prompts")
+        )
+    }
+}
+
+/// The differing trials (one or more) as a FAIL names them: the first with where it differs
+/// and both texts there, the next [`NAMED`] with where, and how many more.
+fn differing_trials(mismatches: &[Mismatch<'_>]) -> String {
+    let k = mismatches.len();
+    let first = &mismatches[0];
+    let d = &first.divergence;
+    let mut text = format!(
         "; first {} differs from {} at character {} of the {}: {} against {}",
         trial_name(first),
         first.reference.name(),
@@ -345,7 +361,7 @@ pub(crate) fn determinism_line(replies: &[ReplyRecord]) -> Line {
         d.part,
         d.this,
         d.reference
-    ));
+    );
     let more: Vec<String> = mismatches[1..]
         .iter()
         .take(NAMED)
@@ -364,7 +380,17 @@ pub(crate) fn determinism_line(replies: &[ReplyRecord]) -> Line {
     if k - 1 > NAMED {
         text.push_str(&format!(" and {} more", k - 1 - NAMED));
     }
-    let odd = odd_first_replies(&mismatches, &references);
+    text
+}
+
+/// The prompts whose first reply is the odd one out ([`odd_first_replies`]), the first
+/// [`NAMED`] by name and how many more; empty where there are none.
+fn odd_first_words<'a>(
+    mismatches: &[Mismatch<'a>],
+    references: &HashMap<&'a str, (&'a ReplyRecord, usize)>,
+) -> String {
+    let mut text = String::new();
+    let odd = odd_first_replies(mismatches, references);
     for (prompt, later) in odd.iter().take(NAMED) {
         text.push_str(&format!(
             "; the first reply to {} is the odd one out: its {later} later replies all agree with each other (a cold first reply? --warmup makes replies before the judged ones)",
@@ -378,8 +404,7 @@ pub(crate) fn determinism_line(replies: &[ReplyRecord]) -> Line {
             noun(odd.len() - NAMED, "prompt", "prompts")
         ));
     }
-    text.push_str(&not_compared);
-    Line::new(Check::Determinism, Status::Fail, text).with(figures)
+    text
 }
 
 /// The prompts whose every trial (two or more) differed from the first reply to it and agreed
@@ -545,23 +570,7 @@ pub(crate) fn baseline_answers_line(e: &Evidence<'_>, policy: AnswerPolicy) -> O
             ),
         ));
     }
-    let theirs: HashMap<&str, &ReplyRecord> = first_answers(baseline.replies)
-        .into_iter()
-        .map(|r| (r.prompt.as_str(), r))
-        .collect();
-    let mut compared = 0;
-    let mut missing = 0;
-    let mut diverged: Vec<(&ReplyRecord, Divergence)> = Vec::new();
-    for ours in first_answers(e.replies) {
-        let Some(base) = theirs.get(ours.prompt.as_str()) else {
-            missing += 1;
-            continue;
-        };
-        compared += 1;
-        if let Some(d) = divergence(ours, base) {
-            diverged.push((ours, d));
-        }
-    }
+    let (compared, missing, diverged) = first_answers_against(e.replies, baseline.replies);
     let missing_text = if missing == 0 {
         String::new()
     } else {
@@ -603,6 +612,51 @@ pub(crate) fn baseline_answers_line(e: &Evidence<'_>, policy: AnswerPolicy) -> O
             .with(figures),
         );
     }
+    Some(
+        Line::new(
+            Check::BaselineAnswers,
+            said(Status::Fail),
+            format!(
+                "{} of {compared} {} diverge from the baseline {}'s answers: {}{missing_text}{hint}",
+                diverged.len(),
+                noun(compared, "prompt", "prompts"),
+                baseline.name,
+                diverged_answers(&diverged)
+            ),
+        )
+        .with(figures),
+    )
+}
+
+/// Each prompt's first answer in `ours` against the first answer to it in `theirs`: how many
+/// were compared, how many `theirs` did not answer, and the answers that diverged, in order.
+fn first_answers_against<'a>(
+    ours: &'a [ReplyRecord],
+    theirs: &[ReplyRecord],
+) -> (usize, usize, Vec<(&'a ReplyRecord, Divergence)>) {
+    let theirs: HashMap<&str, &ReplyRecord> = first_answers(theirs)
+        .into_iter()
+        .map(|r| (r.prompt.as_str(), r))
+        .collect();
+    let mut compared = 0;
+    let mut missing = 0;
+    let mut diverged: Vec<(&ReplyRecord, Divergence)> = Vec::new();
+    for ours in first_answers(ours) {
+        let Some(base) = theirs.get(ours.prompt.as_str()) else {
+            missing += 1;
+            continue;
+        };
+        compared += 1;
+        if let Some(d) = divergence(ours, base) {
+            diverged.push((ours, d));
+        }
+    }
+    (compared, missing, diverged)
+}
+
+/// The diverged answers (one or more) as a FAIL names them: the first [`NAMED`] with where
+/// each diverges and both texts there, and how many more.
+fn diverged_answers(diverged: &[(&ReplyRecord, Divergence)]) -> String {
     let described: Vec<String> = diverged
         .iter()
         .take(NAMED)
@@ -623,20 +677,7 @@ pub(crate) fn baseline_answers_line(e: &Evidence<'_>, policy: AnswerPolicy) -> O
     } else {
         String::new()
     };
-    Some(
-        Line::new(
-            Check::BaselineAnswers,
-            said(Status::Fail),
-            format!(
-                "{} of {compared} {} diverge from the baseline {}'s answers: {}{more}{missing_text}{hint}",
-                diverged.len(),
-                noun(compared, "prompt", "prompts"),
-                baseline.name,
-                described.join("; ")
-            ),
-        )
-        .with(figures),
-    )
+    format!("{}{more}", described.join("; "))
 }
 
 #[cfg(test)]
