@@ -35,7 +35,9 @@ use std::collections::{HashMap, HashSet};
 use super::determinism::first_answers;
 use super::evidence::{Baseline, Evidence, NoiseBuild, ReferenceEvidence};
 pub use super::reference_compare::{compare, Answer, Compared, Divergence, Kind, Margin};
-use super::reference_noise::{against_noise, position_figures, unusable_figures, AgainstNoise};
+use super::reference_noise::{
+    against_noise, noise_said, position_figures, unusable_figures, AgainstNoise,
+};
 pub use super::reference_walk::{not_continued, walk, Walk, WalkEnd};
 use super::words::plural;
 use crate::archive::record::{
@@ -233,7 +235,6 @@ fn describe(prompt: &str, d: &Divergence, k: usize, tie: f64) -> String {
     )
 }
 
-/// The reference line, when a reference was asked for.
 /// What the walks of every prompt found, as the line counts and names it.
 #[derive(Default)]
 struct Tally {
@@ -762,38 +763,6 @@ fn set_sides<'e>(
     })
 }
 
-/// What the line says of the noise (`--reference-noise`): the candidate's figures beside the
-/// worst usable build's and the builds not used, or why none could be; empty without noise.
-fn noise_said(f: &ReferenceFigures, judged: Option<&AgainstNoise>, factor: f64) -> String {
-    let unused: Vec<String> = f
-        .noise
-        .iter()
-        .filter_map(|n| {
-            n.unusable
-                .as_ref()
-                .map(|why| format!("{}: {why}", one_line(&n.run)))
-        })
-        .collect();
-    match judged {
-        Some(n) => {
-            let mut said = format!(
-                "; held to {factor}x the worst of {} (--reference-noise): {}",
-                plural(f.noise.len() - unused.len(), "known-good build", "known-good builds"),
-                n.beside.join(", ")
-            );
-            if !unused.is_empty() {
-                said.push_str(&format!("; noise not used: {}", unused.join("; ")));
-            }
-            said
-        }
-        None if !f.noise.is_empty() => format!(
-            "; the noise cannot be used ({}), so the line is judged by the tie margin alone and is at best inconclusive",
-            unused.join("; ")
-        ),
-        None => String::new(),
-    }
-}
-
 /// What fails the line. With usable noise its rules stand for the tie margin's: a hard
 /// divergence fails where the noise shows fewer of them, and is named then.
 /// `--min-agreement` and `--max-logprob-drift` hold either way.
@@ -854,6 +823,7 @@ pub struct ReferenceRules {
     pub noise_factor: f64,
 }
 
+/// The reference line, when a reference was asked for.
 pub(crate) fn reference_line(
     e: &Evidence<'_>,
     reference_evidence: ReferenceEvidence<'_>,
@@ -901,35 +871,7 @@ pub(crate) fn reference_line(
     };
     let tally = walk_prompts(e.reanchors, ours, theirs, k, tie, most, &mut figures);
     let notes = tally.notes(e, k, k_here, k_ref, most);
-    let Tally {
-        deltas,
-        kls,
-        every_kl,
-        every_delta,
-        hard,
-        ties,
-        unmeasured,
-        bound,
-        unrecorded,
-        not_continued,
-        ..
-    } = tally;
-    figures.stopped_short = bound + unrecorded + not_continued.len();
-    figures.near_ties = ties.len();
-    figures.hard_divergences = hard.len();
-    figures.unmeasured = unmeasured.len();
-    figures.agreement =
-        (figures.positions > 0).then(|| figures.agreed as f64 / figures.positions as f64);
-    figures.logprob_delta = delta_figures(&deltas);
-    figures.kl_mean = (!kls.is_empty()).then(|| kls.iter().sum::<f64>() / kls.len() as f64);
-    let every = position_figures(
-        figures.positions,
-        figures.agreed,
-        hard.len(),
-        &every_kl,
-        &every_delta,
-    );
-    figures.every_position = Some(every);
+    let every = tally_figures(&tally, &mut figures);
     if !noise.is_empty() {
         let scope = NoiseScope::within(&s, reference.manifest, rules);
         figures.noise = noise.iter().map(|n| noise_of(n, &scope)).collect();
@@ -937,6 +879,70 @@ pub(crate) fn reference_line(
     }
     let judged_by_noise = against_noise(&every, &figures.noise, noise_factor);
     let f = &figures;
+    let mut text = counts_said(&sides, f, &tally.ties, tally.hard.len());
+    text.push_str(&drift_said(
+        f,
+        &every,
+        k,
+        judged_by_noise.as_ref(),
+        noise_factor,
+    ));
+    for n in &notes {
+        text.push_str(&format!("; {n}"));
+    }
+    let fails = line_fails(
+        &tally.hard,
+        f,
+        judged_by_noise.as_ref(),
+        rules.min_agreement,
+        rules.max_drift,
+    );
+    let noise_unused = judged_by_noise.is_none() && !f.noise.is_empty();
+    let status = if !fails.is_empty() {
+        text = format!("{}; {text}", fails.join("; "));
+        Status::Fail
+    } else if f.prompts == 0 || !tally.unmeasured.is_empty() || noise_unused {
+        if f.prompts == 0 {
+            text =
+                format!("no prompt answered on both sides with the reference's logprobs; {text}");
+        }
+        Status::Inconclusive
+    } else {
+        Status::Ok
+    };
+    Some(Line::new(Check::Reference, status, text).with(Figures {
+        reference: Some(figures),
+        ..Figures::default()
+    }))
+}
+
+/// The figures the walks' tally gives the line: what stopped short, the near-ties, hard
+/// divergences and unmeasured ones, agreement, |Δ logprob| and KL, and every position's
+/// figures, which it also returns.
+fn tally_figures(tally: &Tally, figures: &mut ReferenceFigures) -> PositionFigures {
+    figures.stopped_short = tally.bound + tally.unrecorded + tally.not_continued.len();
+    figures.near_ties = tally.ties.len();
+    figures.hard_divergences = tally.hard.len();
+    figures.unmeasured = tally.unmeasured.len();
+    figures.agreement =
+        (figures.positions > 0).then(|| figures.agreed as f64 / figures.positions as f64);
+    figures.logprob_delta = delta_figures(&tally.deltas);
+    let kls = &tally.kls;
+    figures.kl_mean = (!kls.is_empty()).then(|| kls.iter().sum::<f64>() / kls.len() as f64);
+    let every = position_figures(
+        figures.positions,
+        figures.agreed,
+        tally.hard.len(),
+        &tally.every_kl,
+        &tally.every_delta,
+    );
+    figures.every_position = Some(every);
+    every
+}
+
+/// The line's opening: against what, how much was judged, the top-1 agreement, the near-ties
+/// (with their margins) and the hard divergences.
+fn counts_said(sides: &str, f: &ReferenceFigures, ties: &[String], hard: usize) -> String {
     let mut text = format!(
         "against {sides}: {}, {} judged, {}",
         plural(f.prompts, "prompt", "prompts"),
@@ -954,8 +960,21 @@ pub(crate) fn reference_line(
         } else {
             format!(" (margins {} nats)", ties.join(", "))
         },
-        plural(hard.len(), "hard divergence", "hard divergences"),
+        plural(hard, "hard divergence", "hard divergences"),
     ));
+    text
+}
+
+/// The line's drift: |Δ logprob| at positions tokenised alike, every position's figures, and
+/// what the noise builds make of them.
+fn drift_said(
+    f: &ReferenceFigures,
+    every: &PositionFigures,
+    k: usize,
+    judged_by_noise: Option<&AgainstNoise>,
+    noise_factor: f64,
+) -> String {
+    let mut text = String::new();
     match &f.logprob_delta {
         Some(d) => text.push_str(&format!(
             "; |Δ logprob| median {:.3}, p90 {:.3}, max {:.3} nats over {} positions",
@@ -963,35 +982,9 @@ pub(crate) fn reference_line(
         )),
         None => text.push_str("; no |Δ logprob| (no position with both sides' logprobs)"),
     }
-    text.push_str(&format!("; {}", every_position_said(&every, k)));
-    text.push_str(&noise_said(f, judged_by_noise.as_ref(), noise_factor));
-    for n in &notes {
-        text.push_str(&format!("; {n}"));
-    }
-    let fails = line_fails(
-        &hard,
-        f,
-        judged_by_noise.as_ref(),
-        rules.min_agreement,
-        rules.max_drift,
-    );
-    let noise_unused = judged_by_noise.is_none() && !f.noise.is_empty();
-    let status = if !fails.is_empty() {
-        text = format!("{}; {text}", fails.join("; "));
-        Status::Fail
-    } else if f.prompts == 0 || !unmeasured.is_empty() || noise_unused {
-        if f.prompts == 0 {
-            text =
-                format!("no prompt answered on both sides with the reference's logprobs; {text}");
-        }
-        Status::Inconclusive
-    } else {
-        Status::Ok
-    };
-    Some(Line::new(Check::Reference, status, text).with(Figures {
-        reference: Some(figures),
-        ..Figures::default()
-    }))
+    text.push_str(&format!("; {}", every_position_said(every, k)));
+    text.push_str(&noise_said(f, judged_by_noise, noise_factor));
+    text
 }
 
 #[cfg(test)]

@@ -7,11 +7,14 @@
 //! archives, run against the same reference, are walked as the candidate is, and each of the
 //! candidate's figures over every position is held to the worst usable build's times a factor.
 //!
-//! Pure: the figures in, the rules' findings out. The walks are the reference line's
-//! ([`super::reference`]); a noise archive that cannot be compared with the reference at all is
-//! refused before anything starts ([`super::reference::noise_mismatch`]).
+//! Pure: the figures in, the rules' findings (and what the line says of the noise) out. The
+//! walks are the reference line's ([`super::reference`]); a noise archive that cannot be
+//! compared with the reference at all is refused before anything starts
+//! ([`super::reference::noise_mismatch`]).
 
-use crate::archive::record::{NoiseFigures, PositionFigures};
+use super::words::plural;
+use crate::archive::record::{NoiseFigures, PositionFigures, ReferenceFigures};
+use crate::inert::one_line;
 use crate::judging::latency::percentile;
 
 /// `--noise-factor` when not given: a candidate's figure may reach twice the worst known-good
@@ -253,6 +256,42 @@ pub fn against_noise(
         }
     }
     Some(out)
+}
+
+/// What the line says of the noise (`--reference-noise`): the candidate's figures beside the
+/// worst usable build's and the builds not used, or why none could be; empty without noise.
+pub(crate) fn noise_said(
+    f: &ReferenceFigures,
+    judged: Option<&AgainstNoise>,
+    factor: f64,
+) -> String {
+    let unused: Vec<String> = f
+        .noise
+        .iter()
+        .filter_map(|n| {
+            n.unusable
+                .as_ref()
+                .map(|why| format!("{}: {why}", one_line(&n.run)))
+        })
+        .collect();
+    match judged {
+        Some(n) => {
+            let mut said = format!(
+                "; held to {factor}x the worst of {} (--reference-noise): {}",
+                plural(f.noise.len() - unused.len(), "known-good build", "known-good builds"),
+                n.beside.join(", ")
+            );
+            if !unused.is_empty() {
+                said.push_str(&format!("; noise not used: {}", unused.join("; ")));
+            }
+            said
+        }
+        None if !f.noise.is_empty() => format!(
+            "; the noise cannot be used ({}), so the line is judged by the tie margin alone and is at best inconclusive",
+            unused.join("; ")
+        ),
+        None => String::new(),
+    }
 }
 
 #[cfg(test)]

@@ -82,137 +82,159 @@ pub(crate) fn route_line(
 
 /// Each process check asked for, as (passed, what was found).
 fn process_checks(r: &RouteRecord, c: &Criteria) -> Vec<(bool, String)> {
-    let mut out = Vec::new();
     if r.root_pid.is_none() {
-        // Attached to a serve already running: there is no tree, only a counter file to read.
-        let asked = [
-            ("--route-lib", c.route_lib()),
-            ("--no-route-lib", c.no_route_lib()),
-            ("--route-device", c.route_device()),
-        ];
-        for (flag, re) in asked {
-            if let Some(re) = re {
-                out.push((
-                    false,
-                    format!(
-                        "{flag} /{}/ cannot be judged: the gate attached to a serve already running and launched no process to look at",
-                        re.as_str()
-                    ),
-                ));
-            }
-        }
-        if let Some(source) = c.device_busy() {
-            out.push(counter_check(r.counter.as_ref(), source));
-        }
-        return out;
+        return attached_checks(r, c);
     }
+    let mut out = Vec::new();
     let unread = unread_note(r);
     if let Some(re) = c.route_lib() {
-        out.push(match find(r, re, |p| &p.maps, library) {
-            Found::Evidence(p, path, counts) => (
-                true,
-                format!(
-                    "{} maps {} (/{}/{})",
-                    who(p),
-                    base_name(path),
-                    re.as_str(),
-                    counts.note()
-                ),
-            ),
-            Found::NotEvidence { p, path, why, more } => (
-                false,
-                format!(
-                    "no process of the serve maps /{}/ as code: {} maps {}, but {why}{}{unread}",
-                    re.as_str(),
-                    who(p),
-                    base_name(path),
-                    more_matched(more)
-                ),
-            ),
-            Found::Nothing => (
-                false,
-                format!(
-                    "no process of the serve maps /{}/ (mapped: {}){unread}",
-                    re.as_str(),
-                    mapped_libraries(r, re.as_str())
-                ),
-            ),
-        });
+        out.push(route_lib_check(r, re, &unread));
     }
     if let Some(re) = c.no_route_lib() {
-        // Conservative, as a release gate must be: a forbidden library mapped in any way (as
-        // data, or a file that only bears its name) still fails, with what it was (issue 30).
-        out.push(match first_match(r, re, |p| &p.maps) {
-            Some((p, path)) => (
-                false,
-                format!(
-                    "{} maps /{}/: {}{}",
-                    who(p),
-                    re.as_str(),
-                    plain(path, 200),
-                    match library(p, path) {
-                        Counts::No(why) =>
-                            format!(" ({why}; any mapping of a forbidden library counts)"),
-                        _ => String::new(),
-                    }
-                ),
-            ),
-            None if !unread.is_empty() => (
-                false,
-                format!(
-                    "could not show that no process maps /{}/{unread}",
-                    re.as_str()
-                ),
-            ),
-            None if r.processes.is_empty() => (
-                false,
-                format!(
-                    "could not show that no process maps /{}/: no process of the serve was seen",
-                    re.as_str()
-                ),
-            ),
-            None => (
-                true,
-                format!("no process of the serve maps /{}/", re.as_str()),
-            ),
-        });
+        out.push(no_route_lib_check(r, re, &unread));
     }
     if let Some(re) = c.route_device() {
-        out.push(match find(r, re, |p| &p.open, device) {
-            Found::Evidence(p, path, counts) => (
-                true,
-                format!(
-                    "{} held {} open (/{}/{})",
-                    who(p),
-                    plain(path, 200),
-                    re.as_str(),
-                    counts.note()
-                ),
-            ),
-            Found::NotEvidence { p, path, why, more } => (
-                false,
-                format!(
-                    "no process of the serve held open a character device matching /{}/ during the replies: {} held {} open, but {why}{}{unread}",
-                    re.as_str(),
-                    who(p),
-                    plain(path, 200),
-                    more_matched(more)
-                ),
-            ),
-            Found::Nothing => (
-                false,
-                format!(
-                    "no process of the serve held open a file matching /{}/ during the replies (held: {}){unread}",
-                    re.as_str(),
-                    held_files(r, re.as_str())
-                ),
-            ),
-        });
+        out.push(route_device_check(r, re, &unread));
     }
     if let Some(source) = c.device_busy() {
         out.push(counter_check(r.counter.as_ref(), source));
     }
     out
+}
+
+/// The process checks of a run attached to a serve already running: there is no tree, only a
+/// counter file to read, so each pattern asked of the tree fails saying so.
+fn attached_checks(r: &RouteRecord, c: &Criteria) -> Vec<(bool, String)> {
+    let mut out = Vec::new();
+    let asked = [
+        ("--route-lib", c.route_lib()),
+        ("--no-route-lib", c.no_route_lib()),
+        ("--route-device", c.route_device()),
+    ];
+    for (flag, re) in asked {
+        if let Some(re) = re {
+            out.push((
+                false,
+                format!(
+                    "{flag} /{}/ cannot be judged: the gate attached to a serve already running and launched no process to look at",
+                    re.as_str()
+                ),
+            ));
+        }
+    }
+    if let Some(source) = c.device_busy() {
+        out.push(counter_check(r.counter.as_ref(), source));
+    }
+    out
+}
+
+/// `--route-lib`: some process of the serve maps a matching library as code.
+fn route_lib_check(r: &RouteRecord, re: &Regex, unread: &str) -> (bool, String) {
+    match find(r, re, |p| &p.maps, library) {
+        Found::Evidence(p, path, counts) => (
+            true,
+            format!(
+                "{} maps {} (/{}/{})",
+                who(p),
+                base_name(path),
+                re.as_str(),
+                counts.note()
+            ),
+        ),
+        Found::NotEvidence { p, path, why, more } => (
+            false,
+            format!(
+                "no process of the serve maps /{}/ as code: {} maps {}, but {why}{}{unread}",
+                re.as_str(),
+                who(p),
+                base_name(path),
+                more_matched(more)
+            ),
+        ),
+        Found::Nothing => (
+            false,
+            format!(
+                "no process of the serve maps /{}/ (mapped: {}){unread}",
+                re.as_str(),
+                mapped_libraries(r, re.as_str())
+            ),
+        ),
+    }
+}
+
+/// `--no-route-lib`: no process of the serve maps a matching file. Conservative, as a release
+/// gate must be: a forbidden library mapped in any way (as data, or a file that only bears its
+/// name) still fails, with what it was (issue 30).
+fn no_route_lib_check(r: &RouteRecord, re: &Regex, unread: &str) -> (bool, String) {
+    match first_match(r, re, |p| &p.maps) {
+        Some((p, path)) => (
+            false,
+            format!(
+                "{} maps /{}/: {}{}",
+                who(p),
+                re.as_str(),
+                plain(path, 200),
+                match library(p, path) {
+                    Counts::No(why) =>
+                        format!(" ({why}; any mapping of a forbidden library counts)"),
+                    _ => String::new(),
+                }
+            ),
+        ),
+        None if !unread.is_empty() => (
+            false,
+            format!(
+                "could not show that no process maps /{}/{unread}",
+                re.as_str()
+            ),
+        ),
+        None if r.processes.is_empty() => (
+            false,
+            format!(
+                "could not show that no process maps /{}/: no process of the serve was seen",
+                re.as_str()
+            ),
+        ),
+        None => (
+            true,
+            format!("no process of the serve maps /{}/", re.as_str()),
+        ),
+    }
+}
+
+/// `--route-device`: some process of the serve held a matching character device open during
+/// the replies.
+fn route_device_check(r: &RouteRecord, re: &Regex, unread: &str) -> (bool, String) {
+    match find(r, re, |p| &p.open, device) {
+        Found::Evidence(p, path, counts) => (
+            true,
+            format!(
+                "{} held {} open (/{}/{})",
+                who(p),
+                plain(path, 200),
+                re.as_str(),
+                counts.note()
+            ),
+        ),
+        Found::NotEvidence { p, path, why, more } => (
+            false,
+            format!(
+                "no process of the serve held open a character device matching /{}/ during the replies: {} held {} open, but {why}{}{unread}",
+                re.as_str(),
+                who(p),
+                plain(path, 200),
+                more_matched(more)
+            ),
+        ),
+        Found::Nothing => (
+            false,
+            format!(
+                "no process of the serve held open a file matching /{}/ during the replies (held: {}){unread}",
+                re.as_str(),
+                held_files(r, re.as_str())
+            ),
+        ),
+    }
 }
 
 /// The counter check: the busy counter advanced during the replies.
