@@ -15,8 +15,8 @@ use nix::sys::signal::Signal;
 
 use crate::archive::digest::Integrity;
 use crate::archive::record::{
-    ClockInfo, Limits, RunManifest, SoakRecord, Startup, StopRecord, UnaskedEnd, UnaskedWhen,
-    SCHEMA,
+    ClockInfo, Limits, LogprobsAsked, ReplyRecord, RouteRecord, RunManifest, SoakRecord, Startup,
+    StopRecord, UnaskedEnd, UnaskedWhen, SCHEMA,
 };
 use crate::archive::rundir::{self, Archive, ResultFile, RunDir};
 use crate::args::run::RunArgs;
@@ -126,18 +126,7 @@ async fn execute(plan: Plan) -> Result<u8> {
         Some(pipe) => Some(finish_serve_log(pipe, &rec, &mut manifest).await),
         None => None,
     };
-    let mut route = None;
-    if let Some(sampler) = progress.sampler.take() {
-        let mut record = sampler.route();
-        record.matched = route_matches(&record, &plan.criteria);
-        rec.json(rundir::ROUTE, &record);
-        route = Some(record);
-        let during = sampler.finish();
-        if let Some(load) = progress.load.as_mut() {
-            load.during = Some(during);
-            rec.json(rundir::LOAD, load);
-        }
-    }
+    let route = finish_sampler(&plan, &rec, &mut progress);
     recorded?;
     if interrupted.is_none() {
         interrupted = interrupts.recv().now_or_never();
@@ -153,18 +142,7 @@ async fn execute(plan: Plan) -> Result<u8> {
     if manifest.startup.is_none() && interrupted.is_some() {
         manifest.startup = Some(Startup::Interrupted);
     }
-    if let Some(asked) = plan.client.logprobs_asked() {
-        // Said once a run, from every reply's tally, and kept in run.json for `judge`.
-        let with_text = progress
-            .replies
-            .iter()
-            .filter(|r| r.chunks.iter().any(|c| c.has_text()))
-            .count();
-        for line in asked.said(with_text) {
-            crate::say!("{line}");
-        }
-        manifest.logprobs = Some(asked);
-    }
+    manifest.logprobs = logprobs_said(&plan, &progress.replies);
     manifest.interrupted = interrupted.map(InterruptSignal);
     manifest.ended_utc = Some(utc_now());
     if let Some((cpu, rss)) = own_usage() {
@@ -190,6 +168,35 @@ async fn execute(plan: Plan) -> Result<u8> {
         integrity: Integrity::Intact,
     };
     Ok(judge_and_archive(&plan, &archive, serve_log.as_ref(), rec, &dir_path).await)
+}
+
+/// Once the replies are done: the route sampler's record, matched against the criteria and
+/// written, and the load it saw during the replies added to load.json.
+fn finish_sampler(plan: &Plan, rec: &Recorder, progress: &mut Progress) -> Option<RouteRecord> {
+    let sampler = progress.sampler.take()?;
+    let mut record = sampler.route();
+    record.matched = route_matches(&record, &plan.criteria);
+    rec.json(rundir::ROUTE, &record);
+    let during = sampler.finish();
+    if let Some(load) = progress.load.as_mut() {
+        load.during = Some(during);
+        rec.json(rundir::LOAD, load);
+    }
+    Some(record)
+}
+
+/// What the run asked of logprobs and what came back, said once a run from every reply's
+/// tally, and kept in run.json for `judge`.
+fn logprobs_said(plan: &Plan, replies: &[ReplyRecord]) -> Option<LogprobsAsked> {
+    let asked = plan.client.logprobs_asked()?;
+    let with_text = replies
+        .iter()
+        .filter(|r| r.chunks.iter().any(|c| c.has_text()))
+        .count();
+    for line in asked.said(with_text) {
+        crate::say!("{line}");
+    }
+    Some(asked)
 }
 
 /// run.json as it is first written: what the plan says the run will do, nothing done yet.

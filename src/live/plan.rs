@@ -12,6 +12,7 @@ use anyhow::{bail, Context, Result};
 use crate::archive::record::{BinaryInfo, ConcurrencyPlan, Sampling};
 use crate::archive::record::{ContextPlan, DEFAULT_DEPTH_REPLIES};
 use crate::archive::rundir::BaselineRun;
+use crate::args::footprint::FootprintRunArgs;
 use crate::args::run::{RunArgs, DEFAULT_ROUNDS};
 use crate::judging::archived::check_noise;
 use crate::judging::verdict::{BusySource, Criteria};
@@ -154,50 +155,20 @@ impl Plan {
             &args.device_temp,
             &args.hold,
         )?;
-        let device_memory =
-            args.footprint_run
-                .device_memory
-                .as_ref()
-                .map(|path| DeviceMemoryFile {
-                    path: path.clone(),
-                    unit: args.footprint_run.device_memory_unit,
-                });
-        if let Some(file) = &device_memory {
-            // Read on every sample and at each reply's end: refused now, not found missing
-            // from every reading.
-            file.check().map_err(anyhow::Error::msg)?;
-        }
+        let device_memory = device_memory_file(&args.footprint_run)?;
         let device = DeviceFiles {
             freq: args.device_freq.clone(),
             temp: args.device_temp.clone(),
         };
         let output = Outputs::check(&args.output)?;
-        let (url, launch) = match checked.reach? {
-            Reach::Attach { url } => (
-                url,
-                Launch::Attach {
-                    serve_log: args.serve_log,
-                },
-            ),
-            Reach::Spawn => {
-                let port = match &given {
-                    Some(client) => client.port(),
-                    None => serve::pick_port()?,
-                };
-                let url = args
-                    .url
-                    .unwrap_or_else(|| format!("http://127.0.0.1:{port}"));
-                let serve_argv = serve::fill_port(&serve_argv, port);
-                // Both must be there before anything is held or started.
-                let binary = serve::fingerprint_serve(&serve_argv)?;
-                if let Some(hold_program) = hold_cmd.first() {
-                    serve::resolve_binary(hold_program, serve::Role::HoldProgram)
-                        .context("--hold-cmd")?;
-                }
-                let argv = hold_cmd.into_iter().chain(serve_argv).collect();
-                (url, Launch::Spawn { argv, binary, port })
-            }
-        };
+        let (url, launch) = reach_serve(
+            checked.reach?,
+            given.as_ref(),
+            args.url,
+            &serve_argv,
+            hold_cmd,
+            args.serve_log,
+        )?;
         let requests = checked.requests?;
         let client = match given {
             Some(client) => client,
@@ -260,6 +231,52 @@ impl Plan {
             output,
         })
     }
+}
+
+/// How the serve is reached: at `--url` when attached, else launched (under `--hold-cmd` when
+/// given) on the port given or picked, with the serve's binary and the hold's program found
+/// before anything is held or started.
+fn reach_serve(
+    reach: Reach,
+    given: Option<&Client>,
+    url: Option<String>,
+    serve_argv: &[String],
+    hold_cmd: Vec<String>,
+    serve_log: Option<PathBuf>,
+) -> Result<(String, Launch)> {
+    Ok(match reach {
+        Reach::Attach { url } => (url, Launch::Attach { serve_log }),
+        Reach::Spawn => {
+            let port = match given {
+                Some(client) => client.port(),
+                None => serve::pick_port()?,
+            };
+            let url = url.unwrap_or_else(|| format!("http://127.0.0.1:{port}"));
+            let serve_argv = serve::fill_port(serve_argv, port);
+            // Both must be there before anything is held or started.
+            let binary = serve::fingerprint_serve(&serve_argv)?;
+            if let Some(hold_program) = hold_cmd.first() {
+                serve::resolve_binary(hold_program, serve::Role::HoldProgram)
+                    .context("--hold-cmd")?;
+            }
+            let argv = hold_cmd.into_iter().chain(serve_argv).collect();
+            (url, Launch::Spawn { argv, binary, port })
+        }
+    })
+}
+
+/// `--device-memory`, checked now: it is read on every sample and at each reply's end, so a
+/// file that cannot be read is refused before the run, not found missing from every reading.
+fn device_memory_file(args: &FootprintRunArgs) -> Result<Option<DeviceMemoryFile>> {
+    let Some(path) = &args.device_memory else {
+        return Ok(None);
+    };
+    let file = DeviceMemoryFile {
+        path: path.clone(),
+        unit: args.device_memory_unit,
+    };
+    file.check().map_err(anyhow::Error::msg)?;
+    Ok(Some(file))
 }
 
 /// `path` made absolute where it can be, as run.json records it.

@@ -171,21 +171,8 @@ pub(crate) async fn read_stream(
     let started_ns = clock::now_ns();
     let limit_ns = started_ns.saturating_add(bounds.whole.as_nanos() as u64);
     let stall = bounds.stall;
-    let stall_msg = || format!("the stream stalled: no bytes for {} s", stall.as_secs_f64());
-    let over_limit = |what: String| {
-        format!(
-            "the reply did not end within {} s (--reply-limit); {what}",
-            bounds.whole.as_secs_f64()
-        )
-    };
-    let (mut link, resp, stamps) = match tokio::time::timeout(stall.min(bounds.whole), start).await
-    {
-        Ok(started) => started?,
-        Err(_) if bounds.whole <= stall => {
-            return Err(over_limit("the serve had not answered".to_string()))
-        }
-        Err(_) => return Err(stall_msg()),
-    };
+    let over_limit = |what: String| over_limit(bounds, what);
+    let (mut link, resp, stamps) = answered(start, bounds).await?;
     if rec.burst.is_some() {
         // The answer has begun: the request's writes are over.
         rec.written_ns = Some(stamps.write.get().saturating_sub(base_ns));
@@ -239,14 +226,7 @@ pub(crate) async fn read_stream(
                     let last_bytes_ns = stamp.get().max(waiting_since);
                     let quiet = Duration::from_nanos(now.saturating_sub(last_bytes_ns));
                     if quiet >= stall {
-                        if let Some(reason) = &rec.finish_reason {
-                            return Poll::Ready(Err(format!(
-                                "the serve sent its finish_reason ({}) but then neither [DONE] nor the end of the stream: no bytes for {} s",
-                                quote(reason, 40),
-                                stall.as_secs_f64()
-                            )));
-                        }
-                        return Poll::Ready(Err(stall_msg()));
+                        return Poll::Ready(Err(stalled(rec, stall)));
                     }
                     let to_limit = Duration::from_nanos(limit_ns - now);
                     deadline
@@ -285,6 +265,44 @@ pub(crate) async fn read_stream(
         return Ok(());
     }
     check_stream_end(parser.finish(), rec, content_type.as_deref())
+}
+
+/// The request sent and the response's head come, within the stall's bound (or the whole
+/// reply's, when shorter).
+async fn answered(start: impl Future<Output = Started>, bounds: &ReplyBounds) -> Started {
+    let stall = bounds.stall;
+    match tokio::time::timeout(stall.min(bounds.whole), start).await {
+        Ok(started) => started,
+        Err(_) if bounds.whole <= stall => {
+            Err(over_limit(bounds, "the serve had not answered".to_string()))
+        }
+        Err(_) => Err(stalled_text(stall)),
+    }
+}
+
+/// The FAIL text of a reply that outlived `--reply-limit`, with `what` it had sent by then.
+fn over_limit(bounds: &ReplyBounds, what: String) -> String {
+    format!(
+        "the reply did not end within {} s (--reply-limit); {what}",
+        bounds.whole.as_secs_f64()
+    )
+}
+
+fn stalled_text(stall: Duration) -> String {
+    format!("the stream stalled: no bytes for {} s", stall.as_secs_f64())
+}
+
+/// The FAIL text of a stream quiet for the stall's bound: after a finish_reason, a serve that
+/// said it was done but never ended the stream.
+fn stalled(rec: &ReplyRecord, stall: Duration) -> String {
+    match &rec.finish_reason {
+        Some(reason) => format!(
+            "the serve sent its finish_reason ({}) but then neither [DONE] nor the end of the stream: no bytes for {} s",
+            quote(reason, 40),
+            stall.as_secs_f64()
+        ),
+        None => stalled_text(stall),
+    }
 }
 
 /// The FAIL text of an HTTP answer other than success, quoting the head of its body.
