@@ -201,7 +201,7 @@ mod tests {
         match cli.command {
             Command::Judge(j) => {
                 assert_eq!(j.dir, PathBuf::from("runs/a"));
-                assert_eq!(j.floor, Some(50.0));
+                assert_eq!(j.limits.floor, Some(50.0));
             }
             other => panic!("{other:?}"),
         }
@@ -252,7 +252,7 @@ mod tests {
         let run = |v: &str| match Cli::try_parse_from(["x", "run", "--first-token-ms", v]) {
             Ok(Cli {
                 command: Command::Run(r),
-            }) => Ok(r.first_token_ms),
+            }) => Ok(r.limits.first_token_ms),
             Ok(_) => unreachable!(),
             Err(e) => Err(e.to_string()),
         };
@@ -260,7 +260,7 @@ mod tests {
         {
             Ok(Cli {
                 command: Command::Judge(j),
-            }) => Ok(j.first_token_ms),
+            }) => Ok(j.limits.first_token_ms),
             Ok(_) => unreachable!(),
             Err(e) => Err(e.to_string()),
         };
@@ -270,7 +270,7 @@ mod tests {
             ("0.6s", 600.0),
             ("2.5", 2.5),
         ] {
-            assert_eq!(run(v), Ok(ms), "{v}");
+            assert_eq!(run(v), Ok(Some(ms)), "{v}");
             assert_eq!(judge(v), Ok(Some(ms)), "{v}");
         }
         let e = run("fast").unwrap_err();

@@ -11,6 +11,7 @@ use crate::archive::digest::Integrity;
 use crate::archive::record::Floors;
 use crate::archive::rundir::{self, Archive, BaselineRun, ResultFile};
 use crate::archive::safe_open::Want;
+use crate::args::judged::Judged;
 use crate::args::reference::ReferenceArgs;
 use crate::args::run::{
     BaselineArgs, BurstFloorArgs, DeterminismArgs, DriftArgs, RouteEvidenceArgs,
@@ -28,22 +29,10 @@ pub struct JudgeArgs {
     /// The run directory to judge. Nothing is written into it.
     #[arg(value_name = "DIR")]
     pub dir: PathBuf,
-    /// Override the recorded rate floor, tok/s.
-    #[arg(long, value_name = "TOK_S", help_heading = "Floors and limits")]
-    pub floor: Option<f64>,
-    /// Override the recorded first-token limit (600ms, 0.6s; a bare number is milliseconds).
-    #[arg(long, value_name = "DURATION", value_parser = crate::args::run::parse_millis, help_heading = "Floors and limits")]
-    pub first_token_ms: Option<f64>,
-    /// Override which first token the limit holds: any (of any channel) or content (the first
-    /// content token).
-    #[arg(long, value_name = "CHANNEL", value_parser = crate::args::run::parse_first_token_of, help_heading = "Floors and limits")]
-    pub first_token_of: Option<crate::archive::record::FirstTokenOf>,
-    /// Override the recorded fast-route pattern.
-    #[arg(long, value_name = "REGEX", help_heading = "Route evidence")]
-    pub fast_route: Option<String>,
-    /// Override the recorded slow-route pattern.
-    #[arg(long, value_name = "REGEX", help_heading = "Route evidence")]
-    pub slow_route: Option<String>,
+    /// The rate floor, the first-token limit, the route patterns and the busy-box policy,
+    /// instead of what the run recorded.
+    #[command(flatten)]
+    pub limits: crate::args::run::LimitArgs,
     /// Process evidence to judge by (from the run's route.json), instead of what the run
     /// recorded.
     #[command(flatten, next_help_heading = "Route evidence")]
@@ -76,9 +65,6 @@ pub struct JudgeArgs {
     /// The service level each reply is held to, instead of what the run recorded.
     #[command(flatten, next_help_heading = "Floors and limits")]
     pub slo: crate::args::slo::SloArgs,
-    /// Override the recorded busy-box SKIP policy (see run --busy-skip).
-    #[arg(long, value_name = "THRESHOLD", help_heading = "Floors and limits")]
-    pub busy_skip: Option<f64>,
     /// Draw the run's timeline to FILE (SVG); never into the archive.
     #[arg(long, value_name = "FILE", help_heading = "Outputs")]
     pub svg: Option<PathBuf>,
@@ -379,123 +365,60 @@ fn shown(word: &str) -> String {
 /// The floors the run recorded, with what the command line overrides; refused where the run
 /// cannot be judged as asked.
 fn floors_asked(args: &JudgeArgs, archive: &Archive) -> Result<Floors> {
-    let mut floors = archive.manifest.floors.clone();
-    override_limits(&mut floors, args);
-    override_baseline(&mut floors, &args.baseline);
-    for (given, floor) in [
-        (&args.route.route_lib, &mut floors.route_lib),
-        (&args.route.no_route_lib, &mut floors.no_route_lib),
-        (&args.route.route_device, &mut floors.route_device),
-        (&args.route.device_busy, &mut floors.device_busy),
-    ] {
-        if given.is_some() {
-            *floor = given.clone();
-        }
-    }
-    override_bursts(&mut floors, &args.burst_floors, archive, &args.dir)?;
-    override_drift_and_determinism(&mut floors, args, archive)?;
-    override_reference(&mut floors, &args.reference);
-    floors.output = args.output_checks.over(floors.output);
-    floors.footprint = args.footprint.over(std::mem::take(&mut floors.footprint));
-    floors.context = args.context.over(std::mem::take(&mut floors.context));
-    floors.slo = args.slo.over(std::mem::take(&mut floors.slo));
+    let floors = args.judged().over(archive.manifest.floors.clone());
+    refuse_bursts(&args.burst_floors, archive, &args.dir)?;
+    refuse_determinism(&floors, archive, &args.dir)?;
     Ok(floors)
 }
 
-/// The rate floor, the first-token limit, the route patterns and the busy-box policy.
-fn override_limits(floors: &mut Floors, args: &JudgeArgs) {
-    if let Some(f) = args.floor {
-        floors.floor = f;
-    }
-    if let Some(f) = args.first_token_ms {
-        floors.first_token_ms = f;
-    }
-    if let Some(of) = args.first_token_of {
-        floors.first_token_of = of;
-    }
-    if let Some(p) = &args.fast_route {
-        floors.fast_route = Some(p.clone());
-    }
-    if let Some(p) = &args.slow_route {
-        floors.slow_route = Some(p.clone());
-    }
-    if let Some(t) = args.busy_skip {
-        floors.busy_skip = Some(t);
-    }
-}
-
-/// The baseline and what it holds the run to.
-fn override_baseline(floors: &mut Floors, baseline: &BaselineArgs) {
-    if let Some(dir) = &baseline.baseline {
-        floors.baseline = Some(dir.display().to_string());
-    }
-    if baseline.baseline_noise.is_some() {
-        floors.baseline_noise = baseline.baseline_noise;
-    }
-    if baseline.max_regression.is_some() {
-        floors.max_regression = baseline.max_regression;
-    }
-    if let Some(allow) = &baseline.baseline_allow {
-        floors.baseline_allow = allow.clone();
-    }
-}
-
-/// What the concurrent bursts are held to; refused for a run (in `dir`) that had none.
-fn override_bursts(
-    floors: &mut Floors,
-    bursts: &BurstFloorArgs,
-    archive: &Archive,
-    dir: &Path,
-) -> Result<()> {
-    let BurstFloorArgs {
-        aggregate_floor,
-        min_speedup,
-    } = *bursts;
-    if archive.manifest.concurrency.is_none() {
-        for (flag, given) in [
-            ("--aggregate-floor", aggregate_floor.is_some()),
-            ("--min-speedup", min_speedup.is_some()),
-        ] {
-            if given {
-                bail!(
-                    "{flag} judges concurrent bursts, and {} has none (it was run without --concurrency)",
-                    dir.display()
-                );
-            }
+impl JudgeArgs {
+    /// The flags the verdict is judged by, as `run` declares and records them.
+    fn judged(&self) -> Judged<'_> {
+        Judged {
+            limits: &self.limits,
+            route: &self.route,
+            baseline: &self.baseline,
+            burst_floors: &self.burst_floors,
+            drift: &self.drift,
+            determinism: &self.determinism,
+            reference: &self.reference,
+            output_checks: &self.output_checks,
+            footprint: &self.footprint,
+            context: &self.context,
+            slo: &self.slo,
         }
     }
-    if aggregate_floor.is_some() {
-        floors.aggregate_floor = aggregate_floor;
+}
+
+/// What the concurrent bursts are held to, refused for a run (in `dir`) that had none.
+fn refuse_bursts(bursts: &BurstFloorArgs, archive: &Archive, dir: &Path) -> Result<()> {
+    if archive.manifest.concurrency.is_some() {
+        return Ok(());
     }
-    if min_speedup.is_some() {
-        floors.min_speedup = min_speedup;
+    for (flag, given) in [
+        ("--aggregate-floor", bursts.aggregate_floor.is_some()),
+        ("--min-speedup", bursts.min_speedup.is_some()),
+    ] {
+        if given {
+            bail!(
+                "{flag} judges concurrent bursts, and {} has none (it was run without --concurrency)",
+                dir.display()
+            );
+        }
     }
     Ok(())
 }
 
-/// The drift limit, --deterministic and --baseline-answers; refused for a run whose answers
-/// were sampled, or without the baseline --baseline-answers speaks of.
-fn override_drift_and_determinism(
-    floors: &mut Floors,
-    args: &JudgeArgs,
-    archive: &Archive,
-) -> Result<()> {
-    if args.drift.max_drift.is_some() {
-        floors.max_drift = args.drift.max_drift;
-    }
-    if args.determinism.deterministic {
-        floors.deterministic = true;
-    }
-    if args.determinism.baseline_answers.is_some() {
-        floors.baseline_answers = args.determinism.baseline_answers;
-    }
+/// --deterministic refused for a run (in `dir`) whose answers were sampled, and
+/// --baseline-answers without the baseline it speaks of.
+fn refuse_determinism(floors: &Floors, archive: &Archive, dir: &Path) -> Result<()> {
     if floors.deterministic {
         // Greedy answers can be held to each other; sampled ones cannot.
         match archive.manifest.sampling().temperature {
             Some(0.0) => {}
             sent => bail!(
                 "--deterministic holds every answer to a prompt to the first, and {} sent temperature {}: its answers were sampled, not greedy",
-                args.dir.display(),
+                dir.display(),
                 sent.map_or("that is not a number".to_string(), |t| t.to_string())
             ),
         }
@@ -504,36 +427,6 @@ fn override_drift_and_determinism(
         bail!("--baseline-answers says what an answer that differs from the baseline's is: the run must be judged with --deterministic and a baseline (--baseline DIR, or the run's own)");
     }
     Ok(())
-}
-
-/// The reference and what its line holds the tokens to.
-fn override_reference(floors: &mut Floors, reference: &ReferenceArgs) {
-    if let Some(dir) = &reference.reference {
-        floors.reference = Some(dir.display().to_string());
-    }
-    if reference.reference_tie.is_some() {
-        floors.reference_tie = reference.reference_tie;
-    }
-    if reference.min_agreement.is_some() {
-        floors.min_agreement = reference.min_agreement;
-    }
-    if reference.max_logprob_drift.is_some() {
-        floors.max_logprob_drift = reference.max_logprob_drift;
-    }
-    // Past what the run recorded, no re-anchor is there to judge: the line says so.
-    if reference.reference_reanchor.is_some() {
-        floors.reference_reanchor = reference.reference_reanchor;
-    }
-    if !reference.reference_noise.is_empty() {
-        floors.reference_noise = reference
-            .reference_noise
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect();
-    }
-    if reference.noise_factor.is_some() {
-        floors.noise_factor = reference.noise_factor;
-    }
 }
 
 /// The run the `what` line ("baseline" or "reference") compares with. Asked for now

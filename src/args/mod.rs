@@ -2,7 +2,9 @@
 //! created: [`run`]: `run`'s arguments ([`run::RunArgs`], the clap struct: every setting
 //! declared once, with its flag, default, help and bounds), which a profile fills in and the
 //! live run is given as they are (no copy of them kept in step by hand); [`profile`]: gate
-//! profiles, whose keys are those flags, read by their parsers and laid under the command line; the flags of each family of lines,
+//! profiles, whose keys are those flags, read by their parsers and laid under the command line;
+//! [`judged`]: the flags a verdict is judged by, one group each, flattened into `run` and `judge`
+//! alike and laid over the recorded floors in one place ([`judged::Judged::over`]); the flags of each family of lines,
 //! shared by `run` and `judge`: [`reference`](self::reference) (the reference's agreement and noise),
 //! [`output_checks`] (degenerate output), [`footprint`] (memory), [`context`] (`--depths`)
 //! and [`slo`] (the service level and goodput); [`duration`]: durations read with their unit.
@@ -14,6 +16,7 @@
 pub mod context;
 pub mod duration;
 pub mod footprint;
+pub mod judged;
 pub mod output_checks;
 pub mod profile;
 pub mod reference;

@@ -413,6 +413,7 @@ fn expand_env(arg: &str) -> Result<String> {
 mod tests {
     use super::*;
     use crate::archive::record::FirstTokenOf;
+    use crate::args::judged::run_floors;
     use crate::args::run::RunArgs;
     use std::path::PathBuf;
     use std::time::Duration;
@@ -515,12 +516,12 @@ mod tests {
             "/etc/gates",
         )
         .unwrap();
-        assert_eq!(merged.floor, 70.0, "the command line wins");
-        assert_eq!(merged.first_token_ms, 250.0);
+        assert_eq!(merged.limits.floor, Some(70.0), "the command line wins");
+        assert_eq!(merged.limits.first_token_ms, Some(250.0));
         assert_eq!(merged.replies, 5);
         assert_eq!(merged.grace, Duration::from_millis(2500));
         assert_eq!(merged.prompts, Some(PathBuf::from("/etc/gates/p.jsonl")));
-        assert_eq!(merged.fast_route.as_deref(), Some("route: npu-fast"));
+        assert_eq!(merged.limits.fast_route.as_deref(), Some("route: npu-fast"));
         assert_eq!(merged.serve, vec!["./serve", "--port", "{port}"]);
         assert_eq!(
             merged.extra_body.as_deref(),
@@ -532,8 +533,8 @@ mod tests {
         assert_eq!(own.serve, vec!["./mine"]);
         // A value that looks like a flag is the key's value, not a flag of its own.
         let dash = applied("slow_route = \"--floor\"\n", "/").unwrap();
-        assert_eq!(dash.slow_route.as_deref(), Some("--floor"));
-        assert_eq!(dash.floor, 60.0);
+        assert_eq!(dash.limits.slow_route.as_deref(), Some("--floor"));
+        assert_eq!(dash.judged().over(run_floors()).floor, 60.0, "the default");
     }
 
     #[test]
@@ -724,14 +725,14 @@ mod tests {
     fn the_first_token_of_key_is_read_refused_in_one_line_and_the_command_line_wins() {
         let content = "first_token_of = \"content\"\n";
         assert_eq!(
-            applied(content, "/p").unwrap().first_token_of,
-            FirstTokenOf::Content
+            applied(content, "/p").unwrap().limits.first_token_of,
+            Some(FirstTokenOf::Content)
         );
-        assert_eq!(applied("", "/p").unwrap().first_token_of, FirstTokenOf::Any);
+        assert_eq!(applied("", "/p").unwrap().limits.first_token_of, None);
         let merged = merged_over(&["run", "--first-token-of", "any"], content, "/p").unwrap();
         assert_eq!(
-            merged.first_token_of,
-            FirstTokenOf::Any,
+            merged.limits.first_token_of,
+            Some(FirstTokenOf::Any),
             "the command line wins"
         );
         let e = refused("first_token_of = \"other\"\n");

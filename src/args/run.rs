@@ -26,30 +26,9 @@ pub struct RunArgs {
     /// The run directory; it must be new or empty [default: runs/<UTC time>]
     #[arg(long, value_name = "DIR", help_heading = "Outputs")]
     pub out: Option<PathBuf>,
-    /// Lowest acceptable median decode rate, tok/s.
-    #[arg(long, default_value_t = DEFAULT_FLOOR, value_name = "TOK_S", help_heading = "Floors and limits")]
-    pub floor: f64,
-    /// Highest acceptable median time to the first token (600ms, 0.6s; a bare number is
-    /// milliseconds).
-    #[arg(long, default_value_t = DEFAULT_FIRST_TOKEN_MS, value_name = "DURATION", value_parser = parse_millis, help_heading = "Floors and limits")]
-    pub first_token_ms: f64,
-    /// Which first token --first-token-ms holds: any (the first token of any channel,
-    /// reasoning included) or content (the first content token: what a reasoning model's user
-    /// waits for before the answer starts, TTFO)
-    #[arg(long, default_value = "any", value_name = "CHANNEL", value_parser = parse_first_token_of, help_heading = "Floors and limits")]
-    pub first_token_of: FirstTokenOf,
-    /// A regex the serve log must match: the line that names the fast route.
-    #[arg(long, value_name = "REGEX", help_heading = "Route evidence")]
-    pub fast_route: Option<String>,
-    /// A regex the serve log must not match: the line that names the slow fallback.
-    #[arg(long, value_name = "REGEX", help_heading = "Route evidence")]
-    pub slow_route: Option<String>,
-    /// Busy-box policy: a failure of the timing lines alone (rate, first-token, drift,
-    /// aggregate, startup, cold-reply, idle, context-rate, goodput), with the serve's CPU-wait fraction (or, where not measurable, the load per
-    /// CPU) at or above THRESHOLD, is a SKIP (exit 3) instead of a FAIL. 0.2 means 20%. Any
-    /// other failure (route, content, output, ...) stays FAIL.
-    #[arg(long, value_name = "THRESHOLD", help_heading = "Floors and limits")]
-    pub busy_skip: Option<f64>,
+    /// The rate floor, the first-token limit, the route patterns and the busy-box policy.
+    #[command(flatten)]
+    pub limits: LimitArgs,
     /// The route evidence asked of the serve's processes.
     #[command(flatten, next_help_heading = "Route evidence")]
     pub route: RouteEvidenceArgs,
@@ -210,6 +189,39 @@ pub struct RunArgs {
         help_heading = "Launch, hold and stop"
     )]
     pub serve: Vec<String>,
+}
+
+/// The rate floor, the first-token limit, the serve log's route patterns and the busy-box
+/// policy. Each is absent unless given: `run` starts from [`run_floors`](super::judged::run_floors)' defaults (said in
+/// the help as clap says a default; a test in `judged` holds the two equal), `judge` from what
+/// the run recorded.
+#[derive(Debug, Clone, Default, Args)]
+pub struct LimitArgs {
+    /// Lowest acceptable median decode rate, tok/s [default: 60]
+    #[arg(long, value_name = "TOK_S", help_heading = "Floors and limits")]
+    pub floor: Option<f64>,
+    /// Highest acceptable median time to the first token (600ms, 0.6s; a bare number is
+    /// milliseconds) [default: 600]
+    #[arg(long, value_name = "DURATION", value_parser = parse_millis, help_heading = "Floors and limits")]
+    pub first_token_ms: Option<f64>,
+    /// Which first token --first-token-ms holds: any (the first token of any channel,
+    /// reasoning included) or content (the first content token: what a reasoning model's user
+    /// waits for before the answer starts, TTFO) [default: any]
+    #[arg(long, value_name = "CHANNEL", value_parser = parse_first_token_of, help_heading = "Floors and limits")]
+    pub first_token_of: Option<FirstTokenOf>,
+    /// A regex the serve log must match: the line that names the fast route.
+    #[arg(long, value_name = "REGEX", help_heading = "Route evidence")]
+    pub fast_route: Option<String>,
+    /// A regex the serve log must not match: the line that names the slow fallback.
+    #[arg(long, value_name = "REGEX", help_heading = "Route evidence")]
+    pub slow_route: Option<String>,
+    /// Busy-box policy: a failure of the timing lines alone (rate, first-token, drift,
+    /// aggregate, startup, cold-reply, idle, context-rate, goodput), with the serve's CPU-wait
+    /// fraction (or, where not measurable, the load per CPU) at or above THRESHOLD, is a SKIP
+    /// (exit 3) instead of a FAIL. 0.2 means 20%. Any other failure (route, content, output,
+    /// ...) stays FAIL.
+    #[arg(long, value_name = "THRESHOLD", help_heading = "Floors and limits")]
+    pub busy_skip: Option<f64>,
 }
 
 /// The route evidence asked of the serve's own processes (docs/route.md): `run` records it

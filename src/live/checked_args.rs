@@ -11,6 +11,7 @@
 
 use anyhow::{bail, Context, Result};
 
+use crate::args::judged::run_floors;
 use crate::args::run::RunArgs;
 use crate::judging::verdict::{Criteria, Floors};
 use crate::live::client::Client;
@@ -77,56 +78,7 @@ pub(crate) fn check(args: &RunArgs) -> CheckedArgs {
 
 /// The floors as `Criteria` checks them, the paths as given.
 fn floors(args: &RunArgs) -> Result<Floors> {
-    let floors = Floors {
-        floor: args.floor,
-        first_token_ms: args.first_token_ms,
-        first_token_of: args.first_token_of,
-        fast_route: args.fast_route.clone(),
-        slow_route: args.slow_route.clone(),
-        busy_skip: args.busy_skip,
-        route_lib: args.route.route_lib.clone(),
-        no_route_lib: args.route.no_route_lib.clone(),
-        route_device: args.route.route_device.clone(),
-        device_busy: args.route.device_busy.clone(),
-        baseline: args
-            .baseline
-            .baseline
-            .as_ref()
-            .map(|p| p.display().to_string()),
-        baseline_noise: args.baseline.baseline_noise,
-        max_regression: args.baseline.max_regression,
-        baseline_allow: args.baseline.baseline_allow.clone().unwrap_or_default(),
-        aggregate_floor: args.burst_floors.aggregate_floor,
-        min_speedup: args.burst_floors.min_speedup,
-        // Recorded whether given or not, so `judge` reads the run's own limit.
-        max_drift: Some(
-            args.drift
-                .max_drift
-                .unwrap_or(crate::judging::drift::DEFAULT_MAX_DRIFT),
-        ),
-        deterministic: args.determinism.deterministic,
-        baseline_answers: args.determinism.baseline_answers,
-        reference: args
-            .reference
-            .reference
-            .as_ref()
-            .map(|p| p.display().to_string()),
-        reference_tie: args.reference.reference_tie,
-        min_agreement: args.reference.min_agreement,
-        max_logprob_drift: args.reference.max_logprob_drift,
-        reference_reanchor: args.reference.reference_reanchor,
-        reference_noise: args
-            .reference
-            .reference_noise
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect(),
-        noise_factor: args.reference.noise_factor,
-        output: args.output_checks.over(Default::default()),
-        footprint: args.footprint.over(Default::default()),
-        context: args.context.over(Default::default()),
-        slo: args.slo.over(Default::default()),
-    };
+    let floors = args.judged().over(run_floors());
     Criteria::new(floors.clone())?;
     Ok(floors)
 }

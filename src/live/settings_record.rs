@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use crate::archive::record::{FootprintFloors, OutputFloors};
 use crate::args::footprint::MemoryUnit;
+use crate::args::judged::run_floors;
 use crate::args::run::RunArgs;
 
 /// run.json's `settings`, one field a setting, named as its flag is (with underscores);
@@ -89,15 +90,17 @@ struct SettingsRecord<'a> {
 
 impl<'a> SettingsRecord<'a> {
     fn of(args: &'a RunArgs) -> Self {
+        // Where the rate floor and first-token limit take their defaults: the run's floors.
+        let floors = args.judged().over(run_floors());
         SettingsRecord {
             profile: &args.profile,
             out: &args.out,
-            floor: args.floor,
-            first_token_ms: args.first_token_ms,
-            first_token_of: args.first_token_of.name(),
-            fast_route: &args.fast_route,
-            slow_route: &args.slow_route,
-            busy_skip: args.busy_skip,
+            floor: floors.floor,
+            first_token_ms: floors.first_token_ms,
+            first_token_of: floors.first_token_of.name(),
+            fast_route: &args.limits.fast_route,
+            slow_route: &args.limits.slow_route,
+            busy_skip: args.limits.busy_skip,
             route_lib: &args.route.route_lib,
             no_route_lib: &args.route.no_route_lib,
             route_device: &args.route.route_device,
