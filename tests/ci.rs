@@ -416,6 +416,7 @@ fn the_example_workflow_passes_actionlint_and_the_scripts_pass_shellcheck() {
         .arg(repo.join("tools/install-llama-server.sh"))
         .arg(repo.join("tools/install-report-tools.sh"))
         .arg(repo.join(".ci/run"))
+        .arg(repo.join("tools/ci-stress.sh"))
         .output()
         .unwrap();
     assert!(
@@ -473,5 +474,30 @@ fn the_fleet_example_gates_two_boxes_and_compares_them() {
             stdout.contains("host: box-b (first run: box-a), box: host"),
             "{stdout}"
         );
+    }
+}
+
+/// tools/ci-stress.sh refuses bad arguments in one line, exit 2, before it installs, builds or
+/// starts anything (its runs themselves are the suite's, recorded in docs/testing.md).
+#[test]
+fn the_stress_script_refuses_bad_arguments_before_anything_starts() {
+    for (args, said) in [
+        (&["--runs", "0"][..], "--runs takes a count from 1, got '0'"),
+        (
+            &["--runs", "two"][..],
+            "--runs takes a count from 1, got 'two'",
+        ),
+        (&["--loud"][..], "unknown argument '--loud'"),
+    ] {
+        let o = Command::new(Path::new(REPO).join("tools/ci-stress.sh"))
+            .args(args)
+            .env("PATH", "/usr/bin:/bin")
+            .output()
+            .unwrap();
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(said), "{args:?}: {err}");
+        assert!(o.stdout.is_empty(), "{args:?}");
     }
 }
