@@ -15,8 +15,8 @@ use nix::sys::signal::Signal;
 
 use crate::archive::digest::Integrity;
 use crate::archive::record::{
-    ClockInfo, Limits, LogprobsAsked, ReplyRecord, RouteRecord, RunManifest, SoakRecord, Startup,
-    StopRecord, UnaskedEnd, UnaskedWhen, SCHEMA,
+    ClockInfo, Limits, LogprobsAsked, NotArchived, ReplyRecord, RouteRecord, RunManifest,
+    SoakRecord, Startup, StopRecord, UnaskedEnd, UnaskedWhen, SCHEMA,
 };
 use crate::archive::rundir::{self, Archive, ResultFile, RunDir};
 use crate::args::run::RunArgs;
@@ -374,6 +374,8 @@ async fn judge_and_archive(
     rec.file(rundir::REPORT, page.into_bytes());
     result.not_archived = rec.flush().await;
     rec.json(rundir::RESULT, &result);
+    // What result.json can say: a file lost after it (the sealed run.json) is not in it.
+    let in_result: Vec<String> = result.not_archived.iter().map(|f| f.file.clone()).collect();
     let sealed = rec.finish_sealed();
     result.not_archived = sealed.not_archived;
     let title = dir_path.display().to_string();
@@ -384,6 +386,7 @@ async fn judge_and_archive(
     );
     say_not_archived(
         &result,
+        &in_result,
         dir_path,
         archive.replies.len(),
         sealed.manifest_sha256.as_deref(),
@@ -395,7 +398,14 @@ async fn judge_and_archive(
 /// each file it failed to write and why. The verdict printed stands either way: it was judged
 /// from what the gate held in memory. The sealed run.json's sha256 is said with it: run.json
 /// holds the digest of every other file, but not its own, so the CI log keeps that one.
-fn say_not_archived(result: &ResultFile, dir: &Path, replies: usize, sealed: Option<&str>) {
+/// `in_result`: the files result.json names as not archived, written before the seal.
+fn say_not_archived(
+    result: &ResultFile,
+    in_result: &[String],
+    dir: &Path,
+    replies: usize,
+    sealed: Option<&str>,
+) {
     if result.not_archived.is_empty() {
         match sealed {
             Some(sha) => crate::say!("archived in {} (run.json sha256 {sha})", dir.display()),
@@ -413,15 +423,33 @@ fn say_not_archived(result: &ResultFile, dir: &Path, replies: usize, sealed: Opt
             crate::say!("not archived: {missing}");
         }
     }
-    let said = if result.not_archived.iter().any(|f| f.file == rundir::RESULT) {
-        "result.json could not say so"
-    } else {
-        "result.json says so"
-    };
     crate::say!(
-        "the archive in {} is incomplete ({said}); the verdict above is the run's",
-        dir.display()
+        "the archive in {} is incomplete ({}); the verdict above is the run's",
+        dir.display(),
+        what_result_says(&result.not_archived, in_result)
     );
+}
+
+/// Whether result.json names what was not archived: not when it is itself lost; and a file
+/// lost after it was written (the sealed run.json) is one it cannot name.
+fn what_result_says(lost: &[NotArchived], in_result: &[String]) -> String {
+    if lost.iter().any(|f| f.file == rundir::RESULT) {
+        return "result.json could not say so".to_string();
+    }
+    let mut after: Vec<&str> = lost
+        .iter()
+        .map(|f| f.file.as_str())
+        .filter(|f| !in_result.iter().any(|said| said == f))
+        .collect();
+    after.dedup();
+    if after.is_empty() {
+        "result.json says so".to_string()
+    } else {
+        format!(
+            "result.json says so but for {}, lost after it was written",
+            after.join(", ")
+        )
+    }
 }
 
 /// The serve's end when it died of a signal the gate never sends while the gate stopped it
@@ -458,4 +486,49 @@ fn own_usage() -> Option<(f64, u64)> {
         })
         .unwrap_or(u.max_rss().max(0) as u64);
     Some((secs(u.user_time()) + secs(u.system_time()), peak))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lost(files: &[&str]) -> Vec<NotArchived> {
+        files
+            .iter()
+            .map(|f| NotArchived {
+                file: f.to_string(),
+                error: "No space left on device (os error 28)".to_string(),
+                from_reply: None,
+                replies_archived: None,
+                replies_made: None,
+            })
+            .collect()
+    }
+
+    /// The last line after a cut archive says what result.json names: all of it, all but a
+    /// file lost after it was written (the sealed run.json, issue 54: a busier run's bigger
+    /// files moved the cut there), or nothing when it is lost itself.
+    #[test]
+    fn the_line_says_which_losses_result_json_names() {
+        let named = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let both = ["timeline.svg", "report.html"];
+        assert_eq!(
+            what_result_says(&lost(&both), &named(&both)),
+            "result.json says so"
+        );
+        assert_eq!(
+            what_result_says(
+                &lost(&["timeline.svg", "report.html", "run.json"]),
+                &named(&both)
+            ),
+            "result.json says so but for run.json, lost after it was written"
+        );
+        assert_eq!(
+            what_result_says(
+                &lost(&["report.html", "result.json", "run.json"]),
+                &named(&["report.html"])
+            ),
+            "result.json could not say so"
+        );
+    }
 }
