@@ -122,17 +122,32 @@ fn the_vllm_profile_passes_with_its_worker_on_the_route_batching_and_its_metrics
     };
     let _alone = exclusive();
     let (_d, out) = scratch();
+    // The profile as shipped, and the gate's own busy-box policy: on a box busy enough that
+    // the serve waited for a CPU a tenth of its time, a failure of the timing lines alone is
+    // a SKIP, which this test accepts (issue 54: with a hog on one core the rate read 4.0
+    // tok/s against the profile's floor of 5, the serve waiting 32%). The route, the answers,
+    // the batching and the metrics are held either way: busy-skip never excuses them.
     let o = assert_cmd::Command::new(BIN)
         .args(["run", "--profile"])
         .arg(profile())
         .arg("--out")
         .arg(&out)
+        .args(["--busy-skip", "0.1"])
         .timeout(Duration::from_secs(1200))
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(o.status.code(), Some(0), "{stdout}");
-    assert!(stdout.ends_with("RESULT: PASS\n"), "{stdout}");
+    let busy = match o.status.code() {
+        Some(0) => {
+            assert!(stdout.ends_with("RESULT: PASS\n"), "{stdout}");
+            false
+        }
+        Some(3) => {
+            assert!(stdout.contains("RESULT: SKIP (busy box: "), "{stdout}");
+            true
+        }
+        other => panic!("exit {other:?}: {stdout}"),
+    };
 
     // The route from the serve's own tree: the CPU build's kernels are mapped by its worker, a
     // grandchild of the process the gate launched (the frontend's engine core forks it).
@@ -158,8 +173,15 @@ fn the_vllm_profile_passes_with_its_worker_on_the_route_batching_and_its_metrics
         "{stdout}"
     );
 
-    for check in ["rate", "first-token", "content", "output", "overlap"] {
+    for check in ["content", "output", "overlap"] {
         assert!(line(&stdout, check).contains(" ok "), "{check}: {stdout}");
+    }
+    for check in ["rate", "first-token"] {
+        let l = line(&stdout, check);
+        assert!(
+            l.contains(" ok ") || (busy && l.contains(" FAIL ")),
+            "{check}: {stdout}"
+        );
     }
     // Batching: every burst's four streams decoded at once, the serve's own gauge saw them
     // running together, and their aggregate rate is over the single stream's.
@@ -173,8 +195,9 @@ fn the_vllm_profile_passes_with_its_worker_on_the_route_batching_and_its_metrics
     let speedup = aggregate["speedup"]
         .as_f64()
         .unwrap_or_else(|| panic!("no speedup in {aggregate}"));
+    // How much faster is a speed, held only where the box left the serve its CPUs.
     assert!(
-        speedup > 1.0,
+        busy || speedup > 1.0,
         "batched streams beat one stream: {aggregate}"
     );
     let running = &line_figures(&result, "metrics")["peak_processing"];
