@@ -358,6 +358,23 @@ fn walk_prompts(
 }
 
 impl Tally {
+    /// The prompts whose walk stopped short: at the re-anchor bound, at an unrecorded
+    /// position, or where the candidate would not continue.
+    fn stopped_short(&self) -> usize {
+        self.bound + self.unrecorded + self.not_continued.len()
+    }
+
+    /// The figures over every position, of `positions` judged with `agreed` alike.
+    fn every_position(&self, positions: usize, agreed: usize) -> PositionFigures {
+        position_figures(
+            positions,
+            agreed,
+            self.hard.len(),
+            &self.every_kl,
+            &self.every_delta,
+        )
+    }
+
     /// Add what a later walk found, as one walk over both would have.
     fn absorb(&mut self, o: Tally) {
         self.deltas.extend(o.deltas);
@@ -662,14 +679,8 @@ impl<'s, 'e> NoiseWalk<'s, 'e> {
             f.agreed += w.figures.agreed;
             f.reanchored += w.figures.reanchored;
         }
-        let short = tally.bound + tally.unrecorded + tally.not_continued.len();
-        let figures = position_figures(
-            f.positions,
-            f.agreed,
-            tally.hard.len(),
-            &tally.every_kl,
-            &tally.every_delta,
-        );
+        let short = tally.stopped_short();
+        let figures = tally.every_position(f.positions, f.agreed);
         let why = if tally.one_way > 0 {
             Some(format!(
                 "{} sent no logprobs",
@@ -920,7 +931,7 @@ pub(crate) fn reference_line(
 /// divergences and unmeasured ones, agreement, |Δ logprob| and KL, and every position's
 /// figures, which it also returns.
 fn tally_figures(tally: &Tally, figures: &mut ReferenceFigures) -> PositionFigures {
-    figures.stopped_short = tally.bound + tally.unrecorded + tally.not_continued.len();
+    figures.stopped_short = tally.stopped_short();
     figures.near_ties = tally.ties.len();
     figures.hard_divergences = tally.hard.len();
     figures.unmeasured = tally.unmeasured.len();
@@ -929,13 +940,7 @@ fn tally_figures(tally: &Tally, figures: &mut ReferenceFigures) -> PositionFigur
     figures.logprob_delta = delta_figures(&tally.deltas);
     let kls = &tally.kls;
     figures.kl_mean = (!kls.is_empty()).then(|| kls.iter().sum::<f64>() / kls.len() as f64);
-    let every = position_figures(
-        figures.positions,
-        figures.agreed,
-        tally.hard.len(),
-        &tally.every_kl,
-        &tally.every_delta,
-    );
+    let every = tally.every_position(figures.positions, figures.agreed);
     figures.every_position = Some(every);
     every
 }
