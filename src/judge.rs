@@ -11,7 +11,7 @@ use crate::archive::digest::Integrity;
 use crate::archive::record::Floors;
 use crate::archive::rundir::{self, Archive, BaselineRun, ResultFile};
 use crate::archive::safe_open::Want;
-use crate::args::judged::Judged;
+use crate::args::judged::{judged_of, Judged};
 use crate::args::reference::ReferenceArgs;
 use crate::args::run::{
     BaselineArgs, BurstFloorArgs, DeterminismArgs, DriftArgs, RouteEvidenceArgs,
@@ -374,19 +374,7 @@ fn floors_asked(args: &JudgeArgs, archive: &Archive) -> Result<Floors> {
 impl JudgeArgs {
     /// The flags the verdict is judged by, as `run` declares and records them.
     fn judged(&self) -> Judged<'_> {
-        Judged {
-            limits: &self.limits,
-            route: &self.route,
-            baseline: &self.baseline,
-            burst_floors: &self.burst_floors,
-            drift: &self.drift,
-            determinism: &self.determinism,
-            reference: &self.reference,
-            output_checks: &self.output_checks,
-            footprint: &self.footprint,
-            context: &self.context,
-            slo: &self.slo,
-        }
+        judged_of!(self)
     }
 }
 

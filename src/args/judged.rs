@@ -44,22 +44,31 @@ pub struct Judged<'a> {
     pub slo: &'a SloArgs,
 }
 
+/// The [`Judged`] view of a command's arguments (`run`'s or `judge`'s), whose groups carry the
+/// same field names: the list of groups is written once, here.
+macro_rules! judged_of {
+    ($args:expr) => {
+        $crate::args::judged::Judged {
+            limits: &$args.limits,
+            route: &$args.route,
+            baseline: &$args.baseline,
+            burst_floors: &$args.burst_floors,
+            drift: &$args.drift,
+            determinism: &$args.determinism,
+            reference: &$args.reference,
+            output_checks: &$args.output_checks,
+            footprint: &$args.footprint,
+            context: &$args.context,
+            slo: &$args.slo,
+        }
+    };
+}
+pub(crate) use judged_of;
+
 impl RunArgs {
     /// The flags the verdict is judged by, as `judge` overrides them.
     pub fn judged(&self) -> Judged<'_> {
-        Judged {
-            limits: &self.limits,
-            route: &self.route,
-            baseline: &self.baseline,
-            burst_floors: &self.burst_floors,
-            drift: &self.drift,
-            determinism: &self.determinism,
-            reference: &self.reference,
-            output_checks: &self.output_checks,
-            footprint: &self.footprint,
-            context: &self.context,
-            slo: &self.slo,
-        }
+        judged_of!(self)
     }
 }
 
