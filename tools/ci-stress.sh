@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The README's test suite on a busy box (issue 54): each run builds the tests once, then runs
-# every test binary (unit, integration, doc) as `cargo test --locked` would, with a CPU hog
+# The README's test suite on a busy box (issue 54): the tests are built once, then each run
+# runs every test binary (unit, integration, doc) as `cargo test --locked` would, with a CPU hog
 # pinned to one core throughout (--hog) or on a quiet box (--quiet), and says per run its wall
 # time, how many tests passed, failed and were ignored, each failure by name, and the slowest
 # 20 tests by their own time (libtest's --report-time, read from its JSON events).
