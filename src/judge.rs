@@ -62,9 +62,10 @@ pub struct JudgeArgs {
     /// What the depths' rates are held to.
     #[command(flatten, next_help_heading = "Context depth")]
     pub context: crate::args::context::ContextArgs,
-    /// The service level each reply is held to, instead of what the run recorded.
-    #[command(flatten, next_help_heading = "Floors and limits")]
-    pub slo: crate::args::slo::SloArgs,
+    /// The flags of the lines that are modules of their own (`lines/mod.rs`), each under
+    /// its own heading, instead of what the run recorded: the service level.
+    #[command(flatten)]
+    pub lines: crate::args::lines::LineArgs,
     /// Draw the run's timeline to FILE (SVG); never into the archive.
     #[arg(long, value_name = "FILE", help_heading = "Outputs")]
     pub svg: Option<PathBuf>,

@@ -44,8 +44,13 @@
 //!   `run`'s arguments (the clap struct, the one declaration of each setting) and their
 //!   bounds; [`args::profile`]: gate profiles; the flags each family of lines shares
 //!   between `run` and `judge` ([`args::reference`], [`args::output_checks`],
-//!   [`args::footprint`], [`args::context`], [`args::slo`]); durations read by
-//!   [`args::duration`].
+//!   [`args::footprint`], [`args::context`]), and those of the line modules ([`args::lines`]);
+//!   durations read by [`args::duration`].
+//! - [`lines`]: the judged lines that are each one module (issue 53): a line's flags, its
+//!   record in the archive, its pure verdict, its summary table, Prometheus families and
+//!   self-test cases in one folder, listed once in [`lines`], whose list every
+//!   place that goes over the lines expands (docs/adding-a-line.md). Pure; every layer
+//!   reaches it through the registry, and a line module imports only the others' leaves.
 //! - [`report`]: renders a verdict, decides nothing. Human lines, JUnit and Markdown in
 //!   [`report`] itself; [`report::output`]: where each goes; [`report::timeline`]:
 //!   timeline.svg; [`report::compare`]: runs side by side (read into rows; the table, CSV and
@@ -70,6 +75,7 @@ pub mod exit_codes;
 pub mod inert;
 pub mod judge;
 pub mod judging;
+pub mod lines;
 pub mod live;
 pub mod manual;
 pub mod prompts;

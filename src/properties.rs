@@ -26,10 +26,11 @@ use crate::archive::record::{
 };
 use crate::archive::rundir;
 use crate::judging::drift;
+use crate::judging::verdict::conditions::summarize;
 use crate::judging::verdict::{
     judge, Baseline, BaselineEvidence, Criteria, Evidence, Floors, Outcome, Status, Verdict,
 };
-use crate::live::conditions::summarize;
+use crate::live::conditions::INTERVAL_MS;
 use crate::selftest::cases::reply;
 
 const MS: u64 = 1_000_000;
@@ -374,7 +375,8 @@ fn arb_load() -> impl Strategy<Value = Option<LoadSnapshot>> {
                     load15: load1,
                     ncpu,
                     taken: "before-serve".into(),
-                    during: wait.map(|w| summarize(&[], 1.0, Some((1000 - w, w)), top)),
+                    during: wait
+                        .map(|w| summarize(&[], 1.0, Some((1000 - w, w)), top, INTERVAL_MS)),
                 }
             }),
     )

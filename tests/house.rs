@@ -6,7 +6,10 @@
 //! `crate::`, `super::` and `self::` path, and every use of a child module a file declares
 //! (`mod bursts;` then `bursts::line(..)`), resolved to the file that holds the module. A
 //! parent that calls its children while a child imports `super::X` is a circle too: what both
-//! need belongs in a leaf.
+//! need belongs in a leaf. A file that expands the registry of line modules
+//! (`lines/mod.rs`, issue 53) names `crate::lines::$module::...`: read as naming that path
+//! in every module under `src/lines/`, as the expansion does, so a line module that imports a
+//! file which calls it is a circle too.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -283,6 +286,30 @@ fn group_items(group: &str) -> Vec<String> {
     out
 }
 
+/// The paths a registry expansion names (`crate::lines::$module::record::$figures`, or
+/// `crate::lines::$module::judge`): the same path in each of `modules`, the folders under
+/// `src/lines/`, up to the first part left to the expansion (`$figures`).
+fn line_module_paths(code: &str, modules: &[String]) -> Vec<Vec<String>> {
+    const EXPANDED: &str = "crate::lines::$module::";
+    let mut out = Vec::new();
+    for (at, _) in code.match_indices(EXPANDED) {
+        let rest: String = code[at + EXPANDED.len()..]
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
+            .collect();
+        for module in modules {
+            let mut segs = vec!["lines".to_string(), module.clone()];
+            segs.extend(
+                rest.split("::")
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string),
+            );
+            out.push(segs);
+        }
+    }
+    out
+}
+
 /// The file of the longest prefix of `segs` that is a module.
 fn resolve<'a>(segs: &[String], modules: &'a BTreeMap<Vec<String>, String>) -> Option<&'a str> {
     (0..=segs.len())
@@ -301,6 +328,13 @@ fn file_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
         .filter(|r| r != Path::new("main.rs"))
         .map(|r| (module_of(&r), format!("src/{}", r.display())))
         .collect();
+    let line_modules: Vec<String> = std::fs::read_dir(src.join("lines"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for path in &files {
         let rel = rel_of(path);
@@ -313,6 +347,7 @@ fn file_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
         let blanked = blank_literals(&text);
         let code = shipped(&blanked).join("\n");
         let mut targets = named_paths(&code, &me);
+        targets.extend(line_module_paths(&code, &line_modules));
         // Children declared here and named as `child::`.
         for line in code.lines() {
             let t = line.trim_start();
@@ -603,4 +638,41 @@ fn a_circle_and_an_oversize_are_each_named() {
             format!("src/leaf.rs:3: fn long is {over} lines, more than {MOST_FUNCTION_LINES}"),
         ]
     );
+}
+
+/// A registry expansion names every line module: a line module that imports the file which
+/// calls it is a circle, and one that imports only leaves is not (issue 53).
+#[test]
+fn a_line_module_that_imports_what_calls_it_is_a_circle() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path();
+    for d in ["lines/slow", "lines/quiet", "verdict"] {
+        std::fs::create_dir_all(src.join(d)).unwrap();
+    }
+    let write = |rel: &str, text: &str| std::fs::write(src.join(rel), text).unwrap();
+    write(
+        "lines/mod.rs",
+        "pub mod quiet;\npub mod slow;\nmacro_rules! every_line { () => {} }\n",
+    );
+    write(
+        "verdict/mod.rs",
+        "macro_rules! calls {\n    ($($module:ident)*) => { $(crate::lines::$module::judge();)* };\n}\n",
+    );
+    write("verdict/line.rs", "pub struct Line;\n");
+    write(
+        "lines/slow/mod.rs",
+        "use crate::verdict::Floors;\npub fn judge() {}\n",
+    );
+    write(
+        "lines/quiet/mod.rs",
+        "use crate::verdict::line::Line;\npub fn judge() {}\n",
+    );
+    let circles = circle_breaks(src);
+    assert_eq!(circles.len(), 1, "{circles:#?}");
+    assert!(
+        circles[0].contains("src/verdict/mod.rs -> src/lines/slow/mod.rs")
+            && circles[0].contains("src/lines/slow/mod.rs -> src/verdict/mod.rs"),
+        "{circles:#?}"
+    );
+    assert!(!circles[0].contains("quiet"), "{circles:#?}");
 }

@@ -11,7 +11,7 @@ use std::path::Path;
 use crate::util::rust_files;
 
 /// The folders that are layers, and the crates and std modules the pure ones may not touch.
-const PURE: [&str; 2] = ["wire", "judging"];
+const PURE: [&str; 3] = ["wire", "judging", "lines"];
 const IMPURE: [&str; 5] = ["tokio", "std::fs", "std::net", "std::process", "nix"];
 
 /// What a layer may not use: (layer, the module it may not reach, why).
@@ -92,13 +92,26 @@ const FORBIDDEN: &[(&str, &str, &str)] = &[
     ),
     ("wire", "args", "the wire is bytes only"),
     (
+        "lines",
+        "live",
+        "a line is judged from recorded data: it never reaches the run's I/O",
+    ),
+    (
+        "lines",
+        "standin",
+        "a line is judged from recorded data: it never reaches the stand-in",
+    ),
+    (
         "report",
         "args",
         "report renders a verdict; the settings import its output flags, never the reverse",
     ),
 ];
 
-/// The folders under src/ that are layers (each a module).
+/// The folders under src/ that are layers (each a module). `lines/` (issue 53) is not among
+/// them as a target: every layer reaches the line modules through the registry they expand,
+/// as they reach the top's files, while a line module's own imports are held to `PURE` and
+/// `FORBIDDEN` above; tests/house.rs holds the files to no circle through the registry.
 const LAYERS: [&str; 8] = [
     "wire", "archive", "args", "judging", "live", "report", "standin", "selftest",
 ];

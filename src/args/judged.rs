@@ -9,13 +9,13 @@
 use crate::archive::record::Floors;
 use crate::args::context::ContextArgs;
 use crate::args::footprint::FootprintArgs;
+use crate::args::lines::LineArgs;
 use crate::args::output_checks::OutputCheckArgs;
 use crate::args::reference::ReferenceArgs;
 use crate::args::run::{
     BaselineArgs, BurstFloorArgs, DeterminismArgs, DriftArgs, LimitArgs, RouteEvidenceArgs,
     RunArgs, DEFAULT_FIRST_TOKEN_MS, DEFAULT_FLOOR,
 };
-use crate::args::slo::SloArgs;
 
 /// The floors a run starts from before its flags are laid over them: the rate floor and the
 /// first-token limit at their defaults, and the drift limit recorded whether given or not, so
@@ -41,7 +41,7 @@ pub struct Judged<'a> {
     pub output_checks: &'a OutputCheckArgs,
     pub footprint: &'a FootprintArgs,
     pub context: &'a ContextArgs,
-    pub slo: &'a SloArgs,
+    pub lines: &'a LineArgs,
 }
 
 /// The [`Judged`] view of a command's arguments (`run`'s or `judge`'s), whose groups carry the
@@ -59,7 +59,7 @@ macro_rules! judged_of {
             output_checks: &$args.output_checks,
             footprint: &$args.footprint,
             context: &$args.context,
-            slo: &$args.slo,
+            lines: &$args.lines,
         }
     };
 }
@@ -87,7 +87,7 @@ impl Judged<'_> {
             output_checks,
             footprint,
             context,
-            slo,
+            lines,
         } = self;
         limits.over(&mut floors);
         route.over(&mut floors);
@@ -99,7 +99,7 @@ impl Judged<'_> {
         floors.output = output_checks.over(floors.output);
         floors.footprint = footprint.over(std::mem::take(&mut floors.footprint));
         floors.context = context.over(std::mem::take(&mut floors.context));
-        floors.slo = slo.over(std::mem::take(&mut floors.slo));
+        floors.lines = lines.over(std::mem::take(&mut floors.lines));
         floors
     }
 }

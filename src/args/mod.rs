@@ -6,8 +6,10 @@
 //! [`judged`]: the flags a verdict is judged by, one group each, flattened into `run` and `judge`
 //! alike and laid over the recorded floors in one place ([`judged::Judged::over`]); the flags of each family of lines,
 //! shared by `run` and `judge`: [`reference`](self::reference) (the reference's agreement and noise),
-//! [`output_checks`] (degenerate output), [`footprint`] (memory), [`context`] (`--depths`)
-//! and [`slo`] (the service level and goodput); [`duration`]: durations read with their unit.
+//! [`output_checks`] (degenerate output), [`footprint`] (memory) and [`context`] (`--depths`);
+//! [`lines`]: the flags of the lines that are modules of their own ([`crate::lines`], each
+//! declaring its flags: the goodput line's `--slo`); [`duration`]: durations read with their
+//! unit.
 //!
 //! It may use the archive's types and judging's bounds and defaults, and the report's output
 //! flags; live, `judge` and the stand-in use it, and it uses none of them (`tests/layers.rs`
@@ -17,8 +19,8 @@ pub mod context;
 pub mod duration;
 pub mod footprint;
 pub mod judged;
+pub mod lines;
 pub mod output_checks;
 pub mod profile;
 pub mod reference;
 pub mod run;
-pub mod slo;

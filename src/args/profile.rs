@@ -962,7 +962,7 @@ mod tests {
             "slo = \"ttft=600ms,tpot=50ms\"\nmin_goodput = 0.95\n",
             "slo = { ttft = \"0.6s\", TPOT = \"50ms\" }\nmin_goodput = 0.95\n",
         ] {
-            let s = applied(text, ".").unwrap().slo;
+            let s = applied(text, ".").unwrap().lines.goodput;
             let slo = s.slo.unwrap();
             assert_eq!(
                 (slo.ttft_ms, slo.tpot_ms, slo.e2el_ms),

@@ -73,9 +73,10 @@ pub struct RunArgs {
     /// The depths, their replies and the context.
     #[command(flatten, next_help_heading = "Context depth")]
     pub context_run: crate::args::context::ContextRunArgs,
-    /// The service level each reply is held to.
-    #[command(flatten, next_help_heading = "Floors and limits")]
-    pub slo: crate::args::slo::SloArgs,
+    /// The flags of the lines that are modules of their own (`lines/mod.rs`), each under
+    /// its own heading: the service level each reply is held to.
+    #[command(flatten)]
+    pub lines: crate::args::lines::LineArgs,
     /// The serve's base URL, instead of http://127.0.0.1:{port}. With no serve command, the
     /// gate measures a serve that is already running (nothing is launched or stopped).
     #[arg(long, value_name = "URL", help_heading = "Launch, hold and stop")]

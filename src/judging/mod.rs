@@ -18,7 +18,6 @@
 pub mod archived;
 pub mod baseline;
 pub mod drift;
-pub mod goodput;
 pub mod growth;
 pub mod latency;
 pub mod measure;

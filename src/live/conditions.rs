@@ -20,7 +20,7 @@ use std::time::Instant;
 use sysinfo::{CpuRefreshKind, ProcessRefreshKind, ProcessesToUpdate, RefreshKind, System};
 
 use crate::archive::record::{LoadSnapshot, RouteRecord};
-use crate::judging::verdict::conditions::throttle_summary;
+use crate::judging::verdict::conditions::summarize;
 use crate::judging::verdict::Criteria;
 use crate::live::footprint::{self, DeviceMemoryFile};
 use crate::live::proc_scan;
@@ -349,11 +349,17 @@ impl Sampler {
         top.sort_by(|a, b| b.cpu_pct.total_cmp(&a.cpu_pct));
         top.truncate(5);
         let totals = self.serve_totals();
+        let interval_ms = INTERVAL_MS * self.samples.stride;
         DuringReplies {
             started_ns: Some(self.started_ns),
-            interval_ms: INTERVAL_MS * self.samples.stride,
             others_cpu_pct: Some(share_pct(others_ms)),
-            ..summarize(&self.samples.samples, window_ms / 1e3, totals, top)
+            ..summarize(
+                &self.samples.samples,
+                window_ms / 1e3,
+                totals,
+                top,
+                interval_ms,
+            )
         }
     }
 }
@@ -406,43 +412,6 @@ impl Kept {
             self.stride *= 2;
         }
         self.samples.push(sample);
-    }
-}
-
-/// The summary of a window's samples (pure).
-pub fn summarize(
-    samples: &[Sample],
-    seconds: f64,
-    serve_totals: Option<(u64, u64)>,
-    top: Vec<TopProcess>,
-) -> DuringReplies {
-    let load1_max = samples.iter().map(|s| s.load1).fold(0.0, f64::max);
-    let cpu_some_avg10_max = samples
-        .iter()
-        .filter_map(|s| s.cpu_some_avg10)
-        .reduce(f64::max);
-    let (serve_cpu_s, serve_wait_s, wait_fraction) = match serve_totals {
-        Some((cpu, wait)) if cpu + wait > 0 => (
-            Some(cpu as f64 / 1e9),
-            Some(wait as f64 / 1e9),
-            Some(wait as f64 / (cpu + wait) as f64),
-        ),
-        Some((cpu, wait)) => (Some(cpu as f64 / 1e9), Some(wait as f64 / 1e9), None),
-        None => (None, None, None),
-    };
-    DuringReplies {
-        interval_ms: INTERVAL_MS,
-        started_ns: None,
-        seconds,
-        load1_max,
-        cpu_some_avg10_max,
-        serve_cpu_s,
-        serve_wait_s,
-        wait_fraction,
-        top,
-        others_cpu_pct: None,
-        throttle: throttle_summary(samples),
-        samples: samples.to_vec(),
     }
 }
 
@@ -554,15 +523,24 @@ mod tests {
 
     #[test]
     fn the_wait_fraction_is_wait_over_ready_time() {
-        let d = summarize(&[], 1.0, Some((3_000_000_000, 1_000_000_000)), vec![]);
+        let d = summarize(
+            &[],
+            1.0,
+            Some((3_000_000_000, 1_000_000_000)),
+            vec![],
+            INTERVAL_MS,
+        );
         assert_eq!(d.wait_fraction, Some(0.25));
         assert_eq!(d.serve_cpu_s, Some(3.0));
-        let idle = summarize(&[], 1.0, Some((0, 0)), vec![]);
+        let idle = summarize(&[], 1.0, Some((0, 0)), vec![], INTERVAL_MS);
         assert_eq!(
             idle.wait_fraction, None,
             "no ready time, no fraction; never a zero"
         );
-        assert_eq!(summarize(&[], 1.0, None, vec![]).serve_cpu_s, None);
+        assert_eq!(
+            summarize(&[], 1.0, None, vec![], INTERVAL_MS).serve_cpu_s,
+            None
+        );
     }
 
     fn criteria() -> Criteria {

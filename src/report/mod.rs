@@ -7,6 +7,7 @@
 //! It uses the archive and judging; never live. `tests/layers.rs` checks this.
 
 pub mod compare;
+pub mod exposition;
 pub mod html;
 pub mod lines_table;
 pub mod output;
@@ -295,41 +296,16 @@ fn latency_table(v: &Verdict) -> String {
     )
 }
 
-/// The goodput line's targets as a Markdown table (`--slo`): each target, the replies over
-/// it and the worst; empty without the line.
-fn goodput_table(v: &Verdict) -> String {
-    let Some(g) = v
-        .lines
-        .iter()
-        .find(|l| l.check == Check::Goodput)
-        .and_then(|l| l.figures.as_ref())
-        .and_then(|f| f.goodput.as_ref())
-    else {
-        return String::new();
+/// The Markdown tables of the lines that are modules of their own ([`crate::lines`]), in the
+/// registry's order; each empty without its line.
+macro_rules! registered_tables {
+    ($($module:ident: $check:ident { $($entry:tt)* };)*) => {
+        fn registered_tables(v: &Verdict) -> String {
+            [$(crate::lines::$module::summary_table(v)),*].concat()
+        }
     };
-    let mut md =
-        String::from("\n| SLO target | met by | missed by | worst |\n| --- | --- | --- | --- |\n");
-    for t in &g.targets {
-        let worst = match (t.worst_reply, t.worst_ms) {
-            (Some(i), Some(ms)) => format!("reply {i}, {ms:.1} ms"),
-            _ => "-".to_string(),
-        };
-        let met_by = g.replies - t.missed - g.failed - g.no_token;
-        let _ = writeln!(
-            md,
-            "| {} <= {} ms | {met_by} of {} | {} | {worst} |",
-            t.metric, t.target_ms, g.replies, t.missed
-        );
-    }
-    if g.failed + g.no_token > 0 {
-        let _ = writeln!(
-            md,
-            "| (every target) | - | {} failed, {} with no token | - |",
-            g.failed, g.no_token
-        );
-    }
-    md
 }
+crate::lines::every_line!(registered_tables);
 
 /// A Markdown summary (for GitHub's step summary): the lines, the latency percentiles, then
 /// each reply's figures (a warm-up marked, since it is not judged).
@@ -345,7 +321,7 @@ pub fn markdown(v: &Verdict, replies: &[ReplyRecord], title: &str) -> String {
         let _ = writeln!(md, "| {} | {} | {} |", l.check, l.status, cell(&l.text));
     }
     md.push_str(&latency_table(v));
-    md.push_str(&goodput_table(v));
+    md.push_str(&registered_tables(v));
     md.push_str(&reference_table::reference_table(v));
     if !replies.is_empty() {
         md.push_str("\n| reply | tokens | first token (ms) | rate (tok/s) | finish | error |\n");
@@ -663,7 +639,7 @@ mod tests {
     /// The goodput line (`--slo`) is a judged testcase in JUnit and a table in the summary.
     #[test]
     fn goodput_is_a_junit_testcase_and_a_summary_table() {
-        use crate::archive::record::SloFloors;
+        use crate::lines::goodput::record::SloFloors;
         let mut replies: Vec<ReplyRecord> = [100, 700, 120]
             .iter()
             .map(|&first| cases::reply(&[first, first + 10], "a"))
@@ -680,9 +656,7 @@ mod tests {
         };
         let mut v = verdict(PASS);
         v.lines
-            .extend(crate::judging::verdict::goodput::goodput_line(
-                &replies, &slo,
-            ));
+            .extend(crate::lines::goodput::goodput_line(&replies, &slo));
         let (cases, _) = parse_junit(&junit(&v, &info("runs/a")));
         assert!(
             cases.contains(&("goodput".to_string(), Some("failure".to_string()))),

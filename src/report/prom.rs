@@ -53,17 +53,14 @@
 
 use crate::archive::check::Check;
 use crate::archive::record::Unit;
-use std::fmt::Write as _;
 
 use crate::archive::record::{
     ContextFigures, DepthFigures, Figures, Line, Percentiles, PositionFigures, ReferenceFigures,
 };
 use crate::judging::verdict::reference_noise::worst_noise;
 use crate::judging::verdict::{Outcome, Status, Verdict};
+use crate::report::exposition::{figures_of, one_sample, Exposition, Sample};
 use crate::report::RunInfo;
-
-/// What every metric's name starts with.
-const PREFIX: &str = "npu_serve_smoke_";
 
 /// Every RESULT a run can have, as result.json spells them.
 const RESULTS: [&str; 5] = ["PASS", "FAIL", "SKIP", "INTERRUPTED", "INCONCLUSIVE"];
@@ -82,10 +79,7 @@ pub fn exposition(v: &Verdict, run: &RunInfo<'_>) -> String {
     if let Some(sha) = run.serve_sha256 {
         run_labels.push(("serve_sha256", sha.to_string()));
     }
-    let mut out = Exposition {
-        text: String::new(),
-        run_labels,
-    };
+    let mut out = Exposition::new(run_labels);
 
     info_family(&mut out, run);
     result_family(&mut out, v);
@@ -97,7 +91,7 @@ pub fn exposition(v: &Verdict, run: &RunInfo<'_>) -> String {
     load_families(&mut out, v);
     footprint_families(&mut out, v);
     context_families(&mut out, v);
-    goodput_families(&mut out, v);
+    registered_families(&mut out, v);
     run_time_families(&mut out, run);
     latency_summaries(&mut out, v);
     out.text
@@ -647,106 +641,19 @@ fn latency_summaries(out: &mut Exposition, v: &Verdict) {
     }
 }
 
+/// The families of the lines that are modules of their own ([`crate::lines`]), in the
+/// registry's order.
+macro_rules! registered_families {
+    ($($module:ident: $check:ident { $($entry:tt)* };)*) => {
+        fn registered_families(out: &mut Exposition, v: &Verdict) {
+            $(crate::lines::$module::prom_families(out, v);)*
+        }
+    };
+}
+crate::lines::every_line!(registered_families);
+
 /// Which of a line's latency figures a summary is of.
 type PickPercentiles = fn(&Figures) -> Option<Percentiles>;
-
-/// One sample of a family: its own labels (the run's are added) and its value.
-/// The goodput line's figures (`--slo`, issue 37): the share of replies that met every target,
-/// named as guidellm names it (`slo_attainment`; vLLM's `request_goodput` is a rate of good
-/// requests a second, which a paced gate's share is not), and each target's misses.
-fn goodput_families(out: &mut Exposition, v: &Verdict) {
-    let g = figures_of(v, Check::Goodput).and_then(|f| f.goodput.as_ref());
-    let interval = g.and_then(|g| g.interval_95);
-    let share: Vec<Sample> = [
-        ("rate", g.and_then(|g| g.slo_attainment)),
-        ("interval_95_low", interval.map(|i| i[0])),
-        ("interval_95_high", interval.map(|i| i[1])),
-        ("min", g.map(|g| g.min_goodput)),
-    ]
-    .into_iter()
-    .filter_map(|(q, x)| Some((vec![("quantity", q.to_string())], x?)))
-    .collect();
-    out.gauge(
-        "slo_attainment_ratio",
-        "The share of replies that met every target of the SLO, its exact 95% interval, and the least share required.",
-        &share,
-    );
-    out.gauge(
-        "slo_replies",
-        "The replies held to the SLO, failed ones included.",
-        &one_sample(g, |g| Some(g.replies as f64)),
-    );
-    out.gauge(
-        "slo_met_replies",
-        "Of them, the replies that met every target.",
-        &one_sample(g, |g| Some(g.met as f64)),
-    );
-    let targets = g.map(|g| g.targets.as_slice()).unwrap_or_default();
-    let per_target = |pick: fn(&crate::archive::record::TargetFigures) -> f64| -> Vec<Sample> {
-        targets
-            .iter()
-            .map(|t| (vec![("target", t.metric.name().to_string())], pick(t)))
-            .collect()
-    };
-    out.gauge(
-        "slo_target_seconds",
-        "Each target of the SLO (ttft, itl, tpot, e2el), in seconds.",
-        &per_target(|t| t.target_ms / 1e3),
-    );
-    out.gauge(
-        "slo_missed_replies",
-        "The replies over each target (failed replies and replies without a token apart).",
-        &per_target(|t| t.missed as f64),
-    );
-}
-
-type Sample = (Vec<(&'static str, String)>, f64);
-
-/// The text being written, and the labels every sample carries.
-struct Exposition {
-    text: String,
-    run_labels: Vec<(&'static str, String)>,
-}
-
-impl Exposition {
-    /// A gauge family `name` with its samples; nothing when it has none.
-    fn gauge(&mut self, name: &str, help: &str, samples: &[Sample]) {
-        if samples.is_empty() {
-            return;
-        }
-        self.header(name, help, "gauge");
-        for (labels, value) in samples {
-            self.sample(name, labels, *value);
-        }
-    }
-
-    /// A summary family `name` in seconds from percentiles in ms: its quantiles, `_sum` (the
-    /// mean times the count) and `_count`.
-    fn summary_ms(&mut self, name: &str, help: &str, p: &Percentiles) {
-        self.header(name, help, "summary");
-        for (q, ms) in [("0.5", p.p50), ("0.9", p.p90), ("0.99", p.p99)] {
-            self.sample(name, &[("quantile", q.to_string())], ms / 1e3);
-        }
-        let sum = p.mean * p.count as f64 / 1e3;
-        self.sample(&format!("{name}_sum"), &[], sum);
-        self.sample(&format!("{name}_count"), &[], p.count as f64);
-    }
-
-    fn header(&mut self, name: &str, help: &str, kind: &str) {
-        let _ = writeln!(self.text, "# HELP {PREFIX}{name} {}", escape_help(help));
-        let _ = writeln!(self.text, "# TYPE {PREFIX}{name} {kind}");
-    }
-
-    fn sample(&mut self, name: &str, labels: &[(&'static str, String)], value: f64) {
-        let _ = write!(self.text, "{PREFIX}{name}{{");
-        let all = self.run_labels.iter().chain(labels);
-        for (i, (key, val)) in all.enumerate() {
-            let comma = if i == 0 { "" } else { "," };
-            let _ = write!(self.text, "{comma}{key}=\"{}\"", escape_label(val));
-        }
-        let _ = writeln!(self.text, "}} {}", sample_value(value));
-    }
-}
 
 /// A line's median figures as samples by `quantity`, each over `per` (1,000 for ms to s: a
 /// division, so 63.912191 ms is 0.063912191 s exactly as a reader dividing gets it): the
@@ -762,23 +669,6 @@ fn median_figures(f: &Figures, bound: Option<f64>, bound_name: &str, per: f64) -
     .into_iter()
     .filter_map(|(q, x)| Some((vec![("quantity", q.to_string())], x? / per)))
     .collect()
-}
-
-/// A family's one sample, without labels of its own: `pick` of a line's figures, or none
-/// where the line, or its figure, is not there.
-fn one_sample<T>(figures: Option<&T>, pick: fn(&T) -> Option<f64>) -> Vec<Sample> {
-    figures
-        .and_then(pick)
-        .map(|x| vec![(Vec::new(), x)])
-        .unwrap_or_default()
-}
-
-/// The figures of the first line named `check`.
-fn figures_of(v: &Verdict, check: Check) -> Option<&Figures> {
-    v.lines
-        .iter()
-        .find(|l| l.check == check)
-        .and_then(|l| l.figures.as_ref())
 }
 
 /// The verdict's lines, the first of each check only: two series with the same labels would
@@ -823,34 +713,10 @@ fn unix_seconds(t: &str) -> Option<f64> {
     Some(at.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs_f64())
 }
 
-/// A value as the format writes it: Go's float syntax, with `+Inf`, `-Inf` and `NaN` spelled
-/// its way (Rust's `inf` is not a number to Prometheus).
-fn sample_value(x: f64) -> String {
-    if x.is_nan() {
-        "NaN".into()
-    } else if x == f64::INFINITY {
-        "+Inf".into()
-    } else if x == f64::NEG_INFINITY {
-        "-Inf".into()
-    } else {
-        x.to_string()
-    }
-}
-
-/// A label value escaped as the format asks, what acts on a terminal shown as its escape
-/// first (a serve's model id is in one): [`crate::inert::prom_label`].
-fn escape_label(s: &str) -> String {
-    crate::inert::prom_label(s)
-}
-
-/// HELP text escaped as the format asks: backslash and line feed.
-fn escape_help(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('\n', "\\n")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::exposition::{escape_help, sample_value, PREFIX};
 
     fn line(check: &str, status: Status, figures: Option<Figures>) -> Line {
         Line {
@@ -1334,7 +1200,8 @@ mod tests {
     /// The goodput line's figures (`--slo`): the share as guidellm names it, and each target.
     #[test]
     fn goodput_figures_are_the_slo_attainment_and_each_targets_misses() {
-        use crate::archive::record::{GoodputFigures, SloMetric, TargetFigures};
+        use crate::archive::record::LineFigures;
+        use crate::lines::goodput::record::{GoodputFigures, SloMetric, TargetFigures};
         let g = GoodputFigures {
             replies: 12,
             met: 11,
@@ -1356,7 +1223,7 @@ mod tests {
                 "goodput",
                 Status::Ok,
                 Some(Figures {
-                    goodput: Some(g),
+                    lines: LineFigures { goodput: Some(g) },
                     ..Figures::default()
                 }),
             )],

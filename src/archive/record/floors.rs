@@ -109,14 +109,34 @@ pub struct Floors {
         skip_serializing_if = "crate::archive::record::context::ContextFloors::is_default"
     )]
     pub context: crate::archive::record::context::ContextFloors,
-    /// The service level each reply is held to, and the share that must meet it (issue 37,
-    /// `--slo`, `--min-goodput`); absent: none, and no goodput line.
-    #[serde(
-        default,
-        skip_serializing_if = "crate::archive::record::goodput::SloFloors::is_default"
-    )]
-    pub slo: crate::archive::record::goodput::SloFloors,
+    /// The settings of the lines that are modules of their own ([`crate::lines`]), each under
+    /// its key: `slo` (the goodput line's service level, issue 37); absent: its default.
+    #[serde(flatten)]
+    pub lines: LineFloors,
 }
+
+/// Each line module's recorded settings: `key: record::Type`, absent where it is the default.
+macro_rules! line_floors {
+    ($($module:ident: $check:ident {
+        floors: $key:ident $floors:ident, figures: $figures:ident, flags: $flags:ident
+    };)*) => {
+        /// The recorded settings of the lines that are modules of their own, one field each,
+        /// under its key (`lines/mod.rs`); flattened into [`Floors`].
+        #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct LineFloors {
+            $(
+                #[doc = concat!("The ", stringify!($module), " line's settings.")]
+                #[serde(
+                    default,
+                    skip_serializing_if = "crate::lines::is_default"
+                )]
+                pub $key: crate::lines::$module::record::$floors,
+            )*
+        }
+    };
+}
+crate::lines::every_line!(line_floors);
 
 /// What the output line holds replies to (issue 32, docs/output.md): each threshold absent
 /// where the run took its default.

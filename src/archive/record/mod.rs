@@ -19,7 +19,6 @@
 //!   lines' floors;
 //! - `context.rs`: context depth (issue 35): the depths planned, a depth reply's place, the
 //!   context lines' floors and figures;
-//! - `goodput.rs`: the SLO replies are held to (issue 37) and the goodput line's figures;
 //! - `conditions.rs`: the box's load and what was sampled during the replies (load.json);
 //! - `route.rs`: the route evidence read from /proc (route.json);
 //! - `metrics.rs`: the serve's own metrics around the bursts (metrics.json);
@@ -32,7 +31,6 @@ mod conditions;
 mod context;
 mod floors;
 mod footprint;
-mod goodput;
 mod hold;
 mod lifecycle;
 mod logprob_read;
@@ -51,7 +49,6 @@ pub use conditions::*;
 pub use context::*;
 pub use floors::*;
 pub use footprint::*;
-pub use goodput::*;
 pub use hold::*;
 pub use lifecycle::*;
 pub use logprob_read::read_plain_reply;

@@ -186,10 +186,31 @@ pub struct Figures {
     /// The context lines' figures (issue 35): a row a depth, and the limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<crate::archive::record::context::ContextFigures>,
-    /// The goodput line's figures (issue 37): the share of replies that met the SLO.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub goodput: Option<crate::archive::record::goodput::GoodputFigures>,
+    /// The figures of the lines that are modules of their own ([`crate::lines`]), each under
+    /// its module's name, as the other figures are: `goodput` (issue 37).
+    #[serde(flatten)]
+    pub lines: LineFigures,
 }
+
+/// Each line module's figures: `module: Option<record::Type>`, absent where the line has none.
+macro_rules! line_figures {
+    ($($module:ident: $check:ident {
+        floors: $key:ident $floors:ident, figures: $figures:ident, flags: $flags:ident
+    };)*) => {
+        /// The figures of the lines that are modules of their own, one field each, named by
+        /// the module (`lines/mod.rs`); flattened into [`Figures`].
+        #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct LineFigures {
+            $(
+                #[doc = concat!("The ", stringify!($module), " line's figures.")]
+                #[serde(default, skip_serializing_if = "Option::is_none")]
+                pub $module: Option<crate::lines::$module::record::$figures>,
+            )*
+        }
+    };
+}
+crate::lines::every_line!(line_figures);
 
 /// What a footprint line found (docs/footprint.md), each figure only where the line has it.
 /// Sizes are bytes, times ms.

@@ -5,7 +5,9 @@
 
 use super::words::trimmed;
 use crate::archive::check::Check;
-use crate::archive::record::{DuringReplies, Line, LoadSnapshot, Sample, Status, ThrottleSummary};
+use crate::archive::record::{
+    DuringReplies, Line, LoadSnapshot, Sample, Status, ThrottleSummary, TopProcess,
+};
 
 /// The serve's CPU-wait fraction at or above which a box counts as busy.
 pub const BUSY_WAIT_FRACTION: f64 = 0.10;
@@ -241,6 +243,46 @@ pub fn throttle_line(during: &DuringReplies) -> Option<Line> {
         text: parts.join("; "),
         figures: None,
     })
+}
+
+/// The summary of a window's samples, taken every `interval_ms`: the highest load and CPU
+/// pressure, the serve's CPU time and wait (`serve_totals`, ns), the busiest processes and the
+/// throttling seen. The sampler's window is summed up here, and so is a hand-made run's.
+pub fn summarize(
+    samples: &[Sample],
+    seconds: f64,
+    serve_totals: Option<(u64, u64)>,
+    top: Vec<TopProcess>,
+    interval_ms: u64,
+) -> DuringReplies {
+    let load1_max = samples.iter().map(|s| s.load1).fold(0.0, f64::max);
+    let cpu_some_avg10_max = samples
+        .iter()
+        .filter_map(|s| s.cpu_some_avg10)
+        .reduce(f64::max);
+    let (serve_cpu_s, serve_wait_s, wait_fraction) = match serve_totals {
+        Some((cpu, wait)) if cpu + wait > 0 => (
+            Some(cpu as f64 / 1e9),
+            Some(wait as f64 / 1e9),
+            Some(wait as f64 / (cpu + wait) as f64),
+        ),
+        Some((cpu, wait)) => (Some(cpu as f64 / 1e9), Some(wait as f64 / 1e9), None),
+        None => (None, None, None),
+    };
+    DuringReplies {
+        interval_ms,
+        started_ns: None,
+        seconds,
+        load1_max,
+        cpu_some_avg10_max,
+        serve_cpu_s,
+        serve_wait_s,
+        wait_fraction,
+        top,
+        others_cpu_pct: None,
+        throttle: throttle_summary(samples),
+        samples: samples.to_vec(),
+    }
 }
 
 #[cfg(test)]

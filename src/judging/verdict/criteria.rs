@@ -259,6 +259,20 @@ fn check_comparison_bounds(floors: &Floors) -> Result<()> {
     Ok(())
 }
 
+/// The bounds of each line module's recorded settings ([`crate::lines`]), in the registry's
+/// order: the first out of bounds, said as its flag would say it.
+macro_rules! line_module_bounds {
+    ($($module:ident: $check:ident {
+        floors: $key:ident $floors:ident, figures: $figures:ident, flags: $flags:ident
+    };)*) => {
+        fn line_module_bounds(floors: &Floors) -> std::result::Result<(), String> {
+            $(crate::lines::$module::check(&floors.lines.$key)?;)*
+            Ok(())
+        }
+    };
+}
+crate::lines::every_line!(line_module_bounds);
+
 /// The bounds of the output, footprint, goodput and context lines' own thresholds.
 fn check_line_bounds(floors: &Floors) -> Result<()> {
     if let Err(why) = output::check(&floors.output) {
@@ -267,7 +281,7 @@ fn check_line_bounds(floors: &Floors) -> Result<()> {
     if let Err(why) = footprint_bounds(&floors.footprint) {
         bail!("{why}");
     }
-    if let Err(why) = super::goodput::check(&floors.slo) {
+    if let Err(why) = line_module_bounds(floors) {
         bail!("{why}");
     }
     for (flag, x) in [

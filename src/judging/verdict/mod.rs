@@ -39,7 +39,6 @@ pub mod determinism;
 pub mod drift;
 pub mod evidence;
 pub mod footprint;
-pub mod goodput;
 pub mod latency;
 pub mod line;
 pub mod memory;
@@ -197,7 +196,7 @@ fn reply_lines(e: &Evidence<'_>, c: &Criteria, warmup_failed: &[String]) -> Vec<
         e.replies,
     ));
     lines.push(latency_line(e.replies));
-    lines.extend(goodput::goodput_line(e.replies, &c.floors().slo));
+    lines.extend(line_module_lines(e, c.floors()));
     let max_drift = c.floors().max_drift.unwrap_or(DEFAULT_MAX_DRIFT);
     lines.extend(drift::drift_lines(e.replies, max_drift));
     // Beside the drift: what the box's clocks and temperatures did meanwhile.
@@ -250,6 +249,21 @@ fn reply_lines(e: &Evidence<'_>, c: &Criteria, warmup_failed: &[String]) -> Vec<
     ));
     lines
 }
+
+/// The lines of the line modules ([`crate::lines`]), in the registry's order: each judges the
+/// judged replies by its own recorded settings, and says nothing where it was not asked for.
+macro_rules! line_module_lines {
+    ($($module:ident: $check:ident {
+        floors: $key:ident $floors:ident, figures: $figures:ident, flags: $flags:ident
+    };)*) => {
+        fn line_module_lines(e: &Evidence<'_>, floors: &Floors) -> Vec<Line> {
+            let mut lines = Vec::new();
+            $(lines.extend(crate::lines::$module::judge(e, &floors.lines.$key));)*
+            lines
+        }
+    };
+}
+crate::lines::every_line!(line_module_lines);
 
 /// The reference line's rules under `c`: its floors where set, the defaults where not.
 pub fn reference_rules(c: &Criteria) -> reference::ReferenceRules {

@@ -3,24 +3,26 @@
 //! box; `cargo test` runs the same table.
 //!
 //! # Layout
-//! `case.rs`: a case and its check; `parts.rs`: what the hand-made runs are built of, and the
-//! base case; each other file a family of cases, a function each, which [`all`] puts in one
-//! table in a fixed order (the self-test's and the report's tests name cases from it).
+//! `case.rs`: a case (data only); `judged.rs`: its check against the verdict; `parts.rs`:
+//! what the hand-made runs are built of, and the base case. `case.rs` and `parts.rs` never
+//! reach the verdict, so a line module ([`crate::lines`]) makes its cases of them. Each other
+//! file a family of cases, a function each, which [`all`] puts in one table in a fixed order
+//! with the line modules' (the self-test's and the report's tests name cases from it).
 
 mod bursts;
 mod busy;
-mod case;
+pub(crate) mod case;
 mod content;
 mod context;
 mod determinism;
 mod drift;
 mod floors;
 mod footprint;
-mod goodput;
 mod interval;
+mod judged;
 mod latency;
 mod output;
-mod parts;
+pub(crate) mod parts;
 mod reference;
 mod route;
 mod serve;
@@ -40,6 +42,19 @@ pub fn named(name: &str) -> Option<Case> {
     all().into_iter().find(|c| c.name == name)
 }
 
+/// The cases of the lines that are modules of their own ([`crate::lines`]), in the
+/// registry's order.
+macro_rules! registered_cases {
+    ($($module:ident: $check:ident { $($entry:tt)* };)*) => {
+        fn registered_cases() -> Vec<Case> {
+            let mut cases = Vec::new();
+            $(cases.extend(crate::lines::$module::cases());)*
+            cases
+        }
+    };
+}
+crate::lines::every_line!(registered_cases);
+
 /// Every judging case, family by family.
 pub fn all() -> Vec<Case> {
     [
@@ -58,7 +73,7 @@ pub fn all() -> Vec<Case> {
         serve::interrupted(),
         bursts::cases(),
         latency::cases(),
-        goodput::cases(),
+        registered_cases(),
         bursts::failed_stream(),
         determinism::cases(),
         footprint::memory(),

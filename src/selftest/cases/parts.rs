@@ -7,10 +7,13 @@ use crate::archive::record::{
     LoadSnapshot, MapKind, ProcessRecord, ReplyRecord, RouteRecord, RunManifest, Sampling, Startup,
     TokenLogprob, TopLogprob,
 };
-use crate::judging::verdict::{Floors, Outcome, Status};
-use crate::live::conditions::{summarize, TopProcess};
+use crate::archive::record::{Floors, Outcome, Status, TopProcess};
+use crate::judging::verdict::conditions::summarize;
 
 use super::case::{Case, NoiseCase, ReferenceCase};
+
+/// How often a hand-made run's conditions were sampled, ms: the live sampler's first interval.
+const SAMPLED_EVERY_MS: u64 = 250;
 
 /// A millisecond, in ns.
 pub(crate) const MS: u64 = 1_000_000;
@@ -249,7 +252,13 @@ pub(crate) fn serve_waited(per_mille: u64) -> LoadSnapshot {
     ];
     LoadSnapshot {
         load1: 0.5,
-        during: Some(summarize(&[], 2.0, Some((cpu, wait_ns)), top)),
+        during: Some(summarize(
+            &[],
+            2.0,
+            Some((cpu, wait_ns)),
+            top,
+            SAMPLED_EVERY_MS,
+        )),
         ..load()
     }
 }

@@ -33,7 +33,8 @@
 //!
 //! Pure: replies in, tallies out.
 
-use crate::archive::record::{ReplyRecord, SloFloors, SloMetric};
+use super::record::{SloFloors, SloMetric};
+use crate::archive::record::ReplyRecord;
 pub use crate::judging::latency::{reply_times, ReplyTimes};
 
 /// The figure of `times` for `metric`.

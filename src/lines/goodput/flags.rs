@@ -4,12 +4,13 @@
 
 use clap::Args;
 
-use crate::archive::record::{SloFloors, SloMetric, DEFAULT_MIN_GOODPUT, MOST_TARGET_MS};
+use super::record::{SloFloors, SloMetric, DEFAULT_MIN_GOODPUT, MOST_TARGET_MS};
 use crate::args::duration::{duration_in, BareUnit};
 
 /// The service level each reply is held to; each absent takes the run's recorded value
 /// (`judge`), else none.
 #[derive(Debug, Clone, Default, Args)]
+#[command(next_help_heading = "Floors and limits")]
 pub struct SloArgs {
     /// The service level each judged reply is held to: a target for any of ttft, itl, tpot
     /// and e2el (as the latency line defines them; names in any case), each with its unit,

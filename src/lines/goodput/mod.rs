@@ -1,20 +1,43 @@
-//! The goodput line (issue 37, item 4): the share of judged replies, burst streams included,
-//! that met every target of `--slo`, with its exact 95% interval, against `--min-goodput`; and
-//! which target was missed most. No line without an SLO. The rules are
-//! [`crate::judging::goodput`]'s; docs/goodput.md says them with the peers' sources.
+//! The goodput line (issue 37, item 4), as one module (issue 53): the share of judged
+//! replies, burst streams included, that met every target of `--slo`, with its exact 95%
+//! interval, against `--min-goodput`; and which target was missed most. No line without an
+//! SLO. docs/goodput.md says the rules with the peers' sources.
+//!
+//! - [`flags`]: `--slo` and `--min-goodput`, and how they lay over a run's recorded SLO;
+//! - [`record`]: what the archive keeps: the SLO (run.json `floors.slo`) and the line's
+//!   figures (result.json `figures.goodput`);
+//! - [`attainment`]: whether each reply met its targets, and the tally (pure);
+//! - here: the line ([`judge`]), the bounds of a recorded SLO ([`check`]), its Markdown table
+//!   ([`summary_table`]), its Prometheus families ([`prom_families`]) and its self-test cases
+//!   ([`cases`]).
 //!
 //! A timing line ([`Check::TIMING`]): a reply over its targets is slow, as a rate under its
 //! floor is, and a busy box slows both alike. A failed reply counts as a miss here, but it
 //! fails the content line too, which no busy box excuses.
 
-use super::words::{plural, trimmed};
+use std::fmt::Write as _;
+
 use crate::archive::check::Check;
-use crate::archive::record::{
-    Figures, GoodputFigures, Line, ReplyRecord, SloFloors, Status, TargetFigures,
-    DEFAULT_MIN_GOODPUT, MOST_TARGET_MS,
-};
-use crate::judging::goodput::{goodput, GoodputTally, TargetMisses};
+use crate::archive::record::{Figures, Line, LineFigures, Outcome, ReplyRecord, Status, Verdict};
 use crate::judging::proportion::clopper_pearson;
+use crate::judging::verdict::evidence::Evidence;
+use crate::judging::verdict::words::{plural, trimmed};
+use crate::report::exposition::{figures_of, one_sample, Exposition, Sample};
+use crate::selftest::cases::case::Case;
+use crate::selftest::cases::parts::{base, good, numbered, reply, serve_waited, slow};
+use attainment::{goodput, GoodputTally, TargetMisses};
+use record::{GoodputFigures, SloFloors, TargetFigures, DEFAULT_MIN_GOODPUT, MOST_TARGET_MS};
+
+pub mod attainment;
+pub mod flags;
+pub mod record;
+
+pub use flags::SloArgs;
+
+/// The `goodput` line over the judged replies of `e`, or none where `slo` has no target.
+pub fn judge(e: &Evidence<'_>, slo: &SloFloors) -> Option<Line> {
+    goodput_line(e.replies, slo)
+}
 
 /// The `goodput` line over `replies` (the judged ones), or none where `slo` has no target.
 pub(crate) fn goodput_line(replies: &[ReplyRecord], slo: &SloFloors) -> Option<Line> {
@@ -42,7 +65,9 @@ pub(crate) fn goodput_line(replies: &[ReplyRecord], slo: &SloFloors) -> Option<L
     };
     Some(
         Line::new(Check::Goodput, status, goodput_text(&t, interval, min)).with(Figures {
-            goodput: Some(figures),
+            lines: LineFigures {
+                goodput: Some(figures),
+            },
             ..Figures::default()
         }),
     )
@@ -50,7 +75,7 @@ pub(crate) fn goodput_line(replies: &[ReplyRecord], slo: &SloFloors) -> Option<L
 
 /// The SLO as the flags hold it, for a profile's or a run.json edited by hand: each target
 /// above 0 and at most a day, `--min-goodput` above 0 and at most 1, and only with a target.
-pub(crate) fn check(slo: &SloFloors) -> Result<(), String> {
+pub fn check(slo: &SloFloors) -> Result<(), String> {
     for (metric, target) in slo.targets() {
         if !(target > 0.0 && target <= MOST_TARGET_MS) {
             return Err(format!(
@@ -158,11 +183,167 @@ fn missed_text(m: &TargetMisses) -> String {
     format!("{} {} ms by {}{worst}", m.metric, ms(m.target_ms), m.missed)
 }
 
+/// The goodput line's targets as a Markdown table (`--slo`): each target, the replies over
+/// it and the worst; empty without the line.
+pub fn summary_table(v: &Verdict) -> String {
+    let Some(g) = v
+        .lines
+        .iter()
+        .find(|l| l.check == Check::Goodput)
+        .and_then(|l| l.figures.as_ref())
+        .and_then(|f| f.lines.goodput.as_ref())
+    else {
+        return String::new();
+    };
+    let mut md =
+        String::from("\n| SLO target | met by | missed by | worst |\n| --- | --- | --- | --- |\n");
+    for t in &g.targets {
+        let worst = match (t.worst_reply, t.worst_ms) {
+            (Some(i), Some(ms)) => format!("reply {i}, {ms:.1} ms"),
+            _ => "-".to_string(),
+        };
+        let met_by = g.replies - t.missed - g.failed - g.no_token;
+        let _ = writeln!(
+            md,
+            "| {} <= {} ms | {met_by} of {} | {} | {worst} |",
+            t.metric, t.target_ms, g.replies, t.missed
+        );
+    }
+    if g.failed + g.no_token > 0 {
+        let _ = writeln!(
+            md,
+            "| (every target) | - | {} failed, {} with no token | - |",
+            g.failed, g.no_token
+        );
+    }
+    md
+}
+
+/// The goodput line's figures (`--slo`, issue 37): the share of replies that met every target,
+/// named as guidellm names it (`slo_attainment`; vLLM's `request_goodput` is a rate of good
+/// requests a second, which a paced gate's share is not), and each target's misses.
+pub(crate) fn prom_families(out: &mut Exposition, v: &Verdict) {
+    let g = figures_of(v, Check::Goodput).and_then(|f| f.lines.goodput.as_ref());
+    let interval = g.and_then(|g| g.interval_95);
+    let share: Vec<Sample> = [
+        ("rate", g.and_then(|g| g.slo_attainment)),
+        ("interval_95_low", interval.map(|i| i[0])),
+        ("interval_95_high", interval.map(|i| i[1])),
+        ("min", g.map(|g| g.min_goodput)),
+    ]
+    .into_iter()
+    .filter_map(|(q, x)| Some((vec![("quantity", q.to_string())], x?)))
+    .collect();
+    out.gauge(
+        "slo_attainment_ratio",
+        "The share of replies that met every target of the SLO, its exact 95% interval, and the least share required.",
+        &share,
+    );
+    out.gauge(
+        "slo_replies",
+        "The replies held to the SLO, failed ones included.",
+        &one_sample(g, |g| Some(g.replies as f64)),
+    );
+    out.gauge(
+        "slo_met_replies",
+        "Of them, the replies that met every target.",
+        &one_sample(g, |g| Some(g.met as f64)),
+    );
+    let targets = g.map(|g| g.targets.as_slice()).unwrap_or_default();
+    let per_target = |pick: fn(&TargetFigures) -> f64| -> Vec<Sample> {
+        targets
+            .iter()
+            .map(|t| (vec![("target", t.metric.name().to_string())], pick(t)))
+            .collect()
+    };
+    out.gauge(
+        "slo_target_seconds",
+        "Each target of the SLO (ttft, itl, tpot, e2el), in seconds.",
+        &per_target(|t| t.target_ms / 1e3),
+    );
+    out.gauge(
+        "slo_missed_replies",
+        "The replies over each target (failed replies and replies without a token apart).",
+        &per_target(|t| t.missed as f64),
+    );
+}
+
+/// The base case's replies have a TPOT of (300 - 200) / 10 = 10 ms; `slow()`'s is 20 ms.
+fn tpot(ms: f64, min: f64) -> SloFloors {
+    SloFloors {
+        tpot_ms: Some(ms),
+        min_goodput: Some(min),
+        ..SloFloors::default()
+    }
+}
+
+/// The goodput line's self-test cases (`--slo`): a reply at its target meets it, the share
+/// against `--min-goodput` at and under it, a failed reply a miss, and a busy box that may
+/// excuse it.
+pub(crate) fn cases() -> Vec<Case> {
+    use Status::{Fail, Ok};
+    let mut cases = Vec::new();
+    let mut c = base("goodput: a reply exactly at its target meets it");
+    c.floors.lines.slo = tpot(10.0, 1.0);
+    c.expect.push((Check::Goodput,
+        Ok,
+        "3 of 3 replies met every target (100%, 95% interval 29.2% to 100%; at least 100% required); targets tpot 10 ms",
+    ));
+    cases.push(c);
+
+    let mut c = base("goodput: a share under --min-goodput FAILs and names the target missed");
+    c.replies = numbered(vec![good(), good(), slow()]);
+    c.floors.lines.slo = tpot(10.0, 0.9);
+    c.expect = vec![(Check::Goodput,
+        Fail,
+        "2 of 3 replies met every target (66.7%, 95% interval 9.4% to 99.2%; at least 90% required); missed: tpot 10 ms by 1 (reply 3, 20 ms)",
+    )];
+    c.outcome = Outcome::Fail;
+    cases.push(c);
+
+    let mut c = base("goodput: a share exactly at --min-goodput passes");
+    c.replies = numbered(vec![good(), slow(), good(), slow()]);
+    c.floors.lines.slo = tpot(10.0, 0.5);
+    c.expect = vec![(Check::Goodput, Ok, "2 of 4 replies met every target (50%")];
+    cases.push(c);
+
+    let mut c = base("goodput: a failed reply met no target");
+    let mut failed = reply(&[200], "Paris.");
+    failed.error = Some("the stream broke".into());
+    c.replies = numbered(vec![good(), good(), failed]);
+    c.floors.lines.slo = tpot(10.0, 0.5);
+    c.expect = vec![(Check::Goodput,
+        Ok,
+        "2 of 3 replies met every target (66.7%, 95% interval 9.4% to 99.2%; at least 50% required); targets tpot 10 ms; 1 failed reply met no target",
+    )];
+    c.outcome = Outcome::Fail;
+    cases.push(c);
+
+    let mut c =
+        base("goodput: alone over its SLO on a busy box it is timing, and --busy-skip a SKIP");
+    c.replies = numbered(vec![good(), good(), slow()]);
+    c.floors.lines.slo = tpot(10.0, 0.9);
+    c.load = Some(serve_waited(310));
+    c.floors.busy_skip = Some(0.2);
+    c.expect = vec![(Check::Goodput, Fail, "2 of 3 replies met every target")];
+    c.outcome = Outcome::Skip {
+        reason: "busy box: the serve waited for a CPU 31% of the time it was ready to run".into(),
+        advice: Some("re-run on a quiet box".into()),
+    };
+    cases.push(c);
+
+    let mut c = base("goodput: no --slo, no line");
+    c.absent = vec![Check::Goodput];
+    cases.push(c);
+    cases
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::archive::record::{BurstSlot, SloMetric};
+    use crate::archive::record::BurstSlot;
     use crate::judging::measure::tests::reply_at;
+    use record::SloMetric;
 
     /// `n` replies, first token at 100 ms and 10 tokens 10 ms apart (TPOT 10), the ones in
     /// `slow` with gaps of `slow_gap` ms instead; numbered from 1.
@@ -200,7 +381,7 @@ mod tests {
             "11 of 12 replies met every target (91.7%, 95% interval 61.5% to 99.8%; \
              at least 90% required); missed: tpot 50 ms by 1 (reply 7, 63.2 ms)"
         );
-        let f = l.figures.unwrap().goodput.unwrap();
+        let f = l.figures.unwrap().lines.goodput.unwrap();
         assert_eq!((f.replies, f.met, f.failed, f.no_token), (12, 11, 0, 0));
         assert_eq!(f.min_goodput, 0.9);
         assert_eq!(f.targets[0].worst_reply, Some(7));
@@ -259,7 +440,7 @@ mod tests {
             "{}",
             l.text
         );
-        let f = l.figures.unwrap().goodput.unwrap();
+        let f = l.figures.unwrap().lines.goodput.unwrap();
         assert_eq!((f.failed, f.no_token, f.targets[0].missed), (1, 1, 0));
     }
 

@@ -1,6 +1,7 @@
-//! SLO attainment (issue 37, item 4), as a run records it: the service level each reply is
-//! held to (run.json `floors.slo`) and what the goodput line found (result.json
-//! `figures.goodput`). The rules are `judging::goodput`'s; docs/goodput.md says them.
+//! What the archive keeps of the goodput line (issue 37, item 4): the service level each reply
+//! is held to (run.json `floors.slo`, the archive's `LineFloors`) and what the line found
+//! (result.json `figures.goodput`, the archive's `LineFigures`). The rules are
+//! [`super::attainment`]'s; docs/goodput.md says them. A leaf: the archive holds these.
 
 use std::fmt;
 
