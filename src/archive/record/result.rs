@@ -208,6 +208,23 @@ macro_rules! line_figures {
                 pub $module: Option<crate::lines::$module::record::$figures>,
             )*
         }
+
+        impl LineFigures {
+            $(
+                #[doc = concat!("A line's figures that are the ", stringify!($module), " line's alone.")]
+                // While one line is a module, the update names no other field; with two it does.
+                #[allow(clippy::needless_update)]
+                pub fn $module(figures: crate::lines::$module::record::$figures) -> Figures {
+                    Figures {
+                        lines: LineFigures {
+                            $module: Some(figures),
+                            ..LineFigures::default()
+                        },
+                        ..Figures::default()
+                    }
+                }
+            )*
+        }
     };
 }
 crate::lines::every_line!(line_figures);

@@ -18,7 +18,7 @@
 use std::fmt::Write as _;
 
 use crate::archive::check::Check;
-use crate::archive::record::{Figures, Line, LineFigures, Outcome, ReplyRecord, Status, Verdict};
+use crate::archive::record::{Line, LineFigures, Outcome, ReplyRecord, Status, Verdict};
 use crate::judging::proportion::clopper_pearson;
 use crate::judging::verdict::evidence::Evidence;
 use crate::judging::verdict::words::{plural, trimmed};
@@ -64,12 +64,8 @@ pub(crate) fn goodput_line(replies: &[ReplyRecord], slo: &SloFloors) -> Option<L
         targets: t.targets.iter().map(target_figures).collect(),
     };
     Some(
-        Line::new(Check::Goodput, status, goodput_text(&t, interval, min)).with(Figures {
-            lines: LineFigures {
-                goodput: Some(figures),
-            },
-            ..Figures::default()
-        }),
+        Line::new(Check::Goodput, status, goodput_text(&t, interval, min))
+            .with(LineFigures::goodput(figures)),
     )
 }
 
