@@ -1219,14 +1219,7 @@ mod tests {
             }],
         };
         let v = Verdict {
-            lines: vec![line(
-                "goodput",
-                Status::Ok,
-                Some(Figures {
-                    lines: LineFigures { goodput: Some(g) },
-                    ..Figures::default()
-                }),
-            )],
+            lines: vec![line("goodput", Status::Ok, Some(LineFigures::goodput(g)))],
             outcome: Outcome::Pass,
         };
         let text = exposition(&v, &run());
