@@ -7,7 +7,7 @@ use crate::archive::record::LineFloors;
 
 /// Each line module's flags, and where each lands in its recorded settings.
 macro_rules! line_args {
-    ($($module:ident: $check:ident {
+    ($($module:ident: $check:ident after $after:ident {
         floors: $key:ident $floors:ident, figures: $figures:ident, flags: $flags:ident
     };)*) => {
         /// Each line module's flags, one group a line, named by its module.

@@ -25,14 +25,16 @@
 //! summary's tables, the Prometheus families and the self-test's cases. A line added here is
 //! in all of them; one left out is in none, and nothing else names it.
 //!
-//! An entry, in the order of the verdict's lines:
+//! An entry, in the order of the verdict's lines where two follow the same line:
 //!
 //! ```text
-//! module: Check { floors: key Type, figures: Type, flags: Type };
+//! module: Check after Anchor { floors: key Type, figures: Type, flags: Type };
 //! ```
 //!
 //! - `module`: the folder under `src/lines/`, and the field of `LineFigures` and `LineArgs`;
 //! - `Check`: the [`crate::archive::check::Check`] variant its line is named by;
+//! - `after Anchor`: the check whose line it follows in the verdict (goodput's, `Latency`);
+//!   where that line is not there, it goes after the replies' other lines;
 //! - `floors: key Type`: run.json's `floors.key`, of `record::Type` (`Default` and
 //!   `PartialEq`: a run that left it at its default records nothing for it);
 //! - `figures: Type`: result.json's `figures.module` on its line, of `record::Type`;
@@ -58,7 +60,9 @@ pub fn is_default<T: Default + PartialEq>(x: &T) -> bool {
 macro_rules! every_line {
     ($then:ident) => {
         $then! {
-            goodput: Goodput { floors: slo SloFloors, figures: GoodputFigures, flags: SloArgs };
+            goodput: Goodput after Latency {
+                floors: slo SloFloors, figures: GoodputFigures, flags: SloArgs
+            };
         }
     };
 }

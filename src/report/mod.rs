@@ -299,7 +299,7 @@ fn latency_table(v: &Verdict) -> String {
 /// The Markdown tables of the lines that are modules of their own ([`crate::lines`]), in the
 /// registry's order; each empty without its line.
 macro_rules! registered_tables {
-    ($($module:ident: $check:ident { $($entry:tt)* };)*) => {
+    ($($module:ident: $check:ident after $after:ident { $($entry:tt)* };)*) => {
         fn registered_tables(v: &Verdict) -> String {
             [$(crate::lines::$module::summary_table(v)),*].concat()
         }

@@ -644,7 +644,7 @@ fn latency_summaries(out: &mut Exposition, v: &Verdict) {
 /// The families of the lines that are modules of their own ([`crate::lines`]), in the
 /// registry's order.
 macro_rules! registered_families {
-    ($($module:ident: $check:ident { $($entry:tt)* };)*) => {
+    ($($module:ident: $check:ident after $after:ident { $($entry:tt)* };)*) => {
         fn registered_families(out: &mut Exposition, v: &Verdict) {
             $(crate::lines::$module::prom_families(out, v);)*
         }

@@ -117,7 +117,7 @@ pub struct Floors {
 
 /// Each line module's recorded settings: `key: record::Type`, absent where it is the default.
 macro_rules! line_floors {
-    ($($module:ident: $check:ident {
+    ($($module:ident: $check:ident after $after:ident {
         floors: $key:ident $floors:ident, figures: $figures:ident, flags: $flags:ident
     };)*) => {
         /// The recorded settings of the lines that are modules of their own, one field each,

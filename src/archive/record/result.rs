@@ -194,7 +194,7 @@ pub struct Figures {
 
 /// Each line module's figures: `module: Option<record::Type>`, absent where the line has none.
 macro_rules! line_figures {
-    ($($module:ident: $check:ident {
+    ($($module:ident: $check:ident after $after:ident {
         floors: $key:ident $floors:ident, figures: $figures:ident, flags: $flags:ident
     };)*) => {
         /// The figures of the lines that are modules of their own, one field each, named by

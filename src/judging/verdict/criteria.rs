@@ -262,7 +262,7 @@ fn check_comparison_bounds(floors: &Floors) -> Result<()> {
 /// The bounds of each line module's recorded settings ([`crate::lines`]), in the registry's
 /// order: the first out of bounds, said as its flag would say it.
 macro_rules! line_module_bounds {
-    ($($module:ident: $check:ident {
+    ($($module:ident: $check:ident after $after:ident {
         floors: $key:ident $floors:ident, figures: $figures:ident, flags: $flags:ident
     };)*) => {
         fn line_module_bounds(floors: &Floors) -> std::result::Result<(), String> {

@@ -196,7 +196,6 @@ fn reply_lines(e: &Evidence<'_>, c: &Criteria, warmup_failed: &[String]) -> Vec<
         e.replies,
     ));
     lines.push(latency_line(e.replies));
-    lines.extend(line_module_lines(e, c.floors()));
     let max_drift = c.floors().max_drift.unwrap_or(DEFAULT_MAX_DRIFT);
     lines.extend(drift::drift_lines(e.replies, max_drift));
     // Beside the drift: what the box's clocks and temperatures did meanwhile.
@@ -247,18 +246,36 @@ fn reply_lines(e: &Evidence<'_>, c: &Criteria, warmup_failed: &[String]) -> Vec<
         e.reference,
         reference_rules(c),
     ));
+    place_after(&mut lines, line_module_lines(e, c.floors()));
     lines
 }
 
-/// The lines of the line modules ([`crate::lines`]), in the registry's order: each judges the
-/// judged replies by its own recorded settings, and says nothing where it was not asked for.
+/// Each line module's line, with the check it follows (the registry's `after`), placed just
+/// after the last line of that check, or at the end where there is none; two lines that follow
+/// the same check keep the registry's order.
+fn place_after(lines: &mut Vec<Line>, placed: Vec<(Check, Line)>) {
+    // Last first: each goes in just after its anchor, before those placed after it already.
+    for (after, line) in placed.into_iter().rev() {
+        let at = lines
+            .iter()
+            .rposition(|l| l.check == after)
+            .map_or(lines.len(), |i| i + 1);
+        lines.insert(at, line);
+    }
+}
+
+/// The lines of the line modules ([`crate::lines`]), in the registry's order, each with the
+/// check it follows: each judges the judged replies by its own recorded settings, and says
+/// nothing where it was not asked for.
 macro_rules! line_module_lines {
-    ($($module:ident: $check:ident {
+    ($($module:ident: $check:ident after $after:ident {
         floors: $key:ident $floors:ident, figures: $figures:ident, flags: $flags:ident
     };)*) => {
-        fn line_module_lines(e: &Evidence<'_>, floors: &Floors) -> Vec<Line> {
+        fn line_module_lines(e: &Evidence<'_>, floors: &Floors) -> Vec<(Check, Line)> {
             let mut lines = Vec::new();
-            $(lines.extend(crate::lines::$module::judge(e, &floors.lines.$key));)*
+            $(lines.extend(
+                crate::lines::$module::judge(e, &floors.lines.$key).map(|l| (Check::$after, l)),
+            );)*
             lines
         }
     };
@@ -355,6 +372,42 @@ mod tests {
     };
     use crate::judging::measure::tests::reply_at;
     use crate::judging::serve_log::LogScan;
+
+    /// A line module's line goes just after the last line of the check it follows; two after
+    /// the same check keep the registry's order; one whose check is not there goes last.
+    #[test]
+    fn a_line_modules_line_goes_after_the_check_it_follows() {
+        let line = |check| Line::new(check, Status::Ok, "");
+        let mut lines = vec![
+            line(Check::Rate),
+            line(Check::Latency),
+            line(Check::Drift),
+            line(Check::Content),
+        ];
+        place_after(
+            &mut lines,
+            vec![
+                (Check::Latency, line(Check::Goodput)),
+                (Check::Latency, line(Check::Tools)),
+                (Check::Reference, line(Check::Idle)),
+                (Check::Content, line(Check::Output)),
+            ],
+        );
+        let checks: Vec<Check> = lines.iter().map(|l| l.check).collect();
+        assert_eq!(
+            checks,
+            [
+                Check::Rate,
+                Check::Latency,
+                Check::Goodput,
+                Check::Tools,
+                Check::Drift,
+                Check::Content,
+                Check::Output,
+                Check::Idle,
+            ]
+        );
+    }
 
     static READY: Startup = Startup::Ready {
         after_ms: 1.0,

@@ -45,7 +45,7 @@ pub fn named(name: &str) -> Option<Case> {
 /// The cases of the lines that are modules of their own ([`crate::lines`]), in the
 /// registry's order.
 macro_rules! registered_cases {
-    ($($module:ident: $check:ident { $($entry:tt)* };)*) => {
+    ($($module:ident: $check:ident after $after:ident { $($entry:tt)* };)*) => {
         fn registered_cases() -> Vec<Case> {
             let mut cases = Vec::new();
             $(cases.extend(crate::lines::$module::cases());)*
