@@ -250,17 +250,22 @@ fn reply_lines(e: &Evidence<'_>, c: &Criteria, warmup_failed: &[String]) -> Vec<
     lines
 }
 
-/// Each line module's line, with the check it follows (the registry's `after`), placed just
-/// after the last line of that check, or at the end where there is none; two lines that follow
-/// the same check keep the registry's order.
+/// Each line module's line, with the check it follows (the registry's `after`), placed in the
+/// registry's order just after the last line of that check (a module's own included), past
+/// those already placed after the same check; at the end where there is no such line.
 fn place_after(lines: &mut Vec<Line>, placed: Vec<(Check, Line)>) {
-    // Last first: each goes in just after its anchor, before those placed after it already.
-    for (after, line) in placed.into_iter().rev() {
-        let at = lines
+    // The check each line was placed after: none for the verdict's own.
+    let mut anchors: Vec<Option<Check>> = vec![None; lines.len()];
+    for (after, line) in placed {
+        let mut at = lines
             .iter()
             .rposition(|l| l.check == after)
             .map_or(lines.len(), |i| i + 1);
+        while anchors.get(at) == Some(&Some(after)) {
+            at += 1;
+        }
         lines.insert(at, line);
+        anchors.insert(at, Some(after));
     }
 }
 
@@ -374,7 +379,8 @@ mod tests {
     use crate::judging::serve_log::LogScan;
 
     /// A line module's line goes just after the last line of the check it follows; two after
-    /// the same check keep the registry's order; one whose check is not there goes last.
+    /// the same check keep the registry's order; one can follow another's; one whose check is
+    /// not there goes last.
     #[test]
     fn a_line_modules_line_goes_after_the_check_it_follows() {
         let line = |check| Line::new(check, Status::Ok, "");
@@ -391,6 +397,8 @@ mod tests {
                 (Check::Latency, line(Check::Tools)),
                 (Check::Reference, line(Check::Idle)),
                 (Check::Content, line(Check::Output)),
+                (Check::Goodput, line(Check::Memory)),
+                (Check::Reference, line(Check::Stop)),
             ],
         );
         let checks: Vec<Check> = lines.iter().map(|l| l.check).collect();
@@ -400,11 +408,13 @@ mod tests {
                 Check::Rate,
                 Check::Latency,
                 Check::Goodput,
+                Check::Memory,
                 Check::Tools,
                 Check::Drift,
                 Check::Content,
                 Check::Output,
                 Check::Idle,
+                Check::Stop,
             ]
         );
     }
