@@ -26,6 +26,20 @@ fn text(o: &Output) -> String {
     )
 }
 
+/// `tools/build-deb.sh`, run as a release runs it: without what cargo put in this test's
+/// environment from the gate's build script (`NPU_SERVE_SMOKE_COMMIT`, its build date,
+/// `OUT_DIR`). The script's `cargo build --release` would see the commit as a changed setting
+/// of build.rs (`rerun-if-env-changed`) and build the release binary again, and the next plain
+/// `cargo build --release` (CI's gate command) again after it: two release builds for nothing.
+fn build_deb() -> Command {
+    let mut cmd = Command::new("bash");
+    cmd.arg(Path::new(REPO).join("tools/build-deb.sh"))
+        .env_remove("NPU_SERVE_SMOKE_COMMIT")
+        .env_remove("NPU_SERVE_SMOKE_BUILD_DATE")
+        .env_remove("OUT_DIR");
+    cmd
+}
+
 fn run_ok(cmd: &mut Command) -> String {
     let o = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
     assert!(o.status.success(), "{cmd:?}: {}", text(&o));
@@ -159,8 +173,7 @@ fn the_debian_package_passes_lintian_installs_with_dpkg_and_works_as_installed()
 
     // Built as a release would build it (a release build: quick where CI built it already).
     let printed = run_ok(
-        Command::new("bash")
-            .arg(Path::new(REPO).join("tools/build-deb.sh"))
+        build_deb()
             .arg("--output")
             .arg(&built)
             .env("CARGO_DEB", &cargo_deb),
@@ -331,8 +344,7 @@ fn the_release_workflows_deb_step_packages_a_built_binary_with_the_assets_it_is_
             .arg(&assets),
     );
     let build_deb = |args: &[&str]| {
-        Command::new("bash")
-            .arg(Path::new(REPO).join("tools/build-deb.sh"))
+        build_deb()
             .args(args)
             .env("CARGO_DEB", &cargo_deb)
             .env("CARGO_TARGET_DIR", &target_dir)
