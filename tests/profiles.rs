@@ -53,17 +53,32 @@ fn the_llama_server_profile_runs() {
     }
     let _alone = exclusive();
     let (_d, out) = scratch();
+    // The profile as shipped, and the gate's own busy-box policy: a failure of the timing lines
+    // alone, where the serve waited for a CPU a tenth of its time, is a SKIP, which this test
+    // of the profile's settings accepts (issue 54: with a hog on one core the rate read 16.7
+    // tok/s against the profile's floor of 20, the serve waiting 50%). Its route, its answers
+    // and its output are held either way: busy-skip never excuses them.
     let o = assert_cmd::Command::new(BIN)
         .args(["run", "--profile"])
         .arg(example("llama-server.toml"))
         .arg("--out")
         .arg(&out)
+        .args(["--busy-skip", "0.1"])
         .timeout(std::time::Duration::from_secs(300))
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(o.status.code(), Some(0), "{stdout}");
-    assert!(stdout.ends_with("RESULT: PASS\n"), "{stdout}");
+    match o.status.code() {
+        Some(0) => assert!(stdout.ends_with("RESULT: PASS\n"), "{stdout}"),
+        Some(3) => assert!(stdout.contains("RESULT: SKIP (busy box: "), "{stdout}"),
+        other => panic!("exit {other:?}: {stdout}"),
+    }
+    for check in ["route", "content", "output"] {
+        assert!(
+            line(&stdout, check).starts_with(&format!("{check:<12} ok")),
+            "{stdout}"
+        );
+    }
     let serve_argv = &json(&out.join("run.json"))["serve_argv"];
     assert_eq!(
         serve_argv[0],
